@@ -1,0 +1,31 @@
+"""The Celery app: settings under the CELERY_ namespace, tasks found in the apps."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+app = Celery("asicmon")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_finalize.connect
+def declare_beat_schedule(sender, **kwargs):
+    """Every periodic task is declared here, each expiring just under its interval."""
+    from django.conf import settings
+
+    interval = settings.POLL_INTERVAL
+    sender.conf.beat_schedule = {
+        "poll-fleet": {
+            "task": "fleet.tasks.poll_fleet",
+            "schedule": interval,
+            "options": {"expires": interval * 0.9},
+        },
+        "prune-samples": {
+            "task": "fleet.tasks.prune_samples",
+            "schedule": 3600.0,
+            "options": {"expires": 3500.0},
+        },
+    }

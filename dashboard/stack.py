@@ -1,0 +1,241 @@
+"""Start the whole stack, or the test suite, on whatever services this machine has.
+
+    python -m dashboard.stack run    # migrate, seed, then worker + beat + web, Ctrl-C stops all
+    python -m dashboard.stack test   # pytest against PostgreSQL/Redis if they answer, else fallbacks
+
+Plain Python: it runs before Django is configured, and decides what Django is given.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = Path(os.environ.get("ASICMON_VAR_DIR", ROOT / "var"))
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
+RESET = "\033[0m"
+
+
+def say(message: str) -> None:
+    print(f"\033[1m[asicmon]\033[0m {message}", flush=True)
+
+
+# --- Services ----------------------------------------------------------------------
+
+
+def redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping())
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+def postgres_answers(url: str) -> bool:
+    import psycopg
+
+    parts = urlparse(url)
+    try:
+        with psycopg.connect(_postgres_dsn(parts, "postgres"), connect_timeout=2):
+            return True
+    except psycopg.Error:
+        return False
+
+
+def _postgres_dsn(parts, dbname: str) -> str:
+    """Connection string for another database on the server a PostgreSQL URL names."""
+    from psycopg.conninfo import make_conninfo
+
+    options = {"host": parts.hostname or "127.0.0.1", "port": parts.port or 5432,
+               "user": parts.username or "postgres", "dbname": dbname}
+    if parts.password:
+        options["password"] = parts.password
+    return make_conninfo(**options)
+
+
+def ensure_postgres_database(url: str) -> None:
+    """Create the database named in a PostgreSQL URL if it does not exist yet."""
+    import psycopg
+    from psycopg import sql
+
+    parts = urlparse(url)
+    name = parts.path.lstrip("/") or "asicmon"
+    with psycopg.connect(_postgres_dsn(parts, "postgres"), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            say(f"created PostgreSQL database {name}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_throwaway_redis() -> tuple[subprocess.Popen, str]:
+    server = shutil.which("redis-server")
+    if server is None:
+        sys.exit("No Redis answers at REDIS_URL and redis-server is not installed (apt-get install redis-server).")
+    port = free_port()
+    proc = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    for _ in range(100):
+        if redis_answers(url):
+            return proc, url
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"redis-server did not start on port {port}")
+
+
+def resolve_services(env: dict) -> list[subprocess.Popen]:
+    """Point env at a Redis and a database that answer; returns processes we started."""
+    started = []
+    redis_url = env.get("REDIS_URL") or DEFAULT_REDIS_URL
+    if redis_answers(redis_url):
+        say(f"Redis: {redis_url}")
+    else:
+        proc, redis_url = start_throwaway_redis()
+        started.append(proc)
+        say(f"Redis: nothing answered, started a throwaway redis-server at {redis_url}")
+    env["REDIS_URL"] = redis_url
+
+    database_url = env.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        if postgres_answers(database_url):
+            say(f"Database: PostgreSQL {database_url}")
+        else:
+            say(f"Database: PostgreSQL at {database_url} does not answer; falling back to SQLite")
+            env.pop("DATABASE_URL")
+    if not env.get("DATABASE_URL"):
+        say(f"Database: SQLite {VAR / 'db.sqlite3'}")
+    return started
+
+
+# --- Processes ---------------------------------------------------------------------
+
+
+class Supervisor:
+    """Runs named processes with interleaved, prefixed output; stops them all together."""
+
+    def __init__(self, env: dict):
+        self.env = env
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.width = 6
+
+    def start(self, name: str, argv: list[str]) -> None:
+        colour = COLOURS[len(self.procs) % len(COLOURS)]
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1, start_new_session=True,
+        )
+        self.procs.append((name, proc))
+        threading.Thread(target=self._pump, args=(name, colour, proc), daemon=True).start()
+
+    def _pump(self, name: str, colour: str, proc: subprocess.Popen) -> None:
+        tty = sys.stdout.isatty()
+        prefix = f"{colour}{name:<{self.width}}|{RESET} " if tty else f"{name:<{self.width}}| "
+        for line in proc.stdout:
+            sys.stdout.write(prefix + line)
+            sys.stdout.flush()
+
+    def wait(self) -> int:
+        """Block until one process exits or we are interrupted; then stop the rest."""
+        try:
+            while True:
+                for name, proc in self.procs:
+                    if proc.poll() is not None:
+                        say(f"{name} exited with status {proc.returncode}; stopping the others")
+                        return proc.returncode or 1
+                time.sleep(0.3)
+        except KeyboardInterrupt:
+            say("stopping…")
+            return 0
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        for _, proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.time() + 10
+        for _, proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def manage(env: dict, *args: str) -> None:
+    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def run() -> int:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    VAR.mkdir(parents=True, exist_ok=True)
+    helpers = resolve_services(env)
+    if env.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        ensure_postgres_database(env["DATABASE_URL"])
+    try:
+        manage(env, "migrate", "--no-input", "-v", "0")
+        manage(env, "seed_fleet")
+        manage(env, "ensure_admin")
+        manage(env, "collectstatic", "--no-input", "-v", "0")
+        host = env.get("WEB_HOST", "127.0.0.1")
+        port = env.get("WEB_PORT", "8000")
+        bin_dir = Path(sys.executable).parent
+        supervisor = Supervisor(env)
+        supervisor.start("worker", [str(bin_dir / "celery"), "-A", "dashboard", "worker", "-l", "info",
+                                    "--concurrency", env.get("WORKER_CONCURRENCY", "2"),
+                                    "-Q", env.get("CELERY_QUEUE", "asicmon")])
+        supervisor.start("beat", [str(bin_dir / "celery"), "-A", "dashboard", "beat", "-l", "info",
+                                  "-s", str(VAR / "celerybeat-schedule")])
+        supervisor.start("web", [str(bin_dir / "daphne"), "-b", host, "-p", port, "dashboard.asgi:application"])
+        say(f"Asicmon is starting: open http://{host}:{port}/ and sign in (see the administrator line above).")
+        say("Press Ctrl-C to stop the worker, beat and web server.")
+        return supervisor.wait()
+    finally:
+        for proc in helpers:
+            proc.terminate()
+
+
+def test(pytest_args: list[str]) -> int:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # Keep tests apart from a running dashboard on the same Redis.
+    env["REDIS_KEY_PREFIX"] = "asicmon-test"
+    env["CELERY_QUEUE"] = "asicmon-test"
+    VAR.mkdir(parents=True, exist_ok=True)
+    helpers = resolve_services(env)
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=ROOT, env=env).returncode
+    finally:
+        for proc in helpers:
+            proc.terminate()
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"run", "test"}:
+        print(__doc__)
+        return 2
+    if argv[0] == "run":
+        return run()
+    return test(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

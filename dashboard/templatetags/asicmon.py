@@ -1,0 +1,41 @@
+"""Formatting of counter values; static/dashboard/js/live.js formats the same way."""
+
+from django import template
+
+from fleet.choices import HEALTH_COLOURS, Health
+
+register = template.Library()
+
+
+def _blank(value) -> bool:
+    return value is None or value == ""
+
+
+@register.filter
+def percent(value):
+    return "–" if _blank(value) else f"{float(value) * 100:.0f}%"
+
+
+@register.filter
+def celsius(value):
+    return "–" if _blank(value) else f"{float(value):.1f} °C"
+
+
+@register.filter
+def watts(value):
+    return "–" if _blank(value) else f"{float(value):.0f} W"
+
+
+@register.filter
+def gib(value):
+    return "–" if _blank(value) else f"{float(value) / 2**30:.1f} GiB"
+
+
+@register.filter
+def health_colour(health):
+    return HEALTH_COLOURS.get(Health(health), HEALTH_COLOURS[Health.UNKNOWN])
+
+
+@register.filter
+def get_item(mapping, key):
+    return None if mapping is None else mapping.get(key)

@@ -1,0 +1,22 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from dashboard import views
+
+dashboard_patterns = [
+    path("", views.fleet, name="fleet"),
+    path("devices/<int:device_id>/", views.device, name="device"),
+]
+
+urlpatterns = [
+    path("", include((dashboard_patterns, "dashboard"))),
+    path("accounts/login/", auth_views.LoginView.as_view(template_name="dashboard/login.html"), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/", include("fleet.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/auth/", include("rest_framework.urls")),
+]

@@ -1,0 +1,186 @@
+"""One emulated host: its devices' states, their drivers, and their persistence.
+
+State lives in ``<state_dir>/<host>.json``, written atomically (temporary file, then
+rename) under an exclusive lock on ``<state_dir>/<host>.lock``, so several worker
+processes can poll different hosts of a fleet -- or even the same host -- and a restarted
+worker continues with the temperatures, leaks and counters the last one left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+from emulator import physics
+from emulator.config import FleetConfig, HostSpec, find_host
+from emulator.devices import device_type
+from emulator.drivers import DRIVERS, DeviceBinding, Driver
+from emulator.noise import string_key
+from emulator.physics import DeviceState
+from emulator.workloads import op_time_us, workload_for
+
+__all__ = ["EmulatedHost", "items_per_second"]
+
+STATE_VERSION = 1
+BATCH_ITEMS = {"recommendation": 256, "transformer": 8, "video_pipeline": 8}
+
+
+@lru_cache(maxsize=64)
+def items_per_second(device_type_name: str, sw_version: str) -> float:
+    """Work items (samples, sequences, frames) a device serves per second at full load:
+    one batch per pass over its workload graph with the cost model of its type."""
+    workload = workload_for(device_type_name)
+    pass_us = sum(op_time_us(n, device_type_name, sw_version) for n in workload.nodes if n.kind != "host")
+    return BATCH_ITEMS.get(workload.name, 1) * 1e6 / pass_us
+
+
+class EmulatedHost:
+    """The devices of one host. Not thread-safe by itself: hold `locked()` to change it."""
+
+    def __init__(self, cfg: FleetConfig, host: str | HostSpec, state_dir: str | os.PathLike | None = None) -> None:
+        self.cfg = cfg
+        self.spec = host if isinstance(host, HostSpec) else find_host(cfg, host)
+        self.name = self.spec.name
+        self.key = string_key(self.name)
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        self.states: dict[str, DeviceState] = {}
+        self._loaded_stamp: tuple[int, int] | None = None
+        self._thread_lock = threading.RLock()
+        self._drivers: dict[str, Driver] = {}
+        self._bindings: dict[str, DeviceBinding] = {}
+        by_driver: dict[str, list[str]] = {}
+        for d in self.spec.devices:
+            by_driver.setdefault(device_type(d.type).driver, []).append(d.serial)
+        for name, serials in by_driver.items():
+            driver = DRIVERS[name](self, serials)
+            self._drivers[name] = driver
+            self._bindings.update(driver.bindings())
+
+    # -- state -----------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path | None:
+        return self.state_dir / f"{self.name}.json" if self.state_dir else None
+
+    def _fresh_states(self, t: float) -> None:
+        self.states.clear()
+        for d in self.spec.devices:
+            self.states[d.serial] = physics.new_state(device_type(d.type), d.serial, self.cfg.seed, t)
+
+    def sync(self, now: float | None = None) -> None:
+        """Makes the in-memory state current with the state file (another process may have
+        written it), or creates fresh devices at ``now`` when there is no state yet."""
+        path = self.state_path
+        if path is not None and path.exists():
+            st = path.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp != self._loaded_stamp or not self.states:
+                data = json.loads(path.read_text())
+                if data.get("version") != STATE_VERSION or data.get("seed") != self.cfg.seed:
+                    raise ValueError(f"{path} holds state of another fleet or format; move it away")
+                loaded = {s: DeviceState.from_json(v) for s, v in data["devices"].items()}
+                self.states.clear()
+                self.states.update(loaded)  # the drivers hold this very dict
+                for d in self.spec.devices:  # a device added to the layout since
+                    if d.serial not in self.states:
+                        self.states[d.serial] = physics.new_state(device_type(d.type), d.serial, self.cfg.seed, data["t"])
+                self._loaded_stamp = stamp
+            return
+        if not self.states:
+            self._fresh_states(time.time() if now is None else now)
+
+    def save(self) -> None:
+        path = self.state_path
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "version": STATE_VERSION,
+            "seed": self.cfg.seed,
+            "host": self.name,
+            "t": self.now,
+            "devices": {s: st.to_json() for s, st in self.states.items()},
+        }
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{self.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        st = path.stat()
+        self._loaded_stamp = (st.st_mtime_ns, st.st_size)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[EmulatedHost]:
+        """Exclusive access to this host's state across threads and processes."""
+        with self._thread_lock:
+            if self.state_dir is None:
+                yield self
+                return
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.state_dir / f"{self.name}.lock", "a") as lock_file:
+                fcntl.flock(lock_file, fcntl.LOCK_EX)
+                try:
+                    yield self
+                finally:
+                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    @property
+    def now(self) -> float:
+        return max((s.t for s in self.states.values()), default=0.0)
+
+    # -- simulation ----------------------------------------------------------------------
+    def advance(self, now: float) -> None:
+        """Moves every device forward to ``now`` (earlier times are ignored)."""
+        for d in self.spec.devices:
+            state = self.states[d.serial]
+            dtype = device_type(d.type)
+            workload = workload_for(d.type).name
+            physics.advance(state, dtype, now, workload, items_per_second(d.type, d.sw_version), self.key)
+
+    def state(self, serial: str) -> DeviceState:
+        try:
+            return self.states[serial]
+        except KeyError:
+            raise KeyError(f"no device {serial!r} on {self.name}") from None
+
+    def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
+        physics.inject(self.state(serial), fault, persistent)
+
+    def clear_fault(self, serial: str, fault: str) -> None:
+        physics.clear(self.state(serial), fault)
+
+    def reboot(self, serial: str) -> None:
+        physics.reboot(self.state(serial), self.cfg.reboot_s)
+
+    # -- drivers -------------------------------------------------------------------------
+    def binding(self, serial: str) -> DeviceBinding:
+        """What a monitor needs to reach this device through its driver."""
+        try:
+            return self._bindings[serial]
+        except KeyError:
+            raise KeyError(f"no device {serial!r} on {self.name}") from None
+
+    def describe(self, serial: str) -> dict:
+        """The device as its driver shows it (for humans)."""
+        d = self.spec.device(serial)
+        return self._drivers[device_type(d.type).driver].describe(serial)
+
+    def materialise(self, root: str | os.PathLike) -> list[Path]:
+        """Writes the file trees of this host's file-based devices as real files."""
+        out = []
+        for serial in self.states:
+            files = self._bindings[serial].files
+            if files is not None and hasattr(files, "materialise"):
+                out.append(files.materialise(Path(root) / self.name))
+        return out

@@ -1,0 +1,223 @@
+"""Device physics: workload drives core activity, activity drives power, power drives
+temperature with thermal lag, heat throttles the clock, and counters integrate it all.
+
+`DeviceState` is plain data (it is persisted as JSON); `advance` moves one device forward
+in simulated time. All randomness comes from `emulator.noise`, keyed by the fleet seed,
+the device and the time step, so the same sequence of `advance` calls always produces the
+same states.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from emulator import noise
+from emulator.devices import FAULTS, OVERHEAT_FACTOR, DeviceType
+
+__all__ = ["DeviceState", "advance", "demand", "new_state"]
+
+MAX_STEP_S = 1.0  # integration step; long gaps use fewer, longer steps
+MAX_STEPS = 240
+LEAK_BYTES_PER_S = 8 << 20  # a leaking driver loses 8 MiB a second
+ECC_BACKGROUND_PER_S = 2e-4
+ECC_STORM_PER_S = 150.0
+ECC_STORM_UNCORRECTED_PER_S = 0.2
+PCIE_DEGRADED_ERRORS_PER_S = 25.0
+WORKLOAD_PHASE = {"video_pipeline": 0.83, "recommendation": 0.79, "transformer": 0.6}
+
+
+@dataclass
+class DeviceState:
+    """Everything that changes about one device. Counters are unbounded Python ints; the
+    driver views expose them modulo the hardware counter width, so they wrap there."""
+
+    serial: str
+    type: str
+    key: int  # stable integer identity for noise
+    t: float  # simulated epoch seconds of this state
+    temperature_c: float
+    power_w: float
+    clock_mhz: float
+    throttle_thermal: bool = False
+    throttle_power: bool = False
+    core_activity: list[float] = field(default_factory=list)
+    core_active_cycles: list[int] = field(default_factory=list)
+    core_total_cycles: list[int] = field(default_factory=list)
+    core_busy_us: list[int] = field(default_factory=list)
+    memory_used_bytes: int = 0
+    leaked_bytes: int = 0
+    ecc_corrected: int = 0
+    ecc_uncorrected: int = 0
+    pcie_errors: int = 0
+    dma_to_device_bytes: int = 0
+    dma_from_device_bytes: int = 0
+    energy_mj: int = 0
+    work_items: int = 0
+    load: float = 0.0
+    faults: dict[str, dict] = field(default_factory=dict)  # name -> {"since": t, "persistent": bool}
+    rebooting_until: float | None = None
+    boots: int = 0
+    stuck_core: int = 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> DeviceState:
+        return cls(**data)
+
+    def has(self, fault: str) -> bool:
+        return fault in self.faults
+
+    @property
+    def rebooting(self) -> bool:
+        return self.rebooting_until is not None and self.t < self.rebooting_until
+
+    def pcie_link(self, dtype: DeviceType) -> tuple[int, int]:
+        """(generation, width) of the PCIe link as trained now."""
+        if self.has("pcie_degraded"):
+            return max(1, dtype.pcie_gen - 2), max(1, dtype.pcie_width // 4)
+        return dtype.pcie_gen, dtype.pcie_width
+
+
+def demand(t: float, workload: str, host_key: int = 0) -> float:
+    """The daily demand curve of a workload at epoch time ``t``, in [0.05, 1].
+
+    Traffic peaks in the evening (UTC), dips at night, and each host is a little offset.
+    """
+    day = t / 86400.0
+    phase = WORKLOAD_PHASE.get(workload, 0.75) + ((host_key % 97) / 97.0 - 0.5) * 0.06
+    level = 0.55 + 0.35 * math.cos(2 * math.pi * (day - phase))
+    return min(1.0, max(0.05, level))
+
+
+def new_state(dtype: DeviceType, serial: str, seed: int, t: float) -> DeviceState:
+    """A freshly installed device, idle at ambient+idle temperature. Cycle counters start at
+    a seeded offset of their width, so some devices wrap early in a run."""
+    key = noise.mix(seed, noise.string_key(serial))
+    width = 1 << dtype.counter_bits
+    busy_width = 1 << 32
+    temp = dtype.ambient_c + dtype.idle_w * dtype.thermal_resistance
+    return DeviceState(
+        serial=serial,
+        type=dtype.name,
+        key=key,
+        t=t,
+        temperature_c=temp,
+        power_w=dtype.idle_w,
+        clock_mhz=dtype.max_clock_mhz,
+        core_activity=[0.0] * dtype.cores,
+        core_active_cycles=[noise.mix(key, c, 2) % width for c in range(dtype.cores)],
+        core_total_cycles=[noise.mix(key, c, 2) % width for c in range(dtype.cores)],
+        core_busy_us=[noise.mix(key, c, 3) % busy_width for c in range(dtype.cores)],
+        memory_used_bytes=dtype.model_memory_bytes,
+        ecc_corrected=noise.mix(key, 4) % 50,
+        stuck_core=noise.mix(key, 5) % dtype.cores,
+    )
+
+
+def advance(state: DeviceState, dtype: DeviceType, t: float, workload: str, items_per_s: float, host_key: int = 0) -> None:
+    """Moves ``state`` forward to time ``t`` (no-op if ``t`` is not later)."""
+    gap = t - state.t
+    if gap <= 0:
+        return
+    steps = min(MAX_STEPS, max(1, math.ceil(gap / MAX_STEP_S)))
+    dt = gap / steps
+    for _ in range(steps):
+        _step(state, dtype, dt, workload, items_per_s, host_key)
+
+
+def _step(s: DeviceState, d: DeviceType, dt: float, workload: str, items_per_s: float, host_key: int) -> None:
+    t = s.t + dt
+    tick = int(t * 10)  # noise changes every 100 ms of simulated time
+    rebooting = s.rebooting_until is not None and t < s.rebooting_until
+    if s.rebooting_until is not None and not rebooting:
+        s.rebooting_until = None
+    hung = "hang" in s.faults
+    serving = not (rebooting or hung)
+
+    load = demand(t, workload, host_key) * (0.9 + 0.2 * noise.uniform(s.key, tick, 7)) if serving else 0.0
+    load = min(1.0, load)
+    activity = []
+    for c in range(d.cores):
+        a = load * (0.85 + 0.3 * noise.uniform(s.key, tick, 100 + c)) if serving else 0.0
+        if "core_stuck" in s.faults and c == s.stuck_core and not rebooting:
+            a = 1.0
+        activity.append(min(1.0, max(0.0, a)))
+    s.core_activity = activity
+    s.load = load
+    mean_activity = sum(activity) / d.cores
+
+    # clock: thermal throttling with hysteresis, and a power cap
+    f = s.clock_mhz / d.max_clock_mhz
+    f_min = d.min_clock_mhz / d.max_clock_mhz
+    if s.temperature_c > d.throttle_c:
+        f = max(f_min, f - 0.08 * dt * (1 + s.temperature_c - d.throttle_c))
+        s.throttle_thermal = True
+    elif s.temperature_c < d.throttle_c - 3:
+        f = min(1.0, f + 0.1 * dt)
+        s.throttle_thermal = f < 1.0
+    dynamic = (d.tdp_w - d.idle_w) * mean_activity * f**1.5
+    s.throttle_power = False
+    if d.idle_w + dynamic > d.tdp_w * 1.1:  # never reached at nominal clocks; kept as a guard
+        s.throttle_power = True
+    idle = d.idle_w * (0.4 if rebooting else 1.0)
+    power = idle + dynamic + d.idle_w * 0.03 * (noise.uniform(s.key, tick, 8) - 0.5)
+    s.power_w = max(0.0, power)
+    s.clock_mhz = d.max_clock_mhz * f
+
+    # temperature: first-order lag towards ambient + power x thermal resistance
+    r_th = d.thermal_resistance * (OVERHEAT_FACTOR if "overheat" in s.faults else 1.0)
+    target = d.ambient_c + s.power_w * r_th
+    s.temperature_c += (target - s.temperature_c) * (1.0 - math.exp(-dt / d.thermal_tau_s))
+
+    # monotonic counters
+    hz = s.clock_mhz * 1e6
+    for c, a in enumerate(activity):
+        s.core_total_cycles[c] += round(hz * dt)
+        s.core_active_cycles[c] += round(hz * dt * a)
+        s.core_busy_us[c] += round(dt * 1e6 * a)
+    link_gen, link_width = s.pcie_link(d)
+    link_share = (link_gen * link_width) / (d.pcie_gen * d.pcie_width)
+    dma = d.pcie_gbps * 1e9 * load * min(1.0, link_share * 2) * dt
+    s.dma_to_device_bytes += round(dma)
+    s.dma_from_device_bytes += round(dma * 0.1)
+    s.energy_mj += round(s.power_w * dt * 1000)
+    s.work_items += round(items_per_s * load * f * min(1.0, link_share * 2) * dt)
+    ecc_rate = ECC_STORM_PER_S if "ecc_storm" in s.faults else ECC_BACKGROUND_PER_S
+    s.ecc_corrected += noise.poisson(ecc_rate * dt, s.key, tick, 9)
+    if "ecc_storm" in s.faults:
+        s.ecc_uncorrected += noise.poisson(ECC_STORM_UNCORRECTED_PER_S * dt, s.key, tick, 10)
+    if "pcie_degraded" in s.faults:
+        s.pcie_errors += noise.poisson(PCIE_DEGRADED_ERRORS_PER_S * dt, s.key, tick, 11)
+
+    # memory: resident model + working set + whatever a leaking driver lost
+    if "memory_leak" in s.faults and not rebooting:
+        s.leaked_bytes += round(LEAK_BYTES_PER_S * dt)
+    resident = 0 if rebooting else d.model_memory_bytes + round(d.working_memory_bytes * load)
+    s.memory_used_bytes = min(d.memory_bytes, resident + s.leaked_bytes)
+    s.t = t
+
+
+def inject(state: DeviceState, fault: str, persistent: bool = False) -> None:
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; expected one of {', '.join(FAULTS)}")
+    state.faults[fault] = {"since": state.t, "persistent": persistent}
+
+
+def clear(state: DeviceState, fault: str) -> None:
+    """Clears a fault. Memory a leaking driver already lost stays lost until a reboot."""
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; expected one of {', '.join(FAULTS)}")
+    state.faults.pop(fault, None)
+
+
+def reboot(state: DeviceState, duration_s: float) -> None:
+    """Takes the device away for ``duration_s``; transient faults and leaked memory are gone
+    when it comes back (they are cleared now; the driver answers nothing until then)."""
+    state.faults = {k: v for k, v in state.faults.items() if v.get("persistent")}
+    state.leaked_bytes = 0
+    state.rebooting_until = state.t + duration_s
+    state.boots += 1
+    state.throttle_thermal = False

@@ -1,0 +1,62 @@
+"""Parsing of query parameters into values, with specific messages for bad input."""
+
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from rest_framework.exceptions import ValidationError
+
+DEFAULT_WINDOW = timedelta(minutes=15)
+MAX_WINDOW = timedelta(days=31)
+
+
+def parse_instant(name: str, raw: str) -> datetime:
+    """An ISO 8601 date-time (naive means UTC) or Unix seconds."""
+    raw = raw.strip()
+    try:
+        return datetime.fromtimestamp(float(raw), tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    try:
+        parsed = parse_datetime(raw)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise ValidationError(
+            {name: f"'{raw}' is not a time: use ISO 8601 (2026-11-21T10:00:00Z) or Unix seconds."}
+        )
+    if timezone.is_naive(parsed):
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+def parse_time_range(params) -> tuple[datetime, datetime]:
+    until = parse_instant("until", params["until"]) if params.get("until") else timezone.now()
+    since = parse_instant("since", params["since"]) if params.get("since") else until - DEFAULT_WINDOW
+    if since >= until:
+        raise ValidationError({"since": f"since ({since.isoformat()}) must be before until ({until.isoformat()})."})
+    if until - since > MAX_WINDOW:
+        raise ValidationError({"since": f"the range may span at most {MAX_WINDOW.days} days."})
+    return since, until
+
+
+def parse_limit(params, *, default: int, maximum: int) -> int:
+    raw = params.get("limit")
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({"limit": f"'{raw}' is not an integer."}) from None
+    if not 1 <= value <= maximum:
+        raise ValidationError({"limit": f"limit must be between 1 and {maximum}."})
+    return value
+
+
+def parse_choice(params, name: str, choices: list[str]) -> str | None:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return None
+    if raw not in choices:
+        raise ValidationError({name: f"'{raw}' is not one of: {', '.join(choices)}."})
+    return raw

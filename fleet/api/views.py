@@ -1,0 +1,105 @@
+from django.db.models import Count
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from fleet import samples, snapshots
+from fleet.asicmon import CATALOGUE
+from fleet.api import params
+from fleet.api.serializers import (
+    CounterSerializer,
+    DeviceSerializer,
+    HostSerializer,
+    SeriesSerializer,
+)
+from fleet.choices import DeviceState
+from fleet.models import Counter, Device, Host
+
+MAX_POINTS = 100_000
+
+
+class HostViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = HostSerializer
+    queryset = Host.objects.annotate(device_count=Count("devices")).order_by("name")
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("host", str, description="Host name"),
+        OpenApiParameter("type", str, description="Device type, e.g. gpu"),
+        OpenApiParameter("state", str, enum=DeviceState.values),
+    ]
+)
+class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
+    """Devices with their latest counters (from the snapshot cache, never a driver)."""
+
+    serializer_class = DeviceSerializer
+
+    def get_queryset(self):
+        queryset = Device.objects.for_dashboard()
+        query = self.request.query_params
+        if host := query.get("host"):
+            queryset = queryset.filter(host__name=host)
+        if device_type := query.get("type"):
+            queryset = queryset.filter(device_type=device_type)
+        if state := params.parse_choice(query, "state", DeviceState.values):
+            queryset = queryset.filter(state=state)
+        return queryset
+
+    def get_serializer(self, *args, **kwargs):
+        instance = args[0] if args else None
+        if instance is not None:
+            devices = instance if isinstance(instance, list | tuple) else [instance]
+            kwargs.setdefault("context", self.get_serializer_context())
+            kwargs["context"]["snapshots"] = snapshots.read_snapshots([d.id for d in devices])
+        return super().get_serializer(*args, **kwargs)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("counter", str, required=True, description="Counter name from /api/counters/"),
+            OpenApiParameter("since", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default until - 15 min"),
+            OpenApiParameter("until", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default now"),
+            OpenApiParameter("limit", int, description=f"At most this many points (1..{MAX_POINTS})"),
+        ],
+        responses=SeriesSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def samples(self, request, pk=None):
+        """One counter of one device over a time range, oldest first."""
+        device = self.get_object()
+        query = request.query_params
+        name = query.get("counter")
+        if not name:
+            raise ValidationError({"counter": "counter is required, e.g. ?counter=temperature_c."})
+        known = samples.series_counter_names()
+        if name not in known:
+            raise ValidationError({"counter": f"unknown counter '{name}'; known counters: {', '.join(known)}."})
+        since, until = params.parse_time_range(query)
+        limit = params.parse_limit(query, default=10_000, maximum=MAX_POINTS)
+        points = samples.read_series(device.id, samples.counter_ids()[name], since, until, limit)
+        return Response(
+            {
+                "device": device.id,
+                "counter": name,
+                "unit": CATALOGUE[name].unit,
+                "since": since,
+                "until": until,
+                "points": [[ts.isoformat(), value] for ts, value in points],
+            }
+        )
+
+
+class CounterViewSet(viewsets.ReadOnlyModelViewSet):
+    """The Asicmon counter catalogue."""
+
+    serializer_class = CounterSerializer
+    queryset = Counter.objects.order_by("name")
+    lookup_field = "name"
+    pagination_class = None
+
+    def get_queryset(self):
+        samples.counter_ids()  # make sure the catalogue is mirrored
+        return super().get_queryset()

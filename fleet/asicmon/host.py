@@ -1,0 +1,109 @@
+"""Monitoring the devices of one (emulated) host: one monitor per device, polled together.
+
+`HostMonitor.poll` is what a polling worker calls each cycle: it advances the host's
+emulator to ``now``, refreshes every device's monitor in parallel under a per-probe time
+budget (a hung device is marked and delays nobody), persists the emulator state, and
+returns every device's snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from emulator import EmulatedHost, FleetConfig
+from emulator.config import DeviceSpec
+from fleet.asicmon.specs import monitor_class
+from fleet.asimov.runtime import DEFAULT_TIMEOUT_S, DeviceMonitor
+
+__all__ = ["HostMonitor"]
+
+
+class HostMonitor:
+    def __init__(self, host: EmulatedHost, monitors: dict[str, DeviceMonitor], probe_timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.host = host
+        self.name = host.name
+        self._monitors = monitors
+        self.probe_timeout = probe_timeout
+
+    @classmethod
+    def open(
+        cls,
+        cfg: FleetConfig,
+        host: str,
+        state_dir: str | os.PathLike | None = None,
+        *,
+        probe_timeout: float = DEFAULT_TIMEOUT_S,
+        spec_dirs: Iterable[str | os.PathLike] = (),
+    ) -> HostMonitor:
+        """Monitors for every device of ``host``; state persists under ``state_dir``
+        (None keeps it in memory only). ``spec_dirs`` are searched for ``<type>.asimov``
+        before the specs that ship with Asimov."""
+        emu = EmulatedHost(cfg, host, Path(state_dir) if state_dir is not None else None)
+        dirs = tuple(spec_dirs)
+        monitors = {}
+        for d in emu.spec.devices:
+            klass = monitor_class(d.type, dirs)
+            monitors[d.serial] = klass(emu.binding(d.serial), serial=d.serial, timeout=probe_timeout)
+        return cls(emu, monitors, probe_timeout)
+
+    # -- devices ---------------------------------------------------------------------------
+    @property
+    def devices(self) -> list[DeviceSpec]:
+        return list(self.host.spec.devices)
+
+    @property
+    def serials(self) -> list[str]:
+        return list(self._monitors)
+
+    def monitor(self, serial: str) -> DeviceMonitor:
+        try:
+            return self._monitors[serial]
+        except KeyError:
+            raise KeyError(f"no device {serial!r} on {self.name}") from None
+
+    def snapshots(self) -> dict[str, dict[str, Any]]:
+        """The latest snapshot of every device, from the caches only."""
+        return {serial: m.snapshot() for serial, m in self._monitors.items()}
+
+    # -- polling -----------------------------------------------------------------------------
+    def poll(self, now: float | None = None) -> dict[str, dict[str, Any]]:
+        """Advances the emulator to ``now`` (default: the wall clock), refreshes every
+        device's monitor with a time budget per probe, saves the state, and returns the
+        snapshots keyed by serial."""
+        now = time.time() if now is None else now
+        with self.host.locked():
+            self.host.sync(now)
+            self.host.advance(now)
+            pending = [(m, m.begin_refresh(now)) for m in self._monitors.values()]
+            deadline = time.perf_counter() + self.probe_timeout
+            for m, p in pending:
+                m.finish_refresh(p, deadline)
+            self.host.save()
+        return self.snapshots()
+
+    # -- actions (persisted like the rest of the state) ---------------------------------------
+    def _change(self, serial: str, action) -> None:
+        self.monitor(serial)  # unknown serials fail before anything changes
+        with self.host.locked():
+            self.host.sync(time.time())
+            action()
+            self.host.save()
+
+    def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
+        self._change(serial, lambda: self.host.inject_fault(serial, fault, persistent))
+
+    def clear_fault(self, serial: str, fault: str) -> None:
+        self._change(serial, lambda: self.host.clear_fault(serial, fault))
+
+    def reboot(self, serial: str) -> None:
+        self._change(serial, lambda: self.host.reboot(serial))
+
+    def faults(self, serial: str) -> dict[str, dict]:
+        """Faults injected into a device (emulator truth, for tests and the CLI)."""
+        with self.host.locked():
+            self.host.sync(time.time())
+            return dict(self.host.state(serial).faults)

@@ -1,0 +1,29 @@
+"""Device states and health levels, each with the colour the UI paints it."""
+
+from django.db import models
+
+
+class DeviceState(models.TextChoices):
+    """The operational state, changed by people and by remediation."""
+
+    IN_SERVICE = "in_service", "In service"
+    REBOOTING = "rebooting", "Rebooting"
+    REPAIR = "repair", "In repair"
+    DRAINED = "drained", "Drained"
+
+
+class Health(models.TextChoices):
+    """What the latest snapshot says about a device."""
+
+    HEALTHY = "healthy", "Healthy"
+    WARNING = "warning", "Warning"
+    CRITICAL = "critical", "Critical"
+    UNKNOWN = "unknown", "No recent data"
+
+
+HEALTH_COLOURS = {
+    Health.HEALTHY: "#2e9e5b",
+    Health.WARNING: "#e0a020",
+    Health.CRITICAL: "#d64545",
+    Health.UNKNOWN: "#8a8f98",
+}

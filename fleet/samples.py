@@ -1,0 +1,99 @@
+"""Writing and reading the time-series table.
+
+Writes are batched into one statement per batch and are idempotent: a sample is keyed
+by (device, counter, cycle timestamp), and a key that exists already is left as it is.
+On PostgreSQL the batch travels as four arrays unnested server-side (one round trip,
+no statement-size growth with the batch); on SQLite it is one executemany in one
+transaction.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from django.db import connection, transaction
+
+from fleet.asicmon import CATALOGUE
+from fleet.models import Counter, Sample
+
+# Kinds of catalogue counters that are numbers worth a time series.
+SERIES_KINDS = {"gauge", "counter"}
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRow:
+    device_id: int
+    counter_id: int
+    ts: datetime
+    value: float
+
+
+def mirror_catalogue(**kwargs) -> None:
+    """Copy the Asicmon catalogue into the Counter table (run after every migrate)."""
+    Counter.objects.bulk_create(
+        [
+            Counter(name=c.name, unit=c.unit, kind=c.kind, description=c.description[:255])
+            for c in CATALOGUE.values()
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def counter_ids() -> dict[str, int]:
+    """Counter name -> id, one small query; mirrors the catalogue if a counter is missing."""
+    ids = dict(Counter.objects.values_list("name", "id"))
+    if len(ids) < len(CATALOGUE):
+        mirror_catalogue()
+        ids = dict(Counter.objects.values_list("name", "id"))
+    return ids
+
+
+def series_counter_names() -> list[str]:
+    return sorted(name for name, c in CATALOGUE.items() if c.kind in SERIES_KINDS)
+
+
+def rows_from_snapshot(device_id: int, ts: datetime, snapshot: dict, ids: dict[str, int]) -> list[SampleRow]:
+    rows = []
+    for name, value in snapshot.items():
+        if name not in ids or CATALOGUE[name].kind not in SERIES_KINDS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        rows.append(SampleRow(device_id, ids[name], ts, float(value)))
+    return rows
+
+
+def write_samples(rows: Iterable[SampleRow]) -> int:
+    """Insert a batch, skipping keys already there. Returns the number of rows sent."""
+    rows = list(rows)
+    if not rows:
+        return 0
+    table = connection.ops.quote_name(Sample._meta.db_table)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"INSERT INTO {table} (device_id, counter_id, ts, value) "
+                "SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::timestamptz[], %s::float8[]) "
+                "ON CONFLICT DO NOTHING",
+                [
+                    [r.device_id for r in rows],
+                    [r.counter_id for r in rows],
+                    [r.ts for r in rows],
+                    [r.value for r in rows],
+                ],
+            )
+        else:
+            adapt = connection.ops.adapt_datetimefield_value
+            cursor.executemany(
+                f"INSERT OR IGNORE INTO {table} (device_id, counter_id, ts, value) VALUES (%s, %s, %s, %s)",
+                [(r.device_id, r.counter_id, adapt(r.ts), r.value) for r in rows],
+            )
+    return len(rows)
+
+
+def read_series(device_id: int, counter_id: int, since: datetime, until: datetime, limit: int):
+    """(ts, value) pairs of one device's counter in [since, until], oldest first."""
+    return list(
+        Sample.objects.filter(device_id=device_id, counter_id=counter_id, ts__gte=since, ts__lte=until)
+        .order_by("ts")
+        .values_list("ts", "value")[:limit]
+    )

@@ -1,0 +1,37 @@
+// Fleet page: each poll message updates the rows of its devices in place.
+"use strict";
+
+(function () {
+  const table = document.getElementById("fleet-table");
+  if (!table) return;
+  const rows = new Map();
+  table.querySelectorAll("tr[data-device-id]").forEach((tr) => rows.set(Number(tr.dataset.deviceId), tr));
+
+  function recountHealth() {
+    const counts = {};
+    rows.forEach((tr) => {
+      const health = tr.querySelector('[data-field="health"]').textContent.trim();
+      counts[health] = (counts[health] || 0) + 1;
+    });
+    document.querySelectorAll("[data-health-count]").forEach((li) => {
+      li.querySelector("b").textContent = counts[li.dataset.healthCount] || 0;
+    });
+  }
+
+  function applyPoll(message) {
+    if (message.type !== "fleet.polled") return;
+    for (const line of message.devices) {
+      const tr = rows.get(line.id);
+      if (!tr) continue;
+      for (const [field, fmt] of Object.entries(Asicmon.format)) {
+        const cell = tr.querySelector(`[data-field="${field}"]`);
+        if (cell) cell.textContent = fmt(line[field]);
+      }
+      Asicmon.setHealthBadge(tr.querySelector('[data-field="health"]'), line.health);
+      tr.dataset.cycle = message.cycle;
+    }
+    recountHealth();
+  }
+
+  Asicmon.connect(table.dataset.wsPath, applyPoll);
+})();

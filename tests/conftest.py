@@ -1,0 +1,96 @@
+"""Shared fixtures: one cast of users, a small seeded emulated fleet, clean Redis keys.
+
+`make test` (python -m dashboard.stack test) points the suite at PostgreSQL and Redis
+when they answer, and at SQLite and a throwaway redis-server otherwise.
+"""
+
+import pytest
+
+TEST_PREFIX = "asicmon-test"
+
+
+def pytest_configure(config):
+    """Never touch a running dashboard's keys or queue, even under a bare `pytest`."""
+    from django.conf import settings
+
+    if "test" not in settings.REDIS_KEY_PREFIX:
+        settings.REDIS_KEY_PREFIX = TEST_PREFIX
+        settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"{TEST_PREFIX}:ws"
+        settings.CELERY_TASK_DEFAULT_QUEUE = TEST_PREFIX
+
+
+@pytest.fixture
+def clean_redis():
+    """Delete this suite's keys before and after a test that uses Redis."""
+    from django.conf import settings
+
+    from fleet.redis import get_redis
+
+    def wipe():
+        client = get_redis()
+        keys = list(client.scan_iter(f"{settings.REDIS_KEY_PREFIX}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+
+    wipe()
+    yield get_redis()
+    wipe()
+
+
+@pytest.fixture
+def fleet_settings(settings, tmp_path):
+    """A small fleet (2 hosts x 4 devices, three types) whose emulator state lives in tmp_path."""
+    from fleet import services
+
+    settings.FLEET_SEED = 7
+    settings.FLEET_HOSTS = 2
+    settings.FLEET_DEVICES_PER_HOST = 4
+    settings.FLEET_TYPES = ("video", "inference", "gpu")
+    settings.EMULATOR_STATE_DIR = tmp_path / "emulator"
+    settings.POLL_SHARDS = 2
+    services._host_monitors.clear()
+    yield settings
+    services._host_monitors.clear()
+
+
+@pytest.fixture
+def seeded_fleet(fleet_settings, clean_redis):
+    from fleet.models import Device
+    from fleet.services import seed_fleet
+
+    seed_fleet()
+    return list(Device.objects.for_dashboard())
+
+
+def _user(username: str, *groups: str):
+    from django.contrib.auth.models import Group, User
+
+    from fleet.roles import ensure_roles
+
+    ensure_roles()
+    user = User.objects.create_user(username=username, password=f"{username}-password-123")
+    user.groups.add(*Group.objects.filter(name__in=groups))
+    return user
+
+
+@pytest.fixture
+def viewer(db):
+    return _user("vera", "viewers")
+
+
+@pytest.fixture
+def operator(db):
+    return _user("otto", "viewers", "operators")
+
+
+@pytest.fixture
+def outsider(db):
+    """Signed in, but in no role: may see nothing."""
+    return _user("oscar")
+
+
+@pytest.fixture
+def api_client():
+    from rest_framework.test import APIClient
+
+    return APIClient()

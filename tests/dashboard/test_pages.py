@@ -1,0 +1,63 @@
+"""Server-rendered pages: sign-in, permissions, content, query counts."""
+
+import pytest
+
+from fleet import services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def polled_fleet(seeded_fleet):
+    cycle = services.current_cycle()
+    for shard in services.shards():
+        services.poll_shard(shard, cycle)
+    return seeded_fleet
+
+
+def test_fleet_page_needs_sign_in(client, polled_fleet):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response.headers["Location"].startswith("/accounts/login/")
+
+
+def test_fleet_page_is_forbidden_without_a_role(client, outsider, polled_fleet):
+    client.force_login(outsider)
+    assert client.get("/").status_code == 403
+
+
+def test_fleet_page_lists_every_device_with_counters(client, viewer, polled_fleet, django_assert_max_num_queries):
+    client.force_login(viewer)
+    with django_assert_max_num_queries(5):
+        response = client.get("/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    for device in polled_fleet:
+        assert f'data-device-id="{device.id}"' in html
+        assert device.serial in html
+    assert "°C" in html and " W<" in html and "GiB" in html
+    assert 'data-ws-path="/ws/fleet/"' in html
+
+
+def test_device_page_has_graph_data_and_counters(client, viewer, polled_fleet):
+    client.force_login(viewer)
+    device = polled_fleet[0]
+    response = client.get(f"/devices/{device.id}/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="device-figures"' in html
+    assert "chart-temperature_c" in html
+    assert "/static/vendor/plotly/plotly.min.js" in html
+    assert "temperature_c" in response.context["snapshot"]
+
+
+def test_unknown_device_page_is_404(client, viewer, polled_fleet):
+    client.force_login(viewer)
+    assert client.get("/devices/999999/").status_code == 404
+
+
+def test_plotly_is_served_from_our_static_files(client):
+    response = client.get("/static/vendor/plotly/plotly.min.js")
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    assert b"plotly.js v3" in body[:200]

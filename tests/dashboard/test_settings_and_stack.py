@@ -1,0 +1,58 @@
+"""Settings fail loudly on bad values; the stack runner finds or starts its services."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from dashboard import settings as project_settings
+from dashboard import stack
+
+
+@pytest.mark.parametrize(
+    ("helper", "raw", "message"),
+    [
+        (project_settings.env_bool, "maybe", "is not a boolean"),
+        (project_settings.env_int, "four", "is not an integer"),
+        (project_settings.env_float, "fast", "is not a number"),
+    ],
+)
+def test_bad_environment_values_fail_loudly(monkeypatch, helper, raw, message):
+    monkeypatch.setenv("ASICMON_SOME_SETTING", raw)
+    with pytest.raises(ImproperlyConfigured, match=message):
+        helper("ASICMON_SOME_SETTING", 1)
+
+
+def test_minimums_are_enforced(monkeypatch):
+    monkeypatch.setenv("POLL_SHARDS", "0")
+    with pytest.raises(ImproperlyConfigured, match="must be at least 1"):
+        project_settings.env_int("POLL_SHARDS", 2, minimum=1)
+
+
+def test_defaults_and_lists(monkeypatch):
+    monkeypatch.delenv("ASICMON_LIST", raising=False)
+    assert project_settings.env_list("ASICMON_LIST", ["a"]) == ["a"]
+    monkeypatch.setenv("ASICMON_LIST", " gpu, video ,")
+    assert project_settings.env_list("ASICMON_LIST", []) == ["gpu", "video"]
+    monkeypatch.setenv("ASICMON_FLAG", "off")
+    assert project_settings.env_bool("ASICMON_FLAG", True) is False
+
+
+def test_runner_starts_a_throwaway_redis_when_none_answers():
+    silent = f"redis://127.0.0.1:{stack.free_port()}/0"
+    env = {"REDIS_URL": silent}
+    started = stack.resolve_services(env)
+    try:
+        assert len(started) == 1
+        assert env["REDIS_URL"] != silent
+        assert stack.redis_answers(env["REDIS_URL"])
+    finally:
+        for proc in started:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def test_runner_falls_back_to_sqlite_when_postgres_does_not_answer():
+    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{stack.free_port()}/asicmon", "REDIS_URL": "redis://127.0.0.1:6379/0"}
+    started = stack.resolve_services(env)
+    for proc in started:
+        proc.terminate()
+    assert "DATABASE_URL" not in env

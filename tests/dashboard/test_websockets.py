@@ -1,0 +1,77 @@
+"""Websockets through the real Redis channel layer and the project's ASGI app."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+
+from dashboard.asgi import application
+from fleet import services
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def session_cookie_for(client, user) -> list[tuple[bytes, bytes]]:
+    await sync_to_async(client.force_login)(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()), (b"origin", b"http://127.0.0.1")]
+
+
+async def connect(path: str, headers=()) -> tuple[WebsocketCommunicator, bool, int | None]:
+    communicator = WebsocketCommunicator(application, path, headers=list(headers))
+    connected, code = await communicator.connect(timeout=5)
+    return communicator, connected, code
+
+
+async def test_a_published_poll_reaches_a_signed_in_fleet_client(client, viewer, seeded_fleet):
+    headers = await session_cookie_for(client, viewer)
+    communicator, connected, _ = await connect("/ws/fleet/", headers)
+    assert connected
+    cycle = services.current_cycle()
+    result = await sync_to_async(services.poll_shard)(0, cycle)
+    message = await communicator.receive_json_from(timeout=5)
+    assert message["type"] == "fleet.polled"
+    assert message["cycle"] == cycle
+    assert len(message["devices"]) == result.devices > 0
+    line = message["devices"][0]
+    assert {"id", "health", "temperature_c", "device_utilization", "power_w"} <= set(line)
+    await communicator.disconnect()
+
+
+async def test_device_socket_forwards_only_its_device(client, viewer, seeded_fleet):
+    headers = await session_cookie_for(client, viewer)
+    device = seeded_fleet[0]
+    communicator, connected, _ = await connect(f"/ws/devices/{device.id}/", headers)
+    assert connected
+    shard = device.host_id % settings.POLL_SHARDS
+    await sync_to_async(services.poll_shard)(shard, services.current_cycle())
+    message = await communicator.receive_json_from(timeout=5)
+    assert message["type"] == "device.polled"
+    assert message["device"]["id"] == device.id
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_anonymous_client_is_refused(seeded_fleet):
+    communicator, connected, code = await connect("/ws/fleet/", [(b"origin", b"http://127.0.0.1")])
+    assert not connected
+    assert code == 4401
+
+
+async def test_user_without_a_role_is_refused(client, outsider, seeded_fleet):
+    headers = await session_cookie_for(client, outsider)
+    communicator, connected, code = await connect("/ws/fleet/", headers)
+    assert not connected and code == 4403
+
+
+async def test_unknown_device_socket_is_refused(client, viewer, seeded_fleet):
+    headers = await session_cookie_for(client, viewer)
+    communicator, connected, code = await connect("/ws/devices/999999/", headers)
+    assert not connected and code == 4404
+
+
+async def test_foreign_origin_is_refused(client, viewer, seeded_fleet):
+    headers = await session_cookie_for(client, viewer)
+    headers = [h for h in headers if h[0] != b"origin"] + [(b"origin", b"http://evil.example")]
+    communicator, connected, _ = await connect("/ws/fleet/", headers)
+    assert not connected

@@ -1,0 +1,83 @@
+"""The poll service against the real database and Redis (no worker: called directly)."""
+
+import pytest
+
+from fleet import samples, services, snapshots
+from fleet.models import Sample
+
+pytestmark = pytest.mark.django_db
+
+
+def test_seeding_twice_creates_the_fleet_once(fleet_settings):
+    first = services.seed_fleet()
+    second = services.seed_fleet()
+    assert (first.hosts_created, first.devices_created) == (2, 8)
+    assert (second.hosts_created, second.devices_created) == (0, 0)
+    assert second.devices_total == 8
+
+
+def test_seeded_fleet_mixes_device_types_on_every_host(seeded_fleet):
+    by_host = {}
+    for device in seeded_fleet:
+        by_host.setdefault(device.host.name, set()).add(device.device_type)
+    assert len(by_host) == 2
+    assert all(len(types) >= 2 for types in by_host.values())
+
+
+def poll_all(cycle: float) -> list[services.ShardPollResult]:
+    return [services.poll_shard(shard, cycle) for shard in services.shards()]
+
+
+def test_a_poll_cycle_writes_samples_and_snapshots_for_every_device(seeded_fleet):
+    cycle = services.current_cycle()
+    first = poll_all(cycle - fleet_interval())  # rates and utilization need a previous refresh
+    results = poll_all(cycle)
+
+    assert sum(r.devices for r in results) == len(seeded_fleet)
+    assert Sample.objects.count() == sum(r.samples for r in first + results) > 0
+    latest = snapshots.read_snapshots()
+    assert set(latest) == {d.id for d in seeded_fleet}
+    temperature = samples.counter_ids()["temperature_c"]
+    for device in seeded_fleet:
+        snap = latest[device.id]
+        assert snap["cycle"] == cycle
+        assert 0.0 <= snap["device_utilization"] <= 1.0
+        stored = Sample.objects.filter(device=device, counter_id=temperature).latest("ts")
+        assert stored.value == pytest.approx(snap["temperature_c"])
+        assert stored.ts.timestamp() == cycle
+
+
+def test_repeating_a_cycle_adds_no_samples(seeded_fleet):
+    cycle = services.current_cycle()
+    poll_all(cycle)
+    count = Sample.objects.count()
+    poll_all(cycle)
+    assert Sample.objects.count() == count
+
+
+def test_next_cycle_adds_a_new_sample_per_series(seeded_fleet):
+    cycle = services.current_cycle()
+    poll_all(cycle)
+    count = Sample.objects.count()
+    poll_all(cycle + fleet_interval())
+    assert Sample.objects.count() == 2 * count
+
+
+def test_a_late_retry_does_not_roll_snapshots_back(seeded_fleet):
+    cycle = services.current_cycle()
+    poll_all(cycle + fleet_interval())
+    poll_all(cycle)  # an older cycle's task arriving late
+    assert {s["cycle"] for s in snapshots.read_snapshots().values()} == {cycle + fleet_interval()}
+
+
+def test_each_shard_polls_its_own_hosts_only(seeded_fleet):
+    cycle = services.current_cycle()
+    first = services.poll_shard(0, cycle)
+    assert 0 < first.devices < len(seeded_fleet)
+    assert len(snapshots.read_snapshots()) == first.devices
+
+
+def fleet_interval() -> float:
+    from django.conf import settings
+
+    return settings.POLL_INTERVAL

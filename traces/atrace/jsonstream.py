@@ -1,0 +1,195 @@
+"""Streaming reader for the ``traceEvents`` array of Chrome trace JSON.
+
+A trace of a gigabyte must not be parsed into a gigabyte of Python objects at once. This
+reader scans the file a chunk at a time: numpy finds quotes and brackets, a cumulative sum
+tells which of them lie outside strings and at what depth, and so where each event object of
+the array starts and ends. Each run of complete events is then parsed by orjson as one small
+array and handed to the caller, who keeps columns and drops the dicts.
+
+The other top-level keys (``distributedInfo``, ``deviceProperties``, ``displayTimeUnit``...)
+are collected and parsed at the end into :attr:`ChromeEventStream.meta`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import numpy as np
+import orjson
+
+from .errors import TraceFormatError
+
+CHUNK_SIZE = 8 << 20
+_WS = b" \t\r\n"
+
+_INTERESTING = np.zeros(256, bool)
+for _c in b'"{}[]':
+    _INTERESTING[_c] = True
+_DELTA = np.zeros(256, np.int64)
+_DELTA[ord("{")] = _DELTA[ord("[")] = 1
+_DELTA[ord("}")] = _DELTA[ord("]")] = -1
+
+
+def _structure(data: bytes, depth0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions of brackets outside strings, the byte at each, and the depth after it."""
+    arr = np.frombuffer(data, np.uint8)
+    mask = _INTERESTING[arr]
+    backslashes = np.flatnonzero(arr == 92)
+    if len(backslashes):
+        # A quote is escaped when it follows an odd-length run of backslashes.
+        run_start = np.ones(len(backslashes), bool)
+        run_start[1:] = np.diff(backslashes) != 1
+        starts = backslashes[run_start]
+        lengths = np.diff(np.append(np.flatnonzero(run_start), len(backslashes)))
+        after = starts + lengths
+        escaped = after[(lengths % 2 == 1) & (after < len(arr))]
+        mask[escaped] = False
+    pos = np.flatnonzero(mask)
+    chars = arr[pos]
+    quote = chars == 34
+    quotes_before = np.cumsum(quote) - quote
+    structural = ~quote & (quotes_before % 2 == 0)
+    pos = pos[structural]
+    chars = chars[structural]
+    depth = depth0 + np.cumsum(_DELTA[chars])
+    return pos, chars, depth
+
+
+class ChromeEventStream:
+    """Iterate over batches of event dicts from a Chrome trace JSON byte stream."""
+
+    def __init__(self, stream: BinaryIO, where: str = "trace", chunk_size: int = CHUNK_SIZE):
+        self.stream = stream
+        self.where = where
+        self.chunk_size = chunk_size
+        self.meta: dict = {}
+        self.events_seen = 0
+
+    def _error(self, what: str, offset: int | None = None) -> TraceFormatError:
+        where = self.where if offset is None else f"{self.where}, byte {offset}"
+        return TraceFormatError(what, where)
+
+    def _read(self) -> bytes:
+        return self.stream.read(self.chunk_size)
+
+    def batches(self) -> Iterator[tuple[list[dict], int]]:
+        """Yield (events, ordinal of the first) for each run of complete events."""
+        prefix, rest, offset, array_depth = self._prelude()
+        pending = rest
+        closed_at = None
+        eof = False
+        while True:
+            if not eof:
+                chunk = self._read()
+                if chunk:
+                    pending = pending + chunk if pending else chunk
+                else:
+                    eof = True
+            if not pending:
+                if eof:
+                    break
+                continue
+            pos, chars, depth = _structure(pending, array_depth)
+            starts = pos[(chars == ord("{")) & (depth == array_depth + 1)]
+            ends = pos[(chars == ord("}")) & (depth == array_depth)]
+            closes = pos[depth < array_depth]
+            bad_nest = pos[(chars == ord("[")) & (depth == array_depth + 1)]
+            limit = int(closes[0]) if len(closes) else len(pending)
+            if len(bad_nest) and bad_nest[0] < limit:
+                raise self._error("traceEvents holds an array where an event object was expected", offset + int(bad_nest[0]))
+            ends = ends[ends < limit]
+            if len(ends):
+                first, last = int(starts[0]), int(ends[-1])
+                body = pending[first : last + 1]
+                try:
+                    events = orjson.loads(b"[" + body + b"]")
+                except orjson.JSONDecodeError as exc:
+                    raise self._error(f"malformed event JSON ({exc.msg})", offset + first + max(exc.pos - 1, 0)) from None
+                ordinal = self.events_seen
+                self.events_seen += len(events)
+                yield events, ordinal
+                cut = last + 1
+            else:
+                cut = 0
+                if not len(starts) or starts[0] >= limit:
+                    cut = limit  # nothing but separators so far
+            gap = pending[cut:limit].strip(_WS + b",")
+            if len(closes):
+                if gap:
+                    raise self._error("unexpected content in traceEvents", offset + cut)
+                closed_at = offset + limit
+                suffix = pending[limit + 1 :] + self._read_all()
+                break
+            if gap and gap[:1] != b"{":
+                raise self._error("unexpected content in traceEvents", offset + cut)
+            offset += cut
+            pending = pending[cut:]
+            if eof:
+                if pending.strip(_WS):
+                    raise self._error("truncated JSON: the last event is incomplete", offset)
+                if array_depth == 1:
+                    return  # a bare array may omit its closing bracket (Chrome allows it)
+                raise self._error("truncated JSON: the traceEvents array is not closed", offset)
+        if array_depth == 1:
+            if suffix.strip(_WS):
+                raise self._error("unexpected content after the event array", closed_at + 1)
+            return
+        try:
+            meta = orjson.loads(prefix + b"]" + suffix)
+        except orjson.JSONDecodeError as exc:
+            raise self._error(f"truncated or malformed JSON after traceEvents ({exc.msg})", closed_at) from None
+        meta.pop("traceEvents", None)
+        self.meta = meta
+
+    def _read_all(self) -> bytes:
+        parts = []
+        while chunk := self._read():
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def _prelude(self) -> tuple[bytes, bytes, int, int]:
+        """Read up to the opening bracket of the event array.
+
+        Returns (bytes up to and including that bracket, the bytes after it, their file
+        offset, the bracket depth of the array's elements).
+        """
+        data = b""
+        while True:
+            chunk = self._read()
+            if not chunk:
+                break
+            data += chunk
+            head = data.lstrip(_WS)
+            if head[:3] == b"\xef\xbb\xbf":
+                head = head[3:].lstrip(_WS)
+                data = head
+            if not head:
+                continue
+            first = head[:1]
+            if first == b"[":
+                at = data.index(b"[")
+                return data[: at + 1], data[at + 1 :], at + 1, 1
+            if first != b"{":
+                raise self._error("not JSON: a trace must start with '{' or '['", len(data) - len(head))
+            pos, chars, depth = _structure(data, 0)
+            opens = pos[(chars == ord("[")) & (depth == 2)]
+            for at in opens.tolist():
+                if self._key_before(data, at) == b"traceEvents":
+                    return data[: at + 1], data[at + 1 :], at + 1, 2
+            if len(pos) and (depth <= 0).any():
+                raise self._error("the JSON object has no traceEvents array (not a Chrome trace)")
+            if len(data) > (256 << 20):
+                raise self._error("no traceEvents array in the first 256 MB")
+        if not data.strip(_WS):
+            raise self._error("the file is empty")
+        raise self._error("truncated JSON: no traceEvents array found", len(data))
+
+    @staticmethod
+    def _key_before(data: bytes, at: int) -> bytes:
+        colon = data.rfind(b":", 0, at)
+        end_q = data.rfind(b'"', 0, colon)
+        start_q = data.rfind(b'"', 0, end_q)
+        if colon < 0 or start_q < 0 or data[colon + 1 : at].strip(_WS):
+            return b""
+        return data[start_q + 1 : end_q]

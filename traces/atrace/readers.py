@@ -1,0 +1,557 @@
+"""Reading traces: Chrome trace event JSON, PyTorch profiler (Kineto) JSON, Chakra JSON.
+
+:func:`read_trace` takes a path, bytes or a binary file, plain or gzipped, finds out which
+format it holds and returns a :class:`~traces.atrace.model.Trace`. It reads Chrome and
+Kineto JSON as a stream (see :mod:`traces.atrace.jsonstream`), so memory grows with the
+number of events kept in columns, not with the size of the JSON text.
+
+Any problem raises a :class:`~traces.atrace.errors.TraceError` naming what and where; no
+partial trace is ever returned.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zlib
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import orjson
+
+from .builder import TraceBuilder
+from .errors import TraceFormatError, TraceTooLargeError
+from .jsonstream import ChromeEventStream
+from .model import NO_ID, EdgeKind, Kind, Trace
+
+#: Refuse inputs that decompress to more than this many bytes.
+MAX_DECOMPRESSED_BYTES = 32 << 30
+#: ... or that expand more than this ratio beyond the first 64 MB (a gzip bomb).
+MAX_GZIP_RATIO = 200
+
+KIND_BY_CATEGORY = {
+    "cpu_op": Kind.HOST_OP,
+    "operator": Kind.HOST_OP,
+    "host_op": Kind.HOST_OP,
+    "python_function": Kind.PYTHON,
+    "user_annotation": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.ANNOTATION,
+    "annotation": Kind.ANNOTATION,
+    "trace": Kind.ANNOTATION,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "driver": Kind.RUNTIME,
+    "xpu_runtime": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "kernel": Kind.KERNEL,
+    "device_op": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "dma": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "comm": Kind.COMM,
+    "collective": Kind.COMM,
+    "nccl": Kind.COMM,
+}
+_UNSET_KIND = 255
+_EDGE_KIND_BY_FLOW_CAT = {"dependency": EdgeKind.DATA, "control": EdgeKind.CONTROL}
+_IGNORED_PHASES = set("NODPcvV()STFp")
+_INSTANT_PHASES = set("iIRn")
+
+
+# -- opening ---------------------------------------------------------------------------
+class _GuardedReader(io.RawIOBase):
+    """Counts decompressed bytes and stops a gzip bomb before it fills memory."""
+
+    def __init__(self, inner: BinaryIO, raw: BinaryIO, where: str, max_bytes: int, max_ratio: float):
+        self.inner, self.raw, self.where = inner, raw, where
+        self.max_bytes, self.max_ratio = max_bytes, max_ratio
+        self.total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            data = self.inner.read(n)
+        except EOFError:
+            raise TraceFormatError("truncated gzip stream", self.where) from None
+        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise TraceFormatError(f"corrupt gzip stream ({exc})", self.where) from None
+        self.total += len(data)
+        if self.total > self.max_bytes:
+            raise TraceTooLargeError(
+                f"decompresses to more than {self.max_bytes} bytes", self.where
+            )
+        if self.total > (64 << 20):
+            compressed = max(self.raw.tell(), 1)
+            if self.total > self.max_ratio * compressed:
+                raise TraceTooLargeError(
+                    f"gzip bomb: {self.total} bytes decompressed from {compressed} "
+                    f"(ratio over {self.max_ratio:g})",
+                    self.where,
+                )
+        return data
+
+
+def open_trace_stream(
+    source: str | os.PathLike | bytes | BinaryIO,
+    *,
+    max_bytes: int = MAX_DECOMPRESSED_BYTES,
+    max_ratio: float = MAX_GZIP_RATIO,
+) -> tuple[BinaryIO, str, list]:
+    """A binary stream of the (decompressed) trace text, a name for errors, and handles."""
+    closers: list = []
+    if isinstance(source, bytes | bytearray | memoryview):
+        raw: BinaryIO = io.BytesIO(bytes(source))
+        where = "<bytes>"
+    elif isinstance(source, str | os.PathLike):
+        where = str(source)
+        try:
+            raw = Path(source).open("rb")  # noqa: SIM115 - closed by the caller
+        except OSError as exc:
+            raise TraceFormatError(f"cannot open: {exc.strerror}", where) from None
+        closers.append(raw)
+    else:
+        raw = source
+        where = getattr(source, "name", "<stream>")
+    magic = raw.read(2)
+    if raw.seekable():
+        raw.seek(-len(magic), io.SEEK_CUR)
+    else:
+        raw = _Prepend(magic, raw)
+    if magic == b"\x1f\x8b":
+        gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        closers.append(gz)
+        stream = _GuardedReader(gz, raw, where, max_bytes, max_ratio)
+    else:
+        stream = _GuardedReader(raw, raw, where, max_bytes, float("inf"))
+    return stream, where, closers
+
+
+class _Prepend(io.RawIOBase):
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self.head, self.rest, self.pos = head, rest, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            data, self.head = self.head, b""
+            more = self.rest.read(n - len(data)) if n > len(data) else b""
+            data += more
+        else:
+            data = self.rest.read(n)
+        self.pos += len(data)
+        return data
+
+
+class _Peeked(io.RawIOBase):
+    """A stream with its first bytes read ahead (to sniff the format) and put back."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self.head, self.rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            if n < 0 or n >= len(self.head):
+                data, self.head = self.head, b""
+                if n < 0:
+                    return data + self.rest.read()
+                return data + self.rest.read(n - len(data))
+            data, self.head = self.head[:n], self.head[n:]
+            return data
+        return self.rest.read(n)
+
+
+def sniff_format(head: bytes) -> str:
+    """'chrome', 'kineto' or 'chakra' from the first bytes of a trace."""
+    text = head.lstrip()
+    if text[:1] == b"[":
+        return "chrome"
+    te = text.find(b'"traceEvents"')
+    nodes = text.find(b'"nodes"')
+    if nodes >= 0 and (te < 0 or nodes < te):
+        return "chakra"
+    if b'"schemaVersion"' in text or b'"distributedInfo"' in text or b'"deviceProperties"' in text:
+        return "kineto"
+    if b'"cpu_op"' in text or b'"cuda_runtime"' in text or b'"ac2g"' in text:
+        return "kineto"
+    return "chrome"
+
+
+def read_trace(
+    source: str | os.PathLike | bytes | BinaryIO,
+    *,
+    format: str | None = None,  # noqa: A002 - the natural name
+    max_bytes: int = MAX_DECOMPRESSED_BYTES,
+    chunk_size: int | None = None,
+) -> Trace:
+    """Read a trace in any supported format (plain or gzipped) into a :class:`Trace`."""
+    stream, where, closers = open_trace_stream(source, max_bytes=max_bytes)
+    try:
+        head = stream.read(1 << 16)
+        fmt = format or sniff_format(head)
+        full = _Peeked(head, stream)
+        if fmt == "chakra":
+            from .chakra import read_chakra
+
+            return read_chakra(full, where)
+        if fmt not in ("chrome", "kineto"):
+            raise TraceFormatError(f"unknown format {fmt!r}", where)
+        return read_chrome(full, where, chunk_size=chunk_size)
+    finally:
+        for c in reversed(closers):
+            c.close()
+
+
+# -- Chrome / Kineto -------------------------------------------------------------------
+class _ChromeReader:
+    def __init__(self, where: str):
+        self.where = where
+        self.b = TraceBuilder()
+        self.kind_of_cat: list[int] = []
+        self.process_names: dict[Any, str] = {}
+        self.process_sort: dict[Any, int] = {}
+        self.thread_names: dict[tuple, str] = {}
+        self.thread_sort: dict[tuple, int] = {}
+        self.flows: list[tuple] = []
+        self.open_b: dict[int, list[tuple]] = defaultdict(list)
+        self.async_open: dict[tuple, list[tuple]] = defaultdict(list)
+        self.warnings: list[str] = []
+
+    def _err(self, what: str, ordinal: int) -> TraceFormatError:
+        return TraceFormatError(what, f"{self.where}, traceEvents[{ordinal}]")
+
+    def _kinds(self, cat_ids: np.ndarray) -> np.ndarray:
+        strings = self.b.strings.strings
+        table = self.kind_of_cat
+        for i in range(len(table), len(strings)):
+            table.append(int(KIND_BY_CATEGORY.get(strings[i].lower(), _UNSET_KIND)))
+        return np.asarray(table, np.uint8)[cat_ids]
+
+    def _tracks(self, pids: list, tids: list, first: int) -> np.ndarray:
+        index = self.b.track_index
+        try:
+            keys = list(zip(pids, tids))
+            for key in set(keys).difference(index):
+                self.b.track(*key)
+            return np.fromiter((index[k] for k in keys), np.int32, len(keys))
+        except TypeError:
+            for k, (p, t) in enumerate(zip(pids, tids)):
+                if isinstance(p, list | dict) or isinstance(t, list | dict):
+                    raise self._err("pid/tid must be a number or a string", first + k) from None
+            raise
+
+    def _numbers(self, values: list, what: str, events: list, ordinals: list[int]) -> np.ndarray:
+        try:
+            return np.array(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            for v, e, o in zip(values, events, ordinals):
+                if isinstance(v, bool) or not isinstance(v, int | float):
+                    name = e.get("name") if isinstance(e, dict) else None
+                    raise self._err(f"'{what}' is {v!r}, not a number (event {name!r})", o) from None
+            raise
+
+    def add_batch(self, events: list, first: int) -> None:
+        xs: list[dict] = []
+        x_ord: list[int] = []
+        for k, e in enumerate(events):
+            try:
+                ph = e.get("ph")
+            except AttributeError:
+                raise self._err("an event must be a JSON object", first + k) from None
+            if ph == "X":
+                xs.append(e)
+                x_ord.append(first + k)
+            else:
+                self._other(e, ph, first + k)
+        if xs:
+            self._add_complete(xs, x_ord)
+
+    def _add_complete(self, xs: list[dict], ordinals: list[int]) -> None:
+        b = self.b
+        ts = self._numbers([e.get("ts") for e in xs], "ts", xs, ordinals)
+        dur = self._numbers([e.get("dur", 0) for e in xs], "dur", xs, ordinals)
+        if (dur < 0).any():
+            k = int(np.flatnonzero(dur < 0)[0])
+            raise self._err(f"negative duration {dur[k]:g} us (event {xs[k].get('name')!r})", ordinals[k])
+        if not np.isfinite(ts).all() or not np.isfinite(dur).all():
+            k = int(np.flatnonzero(~(np.isfinite(ts) & np.isfinite(dur)))[0])
+            raise self._err("timestamp or duration is not finite", ordinals[k])
+        names = b.strings.intern_many([e.get("name", "") for e in xs])
+        cats = b.strings.intern_many([e.get("cat", "") for e in xs])
+        tracks = self._tracks([e.get("pid", 0) for e in xs], [e.get("tid", 0) for e in xs], ordinals[0])
+        args = [e.get("args") for e in xs]
+        corr = [NO_ID] * len(xs)
+        ext = [NO_ID] * len(xs)
+        op = None
+        blobs = []
+        dumps = orjson.dumps
+        for k, a in enumerate(args):
+            if a:
+                if not isinstance(a, dict):
+                    raise self._err("'args' must be an object", ordinals[k])
+                c = a.get("correlation")
+                if c is not None:
+                    corr[k] = c
+                x = a.get("External id")
+                if x is not None:
+                    ext[k] = x
+                t = a.get("op_type")
+                if t is not None:
+                    if op is None:
+                        op = names.copy()
+                    op[k] = b.strings.intern(str(t))
+                blobs.append(dumps(a))
+            else:
+                blobs.append(b"")
+        try:
+            corr_a = np.array(corr, np.int64)
+            ext_a = np.array(ext, np.int64)
+        except (TypeError, ValueError, OverflowError):
+            raise self._err("'correlation' / 'External id' must be integers", ordinals[0]) from None
+        lengths = np.fromiter((len(x) for x in blobs), np.int64, len(blobs))
+        b.add_columns(
+            {
+                "name": names,
+                "cat": cats,
+                "op": op if op is not None else names,
+                "kind": self._kinds(cats),
+                "ph": np.full(len(xs), ord("X"), np.uint8),
+                "ts": np.rint(ts * 1000.0).astype(np.int64),
+                "dur": np.rint(dur * 1000.0).astype(np.int64),
+                "track": tracks,
+                "corr": corr_a,
+                "ext": ext_a,
+            },
+            (b"".join(blobs), lengths),
+        )
+
+    def _time(self, e: dict, key: str, ordinal: int) -> int:
+        v = e.get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self._err(f"'{key}' is {v!r}, not a number (event {e.get('name')!r})", ordinal)
+        return round(v * 1000)
+
+    def _add_one(self, e: dict, ph: str, ts: int, dur: int, track: int, kind: Kind | None = None) -> None:
+        cat = str(e.get("cat", ""))
+        args = e.get("args") or None
+        if args is not None and not isinstance(args, dict):
+            raise TraceFormatError("'args' must be an object", self.where)
+        if kind is None:
+            kind = KIND_BY_CATEGORY.get(cat.lower(), _UNSET_KIND)
+        self.b.add(
+            str(e.get("name", "")),
+            ts,
+            dur,
+            track,
+            kind=kind,
+            cat=cat,
+            op=str(args["op_type"]) if args and "op_type" in args else None,
+            ph=ph,
+            corr=int(args.get("correlation", NO_ID)) if args else NO_ID,
+            ext=int(args.get("External id", NO_ID)) if args else NO_ID,
+            args=args,
+        )
+
+    def _other(self, e: dict, ph: Any, ordinal: int) -> None:
+        if ph == "M":
+            self._metadata(e)
+        elif ph in ("s", "t", "f"):
+            self.flows.append(
+                (e.get("id"), str(e.get("cat", "")), ph, self._time(e, "ts", ordinal),
+                 self.b.track(e.get("pid", 0), e.get("tid", 0)), e.get("bp", ""), ordinal)
+            )
+        elif ph == "B":
+            track = self.b.track(e.get("pid", 0), e.get("tid", 0))
+            self.open_b[track].append((self._time(e, "ts", ordinal), e, ordinal))
+        elif ph == "E":
+            track = self.b.track(e.get("pid", 0), e.get("tid", 0))
+            stack = self.open_b[track]
+            if not stack:
+                raise self._err("'E' event without a matching 'B' on its thread", ordinal)
+            ts0, begin, _ = stack.pop()
+            ts1 = self._time(e, "ts", ordinal)
+            if ts1 < ts0:
+                raise self._err(f"'E' event ends before its 'B' began (negative duration, {begin.get('name')!r})", ordinal)
+            if e.get("args"):
+                begin = dict(begin, args={**(begin.get("args") or {}), **e["args"]})
+            self._add_one(begin, "X", ts0, ts1 - ts0, track)
+        elif ph in _INSTANT_PHASES:
+            track = self.b.track(e.get("pid", 0), e.get("tid", 0))
+            self._add_one(e, "i", self._time(e, "ts", ordinal), 0, track, Kind.INSTANT)
+        elif ph == "C":
+            track = self.b.track(e.get("pid", 0), f"counter {e.get('name', '')}")
+            self._add_one(e, "C", self._time(e, "ts", ordinal), 0, track, Kind.COUNTER)
+        elif ph in ("b", "e"):
+            key = (e.get("pid", 0), e.get("cat", ""), e.get("id2", e.get("id")), e.get("name", ""))
+            if ph == "b":
+                self.async_open[key].append((self._time(e, "ts", ordinal), e))
+            else:
+                stack = self.async_open.get(key)
+                if not stack:
+                    raise self._err("async 'e' event without a matching 'b'", ordinal)
+                ts0, begin = stack.pop()
+                ts1 = self._time(e, "ts", ordinal)
+                if ts1 < ts0:
+                    raise self._err("async event ends before it began (negative duration)", ordinal)
+                track = self.b.track(e.get("pid", 0), f"async {e.get('cat', '')}", ordered=False)
+                self._add_one(begin, "X", ts0, ts1 - ts0, track)
+        elif ph in _IGNORED_PHASES:
+            pass
+        elif ph is None:
+            raise self._err(f"event has no 'ph' (phase) field (event {e.get('name')!r})", ordinal)
+        else:
+            raise self._err(f"unknown phase {ph!r} (event {e.get('name')!r})", ordinal)
+
+    def _metadata(self, e: dict) -> None:
+        name = e.get("name")
+        args = e.get("args") or {}
+        pid, tid = e.get("pid", 0), e.get("tid", 0)
+        if name == "process_name":
+            self.process_names[pid] = str(args.get("name", ""))
+        elif name == "process_labels" and not self.process_names.get(pid):
+            self.process_names.setdefault(pid, str(args.get("labels", "")))
+        elif name == "thread_name":
+            self.thread_names[(pid, tid)] = str(args.get("name", ""))
+        elif name == "process_sort_index":
+            self.process_sort[pid] = args.get("sort_index", 0)
+        elif name == "thread_sort_index":
+            self.thread_sort[(pid, tid)] = args.get("sort_index", 0)
+
+    def finish(self, meta: dict) -> Trace:
+        b = self.b
+        for track, stack in self.open_b.items():
+            for ts0, begin, ordinal in stack:
+                self.warnings.append(f"traceEvents[{ordinal}]: 'B' event never ended; dropped")
+        for t in b.tracks:
+            t.process_name = self.process_names.get(t.pid, t.process_name)
+            t.thread_name = self.thread_names.get((t.pid, t.tid), t.thread_name)
+            t.sort_index = int(self.thread_sort.get((t.pid, t.tid), 0) or 0)
+        b.meta.update(meta)
+        if self.warnings:
+            b.meta["warnings"] = self.warnings[:100]
+        trace = b.build()
+        _resolve_unset_kinds(trace)
+        from .builder import finish_trace
+
+        finish_trace(trace)
+        _resolve_flows(trace, self.flows)
+        for i, t in enumerate(trace.tracks):
+            if t.is_device:
+                _device_and_stream(trace, i, t)
+        kineto = "schemaVersion" in meta or "distributedInfo" in meta or any(
+            trace.strings.lookup(c) >= 0 for c in ("cpu_op", "cuda_runtime", "kernel")
+        )
+        trace.meta["source"] = "kineto" if kineto else "chrome"
+        return trace
+
+
+def _resolve_unset_kinds(trace: Trace) -> None:
+    unset = trace.kind == _UNSET_KIND
+    if unset.any():
+        # Before tracks are classified: a track is a device track by its process name.
+        from .builder import _DEVICE_PROCESS
+
+        dev = np.array([bool(_DEVICE_PROCESS.match(t.process_name or "")) for t in trace.tracks], bool)
+        on_dev = dev[trace.track[unset]] if len(dev) else np.zeros(int(unset.sum()), bool)
+        trace.kind[unset] = np.where(on_dev, int(Kind.KERNEL), int(Kind.HOST_OP))
+
+
+def _device_and_stream(trace: Trace, i: int, t) -> None:
+    """Fill a device track's device and stream numbers from its first event or its ids."""
+    first = np.flatnonzero(trace.track == i)
+    args = trace.args.get(int(first[0])) if len(first) else {}
+    dev = args.get("device", t.pid)
+    stream = args.get("stream", t.tid)
+    t.device = dev if isinstance(dev, int) else -1
+    t.stream = stream if isinstance(stream, int) else -1
+
+
+def _resolve_flows(trace: Trace, flows: list[tuple]) -> None:
+    """Bind flow events to slices and turn them into dependency edges.
+
+    Kineto's ``ac2g`` flows repeat what the ``correlation`` arg already says; they are used
+    only for device events that lack a correlation id.
+    """
+    if not flows:
+        return
+    need_ac2g = bool(((trace.corr < 0) & trace.on_device & trace.is_slice).any())
+    by_id: dict[tuple, list[tuple]] = defaultdict(list)
+    for fid, cat, ph, ts, track, bp, ordinal in flows:
+        if cat == "critical_path" or (cat == "ac2g" and not need_ac2g):
+            continue
+        by_id[(cat, fid)].append((ordinal, ph, ts, track, bp))
+    if not by_id:
+        return
+    slices = np.flatnonzero(trace.is_slice)
+    order = np.lexsort((-trace.dur[slices], trace.ts[slices], trace.track[slices]))
+    s_sorted = slices[order]
+    key_track = trace.track[s_sorted].astype(np.int64)
+    key_ts = trace.ts[s_sorted]
+    parent, _ = trace.nesting()
+    end = trace.end
+
+    def bind(ts: int, track: int, enclosing: bool, exact_start: bool) -> int:
+        lo = np.searchsorted(key_track, track, "left")
+        hi = np.searchsorted(key_track, track, "right")
+        k = lo + np.searchsorted(key_ts[lo:hi], ts, "right") - 1
+        if exact_start:
+            j = lo + np.searchsorted(key_ts[lo:hi], ts, "left")
+            if j < hi and key_ts[j] == ts:
+                return int(s_sorted[j])
+        if enclosing:
+            ev = int(s_sorted[k]) if k >= lo else -1
+            while ev >= 0 and end[ev] < ts:
+                ev = int(parent[ev])
+            return ev
+        k = lo + np.searchsorted(key_ts[lo:hi], ts, "left")
+        return int(s_sorted[k]) if k < hi else -1
+
+    src, dst, kinds = [], [], []
+    for (cat, _fid), points in by_id.items():
+        points.sort()
+        bound = []
+        for _ordinal, ph, ts, track, bp in points:
+            enclosing = ph != "f" or bp == "e"
+            bound.append(bind(ts, track, enclosing, cat in _EDGE_KIND_BY_FLOW_CAT))
+        for a, z in zip(bound, bound[1:]):
+            if a >= 0 and z >= 0 and a != z:
+                if cat == "ac2g":
+                    if trace.corr[z] < 0:
+                        trace.corr[z] = trace.corr[a] if trace.corr[a] >= 0 else 10**12 + a
+                        trace.corr[a] = trace.corr[z]
+                    continue
+                src.append(a)
+                dst.append(z)
+                kinds.append(_EDGE_KIND_BY_FLOW_CAT.get(cat, EdgeKind.FLOW))
+    if src:
+        trace.edge_src = np.concatenate([trace.edge_src, np.array(src, np.int64)])
+        trace.edge_dst = np.concatenate([trace.edge_dst, np.array(dst, np.int64)])
+        trace.edge_kind = np.concatenate([trace.edge_kind, np.array(kinds, np.uint8)])
+    from .builder import finish_trace
+
+    finish_trace(trace)
+
+
+def read_chrome(stream: BinaryIO, where: str = "trace", *, chunk_size: int | None = None) -> Trace:
+    """Read Chrome / Kineto trace JSON from a binary stream."""
+    events = ChromeEventStream(stream, where, **({"chunk_size": chunk_size} if chunk_size else {}))
+    reader = _ChromeReader(where)
+    for batch, first in events.batches():
+        reader.add_batch(batch, first)
+    return reader.finish(events.meta)

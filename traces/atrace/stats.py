@@ -1,0 +1,74 @@
+"""Small vectorised helpers shared by the analyses."""
+
+from __future__ import annotations
+
+import numpy as np
+
+US = 1000.0  # ns per microsecond
+
+
+def us(ns) -> float:
+    """Nanoseconds to microseconds, as a plain float (JSON-friendly)."""
+    return round(float(ns) / US, 3)
+
+
+def distribution(values_ns: np.ndarray) -> dict[str, float | int]:
+    """count, mean, p50, p95, p99, max (in us) of a set of durations."""
+    v = np.asarray(values_ns, dtype=np.float64)
+    if not len(v):
+        return {"count": 0, "mean_us": 0.0, "p50_us": 0.0, "p95_us": 0.0, "p99_us": 0.0, "max_us": 0.0}
+    p50, p95, p99 = np.percentile(v, [50, 95, 99])
+    return {
+        "count": len(v),
+        "mean_us": us(v.mean()),
+        "p50_us": us(p50),
+        "p95_us": us(p95),
+        "p99_us": us(p99),
+        "max_us": us(v.max()),
+    }
+
+
+def group_percentiles(groups: np.ndarray, values: np.ndarray, n_groups: int, qs: list[float]) -> np.ndarray:
+    """Per group (0..n_groups-1) percentiles (linear interpolation) -> shape (n_groups, len(qs))."""
+    out = np.zeros((n_groups, len(qs)))
+    if not len(values):
+        return out
+    order = np.lexsort((values, groups))
+    g = groups[order]
+    v = values[order].astype(np.float64)
+    starts = np.searchsorted(g, np.arange(n_groups), "left")
+    counts = np.searchsorted(g, np.arange(n_groups), "right") - starts
+    has = counts > 0
+    for j, q in enumerate(qs):
+        pos = (counts - 1) * q
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.ceil(pos).astype(np.int64)
+        frac = pos - lo
+        lo_i = np.where(has, starts + lo, 0)
+        hi_i = np.where(has, starts + hi, 0)
+        out[:, j] = np.where(has, v[lo_i] + (v[hi_i] - v[lo_i]) * frac, 0.0)
+    return out
+
+
+def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals, as sorted disjoint (start, end) arrays."""
+    if not len(start):
+        return start.astype(np.int64), end.astype(np.int64)
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    e = np.maximum.accumulate(end[order])
+    # A new run starts where an interval begins after everything before it ended.
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > e[:-1]
+    run = np.cumsum(new) - 1
+    rs = s[new]
+    re = np.zeros(len(rs), np.int64)
+    np.maximum.at(re, run, e)
+    return rs, re
+
+
+def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For sorted disjoint intervals: whether each time in ``t`` lies inside one."""
+    k = np.searchsorted(starts, t, "right") - 1
+    ok = k >= 0
+    return ok & (t < np.where(ok, ends[np.maximum(k, 0)], 0))
