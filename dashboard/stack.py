@@ -128,6 +128,21 @@ def resolve_services(env: dict) -> list[subprocess.Popen]:
 # --- Processes ---------------------------------------------------------------------
 
 
+def _detach_and_die_with_parent() -> None:
+    """In the child: own process group (Ctrl-C reaches only us), and die if we die."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 class Supervisor:
     """Runs named processes with interleaved, prefixed output; stops them all together."""
 
@@ -140,7 +155,7 @@ class Supervisor:
         colour = COLOURS[len(self.procs) % len(COLOURS)]
         proc = subprocess.Popen(
             argv, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, start_new_session=True,
+            text=True, bufsize=1, preexec_fn=_detach_and_die_with_parent,
         )
         self.procs.append((name, proc))
         threading.Thread(target=self._pump, args=(name, colour, proc), daemon=True).start()
@@ -154,6 +169,8 @@ class Supervisor:
 
     def wait(self) -> int:
         """Block until one process exits or we are interrupted; then stop the rest."""
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGHUP, _interrupt)
         try:
             while True:
                 for name, proc in self.procs:

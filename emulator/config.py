@@ -75,7 +75,9 @@ def host_spec(cfg: FleetConfig, host_index: int) -> HostSpec:
         token = mix(cfg.seed, n, 0x5E1A1) & 0xFFFF
         serial = f"{dtype.serial_prefix}-{host_index:04d}-{i:02d}-{token:04x}"
         sw = SW_VERSIONS[mix(cfg.seed, n, 0x50F7) % len(SW_VERSIONS)]
-        devices.append(DeviceSpec(serial, dtype.name, name, i, dtype.model, sw, dtype.firmware_for(sw)))
+        devices.append(
+            DeviceSpec(serial, dtype.name, name, i, dtype.model, sw, dtype.firmware_for(sw))
+        )
     return HostSpec(name, host_index, devices)
 
 
@@ -88,4 +90,6 @@ def find_host(cfg: FleetConfig, host_name: str) -> HostSpec:
     for h in range(cfg.hosts):
         if cfg.host_name(h) == host_name:
             return host_spec(cfg, h)
-    raise KeyError(f"no host {host_name!r} in this fleet (hosts {cfg.host_name(0)}..{cfg.host_name(cfg.hosts - 1)})")
+    raise KeyError(
+        f"no host {host_name!r} in this fleet (hosts {cfg.host_name(0)}..{cfg.host_name(cfg.hosts - 1)})"
+    )

@@ -65,7 +65,9 @@ def device_type(name: str) -> DeviceType:
     try:
         return DEVICE_TYPES[name]
     except KeyError:
-        raise KeyError(f"unknown device type {name!r}; known types: {', '.join(sorted(DEVICE_TYPES))}") from None
+        raise KeyError(
+            f"unknown device type {name!r}; known types: {', '.join(sorted(DEVICE_TYPES))}"
+        ) from None
 
 
 GiB = 1 << 30

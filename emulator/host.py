@@ -38,14 +38,18 @@ def items_per_second(device_type_name: str, sw_version: str) -> float:
     """Work items (samples, sequences, frames) a device serves per second at full load:
     one batch per pass over its workload graph with the cost model of its type."""
     workload = workload_for(device_type_name)
-    pass_us = sum(op_time_us(n, device_type_name, sw_version) for n in workload.nodes if n.kind != "host")
+    pass_us = sum(
+        op_time_us(n, device_type_name, sw_version) for n in workload.nodes if n.kind != "host"
+    )
     return BATCH_ITEMS.get(workload.name, 1) * 1e6 / pass_us
 
 
 class EmulatedHost:
     """The devices of one host. Not thread-safe by itself: hold `locked()` to change it."""
 
-    def __init__(self, cfg: FleetConfig, host: str | HostSpec, state_dir: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self, cfg: FleetConfig, host: str | HostSpec, state_dir: str | os.PathLike | None = None
+    ) -> None:
         self.cfg = cfg
         self.spec = host if isinstance(host, HostSpec) else find_host(cfg, host)
         self.name = self.spec.name
@@ -72,7 +76,9 @@ class EmulatedHost:
     def _fresh_states(self, t: float) -> None:
         self.states.clear()
         for d in self.spec.devices:
-            self.states[d.serial] = physics.new_state(device_type(d.type), d.serial, self.cfg.seed, t)
+            self.states[d.serial] = physics.new_state(
+                device_type(d.type), d.serial, self.cfg.seed, t
+            )
 
     def sync(self, now: float | None = None) -> None:
         """Makes the in-memory state current with the state file (another process may have
@@ -90,7 +96,9 @@ class EmulatedHost:
                 self.states.update(loaded)  # the drivers hold this very dict
                 for d in self.spec.devices:  # a device added to the layout since
                     if d.serial not in self.states:
-                        self.states[d.serial] = physics.new_state(device_type(d.type), d.serial, self.cfg.seed, data["t"])
+                        self.states[d.serial] = physics.new_state(
+                            device_type(d.type), d.serial, self.cfg.seed, data["t"]
+                        )
                 self._loaded_stamp = stamp
             return
         if not self.states:
@@ -112,10 +120,10 @@ class EmulatedHost:
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(data, f, separators=(",", ":"))
-            os.replace(tmp, path)
+            Path(tmp).replace(path)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                Path(tmp).unlink()
             raise
         st = path.stat()
         self._loaded_stamp = (st.st_mtime_ns, st.st_size)
@@ -128,7 +136,7 @@ class EmulatedHost:
                 yield self
                 return
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.state_dir / f"{self.name}.lock", "a") as lock_file:
+            with (self.state_dir / f"{self.name}.lock").open("a") as lock_file:
                 fcntl.flock(lock_file, fcntl.LOCK_EX)
                 try:
                     yield self
@@ -146,7 +154,9 @@ class EmulatedHost:
             state = self.states[d.serial]
             dtype = device_type(d.type)
             workload = workload_for(d.type).name
-            physics.advance(state, dtype, now, workload, items_per_second(d.type, d.sw_version), self.key)
+            physics.advance(
+                state, dtype, now, workload, items_per_second(d.type, d.sw_version), self.key
+            )
 
     def state(self, serial: str) -> DeviceState:
         try:

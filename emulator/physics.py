@@ -19,7 +19,7 @@ __all__ = ["DeviceState", "advance", "demand", "new_state"]
 
 MAX_STEP_S = 1.0  # integration step; long gaps use fewer, longer steps
 MAX_STEPS = 240
-LEAK_BYTES_PER_S = 8 << 20  # a leaking driver loses 8 MiB a second
+LEAK_FRACTION_PER_S = 0.001  # a leaking driver loses 0.1 % of device memory a second
 ECC_BACKGROUND_PER_S = 2e-4
 ECC_STORM_PER_S = 150.0
 ECC_STORM_UNCORRECTED_PER_S = 0.2
@@ -55,7 +55,9 @@ class DeviceState:
     energy_mj: int = 0
     work_items: int = 0
     load: float = 0.0
-    faults: dict[str, dict] = field(default_factory=dict)  # name -> {"since": t, "persistent": bool}
+    faults: dict[str, dict] = field(
+        default_factory=dict
+    )  # name -> {"since": t, "persistent": bool}
     rebooting_until: float | None = None
     boots: int = 0
     stuck_core: int = 0
@@ -117,7 +119,14 @@ def new_state(dtype: DeviceType, serial: str, seed: int, t: float) -> DeviceStat
     )
 
 
-def advance(state: DeviceState, dtype: DeviceType, t: float, workload: str, items_per_s: float, host_key: int = 0) -> None:
+def advance(
+    state: DeviceState,
+    dtype: DeviceType,
+    t: float,
+    workload: str,
+    items_per_s: float,
+    host_key: int = 0,
+) -> None:
     """Moves ``state`` forward to time ``t`` (no-op if ``t`` is not later)."""
     gap = t - state.t
     if gap <= 0:
@@ -128,7 +137,9 @@ def advance(state: DeviceState, dtype: DeviceType, t: float, workload: str, item
         _step(state, dtype, dt, workload, items_per_s, host_key)
 
 
-def _step(s: DeviceState, d: DeviceType, dt: float, workload: str, items_per_s: float, host_key: int) -> None:
+def _step(
+    s: DeviceState, d: DeviceType, dt: float, workload: str, items_per_s: float, host_key: int
+) -> None:
     t = s.t + dt
     tick = int(t * 10)  # noise changes every 100 ms of simulated time
     rebooting = s.rebooting_until is not None and t < s.rebooting_until
@@ -137,7 +148,11 @@ def _step(s: DeviceState, d: DeviceType, dt: float, workload: str, items_per_s: 
     hung = "hang" in s.faults
     serving = not (rebooting or hung)
 
-    load = demand(t, workload, host_key) * (0.9 + 0.2 * noise.uniform(s.key, tick, 7)) if serving else 0.0
+    load = (
+        demand(t, workload, host_key) * (0.9 + 0.2 * noise.uniform(s.key, tick, 7))
+        if serving
+        else 0.0
+    )
     load = min(1.0, load)
     activity = []
     for c in range(d.cores):
@@ -194,7 +209,7 @@ def _step(s: DeviceState, d: DeviceType, dt: float, workload: str, items_per_s: 
 
     # memory: resident model + working set + whatever a leaking driver lost
     if "memory_leak" in s.faults and not rebooting:
-        s.leaked_bytes += round(LEAK_BYTES_PER_S * dt)
+        s.leaked_bytes += round(d.memory_bytes * LEAK_FRACTION_PER_S * dt)
     resident = 0 if rebooting else d.model_memory_bytes + round(d.working_memory_bytes * load)
     s.memory_used_bytes = min(d.memory_bytes, resident + s.leaked_bytes)
     s.t = t

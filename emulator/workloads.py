@@ -80,7 +80,9 @@ class _Builder:
     ) -> int:
         if nbytes is None:
             nbytes = float(sum(math.prod(s) for s in shapes) * FP16)
-        node = OpNode(len(self.nodes), name, op_type, kind, shapes, list(deps), float(flops), nbytes)
+        node = OpNode(
+            len(self.nodes), name, op_type, kind, shapes, list(deps), float(flops), nbytes
+        )
         self.nodes.append(node)
         return node.id
 
@@ -88,13 +90,19 @@ class _Builder:
         shapes = [[batch, n_in], [n_in, n_out], [batch, n_out]]
         return self.add(name, "linear", "compute", shapes, [dep], flops=2.0 * batch * n_in * n_out)
 
-    def pointwise(self, name: str, op_type: str, dep: int | list[int], shape: list[int], flops_per=1.0) -> int:
+    def pointwise(
+        self, name: str, op_type: str, dep: int | list[int], shape: list[int], flops_per=1.0
+    ) -> int:
         deps = dep if isinstance(dep, list) else [dep]
         n = math.prod(shape)
-        return self.add(name, op_type, "compute", [list(shape)] * (len(deps) + 1), deps, flops=flops_per * n)
+        return self.add(
+            name, op_type, "compute", [list(shape)] * (len(deps) + 1), deps, flops=flops_per * n
+        )
 
     def dma(self, name: str, dep: list[int], shape: list[int], elem_bytes: int = FP16) -> int:
-        return self.add(name, "memcpy", "dma", [shape], dep, nbytes=float(math.prod(shape) * elem_bytes))
+        return self.add(
+            name, "memcpy", "dma", [shape], dep, nbytes=float(math.prod(shape) * elem_bytes)
+        )
 
     def host(self, name: str, op_type: str, dep: list[int], shape: list[int]) -> int:
         return self.add(name, op_type, "host", [shape], dep, nbytes=float(math.prod(shape) * FP16))
@@ -106,7 +114,10 @@ class _Builder:
 def _recommendation(batch: int = 256) -> Workload:
     b = _Builder("recommendation")
     dense_in, dim = 13, 64
-    table_rows = [10_000_000, 5_000_000, 3_000_000, 1_000_000, 500_000, 250_000] * 4 + [100_000, 50_000]
+    table_rows = [10_000_000, 5_000_000, 3_000_000, 1_000_000, 500_000, 250_000] * 4 + [
+        100_000,
+        50_000,
+    ]
     pooling = 20  # lookups per sample per table
     prep = b.host("preprocess_features", "preprocess", [], [batch, dense_in + len(table_rows)])
     dense = b.dma("h2d_dense", [prep], [batch, dense_in])
@@ -155,7 +166,9 @@ def _recommendation(batch: int = 256) -> Workload:
     return b.build()
 
 
-def _transformer(batch: int = 8, seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 3072) -> Workload:
+def _transformer(
+    batch: int = 8, seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 3072
+) -> Workload:
     b = _Builder("transformer")
     tokens = batch * seq
     head_dim = hidden // heads
@@ -305,7 +318,13 @@ COST_PROFILES: dict[str, CostProfile] = {
         mem_gbps=120.0,
         pcie_gbps=7.0,
         launch_us=4.0,
-        efficiency={"linear": 0.6, "bmm": 0.5, "embedding_bag": 0.05, "conv2d": 0.4, "default": 0.3},
+        efficiency={
+            "linear": 0.6,
+            "bmm": 0.5,
+            "embedding_bag": 0.05,
+            "conv2d": 0.4,
+            "default": 0.3,
+        },
         sw_penalties={"1.0": {"embedding_bag": 1.8, "bmm": 1.4}, "1.5": {"embedding_bag": 1.3}},
     ),
     "gpu": CostProfile(
@@ -314,18 +333,32 @@ COST_PROFILES: dict[str, CostProfile] = {
         mem_gbps=900.0,
         pcie_gbps=25.0,
         launch_us=8.0,
-        efficiency={"linear": 0.7, "bmm": 0.55, "conv2d": 0.6, "softmax": 0.1, "layer_norm": 0.1, "default": 0.2},
-        sw_penalties={"1.0": {"softmax": 2.0, "layer_norm": 1.5, "gelu": 1.5}, "1.5": {"softmax": 1.3}},
+        efficiency={
+            "linear": 0.7,
+            "bmm": 0.55,
+            "conv2d": 0.6,
+            "softmax": 0.1,
+            "layer_norm": 0.1,
+            "default": 0.2,
+        },
+        sw_penalties={
+            "1.0": {"softmax": 2.0, "layer_norm": 1.5, "gelu": 1.5},
+            "1.5": {"softmax": 1.3},
+        },
     ),
 }
 
-_DEFAULT_PROFILE = CostProfile(workload="recommendation", peak_tflops=10.0, mem_gbps=100.0, pcie_gbps=8.0, launch_us=5.0)
+_DEFAULT_PROFILE = CostProfile(
+    workload="recommendation", peak_tflops=10.0, mem_gbps=100.0, pcie_gbps=8.0, launch_us=5.0
+)
 
 
 def register_cost_profile(device_type: str, profile: CostProfile) -> None:
     """Adds (or replaces) the cost profile of a device type; used when onboarding a new type."""
     if profile.workload not in WORKLOADS:
-        raise ValueError(f"unknown workload {profile.workload!r}; expected one of {sorted(WORKLOADS)}")
+        raise ValueError(
+            f"unknown workload {profile.workload!r}; expected one of {sorted(WORKLOADS)}"
+        )
     COST_PROFILES[device_type] = profile
 
 
@@ -342,7 +375,9 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
-def op_time_us(node: OpNode, device_type: str, sw_version: str = "2.0", slowdown: float = 1.0) -> float:
+def op_time_us(
+    node: OpNode, device_type: str, sw_version: str = "2.0", slowdown: float = 1.0
+) -> float:
     """Estimated run time of one operator on one device type, in microseconds.
 
     Older software versions are slower on some op types: the penalty of the oldest listed

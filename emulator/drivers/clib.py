@@ -43,7 +43,9 @@ class NxLibrary:
         self._driver = driver
         self._states = driver.host.states
         self._serials = driver.serials
-        self._type = device_type(driver.host.spec.device(driver.serials[0]).type) if driver.serials else None
+        self._type = (
+            device_type(driver.host.spec.device(driver.serials[0]).type) if driver.serials else None
+        )
         for name, value in globals().items():
             if name.startswith("NX_"):
                 setattr(self, name, value)
@@ -126,7 +128,11 @@ class NxLibrary:
             return s
         if sensor not in (NX_SENSOR_DIE, NX_SENSOR_BOARD):
             return NX_ERR_INVALID_ARG
-        t = s.temperature_c if sensor == NX_SENSOR_DIE else (s.temperature_c + self._type.ambient_c) / 2
+        t = (
+            s.temperature_c
+            if sensor == NX_SENSOR_DIE
+            else (s.temperature_c + self._type.ambient_c) / 2
+        )
         centi_celsius.value = round(t * 100)
         return NX_OK
 
@@ -156,7 +162,9 @@ class NxLibrary:
         s = self._state(handle)
         if isinstance(s, int):
             return s
-        mask.value = (NX_THROTTLE_THERMAL if s.throttle_thermal else 0) | (NX_THROTTLE_POWER if s.throttle_power else 0)
+        mask.value = (NX_THROTTLE_THERMAL if s.throttle_thermal else 0) | (
+            NX_THROTTLE_POWER if s.throttle_power else 0
+        )
         return NX_OK
 
     def nx_get_memory(self, handle: Any, used_kib: Any, total_kib: Any) -> int:
@@ -244,7 +252,10 @@ class ClibDriver(Driver):
             ("nx_get_pcie_error_count", (), 1),
             ("nx_get_inference_count", (), 1),
         ]
-        calls += [("nx_get_core_cycles", (c,), 2) for c in range(device_type(self.host.spec.device(serial).type).cores)]
+        calls += [
+            ("nx_get_core_cycles", (c,), 2)
+            for c in range(device_type(self.host.spec.device(serial).type).cores)
+        ]
         for name, args, n_out in calls:
             outs = [_Out() for _ in range(n_out)]
             status = getattr(lib, name)(h.value, *args, *outs)

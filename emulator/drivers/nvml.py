@@ -183,7 +183,9 @@ class EmulatedNVML:
         d = self._type(self._state(handle))
         return 1593 if clock_type == NVML_CLOCK_MEM else round(d.max_clock_mhz)
 
-    def nvmlDeviceGetTotalEccErrors(self, handle: Handle, error_type: int, counter_type: int) -> int:
+    def nvmlDeviceGetTotalEccErrors(
+        self, handle: Handle, error_type: int, counter_type: int
+    ) -> int:
         s = self._state(handle)
         if counter_type not in (NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
@@ -248,7 +250,10 @@ class NvmlDriver(Driver):
             ("nvmlDeviceGetTotalEnergyConsumption", ()),
             ("nvmlDeviceGetClockInfo", (NVML_CLOCK_SM,)),
             ("nvmlDeviceGetTotalEccErrors", (NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC)),
-            ("nvmlDeviceGetTotalEccErrors", (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC)),
+            (
+                "nvmlDeviceGetTotalEccErrors",
+                (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC),
+            ),
             ("nvmlDeviceGetCurrentClocksThrottleReasons", ()),
             ("nvmlDeviceGetCurrPcieLinkGeneration", ()),
             ("nvmlDeviceGetCurrPcieLinkWidth", ()),

@@ -21,7 +21,13 @@ from emulator.physics import DeviceState
 
 Formatter = Callable[[DeviceState], str]
 
-PCIE_SPEED = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe"}
+PCIE_SPEED = {
+    1: "2.5 GT/s PCIe",
+    2: "5.0 GT/s PCIe",
+    3: "8.0 GT/s PCIe",
+    4: "16.0 GT/s PCIe",
+    5: "32.0 GT/s PCIe",
+}
 THROTTLE_THERMAL = 0x1
 THROTTLE_POWER = 0x2
 U32 = (1 << 32) - 1
@@ -88,18 +94,26 @@ class SysfsDriver(Driver):
             "firmware_version": lambda s: f"{spec.firmware_version}\n",
             "driver/version": lambda s: f"{d.driver_version} (built 2024-03-02)\n",
             "num_cores": lambda s: f"{d.cores}\n",
-            "freq": lambda s: (f"cur: {round(s.clock_mhz)} MHz\nmin: {round(d.min_clock_mhz)} MHz\nmax: {round(d.max_clock_mhz)} MHz\n"),
+            "freq": lambda s: (
+                f"cur: {round(s.clock_mhz)} MHz\nmin: {round(d.min_clock_mhz)} MHz\nmax: {round(d.max_clock_mhz)} MHz\n"
+            ),
             "hwmon/temp1_input": lambda s: f"{round(s.temperature_c * 1000)}\n",
             "hwmon/temp1_crit": lambda s: f"{round(d.throttle_c * 1000)}\n",
             "power": lambda s: f"{round(s.power_w * 1000)} mW\n",
             "power_cap": lambda s: f"{round(d.tdp_w * 1000)} mW\n",
             "energy_uj": lambda s: f"{(s.energy_mj * 1000) & U32}\n",
-            "mem_info": lambda s: (f"total {d.memory_bytes} used {s.memory_used_bytes} free {d.memory_bytes - s.memory_used_bytes}\n"),
+            "mem_info": lambda s: (
+                f"total {d.memory_bytes} used {s.memory_used_bytes} free {d.memory_bytes - s.memory_used_bytes}\n"
+            ),
             "ecc": lambda s: f"ce {s.ecc_corrected & U32} ue {s.ecc_uncorrected & U32}\n",
-            "throttle_status": lambda s: f"0x{(THROTTLE_THERMAL if s.throttle_thermal else 0) | (THROTTLE_POWER if s.throttle_power else 0):08x}\n",
+            "throttle_status": lambda s: (
+                f"0x{(THROTTLE_THERMAL if s.throttle_thermal else 0) | (THROTTLE_POWER if s.throttle_power else 0):08x}\n"
+            ),
             "frames_done": lambda s: f"{s.work_items}\n",
             "dma_stats": lambda s: f"in {s.dma_to_device_bytes} out {s.dma_from_device_bytes}\n",
-            "pcie/current_link_speed": lambda s: f"{PCIE_SPEED.get(s.pcie_link(d)[0], 'Unknown')}\n",
+            "pcie/current_link_speed": lambda s: (
+                f"{PCIE_SPEED.get(s.pcie_link(d)[0], 'Unknown')}\n"
+            ),
             "pcie/current_link_width": lambda s: f"{s.pcie_link(d)[1]}\n",
             "pcie/max_link_width": lambda s: f"{d.pcie_width}\n",
             "pcie/aer_dev_correctable": lambda s: _aer(s.pcie_errors),
@@ -123,6 +137,13 @@ def _aer(total: int) -> str:
     """The layout of Linux's aer_dev_correctable: one "name count" line per error kind."""
     bad_tlp = total * 3 // 5
     bad_dllp = total - bad_tlp
-    lines = ["RxErr 0", f"BadTLP {bad_tlp}", f"BadDLLP {bad_dllp}", "Rollover 0", "Timeout 0", "NonFatalErr 0"]
+    lines = [
+        "RxErr 0",
+        f"BadTLP {bad_tlp}",
+        f"BadDLLP {bad_dllp}",
+        "Rollover 0",
+        "Timeout 0",
+        "NonFatalErr 0",
+    ]
     lines += ["CorrIntErr 0", "HeaderOF 0", f"TOTAL_ERR_COR {total}"]
     return "\n".join(lines) + "\n"

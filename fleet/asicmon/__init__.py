@@ -7,7 +7,14 @@ host together.
 
 from fleet.asicmon.catalogue import ALWAYS_PRESENT, CATALOGUE, Counter
 
-__all__ = ["ALWAYS_PRESENT", "CATALOGUE", "Counter", "DeviceMonitor", "HostMonitor", "monitor_class"]
+__all__ = [
+    "ALWAYS_PRESENT",
+    "CATALOGUE",
+    "Counter",
+    "DeviceMonitor",
+    "HostMonitor",
+    "monitor_class",
+]
 
 
 def __getattr__(name: str):

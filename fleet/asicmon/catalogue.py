@@ -54,45 +54,193 @@ class Counter:
 
 _COUNTERS = [
     # -- performance -----------------------------------------------------------------
-    Counter("device_utilization", "1", "gauge", "How busy the device is: the busiest core's active time over elapsed time, 0..1.", dcgm="DCGM_FI_DEV_GPU_UTIL (percent)"),
-    Counter("core_utilization", "1", "gauge", "Active time over elapsed time of each compute core, 0..1.", per_core=True),
+    Counter(
+        "device_utilization",
+        "1",
+        "gauge",
+        "How busy the device is: the busiest core's active time over elapsed time, 0..1.",
+        dcgm="DCGM_FI_DEV_GPU_UTIL (percent)",
+    ),
+    Counter(
+        "core_utilization",
+        "1",
+        "gauge",
+        "Active time over elapsed time of each compute core, 0..1.",
+        per_core=True,
+    ),
     Counter("core_count", "1", "gauge", "Number of compute cores."),
-    Counter("work_items_total", "count", "counter", "Work items (inferences, frames, sequences) completed since power-on."),
-    Counter("work_items_per_s", "count/s", "gauge", "Work items completed per second over the last refresh interval."),
-    Counter("dma_to_device_bytes_total", "B", "counter", "Bytes moved host to device by DMA since power-on.", dcgm="DCGM_FI_PROF_PCIE_RX_BYTES (a rate)"),
-    Counter("dma_from_device_bytes_total", "B", "counter", "Bytes moved device to host by DMA since power-on.", dcgm="DCGM_FI_PROF_PCIE_TX_BYTES (a rate)"),
-    Counter("dma_to_device_bytes_per_s", "B/s", "gauge", "Host to device DMA throughput over the last refresh interval.", dcgm="DCGM_FI_PROF_PCIE_RX_BYTES"),
-    Counter("dma_from_device_bytes_per_s", "B/s", "gauge", "Device to host DMA throughput over the last refresh interval.", dcgm="DCGM_FI_PROF_PCIE_TX_BYTES"),
+    Counter(
+        "work_items_total",
+        "count",
+        "counter",
+        "Work items (inferences, frames, sequences) completed since power-on.",
+    ),
+    Counter(
+        "work_items_per_s",
+        "count/s",
+        "gauge",
+        "Work items completed per second over the last refresh interval.",
+    ),
+    Counter(
+        "dma_to_device_bytes_total",
+        "B",
+        "counter",
+        "Bytes moved host to device by DMA since power-on.",
+        dcgm="DCGM_FI_PROF_PCIE_RX_BYTES (a rate)",
+    ),
+    Counter(
+        "dma_from_device_bytes_total",
+        "B",
+        "counter",
+        "Bytes moved device to host by DMA since power-on.",
+        dcgm="DCGM_FI_PROF_PCIE_TX_BYTES (a rate)",
+    ),
+    Counter(
+        "dma_to_device_bytes_per_s",
+        "B/s",
+        "gauge",
+        "Host to device DMA throughput over the last refresh interval.",
+        dcgm="DCGM_FI_PROF_PCIE_RX_BYTES",
+    ),
+    Counter(
+        "dma_from_device_bytes_per_s",
+        "B/s",
+        "gauge",
+        "Device to host DMA throughput over the last refresh interval.",
+        dcgm="DCGM_FI_PROF_PCIE_TX_BYTES",
+    ),
     # -- thermal, power, clocks ----------------------------------------------------------
     Counter("temperature_c", "C", "gauge", "Die temperature.", dcgm="DCGM_FI_DEV_GPU_TEMP"),
-    Counter("temperature_limit_c", "C", "gauge", "Temperature above which the device slows its clocks.", dcgm="DCGM_FI_DEV_SLOWDOWN_TEMP"),
+    Counter(
+        "temperature_limit_c",
+        "C",
+        "gauge",
+        "Temperature above which the device slows its clocks.",
+        dcgm="DCGM_FI_DEV_SLOWDOWN_TEMP",
+    ),
     Counter("power_w", "W", "gauge", "Power drawn by the device.", dcgm="DCGM_FI_DEV_POWER_USAGE"),
-    Counter("power_limit_w", "W", "gauge", "Power limit the device enforces.", dcgm="DCGM_FI_DEV_POWER_MGMT_LIMIT"),
-    Counter("energy_j_total", "J", "counter", "Energy consumed since power-on (may wrap at the hardware width).", dcgm="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ)"),
+    Counter(
+        "power_limit_w",
+        "W",
+        "gauge",
+        "Power limit the device enforces.",
+        dcgm="DCGM_FI_DEV_POWER_MGMT_LIMIT",
+    ),
+    Counter(
+        "energy_j_total",
+        "J",
+        "counter",
+        "Energy consumed since power-on (may wrap at the hardware width).",
+        dcgm="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ)",
+    ),
     Counter("clock_mhz", "MHz", "gauge", "Current compute clock.", dcgm="DCGM_FI_DEV_SM_CLOCK"),
-    Counter("clock_max_mhz", "MHz", "gauge", "Maximum compute clock.", dcgm="DCGM_FI_DEV_MAX_SM_CLOCK"),
-    Counter("throttle_reasons", "1", "state", "Why the clock is below its maximum: none, idle, thermal, power, or thermal,power.", values=THROTTLE_REASONS, dcgm="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (bitmask)"),
+    Counter(
+        "clock_max_mhz", "MHz", "gauge", "Maximum compute clock.", dcgm="DCGM_FI_DEV_MAX_SM_CLOCK"
+    ),
+    Counter(
+        "throttle_reasons",
+        "1",
+        "state",
+        "Why the clock is below its maximum: none, idle, thermal, power, or thermal,power.",
+        values=THROTTLE_REASONS,
+        dcgm="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (bitmask)",
+    ),
     # -- memory -----------------------------------------------------------------------------
-    Counter("memory_used_bytes", "B", "gauge", "Device memory in use.", dcgm="DCGM_FI_DEV_FB_USED (MiB)"),
-    Counter("memory_free_bytes", "B", "gauge", "Device memory free.", dcgm="DCGM_FI_DEV_FB_FREE (MiB)"),
-    Counter("memory_total_bytes", "B", "gauge", "Device memory in total.", dcgm="DCGM_FI_DEV_FB_TOTAL (MiB)"),
+    Counter(
+        "memory_used_bytes", "B", "gauge", "Device memory in use.", dcgm="DCGM_FI_DEV_FB_USED (MiB)"
+    ),
+    Counter(
+        "memory_free_bytes", "B", "gauge", "Device memory free.", dcgm="DCGM_FI_DEV_FB_FREE (MiB)"
+    ),
+    Counter(
+        "memory_total_bytes",
+        "B",
+        "gauge",
+        "Device memory in total.",
+        dcgm="DCGM_FI_DEV_FB_TOTAL (MiB)",
+    ),
     Counter("memory_utilization", "1", "gauge", "Used over total device memory, 0..1."),
     # -- errors -----------------------------------------------------------------------------
-    Counter("ecc_corrected_total", "count", "counter", "Corrected (single-bit) memory ECC errors since power-on.", dcgm="DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"),
-    Counter("ecc_uncorrected_total", "count", "counter", "Uncorrected (double-bit) memory ECC errors since power-on.", dcgm="DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
-    Counter("ecc_corrected_per_s", "count/s", "gauge", "Corrected ECC errors per second over the last refresh interval."),
-    Counter("pcie_errors_total", "count", "counter", "Correctable PCIe errors (replays, bad TLPs/DLLPs) since power-on.", dcgm="DCGM_FI_DEV_PCIE_REPLAY_COUNTER"),
-    Counter("pcie_errors_per_s", "count/s", "gauge", "PCIe errors per second over the last refresh interval."),
-    Counter("pcie_link_gen", "1", "gauge", "PCIe link generation as trained now.", dcgm="DCGM_FI_DEV_PCIE_LINK_GEN"),
-    Counter("pcie_link_width", "lanes", "gauge", "PCIe link width as trained now.", dcgm="DCGM_FI_DEV_PCIE_LINK_WIDTH"),
-    Counter("pcie_link_status", "1", "state", "ok, or degraded when the link trained below its maximum width.", values=LINK_STATUSES),
+    Counter(
+        "ecc_corrected_total",
+        "count",
+        "counter",
+        "Corrected (single-bit) memory ECC errors since power-on.",
+        dcgm="DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    ),
+    Counter(
+        "ecc_uncorrected_total",
+        "count",
+        "counter",
+        "Uncorrected (double-bit) memory ECC errors since power-on.",
+        dcgm="DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    ),
+    Counter(
+        "ecc_corrected_per_s",
+        "count/s",
+        "gauge",
+        "Corrected ECC errors per second over the last refresh interval.",
+    ),
+    Counter(
+        "pcie_errors_total",
+        "count",
+        "counter",
+        "Correctable PCIe errors (replays, bad TLPs/DLLPs) since power-on.",
+        dcgm="DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    ),
+    Counter(
+        "pcie_errors_per_s",
+        "count/s",
+        "gauge",
+        "PCIe errors per second over the last refresh interval.",
+    ),
+    Counter(
+        "pcie_link_gen",
+        "1",
+        "gauge",
+        "PCIe link generation as trained now.",
+        dcgm="DCGM_FI_DEV_PCIE_LINK_GEN",
+    ),
+    Counter(
+        "pcie_link_width",
+        "lanes",
+        "gauge",
+        "PCIe link width as trained now.",
+        dcgm="DCGM_FI_DEV_PCIE_LINK_WIDTH",
+    ),
+    Counter(
+        "pcie_link_status",
+        "1",
+        "state",
+        "ok, or degraded when the link trained below its maximum width.",
+        values=LINK_STATUSES,
+    ),
     # -- software and driver -------------------------------------------------------------
-    Counter("device_model", "1", "info", "Model name as the driver reports it.", dcgm="DCGM_FI_DEV_NAME"),
-    Counter("firmware_version", "1", "info", "Firmware (or VBIOS) version.", dcgm="DCGM_FI_DEV_VBIOS_VERSION"),
+    Counter(
+        "device_model", "1", "info", "Model name as the driver reports it.", dcgm="DCGM_FI_DEV_NAME"
+    ),
+    Counter(
+        "firmware_version",
+        "1",
+        "info",
+        "Firmware (or VBIOS) version.",
+        dcgm="DCGM_FI_DEV_VBIOS_VERSION",
+    ),
     Counter("driver_version", "1", "info", "Driver version.", dcgm="DCGM_FI_DRIVER_VERSION"),
     # -- filled by the monitor runtime, never by specs ----------------------------------------
-    Counter("driver_status", "1", "state", "ok; hung when the driver does not answer in time; rebooting; error for any other failure.", values=DRIVER_STATUSES),
-    Counter("driver_error", "1", "info", "What went wrong on the last refresh, or null when it succeeded."),
+    Counter(
+        "driver_status",
+        "1",
+        "state",
+        "ok; hung when the driver does not answer in time; rebooting; error for any other failure.",
+        values=DRIVER_STATUSES,
+    ),
+    Counter(
+        "driver_error",
+        "1",
+        "info",
+        "What went wrong on the last refresh, or null when it succeeded.",
+    ),
     Counter("sample_ts", "s", "gauge", "Epoch seconds of the refresh this snapshot comes from."),
     Counter("probe_duration_s", "s", "gauge", "Time the last probe of the driver took."),
 ]
@@ -103,4 +251,12 @@ CATALOGUE: Mapping[str, Counter] = {c.name: c for c in _COUNTERS}
 RUNTIME_COUNTERS = ("driver_status", "driver_error", "sample_ts", "probe_duration_s")
 
 # Keys every snapshot carries (None when unknown).
-ALWAYS_PRESENT = ("device_utilization", "temperature_c", "power_w", "memory_used_bytes", "memory_total_bytes", "driver_status", "sample_ts")
+ALWAYS_PRESENT = (
+    "device_utilization",
+    "temperature_c",
+    "power_w",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "driver_status",
+    "sample_ts",
+)

@@ -23,7 +23,12 @@ __all__ = ["HostMonitor"]
 
 
 class HostMonitor:
-    def __init__(self, host: EmulatedHost, monitors: dict[str, DeviceMonitor], probe_timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        host: EmulatedHost,
+        monitors: dict[str, DeviceMonitor],
+        probe_timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.host = host
         self.name = host.name
         self._monitors = monitors
@@ -47,7 +52,9 @@ class HostMonitor:
         monitors = {}
         for d in emu.spec.devices:
             klass = monitor_class(d.type, dirs)
-            monitors[d.serial] = klass(emu.binding(d.serial), serial=d.serial, timeout=probe_timeout)
+            monitors[d.serial] = klass(
+                emu.binding(d.serial), serial=d.serial, timeout=probe_timeout
+            )
         return cls(emu, monitors, probe_timeout)
 
     # -- devices ---------------------------------------------------------------------------

@@ -23,13 +23,16 @@ def find_spec(device_type: str, spec_dirs: tuple[str | os.PathLike, ...] = ()) -
     return None
 
 
-def monitor_class(device_type: str, spec_dirs: tuple[str | os.PathLike, ...] = ()) -> type[DeviceMonitor]:
+def monitor_class(
+    device_type: str, spec_dirs: tuple[str | os.PathLike, ...] = ()
+) -> type[DeviceMonitor]:
     """The monitor class compiled from ``<device_type>.asimov`` (cached per file version)."""
     path = find_spec(device_type, spec_dirs)
     if path is None:
-        from fleet.asicmon._interim import InterimMonitor
-
-        return InterimMonitor
+        searched = ", ".join(str(p) for p in (*spec_dirs, SPECS_DIR))
+        raise LookupError(
+            f"no Asimov spec for device type {device_type!r}: looked for {device_type}.asimov in {searched}"
+        )
     from fleet.asimov.loader import load_monitor_class
 
     key = (str(path), path.stat().st_mtime_ns)

@@ -30,21 +30,35 @@ class _BracketNewlines:
 
     always_accept = ("_NL",)
 
+    def __init__(self) -> None:
+        self.open: list[Token] = []  # brackets not closed yet, for error messages
+
     def process(self, stream):
-        depth = 0
+        self.open = []
         for tok in stream:
             if tok.type in _OPEN:
-                depth += 1
+                self.open.append(tok)
             elif tok.type in _CLOSE:
-                depth = max(0, depth - 1)
-            elif tok.type == "_NL" and depth:
+                if self.open:
+                    self.open.pop()
+            elif tok.type == "_NL" and self.open:
                 continue
             yield tok
 
 
+_POSTLEX = _BracketNewlines()
+_CLOSING = {"LPAR": "')'", "LSQB": "']'", "LBRACE": "'}'"}
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    return Lark(GRAMMAR.read_text(), parser="lalr", postlex=_BracketNewlines(), propagate_positions=True, maybe_placeholders=True)
+    return Lark(
+        GRAMMAR.read_text(),
+        parser="lalr",
+        postlex=_POSTLEX,
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -63,7 +77,24 @@ def describe_terminal(name: str) -> str:
 def describe_expected(names: set[str]) -> str:
     names = {n for n in names if not n.startswith("__")}
     if {"NAME", "NUMBER", "STRING"} <= names:
-        rest = sorted(describe_terminal(n) for n in names - {"NAME", "NUMBER", "STRING", "LPAR", "LSQB", "LBRACE", "MINUS", "NOT", "TRUE", "FALSE", "NONE", "STATS"})
+        rest = sorted(
+            describe_terminal(n)
+            for n in names
+            - {
+                "NAME",
+                "NUMBER",
+                "STRING",
+                "LPAR",
+                "LSQB",
+                "LBRACE",
+                "MINUS",
+                "NOT",
+                "TRUE",
+                "FALSE",
+                "NONE",
+                "STATS",
+            }
+        )
         return "an expression" + (f" or {', '.join(rest)}" if rest else "")
     texts = sorted(describe_terminal(n) for n in names)
     if len(texts) == 1:
@@ -100,19 +131,43 @@ def parse(text: str, filename: str = "<spec>") -> Tree:
     except UnexpectedToken as exc:
         tok = exc.token
         line, column = exc.line, exc.column
+        unclosed = _POSTLEX.open[-1] if _POSTLEX.open else None
+        if unclosed is not None and (tok.type == "$END" or (tok.line or 0) > unclosed.line):
+            raise error(
+                f"'{unclosed.value}' is never closed",
+                unclosed.line,
+                unclosed.column,
+                _CLOSING[unclosed.type],
+            ) from None
         if tok.type == "_NL":  # point just after the last thing on the line
             line = tok.line
             column = len(lines[line - 1].rstrip()) + 1 if 0 < line <= len(lines) else column
         if tok.type == "$END":
             line = len(lines)
             column = len(lines[-1]) + 1 if lines else 1
-        raise error(f"unexpected {_describe_token(tok)}", line, column, describe_expected(set(exc.expected))) from None
+        raise error(
+            f"unexpected {_describe_token(tok)}", line, column, describe_expected(set(exc.expected))
+        ) from None
     except UnexpectedCharacters as exc:
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
         allowed = set(exc.allowed or ())
-        expected = describe_expected(allowed) if len(allowed) <= 4 else "a name, a number, a string, an operator or a bracket"
+        expected = (
+            describe_expected(allowed)
+            if len(allowed) <= 4
+            else "a name, a number, a string, an operator or a bracket"
+        )
         raise error(f"unexpected character {char!r}", exc.line, exc.column, expected) from None
     except UnexpectedEOF as exc:
-        raise error("unexpected end of file", len(lines), len(lines[-1]) + 1 if lines else 1, describe_expected(set(exc.expected))) from None
+        raise error(
+            "unexpected end of file",
+            len(lines),
+            len(lines[-1]) + 1 if lines else 1,
+            describe_expected(set(exc.expected)),
+        ) from None
     except UnexpectedInput as exc:  # pragma: no cover - other lark failures
-        raise error(str(exc).splitlines()[0], getattr(exc, "line", 1), getattr(exc, "column", 1), "valid Asimov") from None
+        raise error(
+            str(exc).splitlines()[0],
+            getattr(exc, "line", 1),
+            getattr(exc, "column", 1),
+            "valid Asimov",
+        ) from None

@@ -28,7 +28,9 @@ __all__ = ["DeviceMonitor", "DriverStatusError", "FileRoot", "Out", "PendingRefr
 DEFAULT_TIMEOUT_S = 0.5
 _EXECUTOR = ThreadPoolExecutor(max_workers=64, thread_name_prefix="asimov-probe")
 _BLANK = dict.fromkeys(CATALOGUE)
-_KEEP_ON_ERROR = tuple(name for name, c in CATALOGUE.items() if c.kind == "info" and name != "driver_error")
+_KEEP_ON_ERROR = tuple(
+    name for name, c in CATALOGUE.items() if c.kind == "info" and name != "driver_error"
+)
 
 
 class DriverStatusError(Exception):
@@ -56,7 +58,7 @@ class FileRoot:
         self.root = str(root).rstrip("/") + "/"
 
     def read_text(self, path: str) -> str:
-        with open(self.root + path) as f:
+        with open(self.root + path) as f:  # noqa: PTH123 - a plain open is the cheapest read of a sysfs file
             return f.read()
 
     def __repr__(self) -> str:
@@ -82,8 +84,9 @@ class PendingRefresh:
 
 # -- helpers the generated code calls -------------------------------------------------------
 
+
 def parse_unit(text: str, unit: str) -> float:
-    """"1234 mW" -> 1234 when unit is "mW"; the suffix must be the one the spec expects."""
+    """ "1234 mW" -> 1234 when unit is "mW"; the suffix must be the one the spec expects."""
     number, _, suffix = text.strip().partition(" ")
     if suffix.strip() != unit:
         raise ValueError(f"expected a value in {unit}, got {text.strip()!r}")
@@ -112,6 +115,15 @@ def field(text: str, key: str, convert: Callable[[str], Any]) -> Any:
             if w == key:
                 return convert(words[i + 1])
     raise ValueError(f"no field {key!r} in {text.strip()[:60]!r}")
+
+
+def words(text: str, key: str, convert: Callable[[str], Any]) -> list:
+    """All values after ``key`` on its line: "busy_us: 12 40 7" -> [12, 40, 7]."""
+    for line in text.splitlines():
+        head, _, rest = line.partition(":") if ":" in line else line.partition(" ")
+        if head.strip() == key:
+            return [convert(w) for w in rest.split()]
+    raise ValueError(f"no line {key!r} in {text.strip()[:60]!r}")
 
 
 def hex_int(text: str) -> int:
@@ -148,7 +160,14 @@ class DeviceMonitor:
     COUNTERS: tuple[str, ...] = ()  # counters the spec fills
     ERROR_STATUS: Mapping[int, str] = {}  # driver error code -> driver status
 
-    def __init__(self, binding: Any, *, serial: str = "", interval: float = 10.0, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        binding: Any,
+        *,
+        serial: str = "",
+        interval: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.binding = binding
         self.files = getattr(binding, "files", None)
         self.lib = getattr(binding, "lib", None)
@@ -191,14 +210,20 @@ class DeviceMonitor:
         """Probes the driver and publishes a new snapshot. With ``timeout``, the probe runs
         on a worker thread and a probe that does not finish in time marks the device hung."""
         pending = self.begin_refresh(now, inline=timeout is None)
-        return self.finish_refresh(pending, None if timeout is None else time.perf_counter() + timeout)
+        return self.finish_refresh(
+            pending, None if timeout is None else time.perf_counter() + timeout
+        )
 
     def begin_refresh(self, now: float | None = None, inline: bool = False) -> PendingRefresh:
         now = time.time() if now is None else now
         started = time.perf_counter()
         if self._pending is not None:
             if not self._pending.done():  # the last probe is still stuck in the driver
-                return PendingRefresh(now, started, result=(None, "hung", "driver still blocked in an earlier probe"))
+                return PendingRefresh(
+                    now,
+                    started,
+                    result=(None, "hung", "driver still blocked in an earlier probe", 0.0),
+                )
             self._pending = None
         if inline:
             return PendingRefresh(now, started, result=self._collect(now))
@@ -212,24 +237,35 @@ class DeviceMonitor:
                 result = pending.future.result(timeout=wait)
             except FutureTimeout:
                 self._pending = pending.future
-                result = (None, "hung", f"probe exceeded its {self.timeout:g} s time budget")
-        self._publish(pending.now, result, time.perf_counter() - pending.started)
+                result = (
+                    None,
+                    "hung",
+                    f"probe exceeded its {self.timeout:g} s time budget",
+                    time.perf_counter() - pending.started,
+                )
+        self._publish(pending.now, result)
         return self._cache
 
-    def _collect(self, now: float) -> tuple[dict | None, str, str | None]:
-        """Runs the spec's probe; returns (values, driver status, error message)."""
+    def _collect(self, now: float) -> tuple[dict | None, str, str | None, float]:
+        """Runs the spec's probe; returns (values, driver status, error message, seconds)."""
         with self._refresh_lock:
+            started = time.perf_counter()
             try:
                 if not self._opened:
                     self._open()
                     self._opened = True
-                return self._probe(now), "ok", None
+                return self._probe(now), "ok", None, time.perf_counter() - started
             except Exception as exc:  # any driver failure becomes a driver status
                 self._opened = False
-                return None, self.classify(exc), f"{type(exc).__name__}: {exc}"
+                return (
+                    None,
+                    self.classify(exc),
+                    f"{type(exc).__name__}: {exc}",
+                    time.perf_counter() - started,
+                )
 
-    def _publish(self, now: float, result: tuple, duration: float) -> None:
-        values, status, error = result
+    def _publish(self, now: float, result: tuple) -> None:
+        values, status, error, duration = result
         snap = dict(_BLANK)
         if values is not None:
             snap.update(values)
@@ -264,7 +300,9 @@ class DeviceMonitor:
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"asicmon-{self.serial or self.SPEC}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"asicmon-{self.serial or self.SPEC}", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

@@ -72,7 +72,15 @@ def _dims(**kw):
     return tuple(sorted(kw.items()))
 
 
-W, S, B, C, N, L, CY = (_dims(W=1), _dims(s=1), _dims(B=1), _dims(C=1), _dims(count=1), _dims(lane=1), _dims(cycle=1))
+W, S, B, C, N, L, CY = (
+    _dims(W=1),
+    _dims(s=1),
+    _dims(B=1),
+    _dims(C=1),
+    _dims(count=1),
+    _dims(lane=1),
+    _dims(cycle=1),
+)
 J = _dims(W=1, s=1)
 HZ = _dims(s=-1)
 V = _dims(V=1)
@@ -82,17 +90,39 @@ _BASE: dict[str, tuple[tuple, float]] = {
     "ratio": ((), 1.0),
     "%": ((), 0.01),
     "percent": ((), 0.01),
-    "W": (W, 1.0), "mW": (W, 1e-3), "uW": (W, 1e-6), "kW": (W, 1e3),
-    "J": (J, 1.0), "mJ": (J, 1e-3), "uJ": (J, 1e-6), "kJ": (J, 1e3),
-    "s": (S, 1.0), "ms": (S, 1e-3), "us": (S, 1e-6), "ns": (S, 1e-9), "min": (S, 60.0), "h": (S, 3600.0),
-    "Hz": (HZ, 1.0), "kHz": (HZ, 1e3), "MHz": (HZ, 1e6), "GHz": (HZ, 1e9),
-    "B": (B, 1.0), "kB": (B, 1e3), "MB": (B, 1e6), "GB": (B, 1e9),
-    "KiB": (B, 1024.0), "MiB": (B, 1024.0**2), "GiB": (B, 1024.0**3),
-    "C": (C, 1.0), "mC": (C, 1e-3), "cC": (C, 1e-2),
+    "W": (W, 1.0),
+    "mW": (W, 1e-3),
+    "uW": (W, 1e-6),
+    "kW": (W, 1e3),
+    "J": (J, 1.0),
+    "mJ": (J, 1e-3),
+    "uJ": (J, 1e-6),
+    "kJ": (J, 1e3),
+    "s": (S, 1.0),
+    "ms": (S, 1e-3),
+    "us": (S, 1e-6),
+    "ns": (S, 1e-9),
+    "min": (S, 60.0),
+    "h": (S, 3600.0),
+    "Hz": (HZ, 1.0),
+    "kHz": (HZ, 1e3),
+    "MHz": (HZ, 1e6),
+    "GHz": (HZ, 1e9),
+    "B": (B, 1.0),
+    "kB": (B, 1e3),
+    "MB": (B, 1e6),
+    "GB": (B, 1e9),
+    "KiB": (B, 1024.0),
+    "MiB": (B, 1024.0**2),
+    "GiB": (B, 1024.0**3),
+    "C": (C, 1.0),
+    "mC": (C, 1e-3),
+    "cC": (C, 1e-2),
     "count": (N, 1.0),
     "lanes": (L, 1.0),
     "cycles": (CY, 1.0),
-    "V": (V, 1.0), "mV": (V, 1e-3),
+    "V": (V, 1.0),
+    "mV": (V, 1e-3),
 }
 
 KNOWN_UNITS = tuple(_BASE)

@@ -10,7 +10,7 @@ import orjson
 
 from .model import KIND_NAMES, Kind, Trace
 from .stats import group_percentiles, merge_intervals, us
-from .structure import self_times
+from .structure import compute_nesting, self_times
 
 SIDES = ("host", "device")
 
@@ -111,25 +111,36 @@ class Breakdown:
 
 
 def operator_breakdown(
-    trace: Trace, *, window: tuple[int, int] | None = None, by: str = "op"
+    trace: Trace,
+    *,
+    window: tuple[int, int] | None = None,
+    by: str = "op",
+    side: str | None = None,
 ) -> Breakdown:
     """Statistics per operator type (``by='op'``) or per event name (``by='name'``).
 
     Every duration event counts once, under its side (host or device), its kind and its
     operator type. Self time subtracts the time of directly nested slices. ``window``
-    (ns, ns) restricts the breakdown to events that start inside it.
+    (ns, ns) restricts the breakdown to events that start inside it; ``side`` ('host' or
+    'device') to one side, which is quicker when only that side is wanted.
     """
     slices = trace.is_slice
-    parent, _ = trace.nesting()
+    if side is None:
+        parent, _ = trace.nesting()
+    else:
+        if side not in SIDES:
+            raise ValueError(f"side must be one of {SIDES}")
+        slices = slices & (trace.on_device == (side == "device"))
+        parent, _ = compute_nesting(trace, slices)
     self_all = self_times(trace, parent, slices)
     mask = slices.copy()
     if window is not None:
         mask &= (trace.ts >= window[0]) & (trace.ts < window[1])
     events = np.flatnonzero(mask)
     label = trace.op if by == "op" else trace.name
-    side = trace.on_device[events].astype(np.int64)
+    ev_side = trace.on_device[events].astype(np.int64)
     kind = trace.kind[events].astype(np.int64)
-    key = (side * len(Kind) + kind) * (len(trace.strings) + 1) + label[events]
+    key = (ev_side * len(Kind) + kind) * (len(trace.strings) + 1) + label[events]
     uniq, group = np.unique(key, return_inverse=True)
     group = group.astype(np.int64)
     n_groups = len(uniq)
@@ -154,6 +165,8 @@ def operator_breakdown(
         span = t1 - t0
     busy = {}
     for sd, on_dev in (("host", False), ("device", True)):
+        if side is not None and sd != side:
+            continue
         m = mask & (trace.on_device == on_dev) & (trace.kind != Kind.ANNOTATION)
         s, e = merge_intervals(trace.ts[m], trace.end[m])
         busy[sd] = int((e - s).sum())

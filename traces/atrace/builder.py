@@ -28,7 +28,7 @@ from .model import (
     Track,
 )
 
-_SYNC_NAME = re.compile(r"synchroni[sz]e|Sync\b|WaitEvent|cudaStreamQuery", re.IGNORECASE)
+_SYNC_NAME = re.compile(r"synchroni[sz]e", re.IGNORECASE)
 _DEVICE_PROCESS = re.compile(r"^(gpu|device|accelerator|npu|tpu|mtia|xpu|hpu)\b", re.IGNORECASE)
 
 _COLUMNS = ("name", "cat", "op", "kind", "ph", "ts", "dur", "track", "corr", "ext")

@@ -17,7 +17,6 @@ from .model import FLAG_SYNC, Kind, Trace
 from .stats import covered, distribution, merge_intervals, us
 
 
-
 def launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """(launching runtime event, device event) index pairs, matched by correlation id."""
     dev = np.flatnonzero(trace.on_device & (trace.corr >= 0) & trace.is_slice)

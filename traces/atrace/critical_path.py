@@ -147,9 +147,10 @@ class CriticalPath:
 
 def step_window(trace: Trace, step: int | str) -> tuple[int, int]:
     """(start, end) of a step annotation: ``step=3`` finds ``ProfilerStep#3``."""
-    name = f"ProfilerStep#{step}" if isinstance(step, int) else step
-    i = trace.find_name(name)
-    hits = np.flatnonzero(trace.name == i) if i >= 0 else np.zeros(0, np.int64)
+    names = [f"ProfilerStep#{step}", f"step#{step}"] if isinstance(step, int) else [step]
+    ids = [i for i in (trace.find_name(n) for n in names) if i >= 0]
+    name = names[0]
+    hits = np.flatnonzero(np.isin(trace.name, ids)) if ids else np.zeros(0, np.int64)
     if not len(hits):
         raise EmptyTraceError(f"no step annotation named {name!r}")
     e = int(hits[np.argmax(trace.dur[hits])])
@@ -253,11 +254,14 @@ def critical_path(
         dist[anchor_before] + (W - W[anchors[anchor_before]])
         + tail[anchor_after] + (W[anchors[anchor_after]] - W)
     )
+    # Range maximum per slice; slices in start order keep the in-between ranges short.
+    by_start = np.argsort(pts.start_pos)
     bounds = np.empty(2 * m, np.int64)
-    bounds[0::2] = pts.start_pos
-    bounds[1::2] = pts.end_pos + 1
+    bounds[0::2] = pts.start_pos[by_start]
+    bounds[1::2] = pts.end_pos[by_start] + 1
     through = np.append(through, 0)
-    best_through = np.maximum.reduceat(through, bounds)[0::2]
+    best_through = np.empty(m, np.int64)
+    best_through[by_start] = np.maximum.reduceat(through, bounds)[0::2]
     slack = np.maximum(length - best_through, 0)
     if window is None:
         window = trace.span()
@@ -403,16 +407,21 @@ def _walk(best, pred, pred_edge, anchors, e_src, e_type, pts: Points, sel, weigh
             return
         if how == "chain" and events:
             prev = events[-1]
-            how = "nested" if parent_of[local] == prev or _is_ancestor(prev, local) else "sequence"
+            how = "nested" if _is_ancestor(prev, local) else "sequence"
         events.append(e)
         on_path.append(w)
         via.append("start" if len(events) == 1 else how)
 
+    parents = parent_of.tolist()
+    sel_list = sel.tolist()
+    local_of = {}
+
     def _is_ancestor(prev_global: int, local: int) -> bool:
-        p = int(parent_of[local])
-        prev_local = int(np.searchsorted(sel, prev_global))
-        q = int(parent_of[prev_local]) if sel[prev_local] == prev_global else -1
-        return q == int(sel[local]) or p == prev_global
+        if not local_of:
+            local_of.update({g: k for k, g in enumerate(sel_list)})
+        prev_local = local_of.get(prev_global, -1)
+        q = parents[prev_local] if prev_local >= 0 else -1
+        return q == sel_list[local] or parents[local] == prev_global
 
     first_anchor = chain_anchor[0][0]
     visit(int(pts.local[anchors[first_anchor]]), 0, "chain")

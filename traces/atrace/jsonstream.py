@@ -3,8 +3,9 @@
 A trace of a gigabyte must not be parsed into a gigabyte of Python objects at once. This
 reader scans the file a chunk at a time: numpy finds quotes and brackets, a cumulative sum
 tells which of them lie outside strings and at what depth, and so where each event object of
-the array starts and ends. Each run of complete events is then parsed by orjson as one small
-array and handed to the caller, who keeps columns and drops the dicts.
+the array starts and ends. Each run of complete events is then decoded as one small array
+(by msgspec into typed records, or by orjson into dicts) and handed to the caller, who
+keeps columns and drops the records.
 
 The other top-level keys (``distributedInfo``, ``deviceProperties``, ``displayTimeUnit``...)
 are collected and parsed at the end into :attr:`ChromeEventStream.meta`.
@@ -12,15 +13,19 @@ are collected and parsed at the end into :attr:`ChromeEventStream.meta`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+import msgspec
 import numpy as np
 import orjson
 
 from .errors import TraceFormatError
 
-CHUNK_SIZE = 8 << 20
+CHUNK_SIZE = 2 << 20
+_AT_INDEX = re.compile(r"at `\$\[(\d+)\]([^`]*)`")
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
 _WS = b" \t\r\n"
 
 _INTERESTING = np.zeros(256, bool)
@@ -59,12 +64,20 @@ def _structure(data: bytes, depth0: int) -> tuple[np.ndarray, np.ndarray, np.nda
 class ChromeEventStream:
     """Iterate over batches of event dicts from a Chrome trace JSON byte stream."""
 
-    def __init__(self, stream: BinaryIO, where: str = "trace", chunk_size: int = CHUNK_SIZE):
+    def __init__(
+        self,
+        stream: BinaryIO,
+        where: str = "trace",
+        chunk_size: int = CHUNK_SIZE,
+        decode: Callable[[bytes], list] | None = None,
+    ):
+        self.decode = decode or orjson.loads
         self.stream = stream
         self.where = where
         self.chunk_size = chunk_size
         self.meta: dict = {}
         self.events_seen = 0
+        self.fast_failures = 0
 
     def _error(self, what: str, offset: int | None = None) -> TraceFormatError:
         where = self.where if offset is None else f"{self.where}, byte {offset}"
@@ -90,6 +103,16 @@ class ChromeEventStream:
                 if eof:
                     break
                 continue
+            if not eof and self.fast_failures < 3:
+                batch = self._fast_batch(pending)
+                if batch is not None:
+                    events, cut = batch
+                    ordinal = self.events_seen
+                    self.events_seen += len(events)
+                    yield events, ordinal
+                    offset += cut
+                    pending = pending[cut:]
+                    continue
             pos, chars, depth = _structure(pending, array_depth)
             starts = pos[(chars == ord("{")) & (depth == array_depth + 1)]
             ends = pos[(chars == ord("}")) & (depth == array_depth)]
@@ -103,9 +126,11 @@ class ChromeEventStream:
                 first, last = int(starts[0]), int(ends[-1])
                 body = pending[first : last + 1]
                 try:
-                    events = orjson.loads(b"[" + body + b"]")
+                    events = self.decode(b"[" + body + b"]")
                 except orjson.JSONDecodeError as exc:
                     raise self._error(f"malformed event JSON ({exc.msg})", offset + first + max(exc.pos - 1, 0)) from None
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise self._decode_error(exc, offset + first) from None
                 ordinal = self.events_seen
                 self.events_seen += len(events)
                 yield events, ordinal
@@ -113,7 +138,10 @@ class ChromeEventStream:
             else:
                 cut = 0
                 if not len(starts) or starts[0] >= limit:
-                    cut = limit  # nothing but separators so far
+                    # No event begins before the limit: only separators may be there.
+                    if pending[:limit].strip(_WS + b","):
+                        raise self._error("traceEvents holds a value that is not an event object", offset)
+                    cut = limit
             gap = pending[cut:limit].strip(_WS + b",")
             if len(closes):
                 if gap:
@@ -141,6 +169,40 @@ class ChromeEventStream:
             raise self._error(f"truncated or malformed JSON after traceEvents ({exc.msg})", closed_at) from None
         meta.pop("traceEvents", None)
         self.meta = meta
+
+    def _fast_batch(self, pending: bytes) -> tuple[list, int] | None:
+        """Cut after the last '},' and decode; None if that was not an event boundary.
+
+        A cut inside a string or a nested object leaves unbalanced JSON, which the decoder
+        rejects, so a successful decode proves the cut; otherwise the exact scan runs.
+        """
+        cut = pending.rfind(b"},")
+        if cut < 0:
+            return None
+        lead = len(pending) - len(pending.lstrip(_WS + b","))
+        if lead > cut or pending[lead : lead + 1] != b"{":
+            return None
+        try:
+            events = self.decode(b"[" + pending[lead : cut + 1] + b"]")
+        except (orjson.JSONDecodeError, msgspec.DecodeError, msgspec.ValidationError):
+            self.fast_failures += 1
+            return None
+        return events, cut + 2
+
+    def _decode_error(self, exc: Exception, base: int) -> TraceFormatError:
+        text = str(exc)
+        at = _AT_INDEX.search(text)
+        if at:
+            k = int(at.group(1))
+            what = text.split(" - at ")[0]
+            field = at.group(2) or ""
+            return TraceFormatError(
+                f"{what}{' in ' + repr(field.lstrip('.')) if field else ''}",
+                f"{self.where}, traceEvents[{self.events_seen + k}]",
+            )
+        pos = _AT_BYTE.search(text)
+        offset = base + max(int(pos.group(1)) - 1, 0) if pos else base
+        return self._error(f"malformed event JSON ({text.split(' (byte')[0]})", offset)
 
     def _read_all(self) -> bytes:
         parts = []

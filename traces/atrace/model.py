@@ -84,21 +84,13 @@ class StringTable:
         return i
 
     def intern_many(self, values: list) -> np.ndarray:
-        index = self.index
-        strings = self.strings
-        out = np.empty(len(values), dtype=np.int32)
-        for k, s in enumerate(values):
-            i = index.get(s)
-            if i is None:
-                if not isinstance(s, str):
-                    s = "" if s is None else str(s)
-                    i = index.get(s)
+        ids = list(map(self.index.get, values))
+        if None in ids:
+            for k, i in enumerate(ids):
                 if i is None:
-                    i = len(strings)
-                    strings.append(s)
-                    index[s] = i
-            out[k] = i
-        return out
+                    v = values[k]
+                    ids[k] = self.intern(v if isinstance(v, str) else "" if v is None else str(v))
+        return np.array(ids, dtype=np.int32)
 
     def lookup(self, s: str) -> int:
         """The index of ``s``, or -1 if the table does not hold it."""

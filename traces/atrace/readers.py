@@ -11,14 +11,19 @@ partial trace is ever returned.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import os
+import re
 import zlib
 from collections import defaultdict
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -63,6 +68,50 @@ _UNSET_KIND = 255
 _EDGE_KIND_BY_FLOW_CAT = {"dependency": EdgeKind.DATA, "control": EdgeKind.CONTROL}
 _IGNORED_PHASES = set("NODPcvV()STFp")
 _INSTANT_PHASES = set("iIRn")
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The fields of a trace event that the reader looks at; args stay raw JSON."""
+
+    ph: str | None = None
+    name: str = ""
+    cat: str = ""
+    ts: float | None = None
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    id: int | str | None = None
+    bp: str | None = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _ArgsLite(msgspec.Struct, gc=False):
+    correlation: int = NO_ID
+    external_id: int = msgspec.field(default=NO_ID, name="External id")
+    op_type: str | None = None
+
+
+_TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
+_PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
+_CORR, _EXT = attrgetter("correlation"), attrgetter("external_id")
+_PH, _OP_TYPE = attrgetter("ph"), attrgetter("op_type")
+_PHASE_CODE = {"X": 0, "s": 1, "f": 1, "t": 1}
+
+
+_EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
+_ARGS_DECODER = msgspec.json.Decoder(list[_ArgsLite])
+
+
+def _as_dict(e: _Event, where: str, ordinal: int) -> dict[str, Any]:
+    raw = bytes(e.args)
+    try:
+        args = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        raise TraceFormatError("malformed 'args'", f"{where}, traceEvents[{ordinal}]") from None
+    d = {"ph": e.ph, "name": e.name, "cat": e.cat, "pid": e.pid, "tid": e.tid, "id": e.id, "args": args}
+    if e.ts is not None:
+        d["ts"] = e.ts
+    return d
 
 
 # -- opening ---------------------------------------------------------------------------
@@ -228,10 +277,13 @@ class _ChromeReader:
         self.process_sort: dict[Any, int] = {}
         self.thread_names: dict[tuple, str] = {}
         self.thread_sort: dict[tuple, int] = {}
-        self.flows: list[tuple] = []
+        self.flow_events: list[tuple[_Event, int]] = []
         self.open_b: dict[int, list[tuple]] = defaultdict(list)
         self.async_open: dict[tuple, list[tuple]] = defaultdict(list)
         self.warnings: list[str] = []
+        self.correlated = False
+        self.pid_ids: dict = {}
+        self.tid_ids: dict = {}
 
     def _err(self, what: str, ordinal: int) -> TraceFormatError:
         return TraceFormatError(what, f"{self.where}, traceEvents[{ordinal}]")
@@ -244,101 +296,103 @@ class _ChromeReader:
         return np.asarray(table, np.uint8)[cat_ids]
 
     def _tracks(self, pids: list, tids: list, first: int) -> np.ndarray:
-        index = self.b.track_index
+        """Track index per event: pid and tid values are numbered, then paired."""
         try:
-            keys = list(zip(pids, tids))
-            for key in set(keys).difference(index):
-                self.b.track(*key)
-            return np.fromiter((index[k] for k in keys), np.int32, len(keys))
+            p_idx = self._number(self.pid_ids, pids)
+            t_idx = self._number(self.tid_ids, tids)
         except TypeError:
-            for k, (p, t) in enumerate(zip(pids, tids)):
-                if isinstance(p, list | dict) or isinstance(t, list | dict):
-                    raise self._err("pid/tid must be a number or a string", first + k) from None
-            raise
+            raise self._err("pid/tid must be a number or a string", first) from None
+        pair = p_idx * (1 << 32) + t_idx
+        uniq, inv = np.unique(pair, return_inverse=True)
+        pid_vals, tid_vals = list(self.pid_ids), list(self.tid_ids)
+        tracks = np.array(
+            [self.b.track(pid_vals[int(u) >> 32], tid_vals[int(u) & 0xFFFFFFFF]) for u in uniq.tolist()],
+            np.int32,
+        )
+        return tracks[inv]
 
-    def _numbers(self, values: list, what: str, events: list, ordinals: list[int]) -> np.ndarray:
-        try:
-            return np.array(values, dtype=np.float64)
-        except (TypeError, ValueError):
-            for v, e, o in zip(values, events, ordinals):
-                if isinstance(v, bool) or not isinstance(v, int | float):
-                    name = e.get("name") if isinstance(e, dict) else None
-                    raise self._err(f"'{what}' is {v!r}, not a number (event {name!r})", o) from None
-            raise
+    @staticmethod
+    def _number(table: dict, values: list) -> np.ndarray:
+        ids = list(map(table.get, values))
+        if None in ids:
+            for k, i in enumerate(ids):
+                if i is None:
+                    ids[k] = table.setdefault(values[k], len(table))
+        return np.array(ids, np.int64)
 
-    def add_batch(self, events: list, first: int) -> None:
-        xs: list[dict] = []
-        x_ord: list[int] = []
-        for k, e in enumerate(events):
-            try:
-                ph = e.get("ph")
-            except AttributeError:
-                raise self._err("an event must be a JSON object", first + k) from None
-            if ph == "X":
-                xs.append(e)
-                x_ord.append(first + k)
-            else:
-                self._other(e, ph, first + k)
-        if xs:
-            self._add_complete(xs, x_ord)
+    def add_batch(self, events: list[_Event], first: int) -> None:
+        phases = list(map(_PH, events))
+        if phases.count("X") == len(events):
+            self._add_complete(events, first + np.arange(len(events)))
+            return
+        code = np.array(list(map(_PHASE_CODE.get, phases, repeat(3))), np.int8)
+        x_idx = np.flatnonzero(code == 0)
+        drop_ac2g = self.correlated
+        for k in np.flatnonzero(code == 1).tolist():
+            e = events[k]
+            if not (drop_ac2g and e.cat == "ac2g"):
+                self.flow_events.append((e, first + k))
+        for k in np.flatnonzero(code == 3).tolist():
+            self._other(_as_dict(events[k], self.where, first + k), phases[k], first + k)
+        if len(x_idx):
+            self._add_complete(list(map(events.__getitem__, x_idx.tolist())), first + x_idx)
 
-    def _add_complete(self, xs: list[dict], ordinals: list[int]) -> None:
+    def _add_complete(self, xs: list[_Event], ordinals: np.ndarray) -> None:
         b = self.b
-        ts = self._numbers([e.get("ts") for e in xs], "ts", xs, ordinals)
-        dur = self._numbers([e.get("dur", 0) for e in xs], "dur", xs, ordinals)
+        n = len(xs)
+        try:
+            ts = np.fromiter(map(_TS, xs), np.float64, n)
+        except TypeError:
+            k = next(k for k, e in enumerate(xs) if e.ts is None)
+            raise self._err(f"complete event has no 'ts' (event {xs[k].name!r})", ordinals[k]) from None
+        dur = np.fromiter(map(_DUR, xs), np.float64, n)
         if (dur < 0).any():
             k = int(np.flatnonzero(dur < 0)[0])
-            raise self._err(f"negative duration {dur[k]:g} us (event {xs[k].get('name')!r})", ordinals[k])
+            raise self._err(f"negative duration {dur[k]:g} us (event {xs[k].name!r})", ordinals[k])
         if not np.isfinite(ts).all() or not np.isfinite(dur).all():
             k = int(np.flatnonzero(~(np.isfinite(ts) & np.isfinite(dur)))[0])
+            if xs[k].ts is None:
+                raise self._err(f"complete event has no 'ts' (event {xs[k].name!r})", ordinals[k])
             raise self._err("timestamp or duration is not finite", ordinals[k])
-        names = b.strings.intern_many([e.get("name", "") for e in xs])
-        cats = b.strings.intern_many([e.get("cat", "") for e in xs])
-        tracks = self._tracks([e.get("pid", 0) for e in xs], [e.get("tid", 0) for e in xs], ordinals[0])
-        args = [e.get("args") for e in xs]
-        corr = [NO_ID] * len(xs)
-        ext = [NO_ID] * len(xs)
-        op = None
-        blobs = []
-        dumps = orjson.dumps
-        for k, a in enumerate(args):
-            if a:
-                if not isinstance(a, dict):
-                    raise self._err("'args' must be an object", ordinals[k])
-                c = a.get("correlation")
-                if c is not None:
-                    corr[k] = c
-                x = a.get("External id")
-                if x is not None:
-                    ext[k] = x
-                t = a.get("op_type")
-                if t is not None:
-                    if op is None:
-                        op = names.copy()
-                    op[k] = b.strings.intern(str(t))
-                blobs.append(dumps(a))
-            else:
-                blobs.append(b"")
+        names = b.strings.intern_many(list(map(_NAME, xs)))
+        cats = b.strings.intern_many(list(map(_CAT, xs)))
+        tracks = self._tracks(list(map(_PID, xs)), list(map(_TID, xs)), ordinals[0])
+        raws = list(map(bytes, map(_ARGS, xs)))
         try:
-            corr_a = np.array(corr, np.int64)
-            ext_a = np.array(ext, np.int64)
-        except (TypeError, ValueError, OverflowError):
-            raise self._err("'correlation' / 'External id' must be integers", ordinals[0]) from None
-        lengths = np.fromiter((len(x) for x in blobs), np.int64, len(blobs))
+            lite = _ARGS_DECODER.decode(b"[" + b",".join([r or b"{}" for r in raws]) + b"]")
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            at = re.search(r"\$\[(\d+)\]", str(exc))
+            k = int(at.group(1)) if at else 0
+            raise self._err(f"bad 'args': {str(exc).split(' - at ')[0]}", ordinals[k]) from None
+        corr = np.fromiter(map(_CORR, lite), np.int64, n)
+        kinds = self._kinds(cats)
+        if not self.correlated and ((kinds == Kind.KERNEL) & (corr >= 0)).any():
+            # Kernels carry correlation ids: ac2g flows would only repeat them.
+            self.correlated = True
+            self.flow_events = [f for f in self.flow_events if f[0].cat != "ac2g"]
+        ext = np.fromiter(map(_EXT, lite), np.int64, n)
+        op = names
+        op_types = list(map(_OP_TYPE, lite))
+        if op_types.count(None) != n:
+            op = names.copy()
+            for k, t in enumerate(op_types):
+                if t is not None:
+                    op[k] = b.strings.intern(t)
+        lengths = np.fromiter(map(len, raws), np.int64, n)
         b.add_columns(
             {
                 "name": names,
                 "cat": cats,
-                "op": op if op is not None else names,
-                "kind": self._kinds(cats),
-                "ph": np.full(len(xs), ord("X"), np.uint8),
+                "op": op,
+                "kind": kinds,
+                "ph": np.full(n, ord("X"), np.uint8),
                 "ts": np.rint(ts * 1000.0).astype(np.int64),
                 "dur": np.rint(dur * 1000.0).astype(np.int64),
                 "track": tracks,
-                "corr": corr_a,
-                "ext": ext_a,
+                "corr": corr,
+                "ext": ext,
             },
-            (b"".join(blobs), lengths),
+            (b"".join(raws), lengths),
         )
 
     def _time(self, e: dict, key: str, ordinal: int) -> int:
@@ -371,11 +425,6 @@ class _ChromeReader:
     def _other(self, e: dict, ph: Any, ordinal: int) -> None:
         if ph == "M":
             self._metadata(e)
-        elif ph in ("s", "t", "f"):
-            self.flows.append(
-                (e.get("id"), str(e.get("cat", "")), ph, self._time(e, "ts", ordinal),
-                 self.b.track(e.get("pid", 0), e.get("tid", 0)), e.get("bp", ""), ordinal)
-            )
         elif ph == "B":
             track = self.b.track(e.get("pid", 0), e.get("tid", 0))
             self.open_b[track].append((self._time(e, "ts", ordinal), e, ordinal))
@@ -435,8 +484,8 @@ class _ChromeReader:
 
     def finish(self, meta: dict) -> Trace:
         b = self.b
-        for track, stack in self.open_b.items():
-            for ts0, begin, ordinal in stack:
+        for stack in self.open_b.values():
+            for _ts, _begin, ordinal in stack:
                 self.warnings.append(f"traceEvents[{ordinal}]: 'B' event never ended; dropped")
         for t in b.tracks:
             t.process_name = self.process_names.get(t.pid, t.process_name)
@@ -446,11 +495,12 @@ class _ChromeReader:
         if self.warnings:
             b.meta["warnings"] = self.warnings[:100]
         trace = b.build()
+        _generic_op_names(trace)
         _resolve_unset_kinds(trace)
         from .builder import finish_trace
 
         finish_trace(trace)
-        _resolve_flows(trace, self.flows)
+        _resolve_flows(trace, self.flow_events, self)
         for i, t in enumerate(trace.tracks):
             if t.is_device:
                 _device_and_stream(trace, i, t)
@@ -459,6 +509,24 @@ class _ChromeReader:
         )
         trace.meta["source"] = "kineto" if kineto else "chrome"
         return trace
+
+
+_NUMBERED = re.compile(r"^(.*\S)\s*#\d+$")
+
+
+def _generic_op_names(trace: Trace) -> None:
+    """Operator type of numbered ranges: 'ProfilerStep#7' -> 'ProfilerStep'."""
+    strings = trace.strings
+    used = np.unique(trace.op)
+    remap = np.arange(len(strings), dtype=np.int32)
+    changed = False
+    for i in used.tolist():
+        m = _NUMBERED.match(strings[i])
+        if m:
+            remap[i] = strings.intern(m.group(1))
+            changed = True
+    if changed:
+        trace.op = remap[trace.op]
 
 
 def _resolve_unset_kinds(trace: Trace) -> None:
@@ -482,7 +550,7 @@ def _device_and_stream(trace: Trace, i: int, t) -> None:
     t.stream = stream if isinstance(stream, int) else -1
 
 
-def _resolve_flows(trace: Trace, flows: list[tuple]) -> None:
+def _resolve_flows(trace: Trace, flows: list[tuple[_Event, int]], reader: _ChromeReader) -> None:
     """Bind flow events to slices and turn them into dependency edges.
 
     Kineto's ``ac2g`` flows repeat what the ``correlation`` arg already says; they are used
@@ -492,10 +560,16 @@ def _resolve_flows(trace: Trace, flows: list[tuple]) -> None:
         return
     need_ac2g = bool(((trace.corr < 0) & trace.on_device & trace.is_slice).any())
     by_id: dict[tuple, list[tuple]] = defaultdict(list)
-    for fid, cat, ph, ts, track, bp, ordinal in flows:
+    for e, ordinal in flows:
+        cat = e.cat
         if cat == "critical_path" or (cat == "ac2g" and not need_ac2g):
             continue
-        by_id[(cat, fid)].append((ordinal, ph, ts, track, bp))
+        if e.ts is None:
+            raise reader._err("flow event has no 'ts'", ordinal)
+        track = trace_track(trace, reader, e.pid, e.tid)
+        if track < 0:
+            continue
+        by_id[(cat, e.id)].append((ordinal, e.ph, round(e.ts * 1000), track, e.bp or ""))
     if not by_id:
         return
     slices = np.flatnonzero(trace.is_slice)
@@ -548,10 +622,25 @@ def _resolve_flows(trace: Trace, flows: list[tuple]) -> None:
     finish_trace(trace)
 
 
+def trace_track(trace: Trace, reader: _ChromeReader, pid, tid) -> int:
+    """The track of (pid, tid) in a built trace, -1 if no slice is on it."""
+    return reader.b.track_index.get((pid, tid), -1)
+
+
 def read_chrome(stream: BinaryIO, where: str = "trace", *, chunk_size: int | None = None) -> Trace:
     """Read Chrome / Kineto trace JSON from a binary stream."""
-    events = ChromeEventStream(stream, where, **({"chunk_size": chunk_size} if chunk_size else {}))
+    events = ChromeEventStream(
+        stream, where, decode=_EVENTS_DECODER.decode, **({"chunk_size": chunk_size} if chunk_size else {})
+    )
     reader = _ChromeReader(where)
-    for batch, first in events.batches():
-        reader.add_batch(batch, first)
-    return reader.finish(events.meta)
+    # Millions of short-lived records and no reference cycles: the cycle collector would
+    # only rescan them over and over.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for batch, first in events.batches():
+            reader.add_batch(batch, first)
+        return reader.finish(events.meta)
+    finally:
+        if was_enabled:
+            gc.enable()

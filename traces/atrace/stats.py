@@ -69,6 +69,8 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
 
 def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """For sorted disjoint intervals: whether each time in ``t`` lies inside one."""
+    if not len(starts):
+        return np.zeros(len(t), bool)
     k = np.searchsorted(starts, t, "right") - 1
     ok = k >= 0
     return ok & (t < np.where(ok, ends[np.maximum(k, 0)], 0))

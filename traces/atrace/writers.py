@@ -86,6 +86,9 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
     tracks = trace.tracks
     pids = [t.pid for t in tracks]
     tids = [t.tid for t in tracks]
+    dev_track = [t.is_device for t in tracks]
+    streams = [t.stream if t.stream >= 0 else i for i, t in enumerate(tracks)]
+    devices = [max(t.device, 0) for t in tracks]
     on_path = np.zeros(len(trace), bool)
     if cp is not None and len(cp.events):
         on_path[cp.events] = True
@@ -119,11 +122,14 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
                 extra["op_type"] = strings[op[k]]
             if path[k]:
                 extra["critical_path"] = 1
+            t = track[k]
+            if dev_track[t] and b'"stream"' not in raw:
+                extra["stream"] = streams[t]  # Kineto/HTA find device work by its stream
+                extra["device"] = devices[t]
             if extra:
                 args = orjson.loads(raw) if raw else {}
                 args.update(extra)
                 raw = dumps(args)
-            t = track[k]
             event = {
                 "ph": _PH_OUT.get(ph[k], "X"),
                 "cat": strings[cat[k]],

@@ -1,0 +1,130 @@
+"""Atrace against Holistic Trace Analysis (HTA) on the same Kineto traces.
+
+    python benchmarks/bench_atrace.py [--sizes 10000 100000 1000000] [--skip-hta]
+
+Generates Kineto-format GPU training traces (traces.atrace.synthetic) of about each size
+under benchmarks/out/, then times each step in a fresh process (so peak memory, read from
+ru_maxrss, belongs to that step): load; operator breakdown (Asicmon does host operators with
+self time and device kernels in one pass; HTA's kernel breakdown and its CPU-operator
+breakdown with self time are timed separately); the critical path of one step and of the
+whole trace. HTA runs in its own virtualenv (benchmarks/.venv-hta, created on first use with
+holistictraceanalysis 0.5.0 and pandas<3); it is never a dependency of the project.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+HTA_VENV = HERE / ".venv-hta"
+sys.path.insert(0, str(ROOT))
+
+ASICMON_STEPS = ["load", "breakdown_device", "breakdown_host", "breakdown", "cp_step", "cp_whole", "all"]
+HTA_STEPS = ["load", "kernel_breakdown", "cpu_breakdown", "cp_step", "cp_whole"]
+# Rows of the table: (label, Asicmon step, HTA step).
+ROWS = [
+    ("load", "load", "load"),
+    ("kernel breakdown", "breakdown_device", "kernel_breakdown"),
+    ("CPU-op breakdown with self time", "breakdown_host", "cpu_breakdown"),
+    ("breakdown, host and device together", "breakdown", None),
+    ("critical path, one step", "cp_step", "cp_step"),
+    ("critical path, whole trace", "cp_whole", "cp_whole"),
+    ("load + breakdown + whole critical path", "all", None),
+]
+
+
+def hta_python() -> Path:
+    python = HTA_VENV / "bin" / "python"
+    if not python.exists():
+        print("creating the HTA virtualenv (holistictraceanalysis 0.5.0, pandas<3) ...", flush=True)
+        venv.create(HTA_VENV, with_pip=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "holistictraceanalysis==0.5.0", "pandas<3"],
+                       check=True)
+    return python
+
+
+def trace_for(n: int) -> Path:
+    from traces.atrace.synthetic import write_kineto_trace
+
+    folder = OUT / f"kineto_{n}"
+    path = folder / "rank0.trace.json"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        count = write_kineto_trace(path, n, seed=n)
+        print(f"generated {path} ({count:,} events, {path.stat().st_size / 1e6:.0f} MB)", flush=True)
+    return path
+
+
+def run_step(python: Path, worker: str, step: str, target: Path, timeout: int) -> dict:
+    cmd = [str(python), str(HERE / worker), step, str(target)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout}s"}
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    if proc.returncode or not lines:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]}
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--hta-from", type=Path, help="reuse HTA figures from an earlier --json file")
+    args = parser.parse_args()
+    hta = None if args.skip_hta or args.hta_from else hta_python()
+    results = {}
+    for n in args.sizes:
+        path = trace_for(n)
+        ours = {s: run_step(Path(sys.executable), "atrace_worker.py", s, path, args.timeout) for s in ASICMON_STEPS}
+        theirs = {}
+        if args.hta_from:
+            theirs = json.loads(args.hta_from.read_text()).get(str(n), {}).get("hta", {})
+        elif hta is not None:
+            theirs = {s: run_step(hta, "atrace_hta_worker.py", s, path.parent, args.timeout) for s in HTA_STEPS}
+        results[n] = {"asicmon": ours, "hta": theirs, "file_mb": round(path.stat().st_size / 1e6, 1)}
+        print_table(n, results[n])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def _fmt(r: dict | None, key: str) -> str:
+    if r is None:
+        return "-"
+    if "error" in r:
+        return "error"
+    return f"{r[key]:.2f}" if key == "wall_s" else f"{r[key]:.0f}"
+
+
+def print_table(n: int, res: dict) -> None:
+    ours, theirs = res["asicmon"], res["hta"]
+    events = ours["load"].get("events", "?")
+    print(f"\n{n:,} trace events ({res['file_mb']} MB; {events:,} slices after load)")
+    head = f"{'step':40} {'Asicmon s':>10} {'MB':>7} {'HTA s':>9} {'MB':>7} {'speed-up':>9} {'memory':>7}"
+    print(head)
+    print("-" * len(head))
+    for label, ours_step, hta_step in ROWS:
+        a = ours.get(ours_step)
+        h = theirs.get(hta_step) if hta_step else None
+        ratio = mem = "-"
+        if a and h and "error" not in a and "error" not in h and a["wall_s"] > 0:
+            ratio = f"{h['wall_s'] / a['wall_s']:.1f}x"
+            mem = f"{h['peak_mb'] / a['peak_mb']:.1f}x"
+        note = f"  ({h['error']})" if h and "error" in h else ""
+        print(f"{label:40} {_fmt(a, 'wall_s'):>10} {_fmt(a, 'peak_mb'):>7} {_fmt(h, 'wall_s'):>9} "
+              f"{_fmt(h, 'peak_mb'):>7} {ratio:>9} {mem:>7}{note}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Poke at an emulated fleet: ``python -m emulator --help``.
+
+    python -m emulator list
+    python -m emulator show EVT-0000-00-1298
+    python -m emulator inject EVT-0000-00-1298 overheat
+    python -m emulator clear EVT-0000-00-1298 overheat
+    python -m emulator reboot EVT-0000-00-1298
+    python -m emulator materialise host-00 /tmp/sysfs
+
+State lives under --state-dir (default var/emulator), shared with the workers that poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from emulator.config import FleetConfig, fleet_layout
+from emulator.devices import DEVICE_TYPES, FAULTS
+from emulator.host import EmulatedHost
+
+
+def _config(args: argparse.Namespace) -> FleetConfig:
+    return FleetConfig(
+        seed=args.seed,
+        hosts=args.hosts,
+        devices_per_host=args.devices_per_host,
+        types=tuple(args.types.split(",")),
+    )
+
+
+def _host_of(cfg: FleetConfig, serial: str, state_dir: Path) -> EmulatedHost:
+    for host in fleet_layout(cfg):
+        if any(d.serial == serial for d in host.devices):
+            return EmulatedHost(cfg, host, state_dir)
+    raise SystemExit(f"no device {serial!r} in this fleet (see: python -m emulator list)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m emulator", description="The accelerator zoo.")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--devices-per-host", type=int, default=8)
+    parser.add_argument(
+        "--types",
+        default=",".join(("video", "inference", "gpu")),
+        help=f"comma-separated, from {', '.join(DEVICE_TYPES)}",
+    )
+    parser.add_argument("--state-dir", type=Path, default=Path("var/emulator"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="hosts and devices of the fleet")
+    p = sub.add_parser("show", help="a device as its driver shows it, now")
+    p.add_argument("serial")
+    for name, helptext in (("inject", "inject a fault"), ("clear", "clear a fault")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("serial")
+        p.add_argument("fault", choices=FAULTS)
+        if name == "inject":
+            p.add_argument(
+                "--persistent", action="store_true", help="survives reboots (a hardware fault)"
+            )
+    p = sub.add_parser("reboot", help="reboot a device")
+    p.add_argument("serial")
+    p = sub.add_parser("materialise", help="write a host's sysfs-style trees as real files")
+    p.add_argument("host")
+    p.add_argument("directory", type=Path)
+    args = parser.parse_args(argv)
+    cfg = _config(args)
+
+    if args.command == "list":
+        for host in fleet_layout(cfg):
+            print(host.name)
+            for d in host.devices:
+                print(
+                    f"  {d.index:2d}  {d.serial:18s} {d.type:10s} {d.model:12s} sw {d.sw_version:4s} fw {d.firmware_version}"
+                )
+        return 0
+    if args.command == "materialise":
+        host = EmulatedHost(cfg, args.host, args.state_dir)
+        with host.locked():
+            host.sync(time.time())
+            host.advance(time.time())
+            for path in host.materialise(args.directory):
+                print(path)
+        return 0
+
+    host = _host_of(cfg, args.serial, args.state_dir)
+    with host.locked():
+        host.sync(time.time())
+        host.advance(time.time())
+        state = host.state(args.serial)
+        if args.command == "show":
+            d = host.spec.device(args.serial)
+            print(
+                f"{d.serial} ({d.type}, {d.model}) on {d.host}; faults: {', '.join(state.faults) or 'none'}"
+                + ("; rebooting" if state.rebooting else "")
+            )
+            if "hang" in state.faults:
+                print("  the driver does not answer (hang)")
+            else:
+                for key, value in host.describe(args.serial).items():
+                    value = str(value).replace("\n", " | ")
+                    print(f"  {key:40s} {value}")
+        elif args.command == "inject":
+            host.inject_fault(args.serial, args.fault, args.persistent)
+            print(f"{args.serial}: injected {args.fault}")
+        elif args.command == "clear":
+            host.clear_fault(args.serial, args.fault)
+            print(f"{args.serial}: cleared {args.fault}")
+        elif args.command == "reboot":
+            host.reboot(args.serial)
+            print(f"{args.serial}: rebooting for {cfg.reboot_s:g} s")
+        host.save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Command line: ``python -m traces.atrace summary|critical-path|diff|convert ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from .breakdown import operator_breakdown
+from .chakra import write_chakra
+from .compare import compare
+from .correlate import correlate
+from .critical_path import critical_path
+from .errors import TraceError
+from .readers import read_trace
+from .writers import write_chrome_trace
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], width: int = 48) -> str:
+    if not rows:
+        return "  (none)"
+    cells = [[_cell(r.get(key), width) for key, _ in columns] for r in rows]
+    heads = [h for _, h in columns]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+    numeric = [all(isinstance(r.get(k), int | float) or r.get(k) is None for r in rows) for k, _ in columns]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric))
+
+    return "\n".join([line(heads), line(["-" * w for w in widths]), *(line(c) for c in cells)])
+
+
+def _cell(value: Any, width: int) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        text = f"{value:.4f}" if abs(value) < 1 else f"{value:,.1f}"
+    else:
+        text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+BREAKDOWN_COLUMNS = [
+    ("op", "operator"), ("kind", "kind"), ("count", "count"), ("total_us", "total us"),
+    ("self_us", "self us"), ("mean_us", "mean us"), ("p50_us", "p50 us"), ("p95_us", "p95 us"),
+    ("max_us", "max us"), ("share", "share"),
+]
+
+
+def _summary(args: argparse.Namespace) -> dict[str, Any] | str:
+    trace = read_trace(args.file)
+    bd = operator_breakdown(trace)
+    corr = correlate(trace)
+    cp = critical_path(trace)
+    result = {
+        "trace": trace.summary(),
+        "breakdown": bd.to_dict(top=args.top),
+        "correlation": corr.to_dict(top=args.top),
+        "critical_path": {k: v for k, v in cp.to_dict(max_steps=0).items() if k != "steps"},
+    }
+    if args.json:
+        return result
+    s = result["trace"]
+    out = [
+        f"{args.file}: {s['events']:,} events on {s['tracks']} tracks "
+        f"({s['device_tracks']} accelerator), span {s['span_us']:,.1f} us, source {s['source']}",
+        "",
+        f"Host operators (top {args.top}):",
+        _table(result["breakdown"]["host"], BREAKDOWN_COLUMNS),
+        "",
+        f"Accelerator operators (top {args.top}):",
+        _table(result["breakdown"]["device"], BREAKDOWN_COLUMNS),
+        "",
+        f"Critical path: {cp.length_ns / 1000:,.1f} us over a span of "
+        f"{(cp.window[1] - cp.window[0]) / 1000:,.1f} us, {len(cp.events):,} steps",
+        _table(cp.by_op()[: args.top], [("op", "operator"), ("side", "side"), ("count", "count"),
+                                        ("time_us", "on path us"), ("share", "share")]),
+    ]
+    c = result["correlation"]
+    if c["matched"]:
+        lat = c["launch_latency"]
+        out += ["", f"Launches: {c['matched']:,} device operators matched to their launch; "
+                f"launch-to-start p50 {lat['p50_us']} us, p95 {lat['p95_us']} us, max {lat['max_us']} us"]
+    if c["states"]:
+        out += ["", "Time split: " + ", ".join(
+            f"{k} {v['share'] * 100:.1f}%" for k, v in c["states"].items())]
+    return "\n".join(out)
+
+
+def _critical_path(args: argparse.Namespace) -> dict[str, Any] | str:
+    trace = read_trace(args.file)
+    step: int | str | None = args.step
+    if isinstance(step, str) and step.isdigit():
+        step = int(step)
+    cp = critical_path(trace, step=step)
+    result = cp.to_dict(max_steps=args.steps)
+    if args.json:
+        return result
+    out = [
+        f"Critical path: {result['length_us']:,.1f} us over a span of {result['span_us']:,.1f} us "
+        f"({result['steps_total']:,} steps; host {result['by_side']['host_us']:,.1f} us, "
+        f"device {result['by_side']['device_us']:,.1f} us)",
+        "",
+        _table(result["by_op"][: args.top], [("op", "operator"), ("side", "side"), ("count", "count"),
+                                             ("time_us", "on path us"), ("share", "share")]),
+        "",
+        f"Path (first {min(args.steps, result['steps_total'])} steps):",
+        _table(result["steps"], [("start_us", "start us"), ("name", "event"), ("side", "side"),
+                                 ("dur_us", "dur us"), ("on_path_us", "on path us"), ("via", "via")]),
+        "",
+        "Least slack off the path:",
+        _table(result["slack"]["least_slack_off_path"], [("name", "event"), ("dur_us", "dur us"),
+                                                         ("slack_us", "slack us")]),
+    ]
+    return "\n".join(out)
+
+
+def _diff(args: argparse.Namespace) -> dict[str, Any] | str:
+    a, b = read_trace(args.a), read_trace(args.b)
+    result = compare(a, b, labels=(args.a, args.b)).to_dict(top=args.top)
+    if args.json:
+        return result
+    cp = result["critical_path"]
+    out = [
+        f"A = {args.a}\nB = {args.b}\n(totals {'per step' if result['normalized_by'] == 'step' else 'over each trace'})",
+        "",
+        "Largest changes (B - A):",
+        _table(result["rows"], [("op", "operator"), ("side", "side"), ("count_a", "count A"),
+                                ("count_b", "count B"), ("total_a_us", "total A us"),
+                                ("total_b_us", "total B us"), ("delta_us", "delta us"),
+                                ("delta_pct", "delta %"), ("impact", "impact")]),
+        "",
+        "New in B: " + (", ".join(r["op"] for r in result["new"]) or "none"),
+        "Gone in B: " + (", ".join(r["op"] for r in result["vanished"]) or "none"),
+    ]
+    if cp:
+        out += [
+            "",
+            f"Critical path ({cp['scope']}): A {cp['length_a_us']:,.1f} us, B {cp['length_b_us']:,.1f} us, "
+            f"delta {cp['delta_us']:+,.1f} us",
+            _table(cp["by_op"][: args.top], [("op", "operator"), ("side", "side"), ("path_a_us", "A us"),
+                                             ("path_b_us", "B us"), ("delta_us", "delta us")]),
+        ]
+    return "\n".join(out)
+
+
+def _convert(args: argparse.Namespace) -> dict[str, Any] | str:
+    trace = read_trace(args.input)
+    to = args.to or ("chakra" if "chakra" in args.output else "chrome")
+    if to == "chakra":
+        write_chakra(trace, args.output)
+    else:
+        cp = critical_path(trace) if args.mark_critical_path else None
+        write_chrome_trace(trace, args.output, critical_path=cp)
+    result = {"input": args.input, "output": args.output, "format": to, "events": len(trace)}
+    return result if args.json else f"wrote {len(trace):,} events to {args.output} ({to})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m traces.atrace", description="Atrace: analyse accelerator traces.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.add_argument("--top", type=int, default=15, help="rows per table")
+
+    s = sub.add_parser("summary", help="breakdown, correlation and critical path of a trace")
+    s.add_argument("file")
+    common(s)
+    s.set_defaults(run=_summary)
+    c = sub.add_parser("critical-path", help="the critical path of a trace or of one step")
+    c.add_argument("file")
+    c.add_argument("--step", help="step number (ProfilerStep#N) or annotation name")
+    c.add_argument("--steps", type=int, default=40, help="path steps to list")
+    common(c)
+    c.set_defaults(run=_critical_path)
+    d = sub.add_parser("diff", help="compare two traces (B against A)")
+    d.add_argument("a")
+    d.add_argument("b")
+    common(d)
+    d.set_defaults(run=_diff)
+    v = sub.add_parser("convert", help="convert a trace (to Chrome JSON or Chakra JSON)")
+    v.add_argument("input")
+    v.add_argument("output", help="output path; .gz compresses")
+    v.add_argument("--to", choices=["chrome", "chakra"])
+    v.add_argument("--mark-critical-path", action="store_true")
+    common(v)
+    v.set_defaults(run=_convert)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.run(args)
+    except TraceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(result, dict):
+        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(result)
+    return 0
