@@ -32,7 +32,7 @@ def counter_figure(name: str, points: list[tuple[float, float]]) -> dict:
             }
         ],
         "layout": {
-            "title": {"text": f"{title} ({unit})", "font": {"size": 14}},
+            "title": {"text": f"{title} ({unit})", "font": {"size": 14}, "x": 0.02, "xanchor": "left"},
             "margin": {"l": 50, "r": 10, "t": 36, "b": 36},
             "height": 240,
             "xaxis": {"type": "date"},

@@ -39,3 +39,15 @@ def health_colour(health):
 @register.filter
 def get_item(mapping, key):
     return None if mapping is None else mapping.get(key)
+
+
+@register.filter
+def counter_value(value):
+    """A counter value for a table: floats to four significant digits, lists shortened."""
+    if _blank(value):
+        return "–"
+    if isinstance(value, list):
+        return ", ".join(str(counter_value(v)) for v in value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return value

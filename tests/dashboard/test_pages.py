@@ -34,6 +34,7 @@ def test_fleet_page_lists_every_device_with_counters(client, viewer, polled_flee
     assert response.status_code == 200
     for device in polled_fleet:
         assert f'data-device-id="{device.id}"' in html
+        assert f'data-tile-id="{device.id}"' in html
         assert device.serial in html
     assert "°C" in html and " W<" in html and "GiB" in html
     assert 'data-ws-path="/ws/fleet/"' in html
@@ -61,3 +62,13 @@ def test_plotly_is_served_from_our_static_files(client):
     assert response.status_code == 200
     body = b"".join(response.streaming_content) if response.streaming else response.content
     assert b"plotly.js v3" in body[:200]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(None, "–"), (0.30195473427, "0.302"), ([0.5, 0.25], "0.5, 0.25"), (1400, 1400), ("ok", "ok")],
+)
+def test_counter_values_are_shown_readably(value, shown):
+    from dashboard.templatetags.asicmon import counter_value
+
+    assert counter_value(value) == shown

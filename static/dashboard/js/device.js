@@ -5,7 +5,7 @@
   const head = document.getElementById("device");
   const figures = JSON.parse(document.getElementById("device-figures").textContent);
   const deviceId = Number(head.dataset.deviceId);
-  const config = { displaylogo: false, responsive: true };
+  const config = { displaylogo: false, responsive: true, displayModeBar: "hover" };
 
   for (const figure of figures) {
     Plotly.newPlot(`chart-${figure.counter}`, figure.data, figure.layout, config);

@@ -5,6 +5,8 @@
   const table = document.getElementById("fleet-table");
   if (!table) return;
   const rows = new Map();
+  const tiles = new Map();
+  document.querySelectorAll("[data-tile-id]").forEach((a) => tiles.set(Number(a.dataset.tileId), a));
   table.querySelectorAll("tr[data-device-id]").forEach((tr) => rows.set(Number(tr.dataset.deviceId), tr));
 
   function recountHealth() {
@@ -28,6 +30,8 @@
         if (cell) cell.textContent = fmt(line[field]);
       }
       Asicmon.setHealthBadge(tr.querySelector('[data-field="health"]'), line.health);
+      const tile = tiles.get(line.id);
+      if (tile) tile.className = `tile health-${line.health}`;
       tr.dataset.cycle = message.cycle;
     }
     recountHealth();
