@@ -10,6 +10,7 @@ transaction.
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+
 from django.db import connection, transaction
 
 from fleet.asicmon import CATALOGUE

@@ -7,7 +7,6 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from fleet import samples, snapshots
-from fleet.asicmon import CATALOGUE
 from fleet.api import params
 from fleet.api.serializers import (
     CounterSerializer,
@@ -15,6 +14,7 @@ from fleet.api.serializers import (
     HostSerializer,
     SeriesSerializer,
 )
+from fleet.asicmon import CATALOGUE
 from fleet.choices import DeviceState
 from fleet.models import Counter, Device, Host
 
