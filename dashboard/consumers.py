@@ -60,10 +60,13 @@ class DeviceConsumer(FleetEventsConsumer):
 
     async def groups_for_connection(self):
         self.device_id = self.scope["url_route"]["kwargs"]["device_id"]
-        host_id = await Device.objects.filter(pk=self.device_id).values_list("host_id", flat=True).afirst()
+        host_id = await database_sync_to_async(self._host_of_device)()
         if host_id is None:
             return None
         return [shard_group(shard_of_host(host_id))]
+
+    def _host_of_device(self) -> int | None:
+        return Device.objects.filter(pk=self.device_id).values_list("host_id", flat=True).first()
 
     async def fleet_polled(self, event):
         for line in event["devices"]:

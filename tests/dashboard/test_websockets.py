@@ -4,11 +4,19 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.db import connections
 
 from dashboard.asgi import application
 from fleet import services
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
+
+
+@pytest.fixture
+async def close_thread_connections():
+    """The sync_to_async thread keeps a connection; close it so the test DB can be dropped."""
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 async def session_cookie_for(client, user) -> list[tuple[bytes, bytes]]:
