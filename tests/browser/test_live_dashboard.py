@@ -9,15 +9,29 @@ from tests.support.processes import child_env, start_beat, start_web, start_work
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+class Stack:
+    """Worker, beat and web server, with the web server restartable on the same port."""
+
+    def __init__(self, tmp_path):
+        self.env = child_env(POLL_INTERVAL="1")
+        self.worker = start_worker(self.env)
+        self.beat = start_beat(self.env, tmp_path / "beat-schedule")
+        self.web, self.url = start_web(self.env)
+
+    def restart_web(self):
+        self.web.stop()
+        self.web, _ = start_web(self.env, port=int(self.url.rsplit(":", 1)[1]))
+
+    def stop(self):
+        for service in (self.web, self.beat, self.worker):
+            service.stop()
+
+
 @pytest.fixture
 def stack(seeded_fleet, tmp_path):
-    env = child_env(POLL_INTERVAL="1")
-    worker = start_worker(env)
-    beat = start_beat(env, tmp_path / "beat-schedule")
-    web, url = start_web(env)
-    yield url
-    for service in (web, beat, worker):
-        service.stop()
+    running = Stack(tmp_path)
+    yield running
+    running.stop()
 
 
 def sign_in(browser, url, username, password):
@@ -29,7 +43,7 @@ def sign_in(browser, url, username, password):
 
 
 def test_fleet_updates_live_and_device_graph_grows(browser, stack, viewer, seeded_fleet):
-    sign_in(browser, stack, "vera", "vera-password-123")
+    sign_in(browser, stack.url, "vera", "vera-password-123")
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
     wait.until(lambda b: b.find_elements(By.ID, "fleet-table"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#fleet-table tr[data-device-id]")
@@ -58,3 +72,21 @@ def test_fleet_updates_live_and_device_graph_grows(browser, stack, viewer, seede
     wait.until(lambda b: int(b.find_element(By.ID, "chart-temperature_c").get_attribute("data-points") or 0) >= 1)
     points = int(browser.find_element(By.ID, "chart-temperature_c").get_attribute("data-points"))
     wait.until(lambda b: int(b.find_element(By.ID, "chart-temperature_c").get_attribute("data-points")) > points)
+
+
+def test_page_reconnects_by_itself_after_the_server_drops(browser, stack, viewer, seeded_fleet):
+    sign_in(browser, stack.url, "vera", "vera-password-123")
+    wait = WebDriverWait(browser, 40, poll_frequency=0.2)
+    indicator = lambda b: b.find_element(By.ID, "live-indicator").get_attribute("data-state")  # noqa: E731
+    wait.until(lambda b: indicator(b) == "live")
+    browser.execute_script("window.__notReloaded = true;")
+
+    stack.web.stop()
+    wait.until(lambda b: indicator(b) == "reconnecting")
+    stack.restart_web()
+    wait.until(lambda b: indicator(b) == "live")
+
+    row = browser.find_element(By.CSS_SELECTOR, "#fleet-table tr[data-device-id]")
+    cycle = row.get_attribute("data-cycle")
+    wait.until(lambda b: row.get_attribute("data-cycle") not in (None, cycle))
+    assert browser.execute_script("return window.__notReloaded === true;")

@@ -114,8 +114,8 @@ def start_beat(env: dict, schedule: Path) -> Service:
     return beat
 
 
-def start_web(env: dict) -> tuple[Service, str]:
-    port = free_port()
+def start_web(env: dict, port: int | None = None) -> tuple[Service, str]:
+    port = port or free_port()
     web = Service("web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], env)
     deadline = time.time() + 30
     while time.time() < deadline:
