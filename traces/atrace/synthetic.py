@@ -187,11 +187,28 @@ def _step(w: _Writer, step: int, t: float, layers: int, width: int) -> float:
     return t + r.uniform(20, 60)
 
 
+_EVENTS_PER_LAYER = 29  # forward + backward of one linear + ReLU layer, flows included
+
+
 def write_kineto_trace(
-    path: str | Path, n_events: int, *, seed: int = 0, rank: int = 0, layers: int = 8, width: int = 1024
+    path: str | Path,
+    n_events: int,
+    *,
+    seed: int = 0,
+    rank: int = 0,
+    layers: int | None = None,
+    steps: int | None = None,
+    width: int = 1024,
 ) -> int:
-    """Write a Kineto-format trace of about ``n_events`` events; returns the exact count."""
+    """Write a Kineto-format trace of about ``n_events`` events; returns the exact count.
+
+    Like a real profile, it holds a few steps (``steps``, by default 3 to 20 growing with
+    the size) of a model deep enough (``layers``) to fill them.
+    """
     rng = random.Random(seed)
+    if layers is None:
+        steps = steps or min(max(n_events // 50_000, 3), 20)
+        layers = max(2, -(-(n_events // steps - 40) // _EVENTS_PER_LAYER))
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "wb") as out:
