@@ -16,6 +16,7 @@ def pytest_configure(config):
     # Threads of async tests open their own connections: close them after each use, so
     # that the test database can be dropped at the end.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+    settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
     if "test" not in settings.REDIS_KEY_PREFIX:
         settings.REDIS_KEY_PREFIX = TEST_PREFIX
         settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"{TEST_PREFIX}:ws"

@@ -9,12 +9,14 @@ from fleet import services
 pytestmark = pytest.mark.django_db
 
 
+POLLED_CYCLE = 1_795_000_000.0  # a fixed slot, so that no test straddles a cycle boundary
+
+
 @pytest.fixture
 def polled_fleet(seeded_fleet):
-    cycle = services.current_cycle()
     for offset in (-2, -1, 0):
         for shard in services.shards():
-            services.poll_shard(shard, cycle + offset * 5.0)
+            services.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
     return seeded_fleet
 
 
@@ -81,7 +83,7 @@ def test_device_detail_and_unknown_device(api_client, viewer, polled_fleet):
     api_client.force_login(viewer)
     device = polled_fleet[0]
     body = api_client.get(f"/api/devices/{device.id}/").json()
-    assert body["serial"] == device.serial and body["latest"]["cycle"] > 0
+    assert body["serial"] == device.serial and body["latest"]["cycle"] == POLLED_CYCLE
     assert api_client.get("/api/devices/999999/").status_code == 404
 
 
@@ -89,17 +91,20 @@ def test_samples_in_a_range(api_client, viewer, polled_fleet):
     api_client.force_login(viewer)
     device = polled_fleet[0]
     url = f"/api/devices/{device.id}/samples/"
-    body = api_client.get(url, {"counter": "temperature_c"}).json()
-    assert body["counter"] == "temperature_c" and body["unit"]
+    everything = {"counter": "temperature_c", "since": str(POLLED_CYCLE - 60), "until": str(POLLED_CYCLE + 60)}
+    body = api_client.get(url, everything).json()
+    assert body["counter"] == "temperature_c" and body["unit"] == "C"
     assert len(body["points"]) == 3
     times = [datetime.fromisoformat(t) for t, _ in body["points"]]
     assert times == sorted(times)
+    assert times[-1].timestamp() == POLLED_CYCLE
 
-    cycle = services.current_cycle()
-    since = datetime.fromtimestamp(cycle - 5.0, tz=UTC).isoformat()
-    narrowed = api_client.get(url, {"counter": "temperature_c", "since": since, "until": str(cycle)}).json()
+    since = datetime.fromtimestamp(POLLED_CYCLE - 5.0, tz=UTC).isoformat()
+    narrowed = api_client.get(url, {"counter": "temperature_c", "since": since, "until": str(POLLED_CYCLE)}).json()
     assert len(narrowed["points"]) == 2
-    assert len(api_client.get(url, {"counter": "temperature_c", "limit": "1"}).json()["points"]) == 1
+    assert len(api_client.get(url, {**everything, "limit": "1"}).json()["points"]) == 1
+    # The default window is the last 15 minutes: these old samples are not in it.
+    assert api_client.get(url, {"counter": "temperature_c"}).json()["points"] == []
 
 
 @pytest.mark.parametrize(
