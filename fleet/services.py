@@ -71,7 +71,9 @@ def host_monitor(host_name: str) -> HostMonitor:
     if monitor is None:
         state_dir = Path(settings.EMULATOR_STATE_DIR)
         state_dir.mkdir(parents=True, exist_ok=True)
-        monitor = HostMonitor.open(fleet_config(), host_name, state_dir=state_dir)
+        monitor = HostMonitor.open(
+            fleet_config(), host_name, state_dir=state_dir, probe_timeout=settings.PROBE_TIMEOUT
+        )
         _host_monitors[host_name] = monitor
     return monitor
 

@@ -89,3 +89,30 @@ def cycle_dt(cycle: float):
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(cycle, tz=UTC)
+
+
+def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, fleet_settings):
+    import time
+
+    from fleet.sharding import shard_of_host
+
+    fleet_settings.PROBE_TIMEOUT = 0.3
+    services._host_monitors.clear()
+    cycle = services.current_cycle()
+    poll_all(cycle - fleet_interval())
+    hung = seeded_fleet[0]
+    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+
+    started = time.perf_counter()
+    result = services.poll_shard(shard_of_host(hung.host_id), cycle)
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 0.3 + 1.0  # one probe budget, not one per device nor the driver's block
+    latest = snapshots.read_snapshots()
+    assert latest[hung.id]["driver_status"] == "hung"
+    assert latest[hung.id]["health"] == "critical"
+    neighbours = [d for d in seeded_fleet if d.host_id == hung.host_id and d.id != hung.id]
+    shard = shard_of_host(hung.host_id)
+    assert result.devices == sum(shard_of_host(d.host_id) == shard for d in seeded_fleet)
+    assert all(latest[d.id]["driver_status"] == "ok" for d in neighbours)
+    assert all(latest[d.id]["cycle"] == cycle for d in neighbours)
