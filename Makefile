@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test lint bench browser-deps clean
+.PHONY: run test lint bench bench-atrace browser-deps clean
 
 run: $(VENV)/.runtime
 	$(BIN)/python -m dashboard.stack run
@@ -17,8 +17,14 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
+# Figures for the hot paths (scripts that print, not timed tests).
 bench: $(VENV)/.dev
+	$(BIN)/python benchmarks/bench_probe.py
 	$(BIN)/python benchmarks/bench_poll.py
+
+# Atrace against HTA on 10k/100k/1M-event Kineto traces (builds benchmarks/.venv-hta; minutes).
+bench-atrace: $(VENV)/.dev
+	$(BIN)/python benchmarks/bench_atrace.py
 
 # Debian's Chromium and its driver, for the real-browser tests.
 browser-deps:
