@@ -116,3 +116,12 @@ def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, 
     assert result.devices == sum(shard_of_host(d.host_id) == shard for d in seeded_fleet)
     assert all(latest[d.id]["driver_status"] == "ok" for d in neighbours)
     assert all(latest[d.id]["cycle"] == cycle for d in neighbours)
+
+
+def test_deleting_a_device_deletes_its_samples(seeded_fleet):
+    poll_all(services.current_cycle())
+    gone, kept = seeded_fleet[0], seeded_fleet[1]
+    assert Sample.objects.filter(device=gone).exists()
+    gone.delete()
+    assert not Sample.objects.filter(device_id=gone.id).exists()
+    assert Sample.objects.filter(device=kept).exists()
