@@ -8,6 +8,7 @@ returns every device's snapshot.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterable
@@ -33,6 +34,7 @@ class HostMonitor:
         self.name = host.name
         self._monitors = monitors
         self.probe_timeout = probe_timeout
+        self._history_stamp: tuple[int, int] | None = None
 
     @classmethod
     def open(
@@ -84,13 +86,47 @@ class HostMonitor:
         now = time.time() if now is None else now
         with self.host.locked():
             self.host.sync(now)
+            self._load_history()
             self.host.advance(now)
             pending = [(m, m.begin_refresh(now)) for m in self._monitors.values()]
             deadline = time.perf_counter() + self.probe_timeout
             for m, p in pending:
                 m.finish_refresh(p, deadline)
             self.host.save()
+            self._save_history()
         return self.snapshots()
+
+    # -- rate history, shared by every process that polls this host ---------------------------
+    @property
+    def history_path(self) -> Path | None:
+        state_dir = self.host.state_dir
+        return state_dir / f"{self.name}.monitors.json" if state_dir else None
+
+    def _load_history(self) -> None:
+        """Take over the previous readings if another process polled this host since we did,
+        so that its rates carry on instead of starting again."""
+        path = self.history_path
+        if path is None or not path.exists():
+            return
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._history_stamp:
+            return
+        for serial, rows in json.loads(path.read_text()).items():
+            if serial in self._monitors:
+                self._monitors[serial].import_history(rows)
+        self._history_stamp = stamp
+
+    def _save_history(self) -> None:
+        path = self.history_path
+        if path is None:
+            return
+        history = {serial: m.export_history() for serial, m in self._monitors.items()}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(history, separators=(",", ":")))
+        tmp.replace(path)
+        st = path.stat()
+        self._history_stamp = (st.st_mtime_ns, st.st_size)
 
     # -- actions (persisted like the rest of the state) ---------------------------------------
     def _change(self, serial: str, action) -> None:

@@ -324,6 +324,14 @@ class DeviceMonitor:
     def _probe(self, now: float) -> dict[str, Any]:
         raise NotImplementedError
 
+    # -- history of monotonic counters, so another process can carry on the rates ---------
+    def export_history(self) -> list[list]:
+        """The previous readings behind `rate` and `delta`, as JSON-ready rows."""
+        return [[list(slot) if isinstance(slot, tuple) else slot, value, t] for slot, (value, t) in self._prev.items()]
+
+    def import_history(self, rows: Iterable[list]) -> None:
+        self._prev = {(tuple(slot) if isinstance(slot, list) else slot): (value, t) for slot, value, t in rows}
+
     # -- arithmetic the generated code uses -----------------------------------------------
     def _rate(self, slot: Any, value: Any, now: float, wrap: int | None = None) -> float | None:
         """Per-second rate of a monotonic counter since the last refresh; None at first."""

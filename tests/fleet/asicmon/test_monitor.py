@@ -220,3 +220,19 @@ def test_several_worker_processes_poll_different_hosts_of_one_fleet(tmp_path):
     for host in ("host-00", "host-01", "host-02"):
         data = json.loads((tmp_path / f"{host}.json").read_text())
         assert data["t"] == 1_700_000_000.0 + 290
+
+
+def test_rates_carry_on_when_another_process_polls_the_host_next(tmp_path):
+    cfg = FleetConfig(seed=3, hosts=1, devices_per_host=3, types=("video", "inference", "gpu"))
+    first = HostMonitor.open(cfg, "host-00", state_dir=tmp_path)
+    t0 = time.time()
+    first.poll(now=t0)
+    # A second worker process (or a restarted one) that never polled this host before.
+    second = HostMonitor.open(cfg, "host-00", state_dir=tmp_path)
+    snaps = second.poll(now=t0 + 5.0)
+    for serial, snap in snaps.items():
+        assert snap["device_utilization"] is not None, serial
+        assert snap["ecc_corrected_per_s"] is not None and snap["ecc_corrected_per_s"] >= 0, serial
+    # A monitor on its own, with no shared state, has no rate at its first refresh.
+    alone = HostMonitor.open(cfg, "host-00", state_dir=None)
+    assert all(s["ecc_corrected_per_s"] is None for s in alone.poll(now=t0 + 10.0).values())
