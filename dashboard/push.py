@@ -15,6 +15,7 @@ class DeviceLine(TypedDict):
 
     id: int
     health: str
+    reasons: list[str]
     driver_status: str | None
     device_utilization: float | None
     temperature_c: float | None

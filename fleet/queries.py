@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 
 from fleet import samples, snapshots
+from fleet.asicmon import CATALOGUE
 from fleet.choices import Health
-from fleet.health import assess
+from fleet.health import Assessment, assess_with_reasons
 from fleet.models import Device, Sample
 
 # The counters a fleet listing and a device page show first.
@@ -21,7 +22,11 @@ KEY_COUNTERS = ["device_utilization", "temperature_c", "power_w", "memory_used_b
 class DeviceRow:
     device: Device
     snapshot: dict | None
-    health: Health
+    assessment: Assessment
+
+    @property
+    def health(self) -> Health:
+        return self.assessment.health
 
 
 @dataclass
@@ -37,7 +42,7 @@ def fleet_overview() -> FleetOverview:
     latest = snapshots.read_snapshots([d.id for d in devices])
     now = time.time()
     rows = [
-        DeviceRow(d, latest.get(d.id), assess(latest.get(d.id), now=now, poll_interval=settings.POLL_INTERVAL))
+        DeviceRow(d, latest.get(d.id), assess_with_reasons(latest.get(d.id), now=now, poll_interval=settings.POLL_INTERVAL))
         for d in devices
     ]
     counts = Tally(row.health.value for row in rows)
@@ -62,3 +67,27 @@ def device_history(device: Device, counters: list[str], minutes: int = 15) -> di
     for counter_id, ts, value in rows:
         history[wanted[counter_id]].append((ts.timestamp(), value))
     return {name: history.get(name, []) for name in counters}
+
+
+@dataclass
+class DeviceDetail:
+    snapshot: dict
+    assessment: Assessment
+    counters: list[dict]
+    history: dict[str, list]
+
+
+def device_detail(device: Device, minutes: int = 15) -> DeviceDetail:
+    """A device page's data: latest snapshot and its health, every counter, recent history."""
+    snapshot = snapshots.read_snapshot(device.id) or {}
+    counters = [
+        {"name": name, "value": snapshot[name], "unit": CATALOGUE[name].unit, "description": CATALOGUE[name].description}
+        for name in sorted(snapshot)
+        if name in CATALOGUE
+    ]
+    return DeviceDetail(
+        snapshot=snapshot,
+        assessment=assess_with_reasons(snapshot, now=time.time(), poll_interval=settings.POLL_INTERVAL),
+        counters=counters,
+        history=device_history(device, KEY_COUNTERS, minutes),
+    )

@@ -16,7 +16,7 @@ from dashboard import push
 from emulator import FleetConfig, fleet_layout
 from fleet import samples, snapshots
 from fleet.asicmon import HostMonitor
-from fleet.health import assess
+from fleet.health import assess_with_reasons
 from fleet.models import Device, Host
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,9 @@ def poll_shard(shard: int, cycle: float) -> ShardPollResult:
             device_id = devices.get(serial)
             if device_id is None:
                 continue  # a device the database does not know (yet): not ours to record
-            snapshot["health"] = assess(snapshot, now=now, poll_interval=settings.POLL_INTERVAL).value
+            assessment = assess_with_reasons(snapshot, now=now, poll_interval=settings.POLL_INTERVAL)
+            snapshot["health"] = assessment.health.value
+            snapshot["health_reasons"] = assessment.reasons
             polled[device_id] = snapshot
             rows.extend(samples.rows_from_snapshot(device_id, cycle_ts, snapshot, counter_ids))
 
@@ -138,6 +140,7 @@ def device_line(device_id: int, snapshot: dict) -> push.DeviceLine:
     return {
         "id": device_id,
         "health": snapshot.get("health", "unknown"),
+        "reasons": snapshot.get("health_reasons", []),
         "driver_status": snapshot.get("driver_status"),
         "device_utilization": snapshot.get("device_utilization"),
         "temperature_c": snapshot.get("temperature_c"),

@@ -3,7 +3,7 @@ import time
 from django.conf import settings
 from rest_framework import serializers
 
-from fleet.health import assess
+from fleet.health import Assessment, assess_with_reasons
 from fleet.models import Counter, Device, Host
 
 
@@ -24,23 +24,36 @@ class DeviceSerializer(serializers.ModelSerializer):
     host = serializers.CharField(source="host.name", read_only=True)
     type = serializers.CharField(source="device_type", read_only=True)
     health = serializers.SerializerMethodField()
+    health_reasons = serializers.SerializerMethodField()
     latest = serializers.SerializerMethodField()
 
     class Meta:
         model = Device
-        fields = ["id", "serial", "host", "type", "model", "index", "state", "health", "latest"]
+        fields = ["id", "serial", "host", "type", "model", "index", "state", "health", "health_reasons", "latest"]
 
     def _snapshot(self, device) -> dict | None:
         return self.context.get("snapshots", {}).get(device.id)
 
+    def _assessment(self, device) -> Assessment:
+        """Health as of now (a stale snapshot is 'unknown'), worked out once per device."""
+        cache = self.context.setdefault("assessments", {})
+        if device.id not in cache:
+            cache[device.id] = assess_with_reasons(
+                self._snapshot(device), now=time.time(), poll_interval=settings.POLL_INTERVAL
+            )
+        return cache[device.id]
+
     def get_health(self, device) -> str:
-        return assess(self._snapshot(device), now=time.time(), poll_interval=settings.POLL_INTERVAL).value
+        return self._assessment(device).health.value
+
+    def get_health_reasons(self, device) -> list[str]:
+        return self._assessment(device).reasons
 
     def get_latest(self, device) -> dict | None:
         snapshot = self._snapshot(device)
         if snapshot is None:
             return None
-        return {k: v for k, v in snapshot.items() if k not in {"health"}}
+        return {k: v for k, v in snapshot.items() if k not in {"health", "health_reasons"}}
 
 
 class CounterSerializer(serializers.ModelSerializer):

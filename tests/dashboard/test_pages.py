@@ -72,3 +72,19 @@ def test_counter_values_are_shown_readably(value, shown):
     from dashboard.templatetags.asicmon import counter_value
 
     assert counter_value(value) == shown
+
+
+def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer, seeded_fleet, fleet_settings):
+    fleet_settings.PROBE_TIMEOUT = 0.2
+    services._host_monitors.clear()
+    hung = seeded_fleet[0]
+    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+    for shard in services.shards():
+        services.poll_shard(shard, services.current_cycle())
+    client.force_login(viewer)
+
+    fleet_html = client.get("/").content.decode()
+    assert 'title="driver hung"' in fleet_html
+    assert fleet_html.count("health-critical") >= 2  # the tile and the badge
+    device_html = client.get(f"/devices/{hung.id}/").content.decode()
+    assert 'data-field="reasons">driver hung<' in device_html

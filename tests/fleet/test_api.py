@@ -149,3 +149,19 @@ def test_hosts_list_counts_devices(api_client, viewer, polled_fleet):
     assert [h["device_count"] for h in hosts] == [4, 4]
 
 
+
+
+def test_device_health_comes_with_its_reasons(api_client, viewer, polled_fleet):
+    import time
+
+    from fleet import snapshots
+
+    api_client.force_login(viewer)
+    device = polled_fleet[0]
+    assert api_client.get(f"/api/devices/{device.id}/").json()["health"] != "unknown"
+    stale = {**snapshots.read_snapshot(device.id), "sample_ts": time.time() - 3600}
+    snapshots.write_snapshots(POLLED_CYCLE + 5.0, {device.id: stale})
+    body = api_client.get(f"/api/devices/{device.id}/").json()
+    assert body["health"] == "unknown"
+    assert body["health_reasons"][0].startswith("no data for")
+    assert "health" not in body["latest"] and "health_reasons" not in body["latest"]

@@ -22,7 +22,8 @@
       Plotly.extendTraces(div, { x: [[when]], y: [[value * figure.scale]] }, [0], 2000);
       div.dataset.points = div.data[0].x.length;
     }
-    Asicmon.setHealthBadge(head.querySelector('[data-field="health"]'), line.health);
+    Asicmon.setHealthBadge(head.querySelector('[data-field="health"]'), line.health, line.reasons);
+    head.querySelector('[data-field="reasons"]').textContent = line.reasons.join(", ");
   }
 
   Asicmon.connect(head.dataset.wsPath, applyPoll);

@@ -29,9 +29,13 @@
         const cell = tr.querySelector(`[data-field="${field}"]`);
         if (cell) cell.textContent = fmt(line[field]);
       }
-      Asicmon.setHealthBadge(tr.querySelector('[data-field="health"]'), line.health);
+      Asicmon.setHealthBadge(tr.querySelector('[data-field="health"]'), line.health, line.reasons);
       const tile = tiles.get(line.id);
-      if (tile) tile.className = `tile health-${line.health}`;
+      if (tile) {
+        tile.className = `tile health-${line.health}`;
+        tile.title = tile.title.split(" · ").slice(0, 2).concat(
+          line.reasons.length ? `${line.health}: ${line.reasons.join(", ")}` : line.health).join(" · ");
+      }
       tr.dataset.cycle = message.cycle;
     }
     recountHealth();

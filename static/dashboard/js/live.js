@@ -53,9 +53,10 @@ window.Asicmon = (function () {
     memory_used_bytes: (v) => (blank(v) ? "–" : `${(v / 2 ** 30).toFixed(1)} GiB`),
   };
 
-  function setHealthBadge(el, health) {
+  function setHealthBadge(el, health, reasons) {
     el.className = el.className.replace(/\bhealth-\w+/g, "").trim() + ` health-${health}`;
     el.textContent = health;
+    el.title = (reasons || []).join(", ");
   }
 
   return { connect, format, setHealthBadge };
