@@ -71,3 +71,43 @@ def cycle_dt(cycle):
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(cycle, tz=UTC)
+
+
+def test_a_worker_process_killed_mid_cycle_loses_and_duplicates_nothing(seeded_fleet, fleet_settings):
+    import os
+    import signal
+    import subprocess
+
+    from fleet.sharding import shard_of_host
+
+    # A hung device makes its shard's task block for the driver's 2 s: time to kill it.
+    hung = seeded_fleet[0]
+    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+    worker = start_worker(child_env(PROBE_TIMEOUT="5"))
+    try:
+        cycle = services.current_cycle()
+        poll_fleet.delay(cycle)
+        time.sleep(1.0)
+        children = subprocess.run(
+            ["pgrep", "-P", str(worker.proc.pid)], capture_output=True, text=True, check=True
+        ).stdout.split()
+        for pid in children:
+            os.kill(int(pid), signal.SIGKILL)
+        latest = wait_until(
+            lambda: (
+                (s := snapshots.read_snapshots())
+                and len(s) == len(seeded_fleet)
+                and all(v["cycle"] == cycle for v in s.values())
+                and s
+            ),
+            timeout=60,
+        )
+        assert "SIGKILL" in worker.output()  # the kill did land on a running task
+    finally:
+        worker.stop()
+
+    assert latest[hung.id]["driver_status"] == "hung"
+    shard = shard_of_host(hung.host_id)
+    redone = [d for d in seeded_fleet if shard_of_host(d.host_id) == shard and d.id != hung.id]
+    written = set(Sample.objects.filter(ts=cycle_dt(cycle)).values_list("device_id", flat=True))
+    assert {d.id for d in redone} <= written
