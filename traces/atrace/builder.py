@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it on first use: 15 ms inside the first load)
 import orjson
 
 from .errors import EmptyTraceError, TraceFormatError

@@ -234,6 +234,9 @@ class ChromeEventStream:
                 return data[: at + 1], data[at + 1 :], at + 1, 1
             if first != b"{":
                 raise self._error("not JSON: a trace must start with '{' or '['", len(data) - len(head))
+            found = self._find_events_key(data)
+            if found is not None:
+                return found
             pos, chars, depth = _structure(data, 0)
             opens = pos[(chars == ord("[")) & (depth == 2)]
             for at in opens.tolist():
@@ -246,6 +249,24 @@ class ChromeEventStream:
         if not data.strip(_WS):
             raise self._error("the file is empty")
         raise self._error("truncated JSON: no traceEvents array found", len(data))
+
+    @staticmethod
+    def _find_events_key(data: bytes) -> tuple[bytes, bytes, int, int] | None:
+        """Fast path: the bracket after a top-level ``"traceEvents":``, checking the
+        structure of the bytes before it only (not the whole first chunk)."""
+        key_at = data.find(b'"traceEvents"')
+        while key_at >= 0:
+            colon = data.find(b":", key_at + 13)
+            if colon < 0:
+                return None
+            rest = data[colon + 1 :].lstrip(_WS)
+            at = len(data) - len(rest)
+            if rest[:1] == b"[":
+                pos, chars, depth = _structure(data[: at + 1], 0)
+                if len(pos) and pos[-1] == at and depth[-1] == 2:
+                    return data[: at + 1], data[at + 1 :], at + 1, 2
+            key_at = data.find(b'"traceEvents"', key_at + 1)
+        return None
 
     @staticmethod
     def _key_before(data: bytes, at: int) -> bytes:

@@ -81,3 +81,18 @@ def test_memory_grows_with_events_not_with_json_text(tmp_path):
     # ... and each further event costs a few hundred bytes, not its JSON text again.
     per_event = (peak_big - peak_small) / (n_big - n_small)
     assert per_event < 400, per_event
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        b'{"note": "\\"traceEvents\\": [ is not where the events are", ',
+        b'{"meta": {"traceEvents": [{"ph": "X", "name": "decoy", "ts": 0, "dur": 1}]}, ',
+        b'{"traceEventsCount": 3, ',
+    ],
+)
+def test_only_the_top_level_trace_events_key_counts(prefix):
+    data = prefix + b'"traceEvents": ' + orjson.dumps(TRICKY) + b"}"
+    trace = read_trace(io.BytesIO(data))
+    assert "decoy" not in trace.names(np.arange(len(trace)))
+    assert len(trace) == len(read_trace(io.BytesIO(orjson.dumps({"traceEvents": TRICKY}))))
