@@ -1,17 +1,30 @@
 """Pages. Each view reads through fleet.queries and renders; no logic here."""
 
 from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
 
 from dashboard.charts import device_figures
+from dashboard.forms import FleetFilterForm
 from fleet import queries
+from fleet.choices import Health
 from fleet.models import Device
 
 
 @login_required
 @permission_required("fleet.view_device", raise_exception=True)
 def fleet(request):
-    return render(request, "dashboard/fleet.html", {"overview": queries.fleet_overview()})
+    form = FleetFilterForm(request.GET)
+    if not form.is_valid():
+        errors = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in form.errors.items())
+        return HttpResponseBadRequest(f"Bad filter: {errors}", content_type="text/plain")
+    filters = form.cleaned_data
+    overview = queries.fleet_overview(host=filters["host"], device_type=filters["type"], health=filters["health"])
+    return render(
+        request,
+        "dashboard/fleet.html",
+        {"overview": overview, "filters": filters, "health_choices": Health.choices},
+    )
 
 
 @login_required

@@ -28,7 +28,7 @@ def test_fleet_page_is_forbidden_without_a_role(client, outsider, polled_fleet):
 
 def test_fleet_page_lists_every_device_with_counters(client, viewer, polled_fleet, django_assert_max_num_queries):
     client.force_login(viewer)
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(6):  # session, user, permissions, devices, filter choices
         response = client.get("/")
     html = response.content.decode()
     assert response.status_code == 200
@@ -88,3 +88,26 @@ def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer,
     assert fleet_html.count("health-critical") >= 2  # the tile and the badge
     device_html = client.get(f"/devices/{hung.id}/").content.decode()
     assert 'data-field="reasons">driver hung<' in device_html
+
+
+def test_fleet_page_filters_by_host_type_and_health(client, viewer, polled_fleet, django_assert_max_num_queries):
+    client.force_login(viewer)
+    host = polled_fleet[0].host.name
+    with django_assert_max_num_queries(6):
+        response = client.get("/", {"host": host, "type": "gpu"})
+    shown = {row.device.id for row in response.context["overview"].rows}
+    assert shown == {d.id for d in polled_fleet if d.host.name == host and d.device_type == "gpu"} != set()
+
+    healths = {row.device.id: row.health.value for row in client.get("/").context["overview"].rows}
+    some = next(iter(healths.values()))
+    filtered = client.get("/", {"health": some}).context["overview"]
+    assert {row.device.id for row in filtered.rows} == {i for i, h in healths.items() if h == some}
+    assert filtered.devices == len(polled_fleet)  # the counts stay fleet-wide
+    assert "No device matches these filters." in client.get("/", {"type": "tpu"}).content.decode()
+
+
+def test_fleet_page_refuses_a_bad_filter_with_a_message(client, viewer, polled_fleet):
+    client.force_login(viewer)
+    response = client.get("/", {"health": "sparkly"})
+    assert response.status_code == 400
+    assert "health" in response.content.decode() and "sparkly" in response.content.decode()

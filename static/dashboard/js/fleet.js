@@ -10,6 +10,8 @@
   table.querySelectorAll("tr[data-device-id]").forEach((tr) => rows.set(Number(tr.dataset.deviceId), tr));
 
   function recountHealth() {
+    // Under a health filter the table holds only some devices: keep the server's counts.
+    if (table.dataset.healthFilter) return;
     const counts = {};
     rows.forEach((tr) => {
       const health = tr.querySelector('[data-field="health"]').textContent.trim();
