@@ -89,7 +89,7 @@ def main() -> None:
         print(f"  probe all devices through Asicmon:                         median {ms(probes):7.2f} ms ({ms(probes) * 1000 / devices:.0f} µs/device)")
         print(f"  write {len(rows)} samples in one batch:                           median {ms(writes):7.2f} ms ({len(rows) / statistics.median(writes):,.0f} samples/s)")
         print(f"  store {devices} snapshots in Redis:                              median {ms(caches):7.2f} ms")
-        print(f"  fleet page data (1 query + 1 Redis call):                  mean   {overview_ms:7.2f} ms")
+        print(f"  fleet page data (2 queries + 1 Redis call):                mean   {overview_ms:7.2f} ms")
         print(f"  samples stored: {Sample.objects.count():,}")
     finally:
         snapshots.forget_snapshots(list(services.Device.objects.values_list("id", flat=True)))
