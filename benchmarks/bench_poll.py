@@ -42,7 +42,7 @@ def main() -> None:
     from django.test.utils import setup_databases, teardown_databases
 
     from fleet import queries, samples, services, snapshots
-    from fleet.models import Sample
+    from fleet.models import Device, Host, Sample
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
@@ -61,10 +61,10 @@ def main() -> None:
             # The parts, timed alone on the next cycle's data.
             t0 = time.perf_counter()
             polled = {}
-            for name in services.Host.objects.values_list("name", flat=True):
+            for name in Host.objects.values_list("name", flat=True):
                 polled.update(services.host_monitor(name).poll())
             probes.append(time.perf_counter() - t0)
-            ids = dict(services.Device.objects.values_list("serial", "id"))
+            ids = dict(Device.objects.values_list("serial", "id"))
             counter_ids = samples.counter_ids()
             from datetime import UTC, datetime
 
@@ -92,7 +92,7 @@ def main() -> None:
         print(f"  fleet page data (2 queries + 1 Redis call):                mean   {overview_ms:7.2f} ms")
         print(f"  samples stored: {Sample.objects.count():,}")
     finally:
-        snapshots.forget_snapshots(list(services.Device.objects.values_list("id", flat=True)))
+        snapshots.forget_snapshots(list(Device.objects.values_list("id", flat=True)))
         teardown_databases(old, verbosity=0)
 
 
