@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 
+from emulator.devices import DEVICE_TYPES, FAULTS
 from emulator.workloads import op_time_us, workload_for
 from traces.atrace.builder import TraceBuilder
 from traces.atrace.model import EdgeKind, Kind, Trace
@@ -36,15 +37,8 @@ US = 1000  # ns
 
 
 def _cores(device_type: str) -> tuple[int, str]:
-    try:
-        from emulator.devices import DEVICE_TYPES
-
-        dt = DEVICE_TYPES.get(device_type)
-        if dt is not None:
-            return dt.cores, dt.model
-    except ImportError:  # pragma: no cover - the zoo is optional for tracing
-        pass
-    return 4, device_type
+    dt = DEVICE_TYPES.get(device_type)
+    return (dt.cores, dt.model) if dt is not None else (4, device_type)
 
 
 def capture(
@@ -62,9 +56,8 @@ def capture(
     if duration_s <= 0:
         raise ValueError("duration_s must be positive")
     faults = set(faults)
-    known = {"overheat", "hang", "memory_leak", "ecc_storm", "pcie_degraded", "core_stuck"}
-    if faults - known:
-        raise ValueError(f"unknown faults {sorted(faults - known)}; known: {sorted(known)}")
+    if faults - set(FAULTS):
+        raise ValueError(f"unknown faults {sorted(faults - set(FAULTS))}; known: {sorted(FAULTS)}")
     workload = workload_for(device_type)
     n_cores, model = _cores(device_type)
     rng = random.Random(seed)
