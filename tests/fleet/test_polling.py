@@ -125,3 +125,21 @@ def test_deleting_a_device_deletes_its_samples(seeded_fleet):
     gone.delete()
     assert not Sample.objects.filter(device_id=gone.id).exists()
     assert Sample.objects.filter(device=kept).exists()
+
+
+def test_pruning_deletes_samples_past_retention_only(seeded_fleet):
+    import time
+
+    now_cycle = services.current_cycle()
+    old_cycle = services.current_cycle(time.time() - 50 * 3600)
+    poll_all(old_cycle)
+    poll_all(now_cycle)
+    old = Sample.objects.filter(ts=cycle_dt(old_cycle)).count()
+    recent = Sample.objects.filter(ts=cycle_dt(now_cycle)).count()
+    assert old > 0 and recent > 0
+
+    deleted = services.prune_samples(older_than_hours=48)
+
+    assert deleted == old
+    assert not Sample.objects.filter(ts=cycle_dt(old_cycle)).exists()
+    assert Sample.objects.filter(ts=cycle_dt(now_cycle)).count() == recent
