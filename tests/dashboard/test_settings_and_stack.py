@@ -56,3 +56,39 @@ def test_runner_falls_back_to_sqlite_when_postgres_does_not_answer():
     for proc in started:
         proc.terminate()
     assert "DATABASE_URL" not in env
+
+
+@pytest.mark.django_db
+def test_ensure_admin_prints_a_generated_password_once(monkeypatch):
+    from io import StringIO
+
+    from django.contrib.auth import authenticate
+    from django.core.management import call_command
+
+    monkeypatch.delenv("ASICMON_ADMIN_PASSWORD", raising=False)
+    first, second = StringIO(), StringIO()
+    call_command("ensure_admin", "--username", "root-admin", stdout=first)
+    password = first.getvalue().split("password: ")[1].split()[0]
+    assert authenticate(username="root-admin", password=password) is not None
+    call_command("ensure_admin", "--username", "root-admin", stdout=second)
+    assert password not in second.getvalue()
+    assert "password set earlier" in second.getvalue()
+
+
+def test_runner_creates_a_missing_postgres_database():
+    import uuid
+
+    import psycopg
+
+    server = "postgres://postgres@127.0.0.1:5432"
+    if not stack.postgres_answers(f"{server}/postgres"):
+        pytest.skip("no PostgreSQL at 127.0.0.1:5432 on this machine")
+    name = f"asicmon_runner_{uuid.uuid4().hex[:8]}"
+    try:
+        stack.ensure_postgres_database(f"{server}/{name}")
+        stack.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
+        with psycopg.connect(f"{server}/{name}") as conn:
+            assert conn.execute("SELECT current_database()").fetchone()[0] == name
+    finally:
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
