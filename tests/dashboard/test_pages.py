@@ -111,3 +111,14 @@ def test_fleet_page_refuses_a_bad_filter_with_a_message(client, viewer, polled_f
     response = client.get("/", {"health": "sparkly"})
     assert response.status_code == 400
     assert "health" in response.content.decode() and "sparkly" in response.content.decode()
+
+
+def test_admin_lists_devices_and_counters(client, polled_fleet, django_user_model):
+    admin = django_user_model.objects.create_superuser("root", password="root-password-123")
+    client.force_login(admin)
+    devices = client.get("/admin/fleet/device/", {"device_type__exact": "gpu"})
+    assert devices.status_code == 200
+    gpus = [d for d in polled_fleet if d.device_type == "gpu"]
+    assert all(d.serial in devices.content.decode() for d in gpus)
+    counters = client.get("/admin/fleet/counter/")
+    assert counters.status_code == 200 and "temperature_c" in counters.content.decode()
