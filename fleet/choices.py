@@ -1,4 +1,4 @@
-"""Device states and health levels, each with the colour the UI paints it."""
+"""Device states and health levels (their colours live in static/dashboard/css)."""
 
 from django.db import models
 
@@ -20,10 +20,3 @@ class Health(models.TextChoices):
     CRITICAL = "critical", "Critical"
     UNKNOWN = "unknown", "No recent data"
 
-
-HEALTH_COLOURS = {
-    Health.HEALTHY: "#2e9e5b",
-    Health.WARNING: "#e0a020",
-    Health.CRITICAL: "#d64545",
-    Health.UNKNOWN: "#8a8f98",
-}

@@ -56,7 +56,3 @@ def assess_with_reasons(snapshot: dict | None, *, now: float, poll_interval: flo
         return Assessment(Health.HEALTHY)
     worst = max((level for level, _ in found), key=_ORDER.index)
     return Assessment(worst, [reason for _, reason in found])
-
-
-def assess(snapshot: dict | None, *, now: float, poll_interval: float) -> Health:
-    return assess_with_reasons(snapshot, now=now, poll_interval=poll_interval).health

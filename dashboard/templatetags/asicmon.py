@@ -2,8 +2,6 @@
 
 from django import template
 
-from fleet.choices import HEALTH_COLOURS, Health
-
 register = template.Library()
 
 
@@ -29,11 +27,6 @@ def watts(value):
 @register.filter
 def gib(value):
     return "–" if _blank(value) else f"{float(value) / 2**30:.1f} GiB"
-
-
-@register.filter
-def health_colour(health):
-    return HEALTH_COLOURS.get(Health(health), HEALTH_COLOURS[Health.UNKNOWN])
 
 
 @register.filter

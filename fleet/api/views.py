@@ -99,7 +99,3 @@ class CounterViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Counter.objects.order_by("name")
     lookup_field = "name"
     pagination_class = None
-
-    def get_queryset(self):
-        samples.counter_ids()  # make sure the catalogue is mirrored
-        return super().get_queryset()

@@ -335,27 +335,27 @@ class DeviceMonitor:
     # -- arithmetic the generated code uses -----------------------------------------------
     def _rate(self, slot: Any, value: Any, now: float, wrap: int | None = None) -> float | None:
         """Per-second rate of a monotonic counter since the last refresh; None at first."""
-        prev = self._prev.get(slot)
-        self._prev[slot] = (value, now)
-        if prev is None or value is None or prev[0] is None:
+        step = self._step(slot, value, now, wrap)
+        if step is None:
             return None
-        dv = value - prev[0]
-        if dv < 0:
-            if not wrap:
-                return None  # the counter was reset
-            dv += wrap
-        dt = now - prev[1]
-        return dv / dt if dt > 0 else None
+        increase, elapsed = step
+        return increase / elapsed if elapsed > 0 else None
 
     def _delta(self, slot: Any, value: Any, now: float, wrap: int | None = None) -> float | None:
         """Increase of a monotonic counter since the last refresh; None at first."""
+        step = self._step(slot, value, now, wrap)
+        return None if step is None else step[0]
+
+    def _step(self, slot: Any, value: Any, now: float, wrap: int | None) -> tuple[Any, float] | None:
+        """(increase, seconds) since the previous reading of ``slot``, which this one
+        replaces; None at the first reading, or after a reset of a counter that cannot wrap."""
         prev = self._prev.get(slot)
         self._prev[slot] = (value, now)
         if prev is None or value is None or prev[0] is None:
             return None
-        dv = value - prev[0]
-        if dv < 0:
+        increase = value - prev[0]
+        if increase < 0:
             if not wrap:
-                return None
-            dv += wrap
-        return dv
+                return None  # the counter was reset
+            increase += wrap
+        return increase, now - prev[1]

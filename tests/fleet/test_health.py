@@ -3,7 +3,7 @@
 import pytest
 
 from fleet.choices import Health
-from fleet.health import assess, assess_with_reasons
+from fleet.health import assess_with_reasons
 
 NOW = 1_000_000.0
 
@@ -66,4 +66,4 @@ def test_injected_faults_show_as_unhealthy(tmp_path, fault, health):
         result = assess_with_reasons(snapshots[serial], now=t + 300.0, poll_interval=10.0)
         assert result.health == health, (serial, fault, result.reasons)
     # A healthy neighbour stays healthy.
-    assert assess(snap(), now=NOW, poll_interval=5.0) == Health.HEALTHY
+    assert assess_with_reasons(snap(), now=NOW, poll_interval=5.0).health == Health.HEALTHY
