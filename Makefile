@@ -5,13 +5,22 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test lint bench bench-atrace browser-deps clean
+.PHONY: run agent test soak lint bench bench-fleet bench-atrace bench-trace-views proto bench-chakra browser-deps prometheus-deps clean
 
 run: $(VENV)/.runtime
 	$(BIN)/python -m dashboard.stack run
 
-test: $(VENV)/.dev browser-deps
+# On a machine with real accelerators: register this host and poll its devices. Needs the
+# central stack's DATABASE_URL and REDIS_URL (see "Monitor real machines" in the README).
+agent: $(VENV)/.runtime
+	$(BIN)/python -m fleet.agent
+
+test: $(VENV)/.dev browser-deps prometheus-deps
 	$(BIN)/python -m dashboard.stack test $(PYTEST_ARGS)
+
+# The long soak: websockets held through 10 minutes of polling at the default interval.
+soak: $(VENV)/.dev
+	ASICMON_SOAK=long $(BIN)/python -m dashboard.stack test tests/dashboard/test_soak.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
@@ -21,15 +30,42 @@ lint: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_probe.py
 	$(BIN)/python benchmarks/bench_poll.py
+	$(BIN)/python benchmarks/bench_agent.py
+	$(BIN)/python benchmarks/bench_health.py
+
+# A 10,000-device fleet: probe cost per device, one cycle's ingestion three ways, the push size
+# (PostgreSQL at DATABASE_URL for the ingestion figures; minutes).
+bench-fleet: $(VENV)/.dev
+	$(BIN)/python benchmarks/bench_fleet10k.py
 
 # Atrace against HTA on 10k/100k/1M-event Kineto traces (builds benchmarks/.venv-hta; minutes).
 bench-atrace: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_atrace.py
+	$(BIN)/python benchmarks/bench_atrace_real.py
+
+# The trace page's stored views at 1M events: analysis cost, timeline/flame/comparison requests.
+bench-trace-views: $(VENV)/.dev
+	$(BIN)/python benchmarks/bench_trace_views.py
+
+# Chakra .et / JSON export and import at 10k and 100k events (prints figures).
+bench-chakra: $(VENV)/.dev
+	$(BIN)/python benchmarks/bench_chakra.py
+
+# Regenerate the Chakra protobuf module from its vendored schema (commit the result).
+CHAKRA_SCHEMA := traces/atrace/chakra_schema
+proto: $(VENV)/.dev
+	$(BIN)/python -m grpc_tools.protoc -I $(CHAKRA_SCHEMA) --python_out=$(CHAKRA_SCHEMA) \
+	  --pyi_out=$(CHAKRA_SCHEMA) $(CHAKRA_SCHEMA)/et_def.proto
 
 # Debian's Chromium and its driver, for the real-browser tests.
 browser-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium chromium-driver)
+
+# Debian's Prometheus (and promtool), for the scrape and alert-rule tests.
+prometheus-deps:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
+	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q prometheus)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

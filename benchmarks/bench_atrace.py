@@ -7,7 +7,8 @@ under benchmarks/out/, then times each step in a fresh process (so peak memory, 
 ru_maxrss, belongs to that step): load; operator breakdown (Asicmon does host operators with
 self time and device kernels in one pass; HTA's kernel breakdown and its CPU-operator
 breakdown with self time are timed separately); the critical path of one step and of the
-whole trace. HTA runs in its own virtualenv (benchmarks/.venv-hta, created on first use with
+whole trace; then the multi-rank figure (8 ranks x 125k events: load, breakdown per rank,
+collective matching and the critical path across ranks). HTA runs in its own virtualenv (benchmarks/.venv-hta, created on first use with
 holistictraceanalysis 0.5.0 and pandas<3); it is never a dependency of the project.
 """
 
@@ -62,8 +63,35 @@ def trace_for(n: int) -> Path:
     return path
 
 
-def run_step(python: Path, worker: str, step: str, target: Path, timeout: int) -> dict:
-    cmd = [str(python), str(HERE / worker), step, str(target)]
+def job_for(ranks: int, per_rank: int) -> Path:
+    """A generated job: ``ranks`` rank files of about ``per_rank`` events, rank 3 a straggler."""
+    from traces.atrace.synthetic import write_kineto_trace
+
+    folder = OUT / f"job_{ranks}x{per_rank}"
+    if not (folder / f"rank{ranks - 1}.trace.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        for r in range(ranks):
+            write_kineto_trace(folder / f"rank{r}.trace.json", per_rank, seed=100 + r, rank=r, world_size=ranks,
+                               collective_args=True, straggle_us=200.0 if r == 3 else 0.0)
+        print(f"generated {folder} ({ranks} ranks x {per_rank:,} events)", flush=True)
+    return folder
+
+
+def run_job(ranks: int, per_rank: int, timeout: int) -> None:
+    folder = job_for(ranks, per_rank)
+    r = run_step(Path(sys.executable), "atrace_job_worker.py", None, folder, timeout)
+    print(f"\nMulti-rank: {ranks} ranks x {per_rank:,} events (target: <= 10 s, <= 2 GB)")
+    if "error" in r:
+        print(f"  error: {r['error']}")
+        return
+    print(f"  load {r['load_s']:.2f} s + breakdown per rank {r['breakdown_s']:.2f} s + "
+          f"matching and cross-rank critical path {r['cross_rank_path_s']:.2f} s = {r['wall_s']:.2f} s; "
+          f"peak {r['peak_mb']:.0f} MB; {r['events']:,} slices, {r['collectives']} collectives matched by {r['rule']}")
+    sys.stdout.flush()
+
+
+def run_step(python: Path, worker: str, step: str | None, target: Path, timeout: int) -> dict:
+    cmd = [str(python), str(HERE / worker), *([step] if step else []), str(target)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -78,6 +106,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--job", type=int, nargs=2, default=[8, 125_000], metavar=("RANKS", "EVENTS"),
+                        help="the multi-rank figure: ranks x events per rank (0 0 skips it)")
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--hta-from", type=Path, help="reuse HTA figures from an earlier --json file")
@@ -94,6 +124,8 @@ def main() -> None:
             theirs = {s: run_step(hta, "atrace_hta_worker.py", s, path.parent, args.timeout) for s in HTA_STEPS}
         results[n] = {"asicmon": ours, "hta": theirs, "file_mb": round(path.stat().st_size / 1e6, 1)}
         print_table(n, results[n])
+    if args.job[0] > 0:
+        run_job(args.job[0], args.job[1], args.timeout)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

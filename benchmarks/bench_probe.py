@@ -15,8 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulator import EmulatedHost, FleetConfig  # noqa: E402
-from fleet.asicmon import HostMonitor  # noqa: E402
-from fleet.asicmon.specs import monitor_class  # noqa: E402
+from fleet.emulated import HostMonitor, device_monitor  # noqa: E402
 
 T0 = 1_700_000_000.0
 
@@ -34,7 +33,7 @@ def main() -> None:
     monitors = []
     print(f"full refresh of one device through its compiled spec (median of {n}; target <= 50 us)")
     for d in host.spec.devices:
-        m = monitor_class(d.type)(host.binding(d.serial), serial=d.serial)
+        m = device_monitor(host, d.serial)
         m.refresh(T0)
         monitors.append(m)
         times = []

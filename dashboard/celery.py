@@ -23,6 +23,16 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": interval,
             "options": {"expires": interval * 0.9},
         },
+        "expire-stuck-traces": {
+            "task": "traces.tasks.expire_stuck_traces",
+            "schedule": 30.0,
+            "options": {"expires": 29.0},
+        },
+        "prune-traces": {
+            "task": "traces.tasks.prune_traces",
+            "schedule": 3600.0,
+            "options": {"expires": 3500.0},
+        },
         "prune-samples": {
             "task": "fleet.tasks.prune_samples",
             "schedule": 3600.0,

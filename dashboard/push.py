@@ -4,29 +4,27 @@ Workers call these after a write; websocket consumers forward what arrives. A po
 of a shard produces exactly one message, whatever the number of devices and counters.
 """
 
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from fleet.key_counters import key_counter_names
+
 
 class DeviceLine(TypedDict):
-    """The compact per-device part of a poll message (key counters only)."""
+    """The compact per-device part of a poll message."""
 
     id: int
     health: str
     reasons: list[str]
     driver_status: str | None
-    device_utilization: float | None
-    temperature_c: float | None
-    power_w: float | None
-    memory_used_bytes: float | None
-    memory_total_bytes: float | None
+    counters: dict[str, float | None]  # the key counters (fleet.key_counters), raw values
     sample_ts: float | None
 
 
 class ShardPolled(TypedDict):
-    type: str  # "fleet.polled"
+    type: Literal["fleet.polled"]
     shard: int
     cycle: float
     devices: list[DeviceLine]
@@ -34,6 +32,18 @@ class ShardPolled(TypedDict):
 
 def shard_group(shard: int) -> str:
     return f"fleet.shard.{shard}"
+
+
+def device_line(device_id: int, snapshot: dict) -> DeviceLine:
+    """A device's line of a poll message, from its snapshot (with health added)."""
+    return {
+        "id": device_id,
+        "health": snapshot.get("health", "unknown"),
+        "reasons": snapshot.get("health_reasons", []),
+        "driver_status": snapshot.get("driver_status"),
+        "counters": {name: snapshot.get(name) for name in key_counter_names()},
+        "sample_ts": snapshot.get("sample_ts"),
+    }
 
 
 def shard_polled(shard: int, cycle: float, devices: list[DeviceLine]) -> None:
@@ -44,3 +54,38 @@ def shard_polled(shard: int, cycle: float, devices: list[DeviceLine]) -> None:
         "devices": devices,
     }
     async_to_sync(get_channel_layer().group_send)(shard_group(shard), message)
+
+
+# --- Traces ---------------------------------------------------------------------------
+
+
+class TraceEvent(TypedDict):
+    type: Literal["trace.changed", "trace.progress"]
+    trace: int
+    status: str
+    progress: float
+    events: int | None
+    error: str
+    url: str
+
+
+def trace_group(trace_id: int) -> str:
+    return f"traces.{trace_id}"
+
+
+def trace_changed(trace_id: int, status: str, progress: float, error: str, url: str = "") -> None:
+    """A trace moved to another state (queued, capturing, analysing, ready, failed)."""
+    message: TraceEvent = {
+        "type": "trace.changed", "trace": trace_id, "status": str(status), "progress": progress,
+        "events": None, "error": error, "url": url,
+    }
+    async_to_sync(get_channel_layer().group_send)(trace_group(trace_id), message)
+
+
+def trace_progress(trace_id: int, status: str, progress: float, events: int) -> None:
+    """How far a running capture has got."""
+    message: TraceEvent = {
+        "type": "trace.progress", "trace": trace_id, "status": str(status), "progress": progress,
+        "events": events, "error": "", "url": "",
+    }
+    async_to_sync(get_channel_layer().group_send)(trace_group(trace_id), message)

@@ -4,7 +4,11 @@ A bad value fails loudly at start-up with ImproperlyConfigured rather than being
 guessed at. The README has the table of variables.
 """
 
+import json
 import os
+import re
+import secrets
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -56,6 +60,19 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
+def env_json_object(name: str) -> dict:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, e.g. {{\"leak_critical_s\": 600}}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -63,12 +80,60 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-DEBUG = env_bool("DEBUG", True)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is false")
-    SECRET_KEY = "asicmon-insecure-development-key-do-not-use-in-production"
+def env_paths(name: str) -> list[Path]:
+    """A ":"-separated list of folders, like PATH."""
+    raw = os.environ.get(name) or ""
+    return [Path(item) for item in raw.split(":") if item.strip()]
+
+
+def env_host_name(name: str, default: str) -> str:
+    """A host's name in the fleet; the default is tidied, a value that is set must be valid."""
+    value = os.environ.get(name) or re.sub(r"[^A-Za-z0-9._-]", "-", default)[:128] or "localhost"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a host name (letters, digits, '.', '_' and '-', at most 128)"
+        )
+    return value
+
+
+def secret_key_file(path: Path) -> str:
+    """The key kept in `path`, made (random, readable by this user only) on first use."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+# Development mode (debug pages that show settings) is an explicit choice: DEBUG=true.
+DEBUG = env_bool("DEBUG", False)
+# SECRET_KEY from the environment in production; otherwise one generated once under var/.
+SECRET_KEY = os.environ.get("SECRET_KEY") or secret_key_file(VAR_DIR / "secret_key")
+
+# HTTPS: HTTPS=true (the site is served over TLS, directly or behind a proxy) switches on
+# redirects, secure cookies and HSTS; each can also be set on its own.
+HTTPS = env_bool("HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", HTTPS)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (only then: it is trusted).
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Failed sign-ins: this many per user name and address lock that pair out for a while.
+SIGNIN_MAX_FAILURES = env_int("SIGNIN_MAX_FAILURES", 5, minimum=1)
+SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900, minimum=1)
+AUTHENTICATION_BACKENDS = ["dashboard.signin.ThrottledModelBackend"]
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -94,6 +159,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.middleware.RequestGuardMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -102,6 +168,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Longer query strings get 414 (no parameter of the pages or the API needs more).
+MAX_QUERY_STRING = env_int("MAX_QUERY_STRING", 4096, minimum=256)
 
 ROOT_URLCONF = "dashboard.urls"
 ASGI_APPLICATION = "dashboard.asgi.application"
@@ -126,9 +195,26 @@ TEMPLATES = [
 DEFAULT_SQLITE_PATH = VAR_DIR / "db.sqlite3"
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{DEFAULT_SQLITE_PATH}")
 try:
-    _default_db = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    _default_db = dj_database_url.parse(DATABASE_URL)
 except (ValueError, KeyError) as exc:
     raise ImproperlyConfigured(f"DATABASE_URL={DATABASE_URL!r} is not a database URL: {exc}") from None
+# Connections per process on PostgreSQL: a bounded psycopg pool. Under ASGI every request
+# runs on its own thread, and persistent per-thread connections add up until the server
+# refuses clients; a pool caps each process at DB_POOL_MAX_SIZE and makes a request wait
+# (at most DB_POOL_TIMEOUT seconds) for a free connection instead.
+DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", 1, minimum=0)
+DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 8, minimum=1)
+DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1)
+if DB_POOL_MIN_SIZE > DB_POOL_MAX_SIZE:
+    raise ImproperlyConfigured(f"DB_POOL_MIN_SIZE={DB_POOL_MIN_SIZE} exceeds DB_POOL_MAX_SIZE={DB_POOL_MAX_SIZE}")
+if _default_db["ENGINE"] == "django.db.backends.postgresql":
+    _default_db["CONN_MAX_AGE"] = 0  # the pool keeps connections; Django must not
+    _default_db.setdefault("OPTIONS", {})["pool"] = {
+        "min_size": DB_POOL_MIN_SIZE,
+        "max_size": DB_POOL_MAX_SIZE,
+        "timeout": DB_POOL_TIMEOUT,
+        "max_idle": 300,
+    }
 if _default_db["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker, beat) share the file: WAL, a busy timeout and
     # IMMEDIATE transactions keep writers from failing with "database is locked".
@@ -171,6 +257,9 @@ CACHES = {
 POLL_INTERVAL = env_float("POLL_INTERVAL", 5.0, minimum=0.5)
 POLL_SHARDS = env_int("POLL_SHARDS", 2, minimum=1)
 PROBE_TIMEOUT = env_float("PROBE_TIMEOUT", 0.5, minimum=0.01)
+# Hosts of a shard polled side by side, so that hung devices on many hosts cost a shard
+# about one PROBE_TIMEOUT per cycle rather than one per host.
+POLL_HOST_THREADS = env_int("POLL_HOST_THREADS", 32, minimum=1)
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "asicmon")
@@ -183,19 +272,70 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
+# On Redis, a task taken by a worker that dies whole comes back only after this many
+# seconds; RabbitMQ (amqp://) gives it back as soon as the worker's connection drops.
+BROKER_VISIBILITY_TIMEOUT = env_int("BROKER_VISIBILITY_TIMEOUT", 300, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {"visibility_timeout": BROKER_VISIBILITY_TIMEOUT} if CELERY_BROKER_URL.startswith(("redis", "rediss")) else {}
+)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- The emulated fleet. ---
 FLEET_SEED = env_int("FLEET_SEED", 42)
-FLEET_HOSTS = env_int("FLEET_HOSTS", 4, minimum=1)
+# 0 runs a stack with no emulated fleet (only hosts with an agent; see fleet/agent).
+FLEET_HOSTS = env_int("FLEET_HOSTS", 4, minimum=0)
 FLEET_DEVICES_PER_HOST = env_int("FLEET_DEVICES_PER_HOST", 8, minimum=1)
 FLEET_TYPES = tuple(env_list("FLEET_TYPES", ["video", "inference", "gpu"]))
 EMULATOR_STATE_DIR = Path(env_str("EMULATOR_STATE_DIR", str(VAR_DIR / "emulator")))
+# --- Host agents (fleet/agent): workers on machines with real accelerators. ---
+AGENT_HOST = env_host_name("AGENT_HOST", socket.gethostname())
+HWMON_ROOT = Path(env_str("HWMON_ROOT", "/sys/class/hwmon"))
+ASIMOV_SPEC_DIRS = env_paths("ASIMOV_SPEC_DIRS")
+# Seconds between a running agent's looks for devices that came or went.
+AGENT_REDISCOVER_S = env_float("AGENT_REDISCOVER_S", 60.0, minimum=1.0)
+# How long an emulated device's reboot takes it away (short in tests).
+EMULATOR_REBOOT_S = env_float("EMULATOR_REBOOT_S", 60.0, minimum=0.1)
+
+# --- Health and remediation (fleet/health.py holds the rules' thresholds). ---
+# Record what automation would do without doing it.
+REMEDIATION_DRY_RUN = env_bool("REMEDIATION_DRY_RUN", False)
+# The brake: devices automation may have in remediation at once, fleet-wide and per host.
+REMEDIATION_MAX_ACTIVE = env_int("REMEDIATION_MAX_ACTIVE", 3)
+REMEDIATION_MAX_PER_HOST = env_int("REMEDIATION_MAX_PER_HOST", 1)
+# Automation pauses itself when this many devices are critical at once.
+REMEDIATION_PAUSE_CRITICAL = env_int("REMEDIATION_PAUSE_CRITICAL", 8, minimum=1)
+# A device rebooted this many times within the window goes to repair instead.
+REMEDIATION_MAX_REBOOTS = env_int("REMEDIATION_MAX_REBOOTS", 2, minimum=1)
+REMEDIATION_REBOOT_WINDOW_S = env_float("REMEDIATION_REBOOT_WINDOW_S", 3600.0, minimum=1.0)
+# A rebooted device not healthy again within this many seconds goes to repair.
+REMEDIATION_REBOOT_TIMEOUT_S = env_float("REMEDIATION_REBOOT_TIMEOUT_S", 180.0, minimum=1.0)
+# Thresholds of the health rules changed for every device type, as a JSON object of
+# fleet.health.Limits fields, e.g. {"leak_critical_s": 600}; checked when the app starts.
+HEALTH_LIMITS = env_json_object("HEALTH_LIMITS")
+# A device doing much less work than its utilization says (the slow_work rule) gets a short
+# trace captured by itself, at most once an hour per device and AUTOCAPTURE_MAX_PER_HOUR
+# fleet-wide; 0 turns it off.
+AUTOCAPTURE_DURATION_S = env_float("AUTOCAPTURE_DURATION_S", 3.0, minimum=1.0)
+AUTOCAPTURE_MAX_PER_HOUR = env_int("AUTOCAPTURE_MAX_PER_HOUR", 6)
+# Bearer token Prometheus sends to /metrics; empty turns /metrics off.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
 # Samples older than this many hours are pruned by a beat task.
 SAMPLE_RETENTION_HOURS = env_int("SAMPLE_RETENTION_HOURS", 24 * 7, minimum=1)
+
+# --- Traces. ---
+TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)
+TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30, minimum=1)
+TRACE_UPLOAD_MAX_MB = env_int("TRACE_UPLOAD_MAX_MB", 2048, minimum=1)
+# A capture keeps whole iterations up to this many events and says how many it dropped.
+TRACE_CAPTURE_MAX_EVENTS = env_int("TRACE_CAPTURE_MAX_EVENTS", 1_000_000, minimum=1000)
+# Seconds an analysis may take before it is stopped and the trace fails.
+TRACE_ANALYSIS_TIMEOUT_S = env_int("TRACE_ANALYSIS_TIMEOUT_S", 600, minimum=10)
+# Seconds a trace may wait in the queue before it fails (no trace worker running?).
+TRACE_QUEUE_TIMEOUT_S = env_int("TRACE_QUEUE_TIMEOUT_S", 900, minimum=10)
+TRACE_WORKER_CONCURRENCY = env_int("TRACE_WORKER_CONCURRENCY", 3, minimum=1)
 
 # --- Auth, REST API. ---
 LOGIN_URL = "login"
@@ -210,7 +350,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.api.permissions.CanViewFleet"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "fleet.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
 }
 
@@ -222,6 +362,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "fleet.api.schema.declare_errors",
+    ],
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -237,9 +381,16 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Raw traces and their analysis results go through the "traces" storage: a folder under
+# var/ by default; point TRACE_STORAGE_BACKEND at an object store's storage class later.
+TRACE_STORAGE_DIR = Path(env_str("TRACE_STORAGE_DIR", str(VAR_DIR / "traces")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "traces": {
+        "BACKEND": env_str("TRACE_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
+        "OPTIONS": {"location": str(TRACE_STORAGE_DIR)},
+    },
 }
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))

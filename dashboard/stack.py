@@ -6,6 +6,7 @@
 Plain Python: it runs before Django is configured, and decides what Django is given.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -122,6 +124,8 @@ def resolve_services(env: dict) -> list[subprocess.Popen]:
             env.pop("DATABASE_URL")
     if not env.get("DATABASE_URL"):
         say(f"Database: SQLite {VAR / 'db.sqlite3'}")
+    broker = env.get("CELERY_BROKER_URL")
+    say(f"Broker: {broker}" if broker else "Broker: Redis (set CELERY_BROKER_URL=amqp://… for RabbitMQ)")
     return started
 
 
@@ -139,44 +143,92 @@ def _detach_and_die_with_parent() -> None:
         pass
 
 
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+@dataclass
+class Child:
+    """One supervised process: what to run, and how its restarts are going."""
+
+    name: str
+    argv: list[str]
+    colour: str
+    proc: subprocess.Popen | None = None
+    started_at: float = 0.0
+    quick_exits: int = 0
+    restart_at: float | None = None
+
+
 class Supervisor:
-    """Runs named processes with interleaved, prefixed output; stops them all together."""
+    """Runs named processes with interleaved, prefixed output.
+
+    A process that exits is logged and started again after a back-off (1 s, doubling up
+    to 30 s; a run longer than a minute starts the back-off afresh). Only Ctrl-C (or
+    SIGTERM/SIGHUP to the runner) stops the stack, and then it stops every process.
+    """
+
+    FIRST_BACKOFF = 1.0
+    MAX_BACKOFF = 30.0
+    STABLE_AFTER = 60.0
 
     def __init__(self, env: dict):
         self.env = env
-        self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.children: list[Child] = []
         self.width = 6
 
     def start(self, name: str, argv: list[str]) -> None:
-        colour = COLOURS[len(self.procs) % len(COLOURS)]
-        proc = subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        child = Child(name, argv, COLOURS[len(self.children) % len(COLOURS)])
+        self.children.append(child)
+        self.width = max(self.width, len(name))
+        self._spawn(child)
+
+    def _spawn(self, child: Child) -> None:
+        child.proc = subprocess.Popen(
+            child.argv, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, bufsize=1, preexec_fn=_detach_and_die_with_parent,
         )
-        self.procs.append((name, proc))
-        threading.Thread(target=self._pump, args=(name, colour, proc), daemon=True).start()
+        child.started_at = time.monotonic()
+        child.restart_at = None
+        threading.Thread(target=self._pump, args=(child, child.proc), daemon=True).start()
 
-    def _pump(self, name: str, colour: str, proc: subprocess.Popen) -> None:
+    def _pump(self, child: Child, proc: subprocess.Popen) -> None:
         tty = sys.stdout.isatty()
-        prefix = f"{colour}{name:<{self.width}}|{RESET} " if tty else f"{name:<{self.width}}| "
+        name = f"{child.name:<{self.width}}|"
+        prefix = f"{child.colour}{name}{RESET} " if tty else f"{name} "
         for line in proc.stdout:
             sys.stdout.write(prefix + line)
             sys.stdout.flush()
 
+    def supervise_once(self, now: float) -> None:
+        """Notice exited processes and restart those whose back-off has passed."""
+        for child in self.children:
+            if child.proc.poll() is None:
+                continue
+            if child.restart_at is None:
+                _kill_group(child.proc.pid)  # what it left behind (a worker's pool processes)
+                ran = now - child.started_at
+                child.quick_exits = 0 if ran >= self.STABLE_AFTER else child.quick_exits + 1
+                delay = min(self.MAX_BACKOFF, self.FIRST_BACKOFF * 2 ** max(0, child.quick_exits - 1))
+                child.restart_at = now + delay
+                say(f"{child.name} exited with status {child.proc.returncode} after {ran:.1f} s; "
+                    f"restarting it in {delay:.0f} s")
+            elif now >= child.restart_at:
+                self._spawn(child)
+                say(f"{child.name} restarted (pid {child.proc.pid})")
+
     def wait(self) -> int:
-        """Block until one process exits or we are interrupted; then stop the rest."""
+        """Supervise until interrupted; then stop every process."""
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGHUP, _interrupt)
         try:
             while True:
-                for name, proc in self.procs:
-                    if proc.poll() is not None:
-                        say(f"{name} exited with status {proc.returncode}; stopping the others")
-                        return proc.returncode or 1
+                self.supervise_once(time.monotonic())
                 time.sleep(0.3)
         except KeyboardInterrupt:
             say("stopping…")
@@ -185,11 +237,11 @@ class Supervisor:
             self.stop()
 
     def stop(self) -> None:
-        for _, proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+        running = [c.proc for c in self.children if c.proc is not None and c.proc.poll() is None]
+        for proc in running:
+            os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.time() + 10
-        for _, proc in self.procs:
+        for proc in running:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
@@ -198,6 +250,23 @@ class Supervisor:
 
 def manage(env: dict, *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def processes(env: dict, host: str, port: str) -> list[tuple[str, list[str]]]:
+    """The stack's long-running processes, by name: add one here to have it supervised."""
+    bin_dir = Path(sys.executable).parent
+    celery = str(bin_dir / "celery")
+    return [
+        ("worker", [celery, "-A", "dashboard", "worker", "-l", "info",
+                    "--concurrency", env.get("WORKER_CONCURRENCY", "2"),
+                    "-Q", env.get("CELERY_QUEUE", "asicmon")]),
+        # Captures and analyses: their own queue and process, so polling never waits behind them.
+        ("traces", [celery, "-A", "dashboard", "worker", "-l", "info",
+                    "--concurrency", env.get("TRACE_WORKER_CONCURRENCY", "3"),
+                    "-Q", env.get("CELERY_QUEUE", "asicmon") + ".traces", "-n", "traces@%h"]),
+        ("beat", [celery, "-A", "dashboard", "beat", "-l", "info", "-s", str(VAR / "celerybeat-schedule")]),
+        ("web", [str(bin_dir / "daphne"), "-b", host, "-p", port, "dashboard.asgi:application"]),
+    ]
 
 
 def run() -> int:
@@ -214,14 +283,9 @@ def run() -> int:
         manage(env, "collectstatic", "--no-input", "-v", "0")
         host = env.get("WEB_HOST", "127.0.0.1")
         port = env.get("WEB_PORT", "8000")
-        bin_dir = Path(sys.executable).parent
         supervisor = Supervisor(env)
-        supervisor.start("worker", [str(bin_dir / "celery"), "-A", "dashboard", "worker", "-l", "info",
-                                    "--concurrency", env.get("WORKER_CONCURRENCY", "2"),
-                                    "-Q", env.get("CELERY_QUEUE", "asicmon")])
-        supervisor.start("beat", [str(bin_dir / "celery"), "-A", "dashboard", "beat", "-l", "info",
-                                  "-s", str(VAR / "celerybeat-schedule")])
-        supervisor.start("web", [str(bin_dir / "daphne"), "-b", host, "-p", port, "dashboard.asgi:application"])
+        for name, argv in processes(env, host, port):
+            supervisor.start(name, argv)
         say(f"Asicmon is starting: open http://{host}:{port}/ and sign in (see the administrator line above).")
         say("Press Ctrl-C to stop the worker, beat and web server.")
         return supervisor.wait()

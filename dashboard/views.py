@@ -1,5 +1,6 @@
 """Pages. Each view reads through fleet.queries and renders; no logic here."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
@@ -8,7 +9,7 @@ from dashboard.charts import device_figures
 from dashboard.forms import FleetFilterForm
 from fleet import queries
 from fleet.choices import Health
-from fleet.models import Device
+from fleet.models import Automation, Device
 
 
 @login_required
@@ -23,7 +24,7 @@ def fleet(request):
     return render(
         request,
         "dashboard/fleet.html",
-        {"overview": overview, "filters": filters, "health_choices": Health.choices},
+        {"overview": overview, "filters": filters, "health_choices": Health.choices, "automation": Automation.read()},
     )
 
 
@@ -32,12 +33,15 @@ def fleet(request):
 def device(request, device_id: int):
     device = get_object_or_404(Device.objects.select_related("host"), pk=device_id)
     detail = queries.device_detail(device)
+    events, actions = queries.device_activity(device)
     return render(
         request,
         "dashboard/device.html",
         {
             "device": device,
-            "figures": device_figures(detail.history),
+            "events": events,
+            "actions": actions,
+            "figures": device_figures(detail.history, gap_s=2.5 * settings.POLL_INTERVAL, snapshot=detail.snapshot),
             "counters": detail.counters,
             "snapshot": detail.snapshot,
             "assessment": detail.assessment,

@@ -13,6 +13,7 @@ State lives under --state-dir (default var/emulator), shared with the workers th
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,17 +39,40 @@ def _host_of(cfg: FleetConfig, serial: str, state_dir: Path) -> EmulatedHost:
     raise SystemExit(f"no device {serial!r} in this fleet (see: python -m emulator list)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r} is not an integer") from None
+
+
+def _default_state_dir() -> Path:
+    if os.environ.get("EMULATOR_STATE_DIR"):
+        return Path(os.environ["EMULATOR_STATE_DIR"])
+    return Path(os.environ.get("ASICMON_VAR_DIR", "var")) / "emulator"
+
+
+def _parser() -> argparse.ArgumentParser:
+    # Defaults follow the fleet's settings (the same environment variables the workers
+    # read), so that the command line pokes at the fleet that is being polled.
     parser = argparse.ArgumentParser(prog="python -m emulator", description="The accelerator zoo.")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--hosts", type=int, default=4)
-    parser.add_argument("--devices-per-host", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=_env_int("FLEET_SEED", 42), help="default: $FLEET_SEED or 42")
+    parser.add_argument("--hosts", type=int, default=_env_int("FLEET_HOSTS", 4), help="default: $FLEET_HOSTS or 4")
+    parser.add_argument(
+        "--devices-per-host", type=int, default=_env_int("FLEET_DEVICES_PER_HOST", 8),
+        help="default: $FLEET_DEVICES_PER_HOST or 8",
+    )
     parser.add_argument(
         "--types",
-        default=",".join(("video", "inference", "gpu")),
-        help=f"comma-separated, from {', '.join(DEVICE_TYPES)}",
+        default=os.environ.get("FLEET_TYPES", "").strip() or ",".join(("video", "inference", "gpu")),
+        help=f"comma-separated, from {', '.join(DEVICE_TYPES)}; default: $FLEET_TYPES",
     )
-    parser.add_argument("--state-dir", type=Path, default=Path("var/emulator"))
+    parser.add_argument(
+        "--state-dir", type=Path, default=_default_state_dir(), help="default: $EMULATOR_STATE_DIR or var/emulator"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="hosts and devices of the fleet")
     p = sub.add_parser("show", help="a device as its driver shows it, now")
@@ -66,53 +90,74 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("materialise", help="write a host's sysfs-style trees as real files")
     p.add_argument("host")
     p.add_argument("directory", type=Path)
-    args = parser.parse_args(argv)
-    cfg = _config(args)
+    return parser
 
+
+def _list(cfg: FleetConfig) -> None:
+    for host in fleet_layout(cfg):
+        print(host.name)
+        for d in host.devices:
+            print(
+                f"  {d.index:2d}  {d.serial:18s} {d.type:10s} {d.model:12s} sw {d.sw_version:4s} fw {d.firmware_version}"
+            )
+
+
+def _materialise(cfg: FleetConfig, args: argparse.Namespace) -> None:
+    host = EmulatedHost(cfg, args.host, args.state_dir)
+    with host.locked():
+        host.sync(time.time())
+        host.advance(time.time())
+        for path in host.materialise(args.directory):
+            print(path)
+
+
+def _show(host: EmulatedHost, serial: str) -> None:
+    state = host.state(serial)
+    d = host.spec.device(serial)
+    print(
+        f"{d.serial} ({d.type}, {d.model}) on {d.host}; faults: {', '.join(state.faults) or 'none'}"
+        + ("; rebooting" if state.rebooting else "")
+    )
+    if "hang" in state.faults:
+        print("  the driver does not answer (hang)")
+        return
+    for key, value in host.describe(serial).items():
+        value = str(value).replace("\n", " | ")
+        print(f"  {key:40s} {value}")
+
+
+def _act(cfg: FleetConfig, host: EmulatedHost, args: argparse.Namespace) -> None:
+    """inject, clear or reboot: the change is saved with the host's state."""
+    if args.command == "inject":
+        host.inject_fault(args.serial, args.fault, args.persistent)
+        print(f"{args.serial}: injected {args.fault}")
+    elif args.command == "clear":
+        host.clear_fault(args.serial, args.fault)
+        print(f"{args.serial}: cleared {args.fault}")
+    elif args.command == "reboot":
+        host.reboot(args.serial)
+        print(f"{args.serial}: rebooting for {cfg.reboot_s:g} s")
+    host.save()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    cfg = _config(args)
     if args.command == "list":
-        for host in fleet_layout(cfg):
-            print(host.name)
-            for d in host.devices:
-                print(
-                    f"  {d.index:2d}  {d.serial:18s} {d.type:10s} {d.model:12s} sw {d.sw_version:4s} fw {d.firmware_version}"
-                )
+        _list(cfg)
         return 0
     if args.command == "materialise":
-        host = EmulatedHost(cfg, args.host, args.state_dir)
-        with host.locked():
-            host.sync(time.time())
-            host.advance(time.time())
-            for path in host.materialise(args.directory):
-                print(path)
+        _materialise(cfg, args)
         return 0
-
     host = _host_of(cfg, args.serial, args.state_dir)
     with host.locked():
         host.sync(time.time())
         host.advance(time.time())
-        state = host.state(args.serial)
+        host.state(args.serial)  # an unknown serial fails here, before anything changes
         if args.command == "show":
-            d = host.spec.device(args.serial)
-            print(
-                f"{d.serial} ({d.type}, {d.model}) on {d.host}; faults: {', '.join(state.faults) or 'none'}"
-                + ("; rebooting" if state.rebooting else "")
-            )
-            if "hang" in state.faults:
-                print("  the driver does not answer (hang)")
-            else:
-                for key, value in host.describe(args.serial).items():
-                    value = str(value).replace("\n", " | ")
-                    print(f"  {key:40s} {value}")
-        elif args.command == "inject":
-            host.inject_fault(args.serial, args.fault, args.persistent)
-            print(f"{args.serial}: injected {args.fault}")
-        elif args.command == "clear":
-            host.clear_fault(args.serial, args.fault)
-            print(f"{args.serial}: cleared {args.fault}")
-        elif args.command == "reboot":
-            host.reboot(args.serial)
-            print(f"{args.serial}: rebooting for {cfg.reboot_s:g} s")
-        host.save()
+            _show(host, args.serial)
+        else:
+            _act(cfg, host, args)
     return 0
 
 

@@ -27,8 +27,8 @@ class FleetConfig:
     reboot_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.hosts < 1 or self.devices_per_host < 1:
-            raise ValueError("a fleet needs at least one host with at least one device")
+        if self.hosts < 0 or self.devices_per_host < 1:
+            raise ValueError("a fleet has zero or more hosts, each with at least one device")
         if not self.types:
             raise ValueError("a fleet needs at least one device type")
         for name in self.types:

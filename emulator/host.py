@@ -22,9 +22,9 @@ from pathlib import Path
 from emulator import physics
 from emulator.config import FleetConfig, HostSpec, find_host
 from emulator.devices import device_type
-from emulator.drivers import DRIVERS, DeviceBinding, Driver
+from emulator.drivers import DRIVERS, DeviceBinding, Driver, DriverContext
 from emulator.noise import string_key
-from emulator.physics import DeviceState
+from emulator.physics import DevicePhysics
 from emulator.workloads import op_time_us, workload_for
 
 __all__ = ["EmulatedHost", "items_per_second"]
@@ -55,16 +55,19 @@ class EmulatedHost:
         self.name = self.spec.name
         self.key = string_key(self.name)
         self.state_dir = Path(state_dir) if state_dir is not None else None
-        self.states: dict[str, DeviceState] = {}
+        self.states: dict[str, DevicePhysics] = {}
         self._loaded_stamp: tuple[int, int] | None = None
         self._thread_lock = threading.RLock()
         self._drivers: dict[str, Driver] = {}
         self._bindings: dict[str, DeviceBinding] = {}
+        ctx = DriverContext(
+            self.states, {d.serial: d for d in self.spec.devices}, cfg.hang_block_s, reset=self.reboot
+        )
         by_driver: dict[str, list[str]] = {}
         for d in self.spec.devices:
             by_driver.setdefault(device_type(d.type).driver, []).append(d.serial)
         for name, serials in by_driver.items():
-            driver = DRIVERS[name](self, serials)
+            driver = DRIVERS[name](ctx, serials)
             self._drivers[name] = driver
             self._bindings.update(driver.bindings())
 
@@ -91,7 +94,7 @@ class EmulatedHost:
                 data = json.loads(path.read_text())
                 if data.get("version") != STATE_VERSION or data.get("seed") != self.cfg.seed:
                     raise ValueError(f"{path} holds state of another fleet or format; move it away")
-                loaded = {s: DeviceState.from_json(v) for s, v in data["devices"].items()}
+                loaded = {s: DevicePhysics.from_json(v) for s, v in data["devices"].items()}
                 self.states.clear()
                 self.states.update(loaded)  # the drivers hold this very dict
                 for d in self.spec.devices:  # a device added to the layout since
@@ -158,7 +161,7 @@ class EmulatedHost:
                 state, dtype, now, workload, items_per_second(d.type, d.sw_version), self.key
             )
 
-    def state(self, serial: str) -> DeviceState:
+    def state(self, serial: str) -> DevicePhysics:
         try:
             return self.states[serial]
         except KeyError:

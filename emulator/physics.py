@@ -1,7 +1,7 @@
 """Device physics: workload drives core activity, activity drives power, power drives
 temperature with thermal lag, heat throttles the clock, and counters integrate it all.
 
-`DeviceState` is plain data (it is persisted as JSON); `advance` moves one device forward
+`DevicePhysics` is plain data (it is persisted as JSON); `advance` moves one device forward
 in simulated time. All randomness comes from `emulator.noise`, keyed by the fleet seed,
 the device and the time step, so the same sequence of `advance` calls always produces the
 same states.
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from emulator import noise
 from emulator.devices import FAULTS, OVERHEAT_FACTOR, DeviceType
 
-__all__ = ["DeviceState", "advance", "demand", "new_state"]
+__all__ = ["DevicePhysics", "advance", "demand", "new_state"]
 
 MAX_STEP_S = 1.0  # integration step; long gaps use fewer, longer steps
 MAX_STEPS = 240
@@ -28,7 +28,7 @@ WORKLOAD_PHASE = {"video_pipeline": 0.83, "recommendation": 0.79, "transformer":
 
 
 @dataclass
-class DeviceState:
+class DevicePhysics:
     """Everything that changes about one device. Counters are unbounded Python ints; the
     driver views expose them modulo the hardware counter width, so they wrap there."""
 
@@ -66,7 +66,7 @@ class DeviceState:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> DeviceState:
+    def from_json(cls, data: dict) -> DevicePhysics:
         return cls(**data)
 
     def has(self, fault: str) -> bool:
@@ -94,14 +94,14 @@ def demand(t: float, workload: str, host_key: int = 0) -> float:
     return min(1.0, max(0.05, level))
 
 
-def new_state(dtype: DeviceType, serial: str, seed: int, t: float) -> DeviceState:
+def new_state(dtype: DeviceType, serial: str, seed: int, t: float) -> DevicePhysics:
     """A freshly installed device, idle at ambient+idle temperature. Cycle counters start at
     a seeded offset of their width, so some devices wrap early in a run."""
     key = noise.mix(seed, noise.string_key(serial))
     width = 1 << dtype.counter_bits
     busy_width = 1 << 32
     temp = dtype.ambient_c + dtype.idle_w * dtype.thermal_resistance
-    return DeviceState(
+    return DevicePhysics(
         serial=serial,
         type=dtype.name,
         key=key,
@@ -120,7 +120,7 @@ def new_state(dtype: DeviceType, serial: str, seed: int, t: float) -> DeviceStat
 
 
 def advance(
-    state: DeviceState,
+    state: DevicePhysics,
     dtype: DeviceType,
     t: float,
     workload: str,
@@ -138,21 +138,28 @@ def advance(
 
 
 def _step(
-    s: DeviceState, d: DeviceType, dt: float, workload: str, items_per_s: float, host_key: int
+    s: DevicePhysics, d: DeviceType, dt: float, workload: str, items_per_s: float, host_key: int
 ) -> None:
+    """One step of ``dt`` seconds: activity, clock and power, temperature, counters, memory."""
     t = s.t + dt
     tick = int(t * 10)  # noise changes every 100 ms of simulated time
     rebooting = s.rebooting_until is not None and t < s.rebooting_until
     if s.rebooting_until is not None and not rebooting:
         s.rebooting_until = None
-    hung = "hang" in s.faults
-    serving = not (rebooting or hung)
+    serving = not (rebooting or "hang" in s.faults)
+    _activity(s, d, demand(t, workload, host_key), tick, serving, rebooting)
+    f = _clock_and_power(s, d, dt, tick, rebooting)
+    _temperature(s, d, dt)
+    _counters(s, d, dt, tick, f, items_per_s)
+    _memory(s, d, dt, rebooting)
+    s.t = t
 
-    load = (
-        demand(t, workload, host_key) * (0.9 + 0.2 * noise.uniform(s.key, tick, 7))
-        if serving
-        else 0.0
-    )
+
+def _activity(
+    s: DevicePhysics, d: DeviceType, wanted: float, tick: int, serving: bool, rebooting: bool
+) -> None:
+    """The load the device serves and each core's share of active time."""
+    load = wanted * (0.9 + 0.2 * noise.uniform(s.key, tick, 7)) if serving else 0.0
     load = min(1.0, load)
     activity = []
     for c in range(d.cores):
@@ -162,9 +169,11 @@ def _step(
         activity.append(min(1.0, max(0.0, a)))
     s.core_activity = activity
     s.load = load
-    mean_activity = sum(activity) / d.cores
 
-    # clock: thermal throttling with hysteresis, and a power cap
+
+def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, tick: int, rebooting: bool) -> float:
+    """Clock (thermal throttling with hysteresis, a power cap) and power; the clock share."""
+    mean_activity = sum(s.core_activity) / d.cores
     f = s.clock_mhz / d.max_clock_mhz
     f_min = d.min_clock_mhz / d.max_clock_mhz
     if s.temperature_c > d.throttle_c:
@@ -181,25 +190,30 @@ def _step(
     power = idle + dynamic + d.idle_w * 0.03 * (noise.uniform(s.key, tick, 8) - 0.5)
     s.power_w = max(0.0, power)
     s.clock_mhz = d.max_clock_mhz * f
+    return f
 
-    # temperature: first-order lag towards ambient + power x thermal resistance
+
+def _temperature(s: DevicePhysics, d: DeviceType, dt: float) -> None:
+    """First-order lag towards ambient + power x thermal resistance."""
     r_th = d.thermal_resistance * (OVERHEAT_FACTOR if "overheat" in s.faults else 1.0)
     target = d.ambient_c + s.power_w * r_th
     s.temperature_c += (target - s.temperature_c) * (1.0 - math.exp(-dt / d.thermal_tau_s))
 
-    # monotonic counters
+
+def _counters(s: DevicePhysics, d: DeviceType, dt: float, tick: int, f: float, items_per_s: float) -> None:
+    """The monotonic counters: cycles, busy time, DMA, energy, work items, errors."""
     hz = s.clock_mhz * 1e6
-    for c, a in enumerate(activity):
+    for c, a in enumerate(s.core_activity):
         s.core_total_cycles[c] += round(hz * dt)
         s.core_active_cycles[c] += round(hz * dt * a)
         s.core_busy_us[c] += round(dt * 1e6 * a)
     link_gen, link_width = s.pcie_link(d)
     link_share = (link_gen * link_width) / (d.pcie_gen * d.pcie_width)
-    dma = d.pcie_gbps * 1e9 * load * min(1.0, link_share * 2) * dt
+    dma = d.pcie_gbps * 1e9 * s.load * min(1.0, link_share * 2) * dt
     s.dma_to_device_bytes += round(dma)
     s.dma_from_device_bytes += round(dma * 0.1)
     s.energy_mj += round(s.power_w * dt * 1000)
-    s.work_items += round(items_per_s * load * f * min(1.0, link_share * 2) * dt)
+    s.work_items += round(items_per_s * s.load * f * min(1.0, link_share * 2) * dt)
     ecc_rate = ECC_STORM_PER_S if "ecc_storm" in s.faults else ECC_BACKGROUND_PER_S
     s.ecc_corrected += noise.poisson(ecc_rate * dt, s.key, tick, 9)
     if "ecc_storm" in s.faults:
@@ -207,28 +221,29 @@ def _step(
     if "pcie_degraded" in s.faults:
         s.pcie_errors += noise.poisson(PCIE_DEGRADED_ERRORS_PER_S * dt, s.key, tick, 11)
 
-    # memory: resident model + working set + whatever a leaking driver lost
+
+def _memory(s: DevicePhysics, d: DeviceType, dt: float, rebooting: bool) -> None:
+    """Resident model + working set + whatever a leaking driver lost."""
     if "memory_leak" in s.faults and not rebooting:
         s.leaked_bytes += round(d.memory_bytes * LEAK_FRACTION_PER_S * dt)
-    resident = 0 if rebooting else d.model_memory_bytes + round(d.working_memory_bytes * load)
+    resident = 0 if rebooting else d.model_memory_bytes + round(d.working_memory_bytes * s.load)
     s.memory_used_bytes = min(d.memory_bytes, resident + s.leaked_bytes)
-    s.t = t
 
 
-def inject(state: DeviceState, fault: str, persistent: bool = False) -> None:
+def inject(state: DevicePhysics, fault: str, persistent: bool = False) -> None:
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; expected one of {', '.join(FAULTS)}")
     state.faults[fault] = {"since": state.t, "persistent": persistent}
 
 
-def clear(state: DeviceState, fault: str) -> None:
+def clear(state: DevicePhysics, fault: str) -> None:
     """Clears a fault. Memory a leaking driver already lost stays lost until a reboot."""
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; expected one of {', '.join(FAULTS)}")
     state.faults.pop(fault, None)
 
 
-def reboot(state: DeviceState, duration_s: float) -> None:
+def reboot(state: DevicePhysics, duration_s: float) -> None:
     """Takes the device away for ``duration_s``; transient faults and leaked memory are gone
     when it comes back (they are cleared now; the driver answers nothing until then)."""
     state.faults = {k: v for k, v in state.faults.items() if v.get("persistent")}

@@ -294,6 +294,8 @@ class CostProfile:
     efficiency: dict[str, float] = field(default_factory=dict)
     # software version -> op type -> slowdown factor (versions not listed run at full speed)
     sw_penalties: dict[str, dict[str, float]] = field(default_factory=dict)
+    # exactly this software version -> op type -> slowdown factor: a release that regressed
+    sw_regressions: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def efficiency_for(self, op_type: str) -> float:
         return self.efficiency.get(op_type, self.efficiency.get("default", 0.4))
@@ -311,6 +313,7 @@ COST_PROFILES: dict[str, CostProfile] = {
         launch_us=6.0,
         efficiency={"decode": 0.9, "resize": 0.8, "conv2d": 0.35, "linear": 0.3, "default": 0.25},
         sw_penalties={"1.0": {"decode": 1.6, "resize": 1.3}, "1.5": {"decode": 1.2}},
+        sw_regressions={"2.1": {"resize": 2.0}},
     ),
     "inference": CostProfile(
         workload="recommendation",
@@ -326,6 +329,7 @@ COST_PROFILES: dict[str, CostProfile] = {
             "default": 0.3,
         },
         sw_penalties={"1.0": {"embedding_bag": 1.8, "bmm": 1.4}, "1.5": {"embedding_bag": 1.3}},
+        sw_regressions={"2.1": {"linear": 2.0}},
     ),
     "gpu": CostProfile(
         workload="transformer",
@@ -345,6 +349,7 @@ COST_PROFILES: dict[str, CostProfile] = {
             "1.0": {"softmax": 2.0, "layer_norm": 1.5, "gelu": 1.5},
             "1.5": {"softmax": 1.3},
         },
+        sw_regressions={"2.1": {"bmm": 2.5}},
     ),
 }
 
@@ -381,8 +386,9 @@ def op_time_us(
     """Estimated run time of one operator on one device type, in microseconds.
 
     Older software versions are slower on some op types: the penalty of the oldest listed
-    version not older than ``sw_version`` applies. ``slowdown`` > 1 models a throttled
-    clock or a fault.
+    version not older than ``sw_version`` applies; a release that regressed (``2.1``) is
+    slower on one op type of each device type. ``slowdown`` > 1 models a throttled clock or
+    a fault.
     """
     profile = profile_for(device_type)
     if node.kind == "host":
@@ -400,4 +406,5 @@ def op_time_us(
         if mine <= _version_key(version):
             penalty = profile.sw_penalties[version].get(node.op_type, 1.0)
             break
+    penalty *= profile.sw_regressions.get(sw_version, {}).get(node.op_type, 1.0)
     return t * penalty * max(slowdown, 1.0)

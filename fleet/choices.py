@@ -10,6 +10,7 @@ class DeviceState(models.TextChoices):
     REBOOTING = "rebooting", "Rebooting"
     REPAIR = "repair", "In repair"
     DRAINED = "drained", "Drained"
+    MAINTENANCE = "maintenance", "In maintenance"
 
 
 class Health(models.TextChoices):
@@ -20,3 +21,23 @@ class Health(models.TextChoices):
     CRITICAL = "critical", "Critical"
     UNKNOWN = "unknown", "No recent data"
 
+
+
+class ActionKind(models.TextChoices):
+    """What an operator or the remediation policy does to a device (or to automation)."""
+
+    REBOOT = "reboot", "Reboot"
+    DRAIN = "drain", "Drain"
+    REPAIR = "repair", "Send to repair"
+    RETURN_TO_SERVICE = "return_to_service", "Return to service"
+    MAINTENANCE = "maintenance", "Maintenance"
+    PAUSE = "pause", "Pause automation"
+    RESUME = "resume", "Resume automation"
+
+
+class ActionStatus(models.TextChoices):
+    PENDING = "pending", "Pending"  # claimed and recorded; the call to the device not made yet
+    ISSUED = "issued", "Issued"  # the device was told; waiting to see it healthy again
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    DRY_RUN = "dry_run", "Dry run (not done)"

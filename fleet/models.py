@@ -1,16 +1,29 @@
+from django.conf import settings
 from django.db import models
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 
-from fleet.choices import DeviceState
+from fleet.choices import ActionKind, ActionStatus, DeviceState, Health
 
 
 class HostQuerySet(models.QuerySet):
     def in_shard(self, shard: int, shards: int):
         return self.alias(shard=models.F("id") % shards).filter(shard=shard)
 
+    def emulated(self):
+        return self.filter(agent_queue="")
+
+    def with_agent(self):
+        return self.exclude(agent_queue="")
+
 
 class Host(models.Model):
     name = models.CharField(max_length=128, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set by the host agent (fleet/agent) that registered the host: the queue it consumes,
+    # and when it last registered or polled. Empty for an emulated host.
+    agent_queue = models.CharField(max_length=200, blank=True)
+    agent_seen_at = models.DateTimeField(null=True, blank=True)
 
     objects = HostQuerySet.as_manager()
 
@@ -20,23 +33,45 @@ class Host(models.Model):
     def __str__(self):
         return self.name
 
+    @property
+    def has_agent(self) -> bool:
+        return bool(self.agent_queue)
+
 
 class DeviceQuerySet(models.QuerySet):
     def for_dashboard(self):
         """Everything a fleet listing shows, in one query."""
         return self.select_related("host").order_by("host__name", "index")
 
+    def matching(self, *, host: str = "", device_type: str = ""):
+        """The devices of one host and/or one type (an empty filter matches all): the fleet
+        page and the API filter alike."""
+        queryset = self
+        if host:
+            queryset = queryset.filter(host__name=host)
+        if device_type:
+            queryset = queryset.filter(device_type=device_type)
+        return queryset
+
 
 class Device(models.Model):
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="devices")
-    serial = models.CharField(max_length=64, unique=True)
+    serial = models.CharField(max_length=160, unique=True)
     device_type = models.CharField(max_length=32, db_index=True)
     model = models.CharField(max_length=64, blank=True)
     index = models.PositiveSmallIntegerField(help_text="Slot of the device on its host")
     state = models.CharField(
         max_length=16, choices=DeviceState.choices, default=DeviceState.IN_SERVICE, db_index=True
     )
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    maintenance_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the host's agent last failed to find the device; its history stays.
+    absent_since = models.DateTimeField(null=True, blank=True)
+    # The control actions (e.g. "reboot") the spec of a real device declares, as its agent
+    # found them: the central stack may not have the spec (it can live in the agent's
+    # ASIMOV_SPEC_DIRS). Emulated devices leave it empty (their specs are built in).
+    control_actions = models.JSONField(default=list, blank=True)
 
     objects = DeviceQuerySet.as_manager()
 
@@ -76,11 +111,13 @@ class Sample(models.Model):
     counter, a time range", and makes a repeated poll of the same cycle a no-op. The
     foreign keys carry no database constraint: checking two of them per row doubled the
     cost of an insert on PostgreSQL, and the only writer takes ids from the tables
-    themselves (Django still cascades a device's deletion to its samples).
+    themselves. A device's samples are not collected by Django when it is deleted (the
+    admin's delete page would list millions of them): `delete_samples_of_device` removes
+    them with one statement instead.
     """
 
     pk = models.CompositePrimaryKey("device", "counter", "ts")
-    device = models.ForeignKey(Device, on_delete=models.CASCADE, db_index=False, db_constraint=False)
+    device = models.ForeignKey(Device, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False)
     counter = models.ForeignKey(Counter, on_delete=models.PROTECT, db_index=False, db_constraint=False)
     ts = models.DateTimeField()
     value = models.FloatField()
@@ -90,3 +127,85 @@ class Sample(models.Model):
 
     def __str__(self):
         return f"{self.device_id}/{self.counter_id}@{self.ts:%H:%M:%S}={self.value}"
+
+
+class HealthEvent(models.Model):
+    """A stretch of time during which one health rule fired for a device at one level."""
+
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="health_events")
+    rule = models.CharField(max_length=32)
+    level = models.CharField(max_length=16, choices=Health.choices)
+    reason = models.CharField(max_length=255)
+    values = models.JSONField(default=dict)
+    started_at = models.DateTimeField(db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # The trace Asicmon captured by itself when this event opened (traces.Trace id), if any.
+    trace_id = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            # Two workers polling the same cycle open one event, not two.
+            models.UniqueConstraint(
+                fields=["device", "rule"], condition=models.Q(ended_at__isnull=True), name="one_open_event_per_rule"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.device_id} {self.rule} {self.level} from {self.started_at:%H:%M:%S}"
+
+
+class Action(models.Model):
+    """Something done to a device (or to automation), by a person or by a rule, and how it went."""
+
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="actions", null=True, blank=True)
+    kind = models.CharField(max_length=32, choices=ActionKind.choices)
+    status = models.CharField(max_length=16, choices=ActionStatus.choices, default=ActionStatus.PENDING)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    rule = models.CharField(max_length=32, blank=True, help_text="The health rule that asked for it, if automated")
+    reason = models.CharField(max_length=500, blank=True)
+    outcome = models.CharField(max_length=500, blank=True)
+    until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    issued_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["device", "kind", "created_at"], name="action_device_kind_idx")]
+
+    def __str__(self):
+        return f"{self.kind} of {self.device_id}: {self.status}"
+
+    @property
+    def actor(self) -> str:
+        if self.user_id:
+            return self.user.get_username()
+        return f"rule {self.rule}" if self.rule else "automation"
+
+
+class Automation(models.Model):
+    """The fleet-wide brake: one row. Paused automation acts on nothing until resumed."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    paused = models.BooleanField(default=False)
+    reason = models.CharField(max_length=500, blank=True)
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return "paused" if self.paused else "running"
+
+    @classmethod
+    def current(cls) -> "Automation":
+        row, _ = cls.objects.get_or_create(id=1)
+        return row
+
+    @classmethod
+    def read(cls) -> "Automation":
+        """The brake's state for a page: one query, nothing written (running if no row yet)."""
+        return cls.objects.filter(id=1).first() or cls(id=1)
+
+
+@receiver(post_delete, sender=Device)
+def delete_samples_of_device(sender, instance, **kwargs):
+    Sample.objects.filter(device_id=instance.pk).delete()

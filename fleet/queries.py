@@ -1,21 +1,17 @@
 """The readers of the fleet: what pages and the API show, in a fixed number of queries."""
 
 import time
-from collections import Counter as Tally
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-
-from django.conf import settings
 
 from fleet import samples, snapshots
 from fleet.asicmon import CATALOGUE
 from fleet.choices import Health
-from fleet.health import Assessment, assess_with_reasons
+from fleet.health import Assessment
+from fleet.health_service import current_health
+from fleet.key_counters import key_counter_names
 from fleet.models import Device, Sample
-
-# The counters a fleet listing and a device page show first.
-KEY_COUNTERS = ["device_utilization", "temperature_c", "power_w", "memory_used_bytes"]
 
 
 @dataclass
@@ -44,19 +40,11 @@ def fleet_overview(*, host: str = "", device_type: str = "", health: str = "") -
 
     Host and type filter in SQL; health filters after assessment, since it lives in Redis.
     """
-    devices = Device.objects.for_dashboard()
-    if host:
-        devices = devices.filter(host__name=host)
-    if device_type:
-        devices = devices.filter(device_type=device_type)
-    devices = list(devices)
+    devices = list(Device.objects.for_dashboard().matching(host=host, device_type=device_type))
     latest = snapshots.read_snapshots([d.id for d in devices])
     now = time.time()
-    rows = [
-        DeviceRow(d, latest.get(d.id), assess_with_reasons(latest.get(d.id), now=now, poll_interval=settings.POLL_INTERVAL))
-        for d in devices
-    ]
-    counts = Tally(row.health.value for row in rows)
+    rows = [DeviceRow(d, latest.get(d.id), current_health(latest.get(d.id), now)) for d in devices]
+    counts = Counter(row.health.value for row in rows)
     choices = Device.objects.order_by().values_list("device_type", "host__name").distinct()
     return FleetOverview(
         rows=[row for row in rows if not health or row.health.value == health],
@@ -100,9 +88,38 @@ def device_detail(device: Device, minutes: int = 15) -> DeviceDetail:
         for name in sorted(snapshot)
         if name in CATALOGUE
     ]
+    assessment = current_health(snapshot)
     return DeviceDetail(
         snapshot=snapshot,
-        assessment=assess_with_reasons(snapshot, now=time.time(), poll_interval=settings.POLL_INTERVAL),
+        assessment=assessment,
         counters=counters,
-        history=device_history(device, KEY_COUNTERS, minutes),
+        history=device_history(device, charted_counters(assessment), minutes),
     )
+
+
+# The counters behind each health rule, graphed on a device page while the rule fires.
+RULE_COUNTERS = {
+    "cooling": ["temperature_c", "power_w"],
+    "ecc": ["ecc_corrected_per_s", "ecc_uncorrected_total"],
+    "pcie": ["pcie_link_width", "pcie_link_gen", "pcie_errors_per_s"],
+    "memory_leak": ["memory_used_bytes"],
+    "core_stuck": ["device_utilization", "power_w"],
+    "throttle": ["clock_mhz", "temperature_c"],
+}
+
+
+def charted_counters(assessment: Assessment) -> list[str]:
+    """The key counters, then those behind the reasons the device is unhealthy now."""
+    names = key_counter_names()
+    for finding in assessment.findings:
+        names += [n for n in RULE_COUNTERS.get(finding.rule, []) if n not in names]
+    return names
+
+
+def device_activity(device: Device, limit: int = 20) -> tuple[list, list]:
+    """The device's latest health events and actions (two queries)."""
+    from fleet.models import Action, HealthEvent
+
+    events = list(HealthEvent.objects.filter(device=device).order_by("-started_at", "-id")[:limit])
+    actions = list(Action.objects.filter(device=device).select_related("user").order_by("-created_at", "-id")[:limit])
+    return events, actions

@@ -2,8 +2,8 @@
 
 Writes are batched into one statement per batch and are idempotent: a sample is keyed
 by (device, counter, cycle timestamp), and a key that exists already is left as it is.
-On PostgreSQL the batch travels as four arrays unnested server-side (one round trip,
-no statement-size growth with the batch); on SQLite it is one executemany in one
+On PostgreSQL the batch is COPied into a staging table and inserted from there with
+one INSERT … ON CONFLICT; on SQLite it is one executemany in one
 transaction.
 """
 
@@ -71,17 +71,7 @@ def write_samples(rows: Iterable[SampleRow]) -> int:
     table = connection.ops.quote_name(Sample._meta.db_table)
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(
-                f"INSERT INTO {table} (device_id, counter_id, ts, value) "
-                "SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::timestamptz[], %s::float8[]) "
-                "ON CONFLICT DO NOTHING",
-                [
-                    [r.device_id for r in rows],
-                    [r.counter_id for r in rows],
-                    [r.ts for r in rows],
-                    [r.value for r in rows],
-                ],
-            )
+            _copy_then_insert(cursor.cursor, table, rows)
         else:
             adapt = connection.ops.adapt_datetimefield_value
             cursor.executemany(
@@ -91,10 +81,30 @@ def write_samples(rows: Iterable[SampleRow]) -> int:
     return len(rows)
 
 
+def _copy_then_insert(cursor, table: str, rows: list[SampleRow]) -> None:
+    """COPY the batch into a per-connection staging table (emptied at commit), then one
+    INSERT … ON CONFLICT DO NOTHING: about 1.7x the rate of unnesting arrays in one INSERT
+    (benchmarks/bench_fleet10k.py)."""
+    cursor.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS sample_staging "
+        "(device_id bigint, counter_id smallint, ts timestamptz, value float8) ON COMMIT DELETE ROWS"
+    )
+    with cursor.copy("COPY sample_staging (device_id, counter_id, ts, value) FROM STDIN") as copy:
+        for r in rows:
+            copy.write_row((r.device_id, r.counter_id, r.ts, r.value))
+    cursor.execute(
+        f"INSERT INTO {table} (device_id, counter_id, ts, value) "
+        "SELECT device_id, counter_id, ts, value FROM sample_staging ON CONFLICT DO NOTHING"
+    )
+
+
 def read_series(device_id: int, counter_id: int, since: datetime, until: datetime, limit: int):
-    """(ts, value) pairs of one device's counter in [since, until], oldest first."""
-    return list(
+    """(ts, value) pairs of one device's counter in [since, until], oldest first; with more
+    than ``limit`` in the range, the latest ``limit`` of them."""
+    latest = list(
         Sample.objects.filter(device_id=device_id, counter_id=counter_id, ts__gte=since, ts__lte=until)
-        .order_by("ts")
+        .order_by("-ts")
         .values_list("ts", "value")[:limit]
     )
+    latest.reverse()
+    return latest

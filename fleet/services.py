@@ -5,30 +5,24 @@ Celery tasks are thin wrappers over these functions; tests call them directly to
 
 import logging
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
+import redis
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
+from django.db import connection as db_connection
 
 from dashboard import push
 from emulator import FleetConfig, fleet_layout
-from fleet import samples, snapshots
-from fleet.asicmon import HostMonitor
-from fleet.health import assess_with_reasons
+from fleet import health_service, remediation, samples, snapshots
 from fleet.models import Device, Host
+from fleet.monitors import fleet_config, host_monitor  # also reached as services.host_monitor
+from fleet.sharding import shard_of_host
 
 log = logging.getLogger(__name__)
-
-
-def fleet_config() -> FleetConfig:
-    return FleetConfig(
-        seed=settings.FLEET_SEED,
-        hosts=settings.FLEET_HOSTS,
-        devices_per_host=settings.FLEET_DEVICES_PER_HOST,
-        types=tuple(settings.FLEET_TYPES),
-    )
 
 
 @dataclass(frozen=True)
@@ -62,22 +56,6 @@ def seed_fleet(config: FleetConfig | None = None) -> SeedResult:
 
 # --- Polling -------------------------------------------------------------------------
 
-_host_monitors: dict[str, HostMonitor] = {}
-
-
-def host_monitor(host_name: str) -> HostMonitor:
-    """The Asicmon monitor of a host, kept for the life of the worker process."""
-    monitor = _host_monitors.get(host_name)
-    if monitor is None:
-        state_dir = Path(settings.EMULATOR_STATE_DIR)
-        state_dir.mkdir(parents=True, exist_ok=True)
-        monitor = HostMonitor.open(
-            fleet_config(), host_name, state_dir=state_dir, probe_timeout=settings.PROBE_TIMEOUT
-        )
-        _host_monitors[host_name] = monitor
-    return monitor
-
-
 def current_cycle(now: float | None = None) -> float:
     """The start of the poll slot that `now` falls in: the key of a cycle's samples."""
     now = time.time() if now is None else now
@@ -96,59 +74,161 @@ class ShardPollResult:
     devices: int
     samples: int
     seconds: float
+    gap: str = ""  # why nothing of this cycle was written for the shard; empty when written
 
 
 def poll_shard(shard: int, cycle: float) -> ShardPollResult:
-    """Poll every device of one shard of hosts through Asicmon, for one cycle.
+    """Poll every emulated host of one shard through Asicmon, for one cycle.
 
     Writes the cycle's samples in one batch (a repeat of the same cycle adds nothing),
-    stores the latest snapshots in Redis and publishes one message for the shard.
+    stores the latest snapshots in Redis and publishes one message for the shard. Hosts
+    with an agent are left to their agents (`poll_agent_host`).
+    """
+    deadline = cycle + settings.POLL_INTERVAL
+    try:
+        hosts = retry_transient(
+            lambda: list(Host.objects.emulated().in_shard(shard, settings.POLL_SHARDS).values_list("id", "name")),
+            deadline,
+        )
+    except SlotPassed as exc:
+        return _gap(shard, cycle, f"shard {shard}", time.perf_counter(), exc)
+    return _poll_hosts(shard, cycle, hosts, host_monitor, label=f"shard {shard}")
+
+
+class MisroutedPoll(Exception):
+    """An agent was asked to poll a host that is not its own."""
+
+
+def poll_agent_host(host_id: int, cycle: float) -> ShardPollResult | None:
+    """Poll the real devices of the agent's own host (run by that agent only), for one cycle.
+
+    The same writes as a shard's poll; the message goes to the host's shard group, so the
+    pages that follow that shard see it. None if the host is gone.
+    """
+    from fleet.agent.discovery import agent_host
+
+    host = Host.objects.filter(pk=host_id).values_list("name", flat=True).first()
+    if host is None:
+        return None
+    local = agent_host()
+    if host != local.name:
+        raise MisroutedPoll(f"the agent of {local.name} was asked to poll {host}")
+    result = _poll_hosts(shard_of_host(host_id), cycle, [(host_id, host)], lambda _: local, label=f"host {host}")
+    Host.objects.filter(pk=host_id).update(agent_seen_at=datetime.now(tz=UTC))
+    return result
+
+
+def _poll_hosts(shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of, *, label: str) -> ShardPollResult:
+    """Probe the hosts, then write their health, samples, snapshots and one message.
+
+    A transient database or Redis error is retried until the cycle's slot ends; if it is
+    still failing then, the cycle is a gap for these hosts: their samples are written
+    whole (one statement) or not at all.
     """
     started = time.perf_counter()
-    hosts = list(Host.objects.in_shard(shard, settings.POLL_SHARDS).values_list("id", "name"))
-    devices = dict(
-        Device.objects.filter(host_id__in=[host_id for host_id, _ in hosts]).values_list("serial", "id")
-    )
-    cycle_ts = datetime.fromtimestamp(cycle, tz=UTC)
-    now = time.time()
-    counter_ids = samples.counter_ids()
-    polled: dict[int, dict] = {}
-    rows: list[samples.SampleRow] = []
-    for _, host_name in hosts:
-        for serial, snapshot in host_monitor(host_name).poll().items():
-            device_id = devices.get(serial)
-            if device_id is None:
-                continue  # a device the database does not know (yet): not ours to record
-            assessment = assess_with_reasons(snapshot, now=now, poll_interval=settings.POLL_INTERVAL)
-            snapshot["health"] = assessment.health.value
-            snapshot["health_reasons"] = assessment.reasons
-            polled[device_id] = snapshot
-            rows.extend(samples.rows_from_snapshot(device_id, cycle_ts, snapshot, counter_ids))
-
-    written = samples.write_samples(rows)
-    snapshots.write_snapshots(cycle, polled)
-    push.shard_polled(shard, cycle, [device_line(device_id, s) for device_id, s in polled.items()])
+    deadline = cycle + settings.POLL_INTERVAL
+    try:
+        rows_by_serial = retry_transient(lambda: _devices_of(hosts), deadline)
+        counter_ids = retry_transient(samples.counter_ids, deadline)
+        devices = {serial: device_id for serial, device_id, _, _ in rows_by_serial}
+        kinds = {device_id: (device_type, state) for _, device_id, device_type, state in rows_by_serial}
+        now = time.time()
+        polled, rows = _probe(hosts, devices, cycle, counter_ids, monitor_of)
+        retry_transient(lambda: health_service.assess_polled(polled, kinds, now), deadline)
+        written = retry_transient(lambda: samples.write_samples(rows), deadline)
+        retry_transient(lambda: snapshots.write_snapshots(cycle, polled), deadline)
+        _remediate(polled)
+        lines = [push.device_line(device_id, s) for device_id, s in polled.items()]
+        retry_transient(lambda: push.shard_polled(shard, cycle, lines), deadline)
+    except SlotPassed as exc:
+        return _gap(shard, cycle, label, started, exc)
     result = ShardPollResult(shard, cycle, len(polled), written, time.perf_counter() - started)
     log.info(
-        "shard %d cycle %.0f: %d devices, %d samples in %.1f ms",
-        shard, cycle, result.devices, result.samples, result.seconds * 1000,
+        "%s cycle %.0f: %d devices, %d samples in %.1f ms",
+        label, cycle, result.devices, result.samples, result.seconds * 1000,
     )
     return result
 
 
-def device_line(device_id: int, snapshot: dict) -> push.DeviceLine:
-    return {
-        "id": device_id,
-        "health": snapshot.get("health", "unknown"),
-        "reasons": snapshot.get("health_reasons", []),
-        "driver_status": snapshot.get("driver_status"),
-        "device_utilization": snapshot.get("device_utilization"),
-        "temperature_c": snapshot.get("temperature_c"),
-        "power_w": snapshot.get("power_w"),
-        "memory_used_bytes": snapshot.get("memory_used_bytes"),
-        "memory_total_bytes": snapshot.get("memory_total_bytes"),
-        "sample_ts": snapshot.get("sample_ts"),
-    }
+def _remediate(polled: dict[int, dict]) -> None:
+    """Remediation acts on devices: not retried here (the next poll sees what is still wrong)."""
+    try:
+        remediation.after_poll(polled)
+    except TRANSIENT_ERRORS as exc:
+        log.warning("remediation skipped this cycle: %s: %s", type(exc).__name__, exc)
+
+
+def _gap(shard: int, cycle: float, label: str, started: float, exc: Exception) -> ShardPollResult:
+    log.warning("%s cycle %.0f: a gap, %s", label, cycle, exc)
+    return ShardPollResult(shard, cycle, 0, 0, time.perf_counter() - started, gap=str(exc))
+
+
+def _devices_of(hosts: list[tuple[int, str]]) -> list[tuple[str, int, str, str]]:
+    """(serial, id, type, state) of the hosts' devices."""
+    return list(
+        Device.objects.filter(host_id__in=[host_id for host_id, _ in hosts]).values_list(
+            "serial", "id", "device_type", "state"
+        )
+    )
+
+
+def _probe(hosts, devices: dict[str, int], cycle: float, counter_ids: dict[str, int], monitor_of):
+    """Snapshots by device id, and the cycle's sample rows."""
+    cycle_ts = datetime.fromtimestamp(cycle, tz=UTC)
+    polled: dict[int, dict] = {}
+    rows: list[samples.SampleRow] = []
+    for snapshots_by_serial in poll_hosts_concurrently([monitor_of(name) for _, name in hosts]):
+        for serial, snapshot in snapshots_by_serial.items():
+            device_id = devices.get(serial)
+            if device_id is None:
+                continue  # a device the database does not know (yet): not ours to record
+            polled[device_id] = snapshot
+            rows.extend(samples.rows_from_snapshot(device_id, cycle_ts, snapshot, counter_ids))
+    return polled, rows
+
+
+_host_pool: ThreadPoolExecutor | None = None
+
+
+def poll_hosts_concurrently(monitors: list) -> Iterator[dict[str, dict]]:
+    """Each host's snapshots, hosts polled side by side: a host waiting out the time budget
+    of a newly hung device does not hold up the next host, so newly hung devices on many
+    hosts cost their shard about one probe timeout, not one per host. (A device already
+    known hung costs nothing: it is probed in the background.)"""
+    global _host_pool
+    if len(monitors) <= 1:
+        yield from (monitor.poll() for monitor in monitors)
+        return
+    if _host_pool is None:
+        _host_pool = ThreadPoolExecutor(settings.POLL_HOST_THREADS, thread_name_prefix="poll-host")
+    yield from _host_pool.map(lambda monitor: monitor.poll(), monitors)
+
+
+# --- Transient errors ------------------------------------------------------------------
+
+TRANSIENT_ERRORS = (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+class SlotPassed(Exception):
+    """A transient error outlasted the poll slot."""
+
+
+def retry_transient(step, deadline: float, *, first_wait: float = 0.05, max_wait: float = 1.0):
+    """Run `step`, retrying database and Redis errors that go away by themselves (a dropped
+    connection, a server restarting, no free connection) with back-off until `deadline`
+    (Unix seconds); then raise SlotPassed with the last error."""
+    wait = first_wait
+    while True:
+        try:
+            return step()
+        except TRANSIENT_ERRORS as exc:
+            if isinstance(exc, OperationalError | InterfaceError):
+                db_connection.close()  # a broken connection goes back to the pool as broken
+            if time.time() + wait >= deadline:
+                raise SlotPassed(f"{type(exc).__name__}: {exc}".strip()) from exc
+            log.info("transient %s, retrying in %.2f s: %s", type(exc).__name__, wait, exc)
+            time.sleep(wait)
+            wait = min(wait * 2, max_wait)
 
 
 def prune_samples(older_than_hours: int | None = None) -> int:

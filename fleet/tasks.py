@@ -3,15 +3,19 @@
 from celery import shared_task
 from django.conf import settings
 
-from fleet import services
+from fleet import remediation, routing, services
 
 
 @shared_task(ignore_result=True)
 def poll_fleet(cycle: float | None = None) -> None:
-    """Fan out one poll task per shard of hosts for the current cycle."""
+    """Fan out one poll task per shard of emulated hosts, and one per host with a live agent
+    on that agent's own queue, for the current cycle."""
     cycle = services.current_cycle() if cycle is None else cycle
+    expires = settings.POLL_INTERVAL * 0.9
     for shard in services.shards():
-        poll_shard.apply_async((shard, cycle), expires=settings.POLL_INTERVAL * 0.9)
+        poll_shard.apply_async((shard, cycle), expires=expires)
+    for host_id, queue in routing.live_agent_hosts():
+        poll_agent_host.apply_async((host_id, cycle), queue=queue, expires=expires)
 
 
 @shared_task(ignore_result=True, acks_late=True)
@@ -20,6 +24,18 @@ def poll_shard(shard: int, cycle: float) -> dict:
     return {"shard": result.shard, "devices": result.devices, "samples": result.samples}
 
 
+@shared_task(ignore_result=True, acks_late=True)
+def poll_agent_host(host_id: int, cycle: float) -> dict | None:
+    result = services.poll_agent_host(host_id, cycle)
+    return None if result is None else {"host": host_id, "devices": result.devices, "samples": result.samples}
+
+
 @shared_task(ignore_result=True)
 def prune_samples() -> int:
     return services.prune_samples()
+
+
+@shared_task(ignore_result=True, acks_late=True)
+def issue_action(action_id: int) -> None:
+    """Carries out an operator's reboot recorded as action ``action_id``."""
+    remediation.issue_pending(action_id)

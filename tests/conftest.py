@@ -52,9 +52,9 @@ def fleet_settings(settings, tmp_path):
     settings.FLEET_TYPES = ("video", "inference", "gpu")
     settings.EMULATOR_STATE_DIR = tmp_path / "emulator"
     settings.POLL_SHARDS = 2
-    services._host_monitors.clear()
+    services.host_monitor.cache_clear()
     yield settings
-    services._host_monitors.clear()
+    services.host_monitor.cache_clear()
 
 
 @pytest.fixture
@@ -64,6 +64,18 @@ def seeded_fleet(fleet_settings, clean_redis):
 
     seed_fleet()
     return list(Device.objects.for_dashboard())
+
+
+@pytest.fixture
+def polled_fleet(seeded_fleet):
+    """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
+    from fleet import services
+    from tests.support.fleet import POLLED_CYCLE
+
+    for offset in (-2, -1, 0):
+        for shard in services.shards():
+            services.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
+    return seeded_fleet
 
 
 def _user(username: str, *groups: str):

@@ -1,6 +1,11 @@
-"""Formatting of counter values; static/dashboard/js/live.js formats the same way."""
+"""Formatting of counter values. The key counters format by their table
+(fleet.key_counters), which static/dashboard/js/lib/format.js reads too."""
 
 from django import template
+from django.utils.html import json_script
+
+from fleet import key_counters as table
+from fleet.key_counters import NOT_REPORTED, KeyCounter, reported
 
 register = template.Library()
 
@@ -9,34 +14,43 @@ def _blank(value) -> bool:
     return value is None or value == ""
 
 
-@register.filter
-def percent(value):
-    return "–" if _blank(value) else f"{float(value) * 100:.0f}%"
+@register.simple_tag
+def key_counters() -> tuple[KeyCounter, ...]:
+    """``{% key_counters as counters %}``: the key counters, in column order."""
+    return table.KEY_COUNTERS
+
+
+@register.simple_tag
+def key_counters_script():
+    """The key-counter table as JSON for the page JavaScript (``<script id="key-counters">``)."""
+    return json_script(table.key_counters_json(), "key-counters")
 
 
 @register.filter
-def celsius(value):
-    return "–" if _blank(value) else f"{float(value):.1f} °C"
+def key_value(snapshot, key_counter: KeyCounter) -> str:
+    """``{{ snapshot|key_value:counter }}``: a key counter of a snapshot, formatted."""
+    return key_counter.format(reported(snapshot, key_counter.name))
 
 
 @register.filter
-def watts(value):
-    return "–" if _blank(value) else f"{float(value):.0f} W"
+def agent_status(host):
+    from fleet.routing import agent_status
+
+    return agent_status(host)
 
 
 @register.filter
-def gib(value):
-    return "–" if _blank(value) else f"{float(value) / 2**30:.1f} GiB"
-
-
-@register.filter
-def get_item(mapping, key):
-    return None if mapping is None else mapping.get(key)
+def counter(snapshot, name):
+    """A counter of a snapshot; "not reported" when the driver answered without it (the
+    device cannot give it), None when nothing is known (never polled, or no answer)."""
+    return reported(snapshot, name)
 
 
 @register.filter
 def counter_value(value):
     """A counter value for a table: floats to four significant digits, lists shortened."""
+    if value is NOT_REPORTED:
+        return NOT_REPORTED
     if _blank(value):
         return "–"
     if isinstance(value, list):

@@ -16,56 +16,22 @@ or a library object (``lib``).
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from emulator.drivers.base import DeviceBinding, Driver, DriverContext
+from emulator.drivers.clib import ClibDriver
+from emulator.drivers.nvml import NvmlDriver
+from emulator.drivers.sysfs import SysfsDriver
 
-if TYPE_CHECKING:
-    from emulator.host import EmulatedHost
+__all__ = ["DRIVERS", "DeviceBinding", "Driver", "DriverContext", "register_driver"]
 
-__all__ = ["DRIVERS", "DeviceBinding", "register_driver"]
-
-
-@dataclass(frozen=True)
-class DeviceBinding:
-    """How a monitor reaches one device: what the generated Asimov module is given."""
-
-    index: int
-    files: Any = None  # has read_text(relative_path) -> str
-    lib: Any = None  # a library object: module-like, functions as attributes
-
-
-class Driver:
-    """Base of the emulated drivers of one host: builds a binding per device."""
-
-    name = "driver"
-
-    def __init__(self, host: EmulatedHost, serials: list[str]) -> None:
-        self.host = host
-        self.serials = serials  # devices of this driver on the host, in index order
-
-    def bindings(self) -> dict[str, DeviceBinding]:
-        raise NotImplementedError
-
-    def block_while_hung(self) -> None:
-        """What a hung device does to a caller: the call blocks until the driver's timeout."""
-        time.sleep(self.host.cfg.hang_block_s)
-
-    def describe(self, serial: str) -> dict[str, Any]:
-        """A readable dump of what the driver shows for one device (for the CLI)."""
-        raise NotImplementedError
-
-
-DRIVERS: dict[str, type[Driver]] = {}
+# Every driver interface of the zoo by name (a device type names its driver).
+DRIVERS: dict[str, type[Driver]] = {
+    ClibDriver.name: ClibDriver,
+    NvmlDriver.name: NvmlDriver,
+    SysfsDriver.name: SysfsDriver,
+}
 
 
 def register_driver(cls: type[Driver]) -> type[Driver]:
+    """Adds a driver interface for device types registered from outside the zoo."""
     DRIVERS[cls.name] = cls
     return cls
-
-
-def _load_builtin() -> None:
-    from emulator.drivers import clib, nvml, sysfs  # noqa: F401  (they register themselves)
-
-
-_load_builtin()

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.devices import device_type
-from emulator.drivers import DeviceBinding, Driver, register_driver
-from emulator.physics import DeviceState
+from emulator.drivers.base import DeviceBinding, Driver
+from emulator.physics import DevicePhysics
 
 NX_OK = 0
 NX_ERR_INVALID_ARG = 1
@@ -41,17 +41,17 @@ class NxLibrary:
 
     def __init__(self, driver: ClibDriver) -> None:
         self._driver = driver
-        self._states = driver.host.states
+        self._states = driver.ctx.states
         self._serials = driver.serials
         self._type = (
-            device_type(driver.host.spec.device(driver.serials[0]).type) if driver.serials else None
+            device_type(driver.ctx.device(driver.serials[0]).type) if driver.serials else None
         )
         for name, value in globals().items():
             if name.startswith("NX_"):
                 setattr(self, name, value)
 
     # -- plumbing -----------------------------------------------------------------------
-    def _state(self, handle: Any) -> DeviceState | int:
+    def _state(self, handle: Any) -> DevicePhysics | int:
         """The device state behind a handle, or the status code the call must return."""
         i = handle - _HANDLE_BASE if isinstance(handle, int) else -1
         if not 0 <= i < len(self._serials):
@@ -78,6 +78,15 @@ class NxLibrary:
         handle.value = _HANDLE_BASE + index
         return NX_OK
 
+    def nx_reset(self, handle: Any) -> int:
+        """Resets the device (a function-level reset): it answers NX_ERR_RESETTING until it is
+        back. Works on a hung device too; that is what it is for."""
+        i = handle - _HANDLE_BASE if isinstance(handle, int) else -1
+        if not 0 <= i < len(self._serials):
+            return NX_ERR_INVALID_ARG
+        self._driver.ctx.reset_device(self._serials[i])
+        return NX_OK
+
     def nx_close(self, handle: Any) -> int:
         return NX_OK
 
@@ -92,7 +101,7 @@ class NxLibrary:
         s = self._state(handle)
         if isinstance(s, int):
             return s
-        spec = self._driver.host.spec.device(s.serial)
+        spec = self._driver.ctx.device(s.serial)
         major.value, minor.value, patch.value = (int(p) for p in spec.firmware_version.split("."))
         return NX_OK
 
@@ -220,7 +229,6 @@ class _Out:
         self.value = None
 
 
-@register_driver
 class ClibDriver(Driver):
     name = "clib"
 
@@ -254,7 +262,7 @@ class ClibDriver(Driver):
         ]
         calls += [
             ("nx_get_core_cycles", (c,), 2)
-            for c in range(device_type(self.host.spec.device(serial).type).cores)
+            for c in range(device_type(self.ctx.device(serial).type).cores)
         ]
         for name, args, n_out in calls:
             outs = [_Out() for _ in range(n_out)]

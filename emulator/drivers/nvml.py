@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.devices import device_type
-from emulator.drivers import DeviceBinding, Driver, register_driver
-from emulator.physics import DeviceState
+from emulator.drivers.base import DeviceBinding, Driver
+from emulator.physics import DevicePhysics
 
 # NVML return codes and enums (values as in nvml.h)
 NVML_SUCCESS = 0
@@ -85,7 +85,7 @@ class EmulatedNVML:
 
     def __init__(self, driver: NvmlDriver) -> None:
         self._driver = driver
-        self._states = driver.host.states
+        self._states = driver.ctx.states
         self._serials = driver.serials
         self._handles = [Handle(i) for i in range(len(driver.serials))]
         self._initialised = 0
@@ -93,7 +93,7 @@ class EmulatedNVML:
             if name.startswith(("NVML_", "nvmlClocksThrottleReason")):
                 setattr(self, name, value)
 
-    def _state(self, handle: Handle) -> DeviceState:
+    def _state(self, handle: Handle) -> DevicePhysics:
         if not self._initialised:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
         if not isinstance(handle, Handle) or not 0 <= handle.index < len(self._serials):
@@ -106,7 +106,7 @@ class EmulatedNVML:
             raise NVMLError(NVML_ERROR_GPU_IS_LOST)
         return s
 
-    def _type(self, s: DeviceState):
+    def _type(self, s: DevicePhysics):
         return device_type(s.type)
 
     # -- init and discovery -------------------------------------------------------------
@@ -129,6 +129,15 @@ class EmulatedNVML:
         self._state(self._handles[index])  # a lost or hung GPU fails here too
         return self._handles[index]
 
+    def emuDeviceReset(self, handle: Handle) -> None:
+        """The emulated G-80's reset call (real NVML has none: a GPU reset is
+        `nvidia-smi --gpu-reset`). Works on a hung GPU; it is lost until it is back."""
+        if not self._initialised:
+            raise NVMLError(NVML_ERROR_UNINITIALIZED)
+        if not isinstance(handle, Handle) or not 0 <= handle.index < len(self._serials):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        self._driver.ctx.reset_device(self._serials[handle.index])
+
     def nvmlSystemGetDriverVersion(self) -> str:
         if not self._serials:
             raise NVMLError(NVML_ERROR_NOT_FOUND)
@@ -143,7 +152,7 @@ class EmulatedNVML:
 
     def nvmlDeviceGetVbiosVersion(self, handle: Handle) -> str:
         s = self._state(handle)
-        return self._driver.host.spec.device(s.serial).firmware_version
+        return self._driver.ctx.device(s.serial).firmware_version
 
     # -- performance and health -----------------------------------------------------------
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Utilization:
@@ -223,7 +232,6 @@ class EmulatedNVML:
         return self._state(handle).pcie_errors
 
 
-@register_driver
 class NvmlDriver(Driver):
     name = "nvml"
 

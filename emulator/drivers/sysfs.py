@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from emulator.devices import DeviceType, device_type
-from emulator.drivers import DeviceBinding, Driver, register_driver
-from emulator.physics import DeviceState
+from emulator.drivers.base import DeviceBinding, Driver
+from emulator.physics import DevicePhysics
 
-Formatter = Callable[[DeviceState], str]
+Formatter = Callable[[DevicePhysics], str]
 
 PCIE_SPEED = {
     1: "2.5 GT/s PCIe",
@@ -38,10 +38,19 @@ class VirtualSysfs:
 
     def __init__(self, driver: SysfsDriver, serial: str, files: dict[str, Formatter]) -> None:
         self._driver = driver
-        self._states = driver.host.states
+        self._states = driver.ctx.states
         self._serial = serial
         self._files = files
         self.name = f"{driver.dir_prefix}{driver.serials.index(serial)}"
+
+    def write_text(self, path: str, text: str) -> None:
+        """Only ``reset`` is writable: writing 1 resets the device (it is off the bus,
+        ENODEV, until it is back). Works on a hung device too."""
+        if path != "reset":
+            raise OSError(errno.EACCES, "permission denied", path)
+        if text.strip() != "1":
+            raise OSError(errno.EINVAL, "invalid argument", path)
+        self._driver.ctx.reset_device(self._serial)
 
     def read_text(self, path: str) -> str:
         state = self._states[self._serial]
@@ -72,7 +81,6 @@ class VirtualSysfs:
         return base
 
 
-@register_driver
 class SysfsDriver(Driver):
     """Text files per device, in the layout of the emulated VT-100 video accelerator."""
 
@@ -82,7 +90,7 @@ class SysfsDriver(Driver):
     def bindings(self) -> dict[str, DeviceBinding]:
         out = {}
         for i, serial in enumerate(self.serials):
-            spec = self.host.spec.device(serial)
+            spec = self.ctx.device(serial)
             files = self.layout(device_type(spec.type), spec)
             out[serial] = DeviceBinding(index=i, files=VirtualSysfs(self, serial, files))
         return out

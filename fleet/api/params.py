@@ -32,7 +32,10 @@ def parse_instant(name: str, raw: str) -> datetime:
 
 def parse_time_range(params) -> tuple[datetime, datetime]:
     until = parse_instant("until", params["until"]) if params.get("until") else timezone.now()
-    since = parse_instant("since", params["since"]) if params.get("since") else until - DEFAULT_WINDOW
+    try:
+        since = parse_instant("since", params["since"]) if params.get("since") else until - DEFAULT_WINDOW
+    except OverflowError:
+        raise ValidationError({"until": f"until ({until.isoformat()}) is too early to have a range before it."}) from None
     if since >= until:
         raise ValidationError({"since": f"since ({since.isoformat()}) must be before until ({until.isoformat()})."})
     if until - since > MAX_WINDOW:

@@ -9,3 +9,13 @@ class CanViewFleet(BasePermission):
     def has_permission(self, request, view):
         user = request.user
         return bool(user and user.is_authenticated and user.has_perm("fleet.view_device"))
+
+
+class CanOperateDevices(BasePermission):
+    """Signed in with the 'operate device' permission (the operators role)."""
+
+    message = "You need the 'operate device' permission (the operators role) to act on devices."
+
+    def has_permission(self, request, view):
+        user = request.user
+        return bool(user and user.is_authenticated and user.has_perm("fleet.operate_device"))

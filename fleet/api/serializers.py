@@ -1,18 +1,35 @@
-import time
+from datetime import timedelta
 
-from django.conf import settings
+from django.utils import timezone
 from rest_framework import serializers
 
-from fleet.health import Assessment, assess_with_reasons
-from fleet.models import Counter, Device, Host
+from fleet import routing
+from fleet.health import Assessment
+from fleet.health_service import current_health
+from fleet.models import Action, Automation, Counter, Device, HealthEvent, Host
 
 
 class HostSerializer(serializers.ModelSerializer):
     device_count = serializers.IntegerField(read_only=True)
+    polled_by = serializers.SerializerMethodField(help_text='"emulator", or "agent" for a real machine')
+    agent_alive = serializers.SerializerMethodField(help_text="Whether its agent said it was alive lately")
+    capture_unavailable = serializers.SerializerMethodField(
+        help_text="Why traces cannot be captured on this host; null where they can"
+    )
 
     class Meta:
         model = Host
-        fields = ["id", "name", "device_count", "created_at"]
+        fields = ["id", "name", "device_count", "created_at", "polled_by", "agent_seen_at", "agent_alive",
+                  "capture_unavailable"]
+
+    def get_polled_by(self, host) -> str:
+        return "agent" if host.has_agent else "emulator"
+
+    def get_agent_alive(self, host) -> bool | None:
+        return routing.agent_is_alive(host) if host.has_agent else None
+
+    def get_capture_unavailable(self, host) -> str | None:
+        return routing.capture_unavailable_reason(host)
 
 
 class DeviceSerializer(serializers.ModelSerializer):
@@ -29,7 +46,10 @@ class DeviceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Device
-        fields = ["id", "serial", "host", "type", "model", "index", "state", "health", "health_reasons", "latest"]
+        fields = [
+            "id", "serial", "host", "type", "model", "index", "state", "maintenance_until", "absent_since",
+            "health", "health_reasons", "latest",
+        ]
 
     def _snapshot(self, device) -> dict | None:
         return self.context.get("snapshots", {}).get(device.id)
@@ -38,9 +58,7 @@ class DeviceSerializer(serializers.ModelSerializer):
         """Health as of now (a stale snapshot is 'unknown'), worked out once per device."""
         cache = self.context.setdefault("assessments", {})
         if device.id not in cache:
-            cache[device.id] = assess_with_reasons(
-                self._snapshot(device), now=time.time(), poll_interval=settings.POLL_INTERVAL
-            )
+            cache[device.id] = current_health(self._snapshot(device))
         return cache[device.id]
 
     def get_health(self, device) -> str:
@@ -69,3 +87,86 @@ class SeriesSerializer(serializers.Serializer):
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
     points = serializers.ListField(child=serializers.ListField(), help_text="[[iso_time, value], ...]")
+
+
+class HealthEventSerializer(serializers.ModelSerializer):
+    serial = serializers.CharField(source="device.serial", read_only=True)
+    open = serializers.SerializerMethodField()
+
+    class Meta:
+        model = HealthEvent
+        fields = ["id", "device", "serial", "rule", "level", "reason", "values", "started_at", "ended_at", "open", "trace_id"]
+
+    def get_open(self, event) -> bool:
+        return event.ended_at is None
+
+
+class ActionSerializer(serializers.ModelSerializer):
+    serial = serializers.CharField(source="device.serial", read_only=True, default=None)
+    actor = serializers.CharField(read_only=True, help_text="Who did it: a user name, or the rule that asked for it")
+    user = serializers.CharField(source="user.username", read_only=True, default=None)
+
+    class Meta:
+        model = Action
+        fields = [
+            "id", "device", "serial", "kind", "status", "actor", "user", "rule", "reason", "outcome",
+            "until", "created_at", "issued_at", "finished_at",
+        ]
+
+
+OPERATOR_ACTIONS = ["reboot", "drain", "repair", "return_to_service", "maintenance"]
+MAX_MAINTENANCE = timedelta(days=30)
+
+
+class ActionRequestSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=OPERATOR_ACTIONS)
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    until = serializers.DateTimeField(required=False, help_text="End of maintenance (required for maintenance)")
+
+    def validate(self, data):
+        if data["action"] == "maintenance":
+            until = data.get("until")
+            if until is None:
+                raise serializers.ValidationError({"until": "maintenance needs 'until', e.g. 2026-11-22T18:00:00Z."})
+            now = timezone.now()
+            if until <= now:
+                raise serializers.ValidationError({"until": "'until' must be in the future."})
+            if until - now > MAX_MAINTENANCE:
+                raise serializers.ValidationError({"until": f"maintenance may last at most {MAX_MAINTENANCE.days} days."})
+        elif "until" in data:
+            raise serializers.ValidationError({"until": "only maintenance takes 'until'."})
+        return data
+
+
+class AutomationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Automation
+        fields = ["paused", "reason", "changed_at"]
+        read_only_fields = ["changed_at"]
+
+
+class CapacityGroupSerializer(serializers.Serializer):
+    devices = serializers.IntegerField()
+    serving = serializers.IntegerField()
+    weight = serializers.IntegerField()
+    headroom = serializers.FloatField()
+
+
+class DeviceCapacitySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    serial = serializers.CharField()
+    host = serializers.CharField()
+    type = serializers.CharField()
+    state = serializers.CharField()
+    health = serializers.CharField()
+    may_serve = serializers.BooleanField()
+    weight = serializers.IntegerField(help_text="0..100; 0 when the device may not serve")
+    headroom = serializers.FloatField(help_text="1 - utilization; 0 when the device may not serve")
+    utilization = serializers.FloatField(allow_null=True)
+
+
+class CapacitySerializer(serializers.Serializer):
+    devices = DeviceCapacitySerializer(many=True)
+    by_type = serializers.DictField(child=CapacityGroupSerializer())
+    by_host = serializers.DictField(child=CapacityGroupSerializer())
+    total = CapacityGroupSerializer()

@@ -1,6 +1,13 @@
 from django.db.models import Count
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import serializers as drf_serializers
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -19,6 +26,10 @@ from fleet.choices import DeviceState
 from fleet.models import Counter, Device, Host
 
 MAX_POINTS = 100_000
+ERROR = OpenApiResponse(
+    inline_serializer("Error", {"detail": drf_serializers.CharField()}),
+    description="What was wrong with the request, by parameter (400) or why there is nothing (404)",
+)
 
 
 class HostViewSet(viewsets.ReadOnlyModelViewSet):
@@ -26,12 +37,16 @@ class HostViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Host.objects.annotate(device_count=Count("devices")).order_by("name")
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("host", str, description="Host name"),
-        OpenApiParameter("type", str, description="Device type, e.g. gpu"),
-        OpenApiParameter("state", str, enum=DeviceState.values),
-    ]
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("host", str, description="Host name"),
+            OpenApiParameter("type", str, description="Device type, e.g. gpu"),
+            OpenApiParameter("state", str, enum=["", *DeviceState.values], description="Empty: any state"),
+        ],
+        responses={200: DeviceSerializer(many=True), 400: ERROR},
+    ),
+    retrieve=extend_schema(responses={200: DeviceSerializer, 404: ERROR}),
 )
 class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
     """Devices with their latest counters (from the snapshot cache, never a driver)."""
@@ -40,11 +55,10 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         queryset = Device.objects.for_dashboard()
+        if self.action != "list":
+            return queryset  # filters are for the list; /api/devices/<id>/ is that device
         query = self.request.query_params
-        if host := query.get("host"):
-            queryset = queryset.filter(host__name=host)
-        if device_type := query.get("type"):
-            queryset = queryset.filter(device_type=device_type)
+        queryset = queryset.matching(host=query.get("host", ""), device_type=query.get("type", ""))
         if state := params.parse_choice(query, "state", DeviceState.values):
             queryset = queryset.filter(state=state)
         return queryset
@@ -59,12 +73,15 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("counter", str, required=True, description="Counter name from /api/counters/"),
+            OpenApiParameter(
+                "counter", str, required=True, enum=samples.series_counter_names(),
+                description="Counter name from /api/counters/",
+            ),
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default until - 15 min"),
             OpenApiParameter("until", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default now"),
             OpenApiParameter("limit", int, description=f"At most this many points (1..{MAX_POINTS})"),
         ],
-        responses=SeriesSerializer,
+        responses={200: SeriesSerializer, 400: ERROR, 404: ERROR},
     )
     @action(detail=True, methods=["get"])
     def samples(self, request, pk=None):

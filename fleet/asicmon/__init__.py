@@ -1,34 +1,19 @@
 """Asicmon: the standard monitoring interface for accelerators (no Django).
 
-The counter catalogue, a monitor per device with its stats cache and derived metrics
-(compiled from the device type's Asimov spec), and `HostMonitor` to poll the devices of a
-host together.
+The counter catalogue and a monitor per device with its stats cache and derived metrics.
+Asicmon knows neither Asimov nor the emulator: `fleet.asimov` compiles specs into
+`DeviceMonitor` subclasses, and `fleet.emulated` / `fleet.local` wire them to devices.
 """
 
-from fleet.asicmon.catalogue import ALWAYS_PRESENT, CATALOGUE, Counter
+from fleet.asicmon.catalogue import ALWAYS_PRESENT, CATALOGUE, RUNTIME_COUNTERS, CounterDef
+from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor, refresh_together
 
 __all__ = [
     "ALWAYS_PRESENT",
     "CATALOGUE",
-    "Counter",
+    "DEFAULT_TIMEOUT_S",
+    "RUNTIME_COUNTERS",
+    "CounterDef",
     "DeviceMonitor",
-    "HostMonitor",
-    "monitor_class",
+    "refresh_together",
 ]
-
-
-def __getattr__(name: str):
-    # Imported lazily: fleet.asimov's compiler imports the catalogue from here.
-    if name == "HostMonitor":
-        from fleet.asicmon.host import HostMonitor
-
-        return HostMonitor
-    if name == "DeviceMonitor":
-        from fleet.asimov.runtime import DeviceMonitor
-
-        return DeviceMonitor
-    if name == "monitor_class":
-        from fleet.asicmon.specs import monitor_class
-
-        return monitor_class
-    raise AttributeError(name)

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["CATALOGUE", "ALWAYS_PRESENT", "RUNTIME_COUNTERS", "Counter", "KINDS", "DRIVER_STATUSES"]
+__all__ = [
+    "CATALOGUE",
+    "ALWAYS_PRESENT",
+    "RUNTIME_COUNTERS",
+    "CounterDef",
+    "KINDS",
+    "DRIVER_STATUSES",
+]
 
 KINDS = ("gauge", "counter", "info", "state")
 DRIVER_STATUSES = ("ok", "hung", "rebooting", "error")
@@ -24,7 +31,9 @@ LINK_STATUSES = ("ok", "degraded")
 
 
 @dataclass(frozen=True)
-class Counter:
+class CounterDef:
+    """One counter of the catalogue (the `fleet.models.Counter` table mirrors these rows)."""
+
     name: str
     unit: str  # "1" for a plain ratio or number without unit
     kind: str
@@ -54,55 +63,55 @@ class Counter:
 
 _COUNTERS = [
     # -- performance -----------------------------------------------------------------
-    Counter(
+    CounterDef(
         "device_utilization",
         "1",
         "gauge",
         "How busy the device is: the busiest core's active time over elapsed time, 0..1.",
         dcgm="DCGM_FI_DEV_GPU_UTIL (percent)",
     ),
-    Counter(
+    CounterDef(
         "core_utilization",
         "1",
         "gauge",
         "Active time over elapsed time of each compute core, 0..1.",
         per_core=True,
     ),
-    Counter("core_count", "1", "gauge", "Number of compute cores."),
-    Counter(
+    CounterDef("core_count", "1", "gauge", "Number of compute cores."),
+    CounterDef(
         "work_items_total",
         "count",
         "counter",
         "Work items (inferences, frames, sequences) completed since power-on.",
     ),
-    Counter(
+    CounterDef(
         "work_items_per_s",
         "count/s",
         "gauge",
         "Work items completed per second over the last refresh interval.",
     ),
-    Counter(
+    CounterDef(
         "dma_to_device_bytes_total",
         "B",
         "counter",
         "Bytes moved host to device by DMA since power-on.",
         dcgm="DCGM_FI_PROF_PCIE_RX_BYTES (a rate)",
     ),
-    Counter(
+    CounterDef(
         "dma_from_device_bytes_total",
         "B",
         "counter",
         "Bytes moved device to host by DMA since power-on.",
         dcgm="DCGM_FI_PROF_PCIE_TX_BYTES (a rate)",
     ),
-    Counter(
+    CounterDef(
         "dma_to_device_bytes_per_s",
         "B/s",
         "gauge",
         "Host to device DMA throughput over the last refresh interval.",
         dcgm="DCGM_FI_PROF_PCIE_RX_BYTES",
     ),
-    Counter(
+    CounterDef(
         "dma_from_device_bytes_per_s",
         "B/s",
         "gauge",
@@ -110,34 +119,36 @@ _COUNTERS = [
         dcgm="DCGM_FI_PROF_PCIE_TX_BYTES",
     ),
     # -- thermal, power, clocks ----------------------------------------------------------
-    Counter("temperature_c", "C", "gauge", "Die temperature.", dcgm="DCGM_FI_DEV_GPU_TEMP"),
-    Counter(
+    CounterDef("temperature_c", "C", "gauge", "Die temperature.", dcgm="DCGM_FI_DEV_GPU_TEMP"),
+    CounterDef(
         "temperature_limit_c",
         "C",
         "gauge",
         "Temperature above which the device slows its clocks.",
         dcgm="DCGM_FI_DEV_SLOWDOWN_TEMP",
     ),
-    Counter("power_w", "W", "gauge", "Power drawn by the device.", dcgm="DCGM_FI_DEV_POWER_USAGE"),
-    Counter(
+    CounterDef(
+        "power_w", "W", "gauge", "Power drawn by the device.", dcgm="DCGM_FI_DEV_POWER_USAGE"
+    ),
+    CounterDef(
         "power_limit_w",
         "W",
         "gauge",
         "Power limit the device enforces.",
         dcgm="DCGM_FI_DEV_POWER_MGMT_LIMIT",
     ),
-    Counter(
+    CounterDef(
         "energy_j_total",
         "J",
         "counter",
         "Energy consumed since power-on (may wrap at the hardware width).",
         dcgm="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ)",
     ),
-    Counter("clock_mhz", "MHz", "gauge", "Current compute clock.", dcgm="DCGM_FI_DEV_SM_CLOCK"),
-    Counter(
+    CounterDef("clock_mhz", "MHz", "gauge", "Current compute clock.", dcgm="DCGM_FI_DEV_SM_CLOCK"),
+    CounterDef(
         "clock_max_mhz", "MHz", "gauge", "Maximum compute clock.", dcgm="DCGM_FI_DEV_MAX_SM_CLOCK"
     ),
-    Counter(
+    CounterDef(
         "throttle_reasons",
         "1",
         "state",
@@ -146,69 +157,69 @@ _COUNTERS = [
         dcgm="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (bitmask)",
     ),
     # -- memory -----------------------------------------------------------------------------
-    Counter(
+    CounterDef(
         "memory_used_bytes", "B", "gauge", "Device memory in use.", dcgm="DCGM_FI_DEV_FB_USED (MiB)"
     ),
-    Counter(
+    CounterDef(
         "memory_free_bytes", "B", "gauge", "Device memory free.", dcgm="DCGM_FI_DEV_FB_FREE (MiB)"
     ),
-    Counter(
+    CounterDef(
         "memory_total_bytes",
         "B",
         "gauge",
         "Device memory in total.",
         dcgm="DCGM_FI_DEV_FB_TOTAL (MiB)",
     ),
-    Counter("memory_utilization", "1", "gauge", "Used over total device memory, 0..1."),
+    CounterDef("memory_utilization", "1", "gauge", "Used over total device memory, 0..1."),
     # -- errors -----------------------------------------------------------------------------
-    Counter(
+    CounterDef(
         "ecc_corrected_total",
         "count",
         "counter",
         "Corrected (single-bit) memory ECC errors since power-on.",
         dcgm="DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
     ),
-    Counter(
+    CounterDef(
         "ecc_uncorrected_total",
         "count",
         "counter",
         "Uncorrected (double-bit) memory ECC errors since power-on.",
         dcgm="DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
     ),
-    Counter(
+    CounterDef(
         "ecc_corrected_per_s",
         "count/s",
         "gauge",
         "Corrected ECC errors per second over the last refresh interval.",
     ),
-    Counter(
+    CounterDef(
         "pcie_errors_total",
         "count",
         "counter",
         "Correctable PCIe errors (replays, bad TLPs/DLLPs) since power-on.",
         dcgm="DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
     ),
-    Counter(
+    CounterDef(
         "pcie_errors_per_s",
         "count/s",
         "gauge",
         "PCIe errors per second over the last refresh interval.",
     ),
-    Counter(
+    CounterDef(
         "pcie_link_gen",
         "1",
         "gauge",
         "PCIe link generation as trained now.",
         dcgm="DCGM_FI_DEV_PCIE_LINK_GEN",
     ),
-    Counter(
+    CounterDef(
         "pcie_link_width",
         "lanes",
         "gauge",
         "PCIe link width as trained now.",
         dcgm="DCGM_FI_DEV_PCIE_LINK_WIDTH",
     ),
-    Counter(
+    CounterDef(
         "pcie_link_status",
         "1",
         "state",
@@ -216,36 +227,36 @@ _COUNTERS = [
         values=LINK_STATUSES,
     ),
     # -- software and driver -------------------------------------------------------------
-    Counter(
+    CounterDef(
         "device_model", "1", "info", "Model name as the driver reports it.", dcgm="DCGM_FI_DEV_NAME"
     ),
-    Counter(
+    CounterDef(
         "firmware_version",
         "1",
         "info",
         "Firmware (or VBIOS) version.",
         dcgm="DCGM_FI_DEV_VBIOS_VERSION",
     ),
-    Counter("driver_version", "1", "info", "Driver version.", dcgm="DCGM_FI_DRIVER_VERSION"),
+    CounterDef("driver_version", "1", "info", "Driver version.", dcgm="DCGM_FI_DRIVER_VERSION"),
     # -- filled by the monitor runtime, never by specs ----------------------------------------
-    Counter(
+    CounterDef(
         "driver_status",
         "1",
         "state",
         "ok; hung when the driver does not answer in time; rebooting; error for any other failure.",
         values=DRIVER_STATUSES,
     ),
-    Counter(
+    CounterDef(
         "driver_error",
         "1",
         "info",
         "What went wrong on the last refresh, or null when it succeeded.",
     ),
-    Counter("sample_ts", "s", "gauge", "Epoch seconds of the refresh this snapshot comes from."),
-    Counter("probe_duration_s", "s", "gauge", "Time the last probe of the driver took."),
+    CounterDef("sample_ts", "s", "gauge", "Epoch seconds of the refresh this snapshot comes from."),
+    CounterDef("probe_duration_s", "s", "gauge", "Time the last probe of the driver took."),
 ]
 
-CATALOGUE: Mapping[str, Counter] = {c.name: c for c in _COUNTERS}
+CATALOGUE: Mapping[str, CounterDef] = {c.name: c for c in _COUNTERS}
 
 # Set by the runtime on every refresh; a spec may not assign them.
 RUNTIME_COUNTERS = ("driver_status", "driver_error", "sample_ts", "probe_duration_s")

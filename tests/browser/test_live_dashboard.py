@@ -1,9 +1,12 @@
 """What a person does: sign in, watch the fleet update live, open a device's graphs."""
 
+import re
+
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from fleet.key_counters import KEY_COUNTERS
 from tests.support.processes import child_env, start_beat, start_web, start_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -66,6 +69,13 @@ def test_fleet_updates_live_and_device_graph_grows(browser, stack, viewer, seede
         )
     )
 
+    # The page script formats every key counter as the table says (fleet/key_counters.py).
+    for counter in KEY_COUNTERS:
+        decimals = rf"\.\d{{{counter.digits}}}" if counter.digits else ""
+        shape = re.compile(rf"-?\d+{decimals}{re.escape(counter.suffix)}|–")
+        text = first.find_element(By.CSS_SELECTOR, f'[data-field="{counter.name}"]').text
+        assert shape.fullmatch(text), (counter.name, text)
+
     # Drill into the device: its Plotly graph grows with each poll.
     first.find_element(By.TAG_NAME, "a").click()
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#chart-temperature_c .main-svg"))
@@ -90,3 +100,24 @@ def test_page_reconnects_by_itself_after_the_server_drops(browser, stack, viewer
     cycle = row.get_attribute("data-cycle")
     wait.until(lambda b: row.get_attribute("data-cycle") not in (None, cycle))
     assert browser.execute_script("return window.__notReloaded === true;")
+
+
+def test_page_fetch_wrapper_sends_the_csrf_token(browser, stack, viewer, seeded_fleet):
+    """lib/http.js: a POST through the wrapper passes Django's CSRF check; a bare one does not."""
+    sign_in(browser, stack.url, "vera", "vera-password-123")
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "fleet-table"))
+    bare = browser.execute_async_script(
+        "const done = arguments[0];"
+        "fetch('/accounts/logout/', {method: 'POST', credentials: 'same-origin'})"
+        ".then((r) => done(r.status), (e) => done(String(e)));"
+    )
+    assert bare == 403
+    wrapped = browser.execute_async_script(
+        "const done = arguments[0];"
+        "import('/static/dashboard/js/lib/http.js')"
+        ".then((http) => http.request('/accounts/logout/', {method: 'POST'}))"
+        ".then(() => done('ok'), (e) => done(`${e.status}: ${e.message}`));"
+    )
+    assert wrapped == "ok"
+    browser.get(f"{stack.url}/")
+    assert "/accounts/login/" in browser.current_url  # the POST really signed us out

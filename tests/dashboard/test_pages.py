@@ -7,14 +7,6 @@ from fleet import services
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def polled_fleet(seeded_fleet):
-    cycle = services.current_cycle()
-    for shard in services.shards():
-        services.poll_shard(shard, cycle)
-    return seeded_fleet
-
-
 def test_fleet_page_needs_sign_in(client, polled_fleet):
     response = client.get("/")
     assert response.status_code == 302
@@ -28,7 +20,7 @@ def test_fleet_page_is_forbidden_without_a_role(client, outsider, polled_fleet):
 
 def test_fleet_page_lists_every_device_with_counters(client, viewer, polled_fleet, django_assert_max_num_queries):
     client.force_login(viewer)
-    with django_assert_max_num_queries(6):  # session, user, permissions, devices, filter choices
+    with django_assert_max_num_queries(7):  # session, user, permissions, devices, filter choices, automation
         response = client.get("/")
     html = response.content.decode()
     assert response.status_code == 200
@@ -76,7 +68,7 @@ def test_counter_values_are_shown_readably(value, shown):
 
 def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer, seeded_fleet, fleet_settings):
     fleet_settings.PROBE_TIMEOUT = 0.2
-    services._host_monitors.clear()
+    services.host_monitor.cache_clear()
     hung = seeded_fleet[0]
     services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
     for shard in services.shards():
@@ -93,7 +85,7 @@ def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer,
 def test_fleet_page_filters_by_host_type_and_health(client, viewer, polled_fleet, django_assert_max_num_queries):
     client.force_login(viewer)
     host = polled_fleet[0].host.name
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):
         response = client.get("/", {"host": host, "type": "gpu"})
     shown = {row.device.id for row in response.context["overview"].rows}
     assert shown == {d.id for d in polled_fleet if d.host.name == host and d.device_type == "gpu"} != set()
@@ -122,3 +114,41 @@ def test_admin_lists_devices_and_counters(client, polled_fleet, django_user_mode
     assert all(d.serial in devices.content.decode() for d in gpus)
     counters = client.get("/admin/fleet/counter/")
     assert counters.status_code == 200 and "temperature_c" in counters.content.decode()
+
+
+def test_device_page_shows_events_actions_human_units_and_the_counters_behind_its_reasons(client, operator, viewer, polled_fleet):
+    from django.utils import timezone
+
+    from fleet import snapshots
+    from fleet.models import Action, HealthEvent
+
+    device = polled_fleet[0]
+    HealthEvent.objects.create(device=device, rule="memory_leak", level="warning", reason="memory leak: 8.0 MiB/s, out of memory in 9 min",
+                               started_at=timezone.now())
+    Action.objects.create(device=device, kind="drain", status="succeeded", user=operator, reason="rack work", outcome="done")
+    snapshot = snapshots.read_snapshot(device.id)
+    snapshot["health_findings"] = [{"rule": "memory_leak", "level": "warning", "reason": "memory leak", "values": {}}]
+    snapshots.write_snapshots(snapshot["cycle"], {device.id: snapshot})
+
+    client.force_login(viewer)
+    response = client.get(f"/devices/{device.id}/")
+    html = response.content.decode()
+    assert "memory leak: 8.0 MiB/s, out of memory in 9 min" in html
+    assert "rack work" in html and "otto" in html
+    assert 'data-action="reboot"' not in html  # viewers get no buttons
+    assert " GiB<" in html and str(snapshot["memory_total_bytes"]) not in html  # human units
+    figures = {f["counter"]: f for f in response.context["figures"]}
+    memory = figures["memory_used_bytes"]
+    assert memory["layout"]["shapes"][0]["y0"] == snapshot["memory_total_bytes"] / 2**30  # used of total
+    assert [s["y0"] for s in figures["temperature_c"]["layout"]["shapes"]] == [85.0, 95.0]  # thresholds
+
+    client.force_login(operator)
+    assert 'data-action="reboot"' in client.get(f"/devices/{device.id}/").content.decode()
+
+
+def test_graphs_break_where_polls_stopped():
+    from dashboard.charts import counter_figure
+
+    figure = counter_figure("temperature_c", [(0.0, 50.0), (5.0, 51.0), (60.0, 52.0)], gap_s=12.5)
+    assert figure["data"][0]["y"] == [50.0, 51.0, None, 52.0]
+    assert figure["data"][0]["connectgaps"] is False

@@ -46,13 +46,14 @@ class Browser:
 
 def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path):
     port = free_port()
+    names = f"asicmon-runtest-{os.getpid()}"  # apart from other suites on the same Redis
     env = dict(
         os.environ,
         ASICMON_VAR_DIR=str(tmp_path),
         DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
         REDIS_URL=settings.REDIS_URL,
-        REDIS_KEY_PREFIX="asicmon-runtest",
-        CELERY_QUEUE="asicmon-runtest",
+        REDIS_KEY_PREFIX=names,
+        CELERY_QUEUE=names,
         ASICMON_ADMIN_PASSWORD="run-test-password-1",
         WEB_PORT=str(port),
         POLL_INTERVAL="1",
@@ -88,6 +89,21 @@ def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path
         assert len({d["type"] for d in devices["results"]}) == 3
         assert time.time() - started < 90
         assert "Created 'admin' with the password from ASICMON_ADMIN_PASSWORD" in runner.output()
+
+        # kill -9 of the worker: the runner restarts it, the web server keeps answering,
+        # and polling carries on.
+        worker_pid = int(subprocess.run(
+            ["pgrep", "-P", str(runner.proc.pid), "-f", "celery.* worker "], capture_output=True, text=True
+        ).stdout.split()[0])
+        os.kill(worker_pid, signal.SIGKILL)
+        runner.wait_for_line("worker restarted", timeout=30)
+        assert "worker exited with status -9" in runner.output()
+        assert browser.get("/accounts/login/")[0] == 200
+        seen = {d["id"]: d["latest"]["sample_ts"] for d in devices["results"]}
+        deadline = time.time() + 60
+        while not all(d["latest"]["sample_ts"] > seen[d["id"]] for d in (polled() or devices)["results"]):
+            assert time.time() < deadline, runner.output()
+            time.sleep(0.5)
     finally:
         runner.proc.send_signal(signal.SIGINT)
         runner.proc.wait(timeout=30)
@@ -95,11 +111,11 @@ def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path
         from fleet.redis import get_redis
 
         client = get_redis()
-        for key in client.scan_iter("asicmon-runtest:*"):
+        for key in client.scan_iter(f"{names}:*"):
             client.delete(key)
 
     leftovers = subprocess.run(
-        ["pgrep", "-f", f"(-p {port} |{tmp_path}|-Q asicmon-runtest)"], capture_output=True, text=True
+        ["pgrep", "-f", f"(-p {port} |{tmp_path}|-Q {names})"], capture_output=True, text=True
     ).stdout.split()
     assert leftovers == [], runner.output()
     assert "stopping" in runner.output()

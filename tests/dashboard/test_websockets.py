@@ -8,6 +8,7 @@ from django.db import connections
 
 from dashboard.asgi import application
 from fleet import services
+from fleet.key_counters import key_counter_names
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
 
@@ -31,6 +32,14 @@ async def connect(path: str, headers=()) -> tuple[WebsocketCommunicator, bool, i
     return communicator, connected, code
 
 
+async def closed_after_accept(communicator, connected) -> int:
+    """The close code of a socket that was accepted and then closed (what a browser can see)."""
+    assert connected, "refused before the handshake: the browser would see only 1006"
+    message = await communicator.receive_output(timeout=5)
+    assert message["type"] == "websocket.close"
+    return message["code"]
+
+
 async def test_a_published_poll_reaches_a_signed_in_fleet_client(client, viewer, seeded_fleet):
     headers = await session_cookie_for(client, viewer)
     communicator, connected, _ = await connect("/ws/fleet/", headers)
@@ -42,7 +51,8 @@ async def test_a_published_poll_reaches_a_signed_in_fleet_client(client, viewer,
     assert message["cycle"] == cycle
     assert len(message["devices"]) == result.devices > 0
     line = message["devices"][0]
-    assert {"id", "health", "temperature_c", "device_utilization", "power_w"} <= set(line)
+    assert {"id", "health", "reasons", "counters", "sample_ts"} <= set(line)
+    assert set(line["counters"]) == set(key_counter_names())
     await communicator.disconnect()
 
 
@@ -61,21 +71,20 @@ async def test_device_socket_forwards_only_its_device(client, viewer, seeded_fle
 
 
 async def test_anonymous_client_is_refused(seeded_fleet):
-    communicator, connected, code = await connect("/ws/fleet/", [(b"origin", b"http://127.0.0.1")])
-    assert not connected
-    assert code == 4401
+    communicator, connected, _ = await connect("/ws/fleet/", [(b"origin", b"http://127.0.0.1")])
+    assert await closed_after_accept(communicator, connected) == 4401
 
 
 async def test_user_without_a_role_is_refused(client, outsider, seeded_fleet):
     headers = await session_cookie_for(client, outsider)
-    communicator, connected, code = await connect("/ws/fleet/", headers)
-    assert not connected and code == 4403
+    communicator, connected, _ = await connect("/ws/fleet/", headers)
+    assert await closed_after_accept(communicator, connected) == 4403
 
 
 async def test_unknown_device_socket_is_refused(client, viewer, seeded_fleet):
     headers = await session_cookie_for(client, viewer)
-    communicator, connected, code = await connect("/ws/devices/999999/", headers)
-    assert not connected and code == 4404
+    communicator, connected, _ = await connect("/ws/devices/999999/", headers)
+    assert await closed_after_accept(communicator, connected) == 4404
 
 
 async def test_foreign_origin_is_refused(client, viewer, seeded_fleet):
@@ -83,3 +92,48 @@ async def test_foreign_origin_is_refused(client, viewer, seeded_fleet):
     headers = [h for h in headers if h[0] != b"origin"] + [(b"origin", b"http://evil.example")]
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert not connected
+
+
+async def test_unknown_websocket_path_is_closed_with_4404(client, viewer, seeded_fleet):
+    headers = await session_cookie_for(client, viewer)
+    for path in ("/ws/nothing/", "/ws/devices/abc/", "/elsewhere"):
+        communicator, connected, _ = await connect(path, headers)
+        assert await closed_after_accept(communicator, connected) == 4404, path
+
+
+async def _socket_after_a_change(client, viewer, change, settings):
+    """Open a fleet socket, apply `change` to the user, poll twice: what does the socket get?"""
+    settings.POLL_INTERVAL = 0.5  # the access check runs at most once per half interval
+    headers = await session_cookie_for(client, viewer)
+    communicator, connected, _ = await connect("/ws/fleet/", headers)
+    assert connected
+    await sync_to_async(change)()
+    import asyncio
+
+    await asyncio.sleep(0.3)
+    await sync_to_async(services.poll_shard)(0, services.current_cycle())
+    return await communicator.receive_output(timeout=5)
+
+
+async def test_signing_out_closes_the_socket_within_a_poll(client, viewer, seeded_fleet, settings):
+    message = await _socket_after_a_change(client, viewer, client.logout, settings)
+    assert message == {"type": "websocket.close", "code": 4401}
+
+
+async def test_deactivating_the_user_closes_the_socket_within_a_poll(client, viewer, seeded_fleet, settings):
+    def deactivate():
+        viewer.is_active = False
+        viewer.save(update_fields=["is_active"])
+
+    message = await _socket_after_a_change(client, viewer, deactivate, settings)
+    assert message == {"type": "websocket.close", "code": 4401}
+
+
+async def test_losing_the_permission_closes_the_socket_within_a_poll(client, viewer, seeded_fleet, settings):
+    message = await _socket_after_a_change(client, viewer, viewer.groups.clear, settings)
+    assert message == {"type": "websocket.close", "code": 4403}
+
+
+async def test_a_user_who_keeps_access_keeps_getting_polls(client, viewer, seeded_fleet, settings):
+    message = await _socket_after_a_change(client, viewer, lambda: None, settings)
+    assert message["type"] == "websocket.send"

@@ -4,20 +4,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleet import services
+from tests.support.fleet import POLLED_CYCLE
 
 pytestmark = pytest.mark.django_db
 
 
-POLLED_CYCLE = 1_795_000_000.0  # a fixed slot, so that no test straddles a cycle boundary
-
-
-@pytest.fixture
-def polled_fleet(seeded_fleet):
-    for offset in (-2, -1, 0):
-        for shard in services.shards():
-            services.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
-    return seeded_fleet
 
 
 def test_anonymous_reads_get_401(api_client, polled_fleet):

@@ -97,7 +97,7 @@ def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, 
     from fleet.sharding import shard_of_host
 
     fleet_settings.PROBE_TIMEOUT = 0.3
-    services._host_monitors.clear()
+    services.host_monitor.cache_clear()
     cycle = services.current_cycle()
     poll_all(cycle - fleet_interval())
     hung = seeded_fleet[0]

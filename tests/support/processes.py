@@ -1,5 +1,6 @@
 """Start real Celery workers, beat and Daphne against the test database, and stop them."""
 
+import json
 import os
 import socket
 import subprocess
@@ -42,6 +43,14 @@ def child_env(**overrides) -> dict:
         EMULATOR_STATE_DIR=str(settings.EMULATOR_STATE_DIR),
         POLL_INTERVAL=str(settings.POLL_INTERVAL),
         POLL_SHARDS=str(settings.POLL_SHARDS),
+        EMULATOR_REBOOT_S=str(settings.EMULATOR_REBOOT_S),
+        REMEDIATION_DRY_RUN=str(settings.REMEDIATION_DRY_RUN),
+        REMEDIATION_MAX_ACTIVE=str(settings.REMEDIATION_MAX_ACTIVE),
+        REMEDIATION_MAX_PER_HOST=str(settings.REMEDIATION_MAX_PER_HOST),
+        REMEDIATION_PAUSE_CRITICAL=str(settings.REMEDIATION_PAUSE_CRITICAL),
+        REMEDIATION_MAX_REBOOTS=str(settings.REMEDIATION_MAX_REBOOTS),
+        REMEDIATION_REBOOT_TIMEOUT_S=str(settings.REMEDIATION_REBOOT_TIMEOUT_S),
+        HEALTH_LIMITS=json.dumps(settings.HEALTH_LIMITS),
         PYTHONUNBUFFERED="1",
     )
     env.update({k: str(v) for k, v in overrides.items()})
@@ -93,11 +102,14 @@ class Service:
                 self.proc.wait()
 
 
-def start_worker(env: dict, concurrency: int = 2) -> Service:
+def start_worker(env: dict, concurrency: int = 2, queue: str | None = None) -> Service:
+    """A worker on the suite's queue, or on ``queue`` (e.g. the traces queue)."""
+    queue = queue or env["CELERY_QUEUE"]
     worker = Service(
         "worker",
-        [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "-Q", env["CELERY_QUEUE"],
-         "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-n", f"test-{os.getpid()}@%h"],
+        [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "-Q", queue,
+         "--concurrency", str(concurrency), "--without-gossip", "--without-mingle",
+         "-n", f"test-{queue}-{os.getpid()}@%h"],
         env,
     )
     worker.wait_for_line("ready.")

@@ -8,11 +8,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .model import KIND_NAMES, Kind, Trace
+from .model import DEVICE_KINDS, KIND_NAMES, Kind, Trace
 from .stats import group_percentiles, merge_intervals, us
 from .structure import compute_nesting, self_times
 
 SIDES = ("host", "device")
+#: Device rows that are work, and those that are context (ranges, recorded waits).
+DEVICE_WORK = tuple(KIND_NAMES[k] for k in DEVICE_KINDS)
+DEVICE_CONTEXT = (KIND_NAMES[Kind.ANNOTATION], KIND_NAMES[Kind.SYNC])
 
 
 @dataclass
@@ -33,12 +36,18 @@ class Breakdown:
     span_ns: int
     busy_ns: dict[str, int]
 
-    def rows(self, side: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
+    def rows(
+        self, side: str | None = None, top: int | None = None, kinds: tuple[str, ...] | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows by total time. ``side='device'`` lists device work only (kernels, copies,
+        fills, communication) unless ``kinds`` names others (e.g. ``('annotation', 'sync')``)."""
+        if kinds is None and side == "device":
+            kinds = DEVICE_WORK
         order = np.argsort(-self.total_ns, kind="stable")
         out = []
         for g in order.tolist():
             sd, kind, op = self.keys[g]
-            if side is not None and sd != side:
+            if (side is not None and sd != side) or (kinds is not None and kind not in kinds):
                 continue
             n = int(self.count[g])
             out.append(
@@ -66,6 +75,7 @@ class Breakdown:
             "busy_us": {k: us(v) for k, v in self.busy_ns.items()},
             "host": self.rows("host", top),
             "device": self.rows("device", top),
+            "device_annotations": self.rows("device", top, kinds=DEVICE_CONTEXT),
         }
 
     def _groups_of(self, op: str, side: str | None) -> list[int]:
@@ -167,7 +177,7 @@ def operator_breakdown(
     for sd, on_dev in (("host", False), ("device", True)):
         if side is not None and sd != side:
             continue
-        m = mask & (trace.on_device == on_dev) & (trace.kind != Kind.ANNOTATION)
+        m = mask & (trace.on_device == on_dev) & (trace.kind != Kind.ANNOTATION) & (trace.kind != Kind.SYNC)
         s, e = merge_intervals(trace.ts[m], trace.end[m])
         busy[sd] = int((e - s).sum())
     return Breakdown(

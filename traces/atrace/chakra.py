@@ -1,26 +1,48 @@
-"""Chakra execution traces in JSON form (MLCommons Chakra ET schema, ``et_def.proto``).
+"""Chakra execution traces (MLCommons Chakra ET schema, ``et_def.proto``): the graph model
+shared by the JSON form (this module) and the protobuf form (:mod:`.chakra_et`).
 
 A Chakra trace is a graph: nodes with an id, name, type (COMP_NODE, COMM_COLL_NODE,
-MEM_LOAD_NODE ...), ``data_deps`` and ``ctrl_deps`` (ids of nodes that must finish first),
-``duration_micros``, optionally ``start_time_micros``, and typed attributes (``attr``:
-``is_cpu_op``, ``comm_type``, ``comm_size`` ...). Both the proto field names
-(``data_deps``) and protobuf's JSON names (``dataDeps``) are accepted.
+MEM_LOAD_NODE ...), ``data_deps`` and ``ctrl_deps``, ``duration_micros``, optionally
+``start_time_micros``, and typed attributes (``attr``: ``is_cpu_op``, ``comm_type``,
+``comm_size`` ...). Both the proto field names (``data_deps``) and protobuf's JSON names
+(``dataDeps``) are accepted.
 
-Without start times the reader schedules every node as soon as its dependencies finish
-(the trace then shows the graph's ideal timing), on lanes that never overlap.
+How the graph is read:
+
+* ``ctrl_deps`` are parent links, as Chakra's PyTorch converter writes them: a node runs
+  inside its parent, so it starts no earlier than its parent starts (not after it ends).
+* ``data_deps`` are finish-to-start dependencies, except between a node and one of its own
+  ancestors or descendants through parent links: converters record those (a parent that
+  consumes its child's output, a child that reads its parent's input), and they mean
+  containment, not order. They are dropped, and counted.
+* Dependencies on nodes that are not in the file (real converter output names the process
+  and thread roots it left out) and a node's dependencies on itself are dropped, counted
+  in ``trace.meta["chakra"]`` and reported in ``trace.meta["warnings"]``.
+* Without start times every node is scheduled as soon as its dependencies allow (the trace
+  then shows the graph's ideal timing), on lanes that carry no ordering.
+
+A PyTorch *host* execution trace (nodes with ``parent`` and ``rf_id`` but no durations) is
+a different format and is refused with a message saying so.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
 from collections import deque
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from operator import attrgetter
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
 
 from .builder import TraceBuilder
-from .errors import TraceFormatError, TraceGraphError
+from .errors import EmptyTraceError, TraceFormatError, TraceGraphError
+from .kinds import collective, device_kind
+from .links import launch_pairs
 from .model import FLAG_SYNC, WORK_KINDS, EdgeKind, Kind, Trace
 
 NODE_TYPES = [
@@ -37,14 +59,160 @@ COLLECTIVES = [
     "ALL_REDUCE", "REDUCE", "ALL_GATHER", "GATHER", "SCATTER", "BROADCAST", "ALL_TO_ALL",
     "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "BARRIER",
 ]
+DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+_NOT_LETTER = re.compile(r"[^a-z]")
+_TRACK_ATTRS = ("pid", "tid", "process_name", "thread_name", "unordered")
+
+HOST_ET_MESSAGE = (
+    "this is a PyTorch host execution trace (nodes with 'parent' and 'rf_id', no durations), "
+    "not a Chakra ET: it records which operators ran and their tensors but not how long they "
+    "took. Load the Kineto trace recorded with it instead, or link the two: python -m "
+    "traces.atrace convert KINETO OUT.et --host-et HOST_ET"
+)
+
+
+@dataclass(slots=True)
+class ChakraNode:
+    """One node, as read from either form; times in integer nanoseconds."""
+
+    id: int
+    name: str
+    type: str
+    data: list[int]
+    ctrl: list[int]
+    dur: int
+    start: int | None
+    attrs: dict[str, Any]
+    where: str
+
+
+@dataclass
+class GraphReport:
+    """What reading the graph dropped or reinterpreted, for ``meta`` and warnings."""
+
+    missing_nodes: set[int] = field(default_factory=set)
+    dangling_deps: int = 0
+    self_deps: int = 0
+    containment_deps: int = 0
+    dropped_parents: int = 0
+
+    def to_meta(self) -> dict[str, int]:
+        return {
+            "missing_nodes": len(self.missing_nodes),
+            "dangling_deps": self.dangling_deps,
+            "self_deps": self.self_deps,
+            "containment_deps": self.containment_deps,
+            "dropped_parents": self.dropped_parents,
+        }
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.dangling_deps:
+            some = ", ".join(str(i) for i in sorted(self.missing_nodes)[:5])
+            out.append(
+                f"chakra: dropped {self.dangling_deps} dependencies on {len(self.missing_nodes)} "
+                f"nodes absent from the file (e.g. {some})"
+            )
+        if self.self_deps:
+            out.append(f"chakra: dropped {self.self_deps} dependencies of nodes on themselves")
+        if self.dropped_parents:
+            out.append(
+                f"chakra: ignored {self.dropped_parents} parent links (ctrl_deps) that put a CPU "
+                "operator inside device work or closed a loop of parents"
+            )
+        if self.containment_deps:
+            out.append(
+                f"chakra: read {self.containment_deps} data dependencies between a node and its "
+                "own ancestor or descendant as containment, not order"
+            )
+        return out
+
+
+# -- reading: JSON ----------------------------------------------------------------------
+def read_chakra(stream: BinaryIO, where: str = "trace") -> Trace:
+    """Read a Chakra ET JSON document (the whole document is parsed at once)."""
+    data = stream.read()
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise TraceFormatError(f"malformed JSON ({exc.msg})", f"{where}, byte {exc.pos}") from None
+    if isinstance(doc, list):
+        doc = {"nodes": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
+        raise TraceFormatError("a Chakra trace needs a 'nodes' list", where)
+    return chakra_from_dict(doc, where)
+
+
+def chakra_from_dict(doc: dict, where: str = "trace") -> Trace:
+    """A trace from a Chakra ET JSON document already parsed into Python objects."""
+    raw_nodes = doc["nodes"]
+    if is_host_execution_trace(raw_nodes):
+        raise TraceFormatError(HOST_ET_MESSAGE, where)
+    nodes = [_node_from_json(raw, f"{where}, nodes[{k}]") for k, raw in enumerate(raw_nodes)]
+    meta = {k: v for k, v in doc.items() if k != "nodes"}
+    return chakra_trace(nodes, meta, where)
+
+
+def is_host_execution_trace(raw_nodes: list) -> bool:
+    """True for PyTorch's host execution trace: a parent id per node (``parent``, or since
+    schema 1.0.3 an integer ``ctrl_deps``), record-function ids, and no timing."""
+    sample = [n for n in raw_nodes[:50] if isinstance(n, dict)]
+    if not sample:
+        return False
+    timed = any(k in n for n in sample for k in ("duration_micros", "durationMicros", "dur"))
+    return not timed and all(_host_et_node(n) for n in sample)
+
+
+def _host_et_node(n: dict) -> bool:
+    has_parent = "parent" in n or isinstance(n.get("ctrl_deps"), int)
+    attrs = n.get("attrs")
+    names = {a.get("name") for a in attrs if isinstance(a, dict)} if isinstance(attrs, list) else set()
+    return has_parent and bool({"rf_id", "op_schema"} & (n.keys() | names))
+
+
+def _node_from_json(raw: Any, at: str) -> ChakraNode:
+    if not isinstance(raw, dict):
+        raise TraceFormatError("a node must be an object", at)
+    n = {_snake(key): v for key, v in raw.items()}
+    attrs = _json_attrs(n.get("attr") or n.get("attrs") or [], at)
+    attrs.update(_io_attrs(n.get("inputs"), "input"))
+    attrs.update(_io_attrs(n.get("outputs"), "output"))
+    ctrl = n.get("ctrl_deps")
+    if isinstance(ctrl, int) and ctrl < 0:
+        ctrl = []  # PyTorch ET: ctrl_deps is the parent id, -1 for none
+    return ChakraNode(
+        id=_node_id(n, at),
+        name=str(n.get("name", "")),
+        type=_node_type(n.get("type"), at),
+        data=_int_list(n.get("data_deps"), "data_deps", at),
+        ctrl=_int_list(ctrl, "ctrl_deps", at),
+        dur=duration_ns(n.get("duration_micros"), attrs, at),
+        start=start_ns(n.get("start_time_micros"), attrs, at),
+        attrs=attrs,
+        where=at,
+    )
 
 
 def _snake(key: str) -> str:
     return _CAMEL.sub("_", key).lower()
 
 
-def _attr_value(attr: dict) -> Any:
+def _node_id(n: dict, at: str) -> int:
+    if "id" not in n:
+        raise TraceFormatError("node has no 'id'", at)
+    return _checked_int(n["id"], "node id", at)
+
+
+def _json_attrs(raw_attrs: Any, at: str) -> dict[str, Any]:
+    attrs = {}
+    for a in raw_attrs if isinstance(raw_attrs, list) else []:
+        if isinstance(a, dict) and "name" in a:
+            attrs[str(a["name"])] = _attr_value(a, at)
+    return attrs
+
+
+def _attr_value(attr: dict, at: str) -> Any:
     for k, v in attr.items():
         k = _snake(k)
         if k in ("name", "doc_string"):
@@ -53,9 +221,31 @@ def _attr_value(attr: dict) -> Any:
             return v.get("values", [])
         if k.endswith("_val") or k == "value":
             if k.startswith(("int", "uint", "sint", "fixed", "sfixed")) and isinstance(v, str):
-                return int(v)  # protobuf JSON writes 64-bit integers as strings
+                return _checked_int(v, f"attribute {attr['name']!r}", at)  # JSON's 64-bit ints
             return v
     return None
+
+
+#: Times and ids must fit the trace's int64 columns; 2**62 ns is 146 years.
+MAX_NS = 2**62
+
+
+def _checked_int(value: Any, what: str, at: str, lo: int = -(2**63), hi: int = 2**64 - 1) -> int:
+    """``value`` as an int in [lo, hi] (an int, or a string of one), or a TraceFormatError."""
+    try:
+        number = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or not lo <= number <= hi:
+        raise TraceFormatError(f"{what} {value!r} is not an integer in [{lo}, {hi}]", at or None)
+    return number
+
+
+def _io_attrs(info: Any, prefix: str) -> dict[str, str]:
+    """Shapes and types of an ``inputs``/``outputs`` IOInfo (values, tensor ids, are dropped)."""
+    if not isinstance(info, dict):
+        return {}
+    return {f"{prefix}_{k}": str(info[k]) for k in ("shapes", "types") if info.get(k)}
 
 
 def _node_type(value: Any, where: str) -> str:
@@ -75,117 +265,194 @@ def _int_list(value: Any, what: str, where: str) -> list[int]:
         return [value]
     if not isinstance(value, list) or not all(isinstance(x, int | str) for x in value):
         raise TraceFormatError(f"'{what}' must be a list of node ids", where)
+    return [_checked_int(x, f"'{what}' entry", where) for x in value]
+
+
+def _micros_to_ns(value: Any, what: str, at: str) -> int:
+    """Exact integer nanoseconds from microseconds given as an int, a float or a string."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TraceFormatError(f"{what} {value!r} is not a number", at)
+    if isinstance(value, int):
+        return value * 1000
     try:
-        return [int(x) for x in value]
-    except ValueError:
-        raise TraceFormatError(f"'{what}' must be a list of node ids", where) from None
+        micros = Decimal(value) if isinstance(value, str) else Decimal(repr(value))
+        return int((micros * 1000).to_integral_value())
+    except (InvalidOperation, ValueError, OverflowError):
+        raise TraceFormatError(f"{what} {value!r} is not a number", at) from None
 
 
-def read_chakra(stream: BinaryIO, where: str = "trace") -> Trace:
-    """Read a Chakra ET JSON document (the whole document is parsed at once)."""
-    data = stream.read()
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise TraceFormatError(f"malformed JSON ({exc.msg})", f"{where}, byte {exc.pos}") from None
-    if isinstance(doc, list):
-        doc = {"nodes": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
-        raise TraceFormatError("a Chakra trace needs a 'nodes' list", where)
-    return chakra_from_dict(doc, where)
+def duration_ns(micros_value: Any, attrs: dict, at: str) -> int:
+    """A node's duration: the exact ``duration_ns`` attribute, else its microseconds."""
+    dur_ns = attrs.pop("duration_ns", None)
+    if dur_ns is None:
+        dur_ns = _micros_to_ns(micros_value or attrs.get("dur", 0) or 0, "duration", at)
+    dur_ns = _checked_int(dur_ns, "duration (ns)", at, -MAX_NS, MAX_NS)
+    if dur_ns < 0:
+        raise TraceFormatError(f"negative duration {dur_ns} ns", at)
+    return dur_ns
 
 
-def chakra_from_dict(doc: dict, where: str = "trace") -> Trace:
-    raw_nodes = doc["nodes"]
-    nodes = []
-    ids: dict[int, int] = {}
-    for k, raw in enumerate(raw_nodes):
-        at = f"{where}, nodes[{k}]"
-        if not isinstance(raw, dict):
-            raise TraceFormatError("a node must be an object", at)
-        n = {_snake(key): v for key, v in raw.items()}
-        if "id" not in n:
-            raise TraceFormatError("node has no 'id'", at)
-        try:
-            nid = int(n["id"])
-        except (TypeError, ValueError):
-            raise TraceFormatError(f"node id {n['id']!r} is not an integer", at) from None
-        if nid in ids:
-            raise TraceFormatError(f"duplicate node id {nid}", at)
-        attrs = {}
-        for a in n.get("attr") or n.get("attrs") or []:
-            if isinstance(a, dict) and "name" in a:
-                attrs[str(a["name"])] = _attr_value(a)
-        dur_ns = attrs.pop("duration_ns", None)
-        if dur_ns is None:
-            dur = n.get("duration_micros", attrs.get("dur", 0)) or 0
-            if not isinstance(dur, int | float | str):
-                raise TraceFormatError(f"duration {dur!r} is not a number", at)
-            dur_ns = round(float(dur) * 1000)
-        start_ns = attrs.pop("start_time_ns", None)
-        if start_ns is None and n.get("start_time_micros") is not None:
-            start_ns = round(float(n["start_time_micros"]) * 1000)
-        if int(dur_ns) < 0:
-            raise TraceFormatError(f"negative duration {dur_ns} ns", at)
-        ctrl = n.get("ctrl_deps")
-        if isinstance(ctrl, int) and ctrl < 0:
-            ctrl = []  # PyTorch ET: ctrl_deps is the parent id, -1 for none
-        node = {
-            "id": nid,
-            "name": str(n.get("name", "")),
-            "type": _node_type(n.get("type"), at),
-            "data": _int_list(n.get("data_deps"), "data_deps", at),
-            "ctrl": _int_list(ctrl, "ctrl_deps", at),
-            "dur": int(dur_ns),
-            "start": None if start_ns is None else int(start_ns),
-            "attrs": attrs,
-            "where": at,
-        }
-        ids[nid] = len(nodes)
-        nodes.append(node)
-    for node in nodes:
-        for dep in node["data"] + node["ctrl"]:
-            if dep not in ids:
-                raise TraceFormatError(f"node {node['id']} depends on unknown node {dep}", node["where"])
-    timed = bool(nodes) and all(n["start"] is not None for n in nodes)
+def start_ns(micros_value: Any, attrs: dict, at: str) -> int | None:
+    """A node's start: the exact ``start_time_ns`` attribute, else its microseconds."""
+    start = attrs.pop("start_time_ns", None)
+    if start is None and micros_value is not None:
+        start = _micros_to_ns(micros_value, "start time", at)
+    return None if start is None else _checked_int(start, "start time (ns)", at, -MAX_NS, MAX_NS)
+
+
+# -- reading: the graph, whichever form it came in ---------------------------------------
+def chakra_trace(nodes: list[ChakraNode], meta: dict[str, Any], where: str = "trace") -> Trace:
+    """Turn parsed nodes into a trace: resolve ids, drop what cannot hold, schedule, build."""
+    if not nodes:
+        raise EmptyTraceError("the Chakra trace has no nodes", where)
+    index = _index_ids(nodes)
+    report = GraphReport()
+    _drop_unresolvable(nodes, index, report)
+    kinds = [_kind(n) for n in nodes]
+    parent = _parents(nodes, index, kinds, report)
+    _drop_containment(nodes, index, parent, report)
+    timed = bool(nodes) and all(n.start is not None for n in nodes) and any(n.start for n in nodes)
     if not timed:
-        _schedule(nodes, ids)
+        _schedule(nodes, index, where)
+    late = next((n for n in nodes if n.start + n.dur > MAX_NS), None)
+    if late is not None:
+        raise TraceFormatError(f"node {late.id} ends past {MAX_NS} ns, more than a trace can hold", late.where)
     b = TraceBuilder(source="chakra")
-    b.meta["chakra"] = {k: v for k, v in doc.items() if k != "nodes"}
-    index = {}
+    b.meta["chakra"] = {**meta, **report.to_meta()}
+    if report.warnings():
+        b.meta["warnings"] = report.warnings()
+    events = [_add_event(b, node, kind, timed) for node, kind in zip(nodes, kinds)]
+    _add_edges(b, nodes, index, events)
+    return b.build()
+
+
+def _index_ids(nodes: list[ChakraNode]) -> dict[int, int]:
+    index: dict[int, int] = {}
+    for k, node in enumerate(nodes):
+        if node.id in index:
+            raise TraceFormatError(f"duplicate node id {node.id}", node.where)
+        index[node.id] = k
+    return index
+
+
+def _drop_unresolvable(nodes: list[ChakraNode], index: dict[int, int], report: GraphReport) -> None:
+    """Drop dependencies on absent nodes and on the node itself, counting them."""
     for node in nodes:
-        attrs = node["attrs"]
-        kind, lane = _kind_and_lane(node)
-        if timed and ("tid" in attrs or "stream" in attrs):
-            dev = kind in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)
-            pid = attrs.get("pid", "device" if dev else "host")
-            tid = attrs.get("stream" if dev else "tid", attrs.get("tid", 0))
-            track = b.track(pid, tid, process_name=str(attrs.get("process_name", pid)),
-                            thread_name=str(attrs.get("thread_name", "")))
-        else:
-            track = b.track("chakra", lane, process_name="chakra", thread_name=lane, ordered=False)
-        args = {k: v for k, v in attrs.items() if k not in ("pid", "tid", "process_name", "thread_name")}
-        args["node_id"] = node["id"]
-        args["node_type"] = node["type"]
-        index[node["id"]] = b.add(
-            node["name"],
-            node["start"],
-            node["dur"],
-            track,
-            kind=kind,
-            cat=str(attrs.get("category", _CATEGORY[kind])),
-            op=str(attrs["op_type"]) if attrs.get("op_type") else None,
-            corr=int(attrs.get("correlation", -1)),
-            args=args,
-        )
-    for node in nodes:
-        dst = index[node["id"]]
-        for dep in node["data"]:
-            b.edge(index[dep], dst, EdgeKind.DATA)
-        for dep in node["ctrl"]:
-            b.edge(index[dep], dst, EdgeKind.CONTROL)
-    trace = b.build()
-    return trace
+        for deps in (node.data, node.ctrl):
+            if all(d in index and d != node.id for d in deps):
+                continue
+            kept = []
+            for d in deps:
+                if d == node.id:
+                    report.self_deps += 1
+                elif d not in index:
+                    report.dangling_deps += 1
+                    report.missing_nodes.add(d)
+                else:
+                    kept.append(d)
+            deps[:] = kept
+
+
+def _parents(
+    nodes: list[ChakraNode], index: dict[int, int], kinds: list[Kind], report: GraphReport
+) -> list[int]:
+    """Position of each node's parent (its first control dependency), -1 for none.
+
+    Parent links that cannot hold are dropped from ``ctrl`` and counted: a CPU operator
+    inside device work, and the link that closes a loop of parents (converters that remap
+    ids produce both)."""
+    on_device = [k in DEVICE_KINDS for k in kinds]
+    parent = [index[n.ctrl[0]] if n.ctrl else -1 for n in nodes]
+    for k, p in enumerate(parent):
+        if p >= 0 and on_device[p] and not on_device[k]:
+            _drop_parent(nodes, parent, k, report)
+    state = [0] * len(nodes)  # 0 unseen, 1 on the current walk, 2 done
+    for k in range(len(nodes)):
+        walk = []
+        j = k
+        while j >= 0 and state[j] == 0:
+            state[j] = 1
+            walk.append(j)
+            j = parent[j]
+        if j >= 0 and state[j] == 1:  # the walk came back to itself: a loop of parents
+            _drop_parent(nodes, parent, walk[-1], report)
+        for j in walk:
+            state[j] = 2
+    return parent
+
+
+def _drop_parent(nodes: list[ChakraNode], parent: list[int], k: int, report: GraphReport) -> None:
+    nodes[k].ctrl.pop(0)
+    parent[k] = -1
+    report.dropped_parents += 1
+
+
+def _depths(parent: list[int]) -> list[int]:
+    """Depth of each node in the (loop-free) parent forest."""
+    depth = [-1] * len(parent)
+    for k in range(len(parent)):
+        walk = []
+        j = k
+        while j >= 0 and depth[j] < 0:
+            walk.append(j)
+            j = parent[j]
+        d = depth[j] if j >= 0 else -1
+        for j in reversed(walk):
+            d += 1
+            depth[j] = d
+    return depth
+
+
+def _related(a: int, b: int, parent: list[int], depth: list[int]) -> bool:
+    """Whether one of nodes ``a`` and ``b`` is an ancestor of the other."""
+    if depth[a] > depth[b]:
+        a, b = b, a
+    for _ in range(depth[b] - depth[a]):
+        b = parent[b]
+    return a == b
+
+
+def _drop_containment(
+    nodes: list[ChakraNode], index: dict[int, int], parent: list[int], report: GraphReport
+) -> None:
+    """Data deps between a node and its own ancestor or descendant mean containment."""
+    depth = _depths(parent)
+    for k, node in enumerate(nodes):
+        if not node.data:
+            continue
+        kept = [d for d in node.data if not _related(index[d], k, parent, depth)]
+        report.containment_deps += len(node.data) - len(kept)
+        node.data = kept
+
+
+def _schedule(nodes: list[ChakraNode], index: dict[int, int], where: str) -> None:
+    """As-soon-as-possible start times (Kahn order): data deps finish-to-start, parent
+    links start-to-start."""
+    n = len(nodes)
+    indeg = [0] * n
+    users: list[list[tuple[int, bool]]] = [[] for _ in range(n)]
+    for k, node in enumerate(nodes):
+        for dep in set(node.data):
+            users[index[dep]].append((k, True))
+            indeg[k] += 1
+        for dep in set(node.ctrl) - set(node.data):
+            users[index[dep]].append((k, False))
+            indeg[k] += 1
+    ready = deque(k for k in range(n) if indeg[k] == 0)
+    start = [0] * n
+    done = 0
+    while ready:
+        k = ready.popleft()
+        done += 1
+        nodes[k].start = start[k]
+        for u, after_finish in users[k]:
+            start[u] = max(start[u], start[k] + nodes[k].dur if after_finish else start[k])
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                ready.append(u)
+    if done != n:
+        stuck = next(nodes[k].id for k in range(n) if indeg[k] > 0)
+        raise TraceGraphError(f"the dependencies form a cycle (through node {stuck})", where)
 
 
 _CATEGORY = {
@@ -199,52 +466,93 @@ _CATEGORY = {
     Kind.ANNOTATION: "user_annotation",
     Kind.INSTANT: "instant",
     Kind.COUNTER: "counter",
+    Kind.SYNC: "cuda_sync",
 }
 
 
-def _kind_and_lane(node: dict) -> tuple[Kind, str]:
-    t = node["type"]
-    attrs = node["attrs"]
+def _collective_args(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A Chakra collective's facts under the arg names PyTorch writes, so that the
+    communication analysis (:func:`.kinds.collective`) reads them as it reads Kineto's:
+    ``Collective name``, and the size as ``In msg nelems`` of dtype ``Byte``."""
+    out: dict[str, Any] = {}
+    comm_type = collective_comm_type(attrs.get("comm_type"))
+    if comm_type is not None:
+        out["Collective name"] = COLLECTIVES[comm_type].lower()
+    size = attrs.get("comm_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+        out.update({"In msg nelems": size, "dtype": "Byte"})
+    if attrs.get("pg_name") is not None:
+        out["Process Group Name"] = str(attrs["pg_name"])
+    return out
+
+
+def _add_event(b: TraceBuilder, node: ChakraNode, kind: Kind, timed: bool) -> int:
+    attrs = node.attrs
+    args = {k: v for k, v in attrs.items() if k not in _TRACK_ATTRS}
+    args["node_id"] = node.id
+    args["node_type"] = node.type
+    if kind == Kind.COMM:
+        args.update(_collective_args(attrs))
+    return b.add(
+        node.name,
+        node.start,
+        node.dur,
+        _track(b, node, kind, timed),
+        kind=kind,
+        cat=str(attrs.get("category", _CATEGORY.get(kind, ""))),
+        op=str(attrs["op_type"]) if attrs.get("op_type") else None,
+        corr=_checked_int(attrs.get("correlation", -1), "correlation", node.where, -1, 2**63 - 1),
+        args=args,
+    )
+
+
+def _kind(node: ChakraNode) -> Kind:
+    attrs = node.attrs
     if "kind" in attrs and str(attrs["kind"]).upper() in Kind.__members__:
-        kind = Kind[str(attrs["kind"]).upper()]
-        return kind, "device" if kind in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM) else "host"
-    if t.startswith("COMM"):
-        return Kind.COMM, "comm"
-    if t.startswith("MEM"):
-        return Kind.MEMCPY, "memory"
-    if attrs.get("is_cpu_op", True) in (False, 0, "false"):
-        return Kind.KERNEL, "device"
-    return Kind.HOST_OP, "host"
+        return Kind[str(attrs["kind"]).upper()]
+    is_cpu_op = attrs.get("is_cpu_op")
+    if node.type.startswith("COMM"):  # a collective is device work unless marked a CPU op
+        return Kind.HOST_OP if is_cpu_op in (True, 1, "true") else Kind.COMM
+    if node.type.startswith("MEM"):
+        return Kind.MEMCPY
+    if is_cpu_op in (False, 0, "false"):  # device work: computation, communication or memory
+        return Kind(device_kind(Kind.KERNEL, node.name))
+    return Kind.HOST_OP
 
 
-def _schedule(nodes: list[dict], ids: dict[int, int]) -> None:
-    """As-soon-as-possible start times from the dependencies (Kahn order)."""
-    n = len(nodes)
-    indeg = [0] * n
-    users: list[list[int]] = [[] for _ in range(n)]
-    for k, node in enumerate(nodes):
-        for dep in set(node["data"] + node["ctrl"]):
-            users[ids[dep]].append(k)
-            indeg[k] += 1
-    ready = deque(k for k in range(n) if indeg[k] == 0)
-    start = [0] * n
-    done = 0
-    while ready:
-        k = ready.popleft()
-        done += 1
-        node = nodes[k]
-        node["start"] = start[k]
-        finish = start[k] + node["dur"]
-        for u in users[k]:
-            start[u] = max(start[u], finish)
-            indeg[u] -= 1
-            if indeg[u] == 0:
-                ready.append(u)
-    if done != n:
-        stuck = next(nodes[k]["id"] for k in range(n) if indeg[k] > 0)
-        raise TraceGraphError(f"the dependencies form a cycle (through node {stuck})", "chakra nodes")
+def _track(b: TraceBuilder, node: ChakraNode, kind: Kind, timed: bool) -> int:
+    attrs = node.attrs
+    on_device = kind in DEVICE_KINDS
+    if timed and ("tid" in attrs or "stream" in attrs):
+        pid = _key(attrs.get("pid", "device" if on_device else "host"))
+        tid = _key(attrs.get("stream" if on_device else "tid", attrs.get("tid", 0)))
+        return b.track(pid, tid, process_name=str(attrs.get("process_name", pid)),
+                       thread_name=str(attrs.get("thread_name", "")),
+                       ordered=not attrs.get("unordered", False))
+    lane = {Kind.COMM: "comm", Kind.MEMCPY: "memory", Kind.MEMSET: "memory"}.get(
+        kind, "device" if on_device else "host")
+    thread = attrs.get("stream" if on_device else "tid", attrs.get("tid"))
+    if thread is not None:
+        lane = f"{lane} {_key(thread)}"
+    return b.track("chakra", lane, process_name="chakra", thread_name=lane, ordered=False)
 
 
+def _key(value: Any) -> int | str:
+    """A track's pid or tid: an int or a string as given, anything else as its JSON."""
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _add_edges(b: TraceBuilder, nodes: list[ChakraNode], index: dict[int, int], events: list[int]) -> None:
+    for kind, deps_of in ((EdgeKind.DATA, attrgetter("data")), (EdgeKind.CONTROL, attrgetter("ctrl"))):
+        src = [events[index[d]] for node in nodes for d in deps_of(node)]
+        dst = [e for node, e in zip(nodes, events) for _ in deps_of(node)]
+        if src:
+            b.add_edges(np.array(src, np.int64), np.array(dst, np.int64), kind)
+
+
+# -- writing ------------------------------------------------------------------------------
 _NODE_TYPE_OF = {
     Kind.HOST_OP: "COMP_NODE",
     Kind.PYTHON: "COMP_NODE",
@@ -254,6 +562,43 @@ _NODE_TYPE_OF = {
     Kind.MEMSET: "MEM_STORE_NODE",
     Kind.COMM: "COMM_COLL_NODE",
 }
+#: Collective names as runtimes spell them (letters only, lower case) -> Chakra's enum, the
+#: longest names first so that "reducescatter" is not taken for "reduce".
+_COLLECTIVE_WORDS = [
+    ("reducescatterblock", "REDUCE_SCATTER_BLOCK"),
+    ("reducescatter", "REDUCE_SCATTER"),
+    ("allreduce", "ALL_REDUCE"),
+    ("allgather", "ALL_GATHER"),
+    ("alltoall", "ALL_TO_ALL"),
+    ("broadcast", "BROADCAST"),
+    ("barrier", "BARRIER"),
+    ("scatter", "SCATTER"),
+    ("gather", "GATHER"),
+    ("reduce", "REDUCE"),
+]
+
+
+def collective_comm_type(text: Any) -> int | None:
+    """Chakra's ``CollectiveCommType`` value for a collective's name or enum value, if any."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text if 0 <= text < len(COLLECTIVES) else None
+    if not isinstance(text, str):
+        return None
+    if text.upper() in COLLECTIVES:
+        return COLLECTIVES.index(text.upper())
+    letters = _NOT_LETTER.sub("", text.lower())
+    for word, name in _COLLECTIVE_WORDS:
+        if word in letters:
+            return COLLECTIVES.index(name)
+    return None
+
+
+def micros(ns: int) -> int:
+    """Whole microseconds for Chakra's integer fields: nearest, and never 0 for a
+    non-zero duration (the exact nanoseconds travel in ``*_ns`` attributes)."""
+    if ns <= 0:
+        return 0
+    return max(1, (ns + 500) // 1000)
 
 
 def _attr(name: str, value: Any) -> dict[str, Any]:
@@ -263,25 +608,35 @@ def _attr(name: str, value: Any) -> dict[str, Any]:
         return {"name": name, "int64_val": value}
     if isinstance(value, float):
         return {"name": name, "double_val": value}
-    if isinstance(value, list) and all(isinstance(x, int) for x in value):
+    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
         return {"name": name, "int64_list": {"values": value}}
     return {"name": name, "string_val": value if isinstance(value, str) else orjson.dumps(value).decode()}
 
 
 def chakra_dict(trace: Trace) -> dict[str, Any]:
     """The trace's work events as a Chakra ET graph (JSON-ready dict)."""
-    from .correlate import launch_pairs
-
     sel = np.flatnonzero(trace.kind_mask(*WORK_KINDS, Kind.ANNOTATION) & trace.is_slice)
     node_id = np.full(len(trace), -1, np.int64)
     node_id[sel] = np.arange(len(sel))
+    data, ctrl = _dependencies(trace, sel, node_id)
+    nodes = [_node_dict(trace, e, int(node_id[e]), data.get(e, []), ctrl.get(e, [])) for e in sel.tolist()]
+    return {
+        "schema": "chakra-et-json",
+        "global_metadata": {"version": "0.0.4", "attr": [_attr("source", trace.meta.get("source", ""))]},
+        "nodes": nodes,
+    }
+
+
+def _dependencies(trace: Trace, sel: np.ndarray, node_id: np.ndarray) -> tuple[dict, dict]:
+    """(data, ctrl): event -> node ids it depends on. Data: explicit data edges, launches and
+    same-track order of top-level slices; ctrl: the nesting parent and explicit control edges."""
     parent, _ = trace.nesting()
     data: dict[int, list[int]] = {}
     ctrl: dict[int, list[int]] = {}
-    # Same-track order: each top-level slice after the previous one.
     top = sel[(parent[sel] < 0) | (node_id[np.maximum(parent[sel], 0)] < 0)]
     top = top[np.lexsort((trace.ts[top], trace.track[top]))]
-    same = trace.track[top][1:] == trace.track[top][:-1]
+    ordered = np.array([t.ordered for t in trace.tracks], bool)
+    same = (trace.track[top][1:] == trace.track[top][:-1]) & ordered[trace.track[top][1:]]
     for a, z in zip(top[:-1][same].tolist(), top[1:][same].tolist()):
         data.setdefault(z, []).append(int(node_id[a]))
     for e in sel.tolist():
@@ -295,57 +650,80 @@ def chakra_dict(trace: Trace) -> dict[str, Any]:
     for a, z, k in zip(trace.edge_src.tolist(), trace.edge_dst.tolist(), trace.edge_kind.tolist()):
         if node_id[a] >= 0 and node_id[z] >= 0:
             (ctrl if k == EdgeKind.CONTROL else data).setdefault(z, []).append(int(node_id[a]))
-    strings = trace.strings.strings
-    nodes = []
-    for e in sel.tolist():
-        kind = Kind(int(trace.kind[e]))
-        tr = trace.tracks[int(trace.track[e])]
-        on_dev = bool(trace.on_device[e])
-        attrs = [
-            _attr("is_cpu_op", not on_dev),
-            _attr("kind", kind.name.lower()),
-            _attr("op_type", strings[trace.op[e]]),
-            _attr("category", strings[trace.cat[e]]),
-            _attr("start_time_ns", int(trace.ts[e])),
-            _attr("duration_ns", int(trace.dur[e])),
-            _attr("pid", tr.pid if isinstance(tr.pid, int | str) else str(tr.pid)),
-            _attr("stream" if on_dev else "tid", tr.tid if isinstance(tr.tid, int | str) else str(tr.tid)),
-            _attr("process_name", tr.process_name),
-            _attr("thread_name", tr.thread_name),
-        ]
-        if trace.corr[e] >= 0:
-            attrs.append(_attr("correlation", int(trace.corr[e])))
-        if trace.flags[e] & FLAG_SYNC:
-            attrs.append(_attr("sync", True))
-        args = trace.args.get(e)
-        for key in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag"):
-            if key in args:
-                attrs.append(_attr(key, args[key]))
-        nodes.append(
-            {
-                "id": int(node_id[e]),
-                "name": strings[trace.name[e]],
-                "type": _NODE_TYPE_OF.get(kind, "COMP_NODE"),
-                "ctrl_deps": sorted(set(ctrl.get(e, []))),
-                "data_deps": sorted(set(data.get(e, []))),
-                "start_time_micros": int(trace.ts[e]) // 1000,
-                "duration_micros": int(trace.dur[e]) // 1000,
-                "attr": attrs,
-            }
-        )
+    return data, ctrl
+
+
+def _node_dict(trace: Trace, e: int, nid: int, data: list[int], ctrl: list[int]) -> dict[str, Any]:
+    kind = Kind(int(trace.kind[e]))
+    args = trace.args.get(e)
+    name = trace.strings.strings[trace.name[e]]
+    node_type, comm = _comm_node(name, args) if kind == Kind.COMM else (_NODE_TYPE_OF.get(kind, "COMP_NODE"), [])
+    ctrl = list(dict.fromkeys(ctrl))  # the parent link first: readers take it as the parent
     return {
-        "schema": "chakra-et-json",
-        "global_metadata": {"version": "0.0.4", "attr": [_attr("source", trace.meta.get("source", ""))]},
-        "nodes": nodes,
+        "id": nid,
+        "name": name,
+        "type": node_type,
+        "ctrl_deps": ctrl,
+        "data_deps": sorted(set(data) - set(ctrl)),
+        "start_time_micros": micros(int(trace.ts[e])),
+        "duration_micros": micros(int(trace.dur[e])),
+        "attr": _node_attrs(trace, e, kind, args) + comm,
     }
 
 
-def write_chakra(trace: Trace, target) -> None:
-    """Write the trace as Chakra ET JSON to a path (``.gz`` compresses) or a binary file."""
-    import gzip
-    from pathlib import Path
+def _node_attrs(trace: Trace, e: int, kind: Kind, args: dict[str, Any]) -> list[dict[str, Any]]:
+    strings = trace.strings.strings
+    tr = trace.tracks[int(trace.track[e])]
+    on_dev = bool(trace.on_device[e])
+    attrs = [
+        _attr("is_cpu_op", not on_dev),
+        _attr("kind", kind.name.lower()),
+        _attr("op_type", strings[trace.op[e]]),
+        _attr("category", strings[trace.cat[e]]),
+        _attr("start_time_ns", int(trace.ts[e])),
+        _attr("duration_ns", int(trace.dur[e])),
+        _attr("pid", tr.pid if isinstance(tr.pid, int | str) else str(tr.pid)),
+        _attr("stream" if on_dev else "tid", tr.tid if isinstance(tr.tid, int | str) else str(tr.tid)),
+        _attr("process_name", tr.process_name),
+        _attr("thread_name", tr.thread_name),
+    ]
+    if not tr.ordered:
+        attrs.append(_attr("unordered", True))
+    if trace.corr[e] >= 0:
+        attrs.append(_attr("correlation", int(trace.corr[e])))
+    if trace.flags[e] & FLAG_SYNC:
+        attrs.append(_attr("sync", True))
+    for key in ("comm_src", "comm_dst", "comm_tag", "op_schema", "input_shapes", "input_types",
+                "output_shapes", "output_types"):
+        if key in args:
+            attrs.append(_attr(key, args[key]))
+    return attrs
 
-    data = orjson.dumps(chakra_dict(trace))
+
+def _comm_node(name: str, args: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """Node type and attributes of communication: ``COMM_COLL_NODE`` with ``comm_type``
+    (Chakra's enum) and ``comm_size`` (bytes, when known); ``COMM_SEND_NODE`` /
+    ``COMM_RECV_NODE`` for point-to-point; ``COMP_NODE`` when the collective is unknown (a
+    collective node without its type would read as an all-reduce)."""
+    info = collective(name, args) or {}
+    comm_type = collective_comm_type(args.get("comm_type"))
+    if comm_type is None:
+        comm_type = collective_comm_type(info.get("collective") or name)
+    size = args.get("comm_size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        size = info.get("bytes")
+    attrs = [] if size is None else [_attr("comm_size", size)]
+    if info.get("group") is not None:
+        attrs.append(_attr("pg_name", info["group"]))
+    if info.get("collective") in ("send", "recv"):
+        return f"COMM_{info['collective'].upper()}_NODE", attrs
+    if comm_type is None:
+        return "COMP_NODE", attrs
+    return "COMM_COLL_NODE", [_attr("comm_type", comm_type), *attrs]
+
+
+def write_bytes(data: bytes, target) -> None:
+    """Write ``data`` to a path (``.gz`` compresses) or a binary file."""
     if isinstance(target, str | Path):
         path = Path(target)
         if path.suffix == ".gz":
@@ -355,3 +733,9 @@ def write_chakra(trace: Trace, target) -> None:
             path.write_bytes(data)
     else:
         target.write(data)
+
+
+def write_chakra_json(trace: Trace, target) -> None:
+    """Write the trace as Chakra ET JSON to a path (``.gz`` compresses) or a binary file
+    (:func:`.chakra_et.write_chakra` picks this or the protobuf form by the path's name)."""
+    write_bytes(orjson.dumps(chakra_dict(trace)), target)

@@ -10,11 +10,15 @@ from typing import Any
 import orjson
 
 from .breakdown import operator_breakdown
-from .chakra import write_chakra
-from .compare import compare
+from .chakra_et import write_chakra, write_chakra_et
+from .communication import communication
+from .compare import OPERATOR_KINDS, compare
 from .correlate import correlate
 from .critical_path import critical_path
 from .errors import TraceError
+from .host_et import link_host_et
+from .jobs import read_job
+from .multirank import analyse_job, cross_rank_critical_path
 from .readers import read_trace
 from .writers import write_chrome_trace
 
@@ -43,6 +47,8 @@ def _cell(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+DEFAULT_TOP = 15
+
 BREAKDOWN_COLUMNS = [
     ("op", "operator"), ("kind", "kind"), ("count", "count"), ("total_us", "total us"),
     ("self_us", "self us"), ("mean_us", "mean us"), ("p50_us", "p50 us"), ("p95_us", "p95 us"),
@@ -50,34 +56,55 @@ BREAKDOWN_COLUMNS = [
 ]
 
 
+def _limit(args: argparse.Namespace) -> int | None:
+    """Rows per table: all in JSON unless --top was given; --top 0 means all."""
+    top = args.top if args.top is not None else (None if args.json else DEFAULT_TOP)
+    return top or None
+
+
+def _cut(total: int, top: int | None) -> str:
+    """' (top N of M; --top 0 for all)' when a table is cut, else ''."""
+    return f" (top {top} of {total}; --top 0 lists all)" if top is not None and total > top else ""
+
+
 def _summary(args: argparse.Namespace) -> dict[str, Any] | str:
     trace = read_trace(args.file)
     bd = operator_breakdown(trace)
     corr = correlate(trace)
     cp = critical_path(trace)
+    top = _limit(args)
     result = {
         "trace": trace.summary(),
-        "breakdown": bd.to_dict(top=args.top),
-        "correlation": corr.to_dict(top=args.top),
+        "breakdown": bd.to_dict(top=top),
+        "communication": communication(trace),
+        "correlation": corr.to_dict(top=top or 1_000_000),
         "critical_path": {k: v for k, v in cp.to_dict(max_steps=0).items() if k != "steps"},
     }
+    if top is None:
+        result["critical_path"]["by_op"] = cp.by_op()
     if args.json:
+        result["limits"] = {"top": top, "complete": top is None}
         return result
+    n_host, n_dev = len(bd.rows("host")), len(bd.rows("device"))
     s = result["trace"]
     out = [
         f"{args.file}: {s['events']:,} events on {s['tracks']} tracks "
         f"({s['device_tracks']} accelerator), span {s['span_us']:,.1f} us, source {s['source']}",
         "",
-        f"Host operators (top {args.top}):",
+        f"Host operators{_cut(n_host, top)}:",
         _table(result["breakdown"]["host"], BREAKDOWN_COLUMNS),
         "",
-        f"Accelerator operators (top {args.top}):",
+        f"Accelerator operators{_cut(n_dev, top)}:",
         _table(result["breakdown"]["device"], BREAKDOWN_COLUMNS),
         "",
+        _communication_lines(result["communication"]),
+        "",
         f"Critical path: {cp.length_ns / 1000:,.1f} us over a span of "
-        f"{(cp.window[1] - cp.window[0]) / 1000:,.1f} us, {len(cp.events):,} steps",
-        _table(cp.by_op()[: args.top], [("op", "operator"), ("side", "side"), ("count", "count"),
-                                        ("time_us", "on path us"), ("share", "share")]),
+        f"{(cp.window[1] - cp.window[0]) / 1000:,.1f} us, {len(cp.events):,} steps; bound: "
+        + ", ".join(f"{k.replace('_', ' ')} {v * 100:.1f}%" for k, v in
+                    cp.to_dict(max_steps=0)["bound_shares"].items()),
+        _table(cp.by_op()[:top], [("op", "operator"), ("side", "side"), ("count", "count"),
+                                  ("time_us", "on path us"), ("share", "share")]),
     ]
     c = result["correlation"]
     if c["matched"]:
@@ -90,6 +117,18 @@ def _summary(args: argparse.Namespace) -> dict[str, Any] | str:
     return "\n".join(out)
 
 
+def _communication_lines(c: dict[str, Any]) -> str:
+    split = ", ".join(f"{k} {v['share'] * 100:.1f}%" for k, v in c["split"].items())
+    lines = [f"Device work {c['device_work_us']:,.1f} us: {split}"]
+    if c["overlap"]["share"] is not None:
+        lines.append(f"Communication overlapped by computation: {c['overlap']['share'] * 100:.1f}%")
+    if c["collectives"]:
+        lines.append(_table(c["collectives"], [("collective", "collective"), ("count", "count"),
+                                               ("time_us", "time us"), ("bytes", "bytes"),
+                                               ("algbw_gb_s", "algbw GB/s")]))
+    return "\n".join(lines)
+
+
 def _critical_path(args: argparse.Namespace) -> dict[str, Any] | str:
     trace = read_trace(args.file)
     step: int | str | None = args.step
@@ -97,15 +136,19 @@ def _critical_path(args: argparse.Namespace) -> dict[str, Any] | str:
         step = int(step)
     cp = critical_path(trace, step=step)
     result = cp.to_dict(max_steps=args.steps)
+    top = _limit(args)
     if args.json:
+        if top is not None:
+            result["by_op"] = result["by_op"][:top]
         return result
     out = [
         f"Critical path: {result['length_us']:,.1f} us over a span of {result['span_us']:,.1f} us "
         f"({result['steps_total']:,} steps; host {result['by_side']['host_us']:,.1f} us, "
         f"device {result['by_side']['device_us']:,.1f} us)",
         "",
-        _table(result["by_op"][: args.top], [("op", "operator"), ("side", "side"), ("count", "count"),
-                                             ("time_us", "on path us"), ("share", "share")]),
+        "By operator" + _cut(len(result["by_op"]), top) + ":",
+        _table(result["by_op"][:top], [("op", "operator"), ("side", "side"), ("count", "count"),
+                                       ("time_us", "on path us"), ("share", "share")]),
         "",
         f"Path (first {min(args.steps, result['steps_total'])} steps):",
         _table(result["steps"], [("start_us", "start us"), ("name", "event"), ("side", "side"),
@@ -120,37 +163,71 @@ def _critical_path(args: argparse.Namespace) -> dict[str, Any] | str:
 
 def _diff(args: argparse.Namespace) -> dict[str, Any] | str:
     a, b = read_trace(args.a), read_trace(args.b)
-    result = compare(a, b, labels=(args.a, args.b)).to_dict(top=args.top)
+    kinds = None if args.all_kinds else OPERATOR_KINDS
+    top = _limit(args)
+    comparison = compare(a, b, labels=(args.a, args.b), kinds=kinds)
+    result = comparison.to_dict(top=top)
     if args.json:
         return result
     cp = result["critical_path"]
+    n_rows = len(comparison.rows)
+    listed = [("op", "operator"), ("side", "side"), ("count", "count"), ("total_us", "total us")]
     out = [
-        f"A = {args.a}\nB = {args.b}\n(totals {'per step' if result['normalized_by'] == 'step' else 'over each trace'})",
+        f"A = {args.a}\nB = {args.b}\n(totals {'per step' if result['normalized_by'] == 'step' else 'over each trace'}; "
+        f"{'all kinds' if kinds is None else 'operators, runtime calls and device work; --all-kinds adds frames and annotations'})",
         "",
-        "Largest changes (B - A):",
+        f"Largest changes (B - A){_cut(n_rows, top)}:",
         _table(result["rows"], [("op", "operator"), ("side", "side"), ("count_a", "count A"),
                                 ("count_b", "count B"), ("total_a_us", "total A us"),
                                 ("total_b_us", "total B us"), ("delta_us", "delta us"),
                                 ("delta_pct", "delta %"), ("impact", "impact")]),
         "",
-        "New in B: " + (", ".join(r["op"] for r in result["new"]) or "none"),
-        "Gone in B: " + (", ".join(r["op"] for r in result["vanished"]) or "none"),
+        f"New in B ({len(result['new'])}):",
+        _table(result["new"][:top], listed) + _cut(len(result["new"]), top),
+        "",
+        f"Gone in B ({len(result['vanished'])}):",
+        _table(result["vanished"][:top], listed) + _cut(len(result["vanished"]), top),
     ]
     if cp:
         out += [
             "",
             f"Critical path ({cp['scope']}): A {cp['length_a_us']:,.1f} us, B {cp['length_b_us']:,.1f} us, "
             f"delta {cp['delta_us']:+,.1f} us",
-            _table(cp["by_op"][: args.top], [("op", "operator"), ("side", "side"), ("path_a_us", "A us"),
-                                             ("path_b_us", "B us"), ("delta_us", "delta us")]),
+            _table(cp["by_op"][:top], [("op", "operator"), ("side", "side"), ("path_a_us", "A us"),
+                                       ("path_b_us", "B us"), ("delta_us", "delta us")]),
         ]
     return "\n".join(out)
 
 
+def _job(args: argparse.Namespace) -> dict[str, Any] | str:
+    job = analyse_job(read_job(args.files if len(args.files) > 1 else args.files[0]))
+    top = _limit(args)
+    result = job.to_dict(top=top)
+    cp = cross_rank_critical_path(job) if job.collectives else None
+    result["critical_path"] = {k: v for k, v in cp.to_dict(max_steps=0).items() if k != "steps"} if cp else None
+    if args.json:
+        return result
+    out = [f"{len(job.ranks)} ranks; collectives matched: {len(job.collectives)} "
+           f"(rule: {job.rule or 'no communication found'})", "",
+           "Per rank:", _table([{k: v for k, v in r.items() if k in ("rank", "events", "span_us")} |
+                                {"comm": r["communication"]["communication"]} for r in result["per_rank"]],
+                               [("rank", "rank"), ("events", "events"), ("span_us", "span us"),
+                                ("comm", "comm share")]),
+           "", "Stragglers:", _table(result["stragglers"], [("rank", "rank"), ("last_at", "last at"),
+                                                         ("lateness_us", "lateness us"), ("straggler", "straggler")])]
+    if cp:
+        d = result["critical_path"]
+        out += ["", f"Critical path across ranks: {d['length_us']:,.1f} us, bound: {d['bound']}; "
+                f"time per rank: {d['ranks_on_path']}"]
+    return "\n".join(out)
+
+
 def _convert(args: argparse.Namespace) -> dict[str, Any] | str:
-    trace = read_trace(args.input)
-    to = args.to or ("chakra" if "chakra" in args.output else "chrome")
-    if to == "chakra":
+    trace = link_host_et(args.host_et, args.input) if args.host_et else read_trace(args.input)
+    to = args.to or _format_of(args.output)
+    if to == "chakra-et":
+        write_chakra_et(trace, args.output)
+    elif to == "chakra":
         write_chakra(trace, args.output)
     else:
         cp = critical_path(trace) if args.mark_critical_path else None
@@ -159,13 +236,22 @@ def _convert(args: argparse.Namespace) -> dict[str, Any] | str:
     return result if args.json else f"wrote {len(trace):,} events to {args.output} ({to})"
 
 
+def _format_of(output: str) -> str:
+    """The output format a file name implies: ``.et`` Chakra protobuf, ``chakra`` in the
+    name Chakra JSON, else Chrome JSON."""
+    if output.endswith((".et", ".et.gz")):
+        return "chakra-et"
+    return "chakra" if "chakra" in output else "chrome"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m traces.atrace", description="Atrace: analyse accelerator traces.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--json", action="store_true", help="machine-readable output")
-        sp.add_argument("--top", type=int, default=15, help="rows per table")
+        sp.add_argument("--top", type=int, default=None,
+                        help=f"rows per table (default {DEFAULT_TOP} in tables, all in --json; 0: all)")
 
     s = sub.add_parser("summary", help="breakdown, correlation and critical path of a trace")
     s.add_argument("file")
@@ -180,13 +266,20 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diff", help="compare two traces (B against A)")
     d.add_argument("a")
     d.add_argument("b")
+    d.add_argument("--all-kinds", action="store_true", help="also compare Python frames and annotations")
     common(d)
     d.set_defaults(run=_diff)
-    v = sub.add_parser("convert", help="convert a trace (to Chrome JSON or Chakra JSON)")
+    j = sub.add_parser("job", help="a distributed job: rank files, a folder or an archive")
+    j.add_argument("files", nargs="+")
+    common(j)
+    j.set_defaults(run=_job)
+    v = sub.add_parser("convert", help="convert a trace (to Chrome JSON, Chakra JSON or Chakra .et)")
     v.add_argument("input")
-    v.add_argument("output", help="output path; .gz compresses")
-    v.add_argument("--to", choices=["chrome", "chakra"])
+    v.add_argument("output", help="output path; .gz compresses; .et (or .et.gz) writes Chakra protobuf")
+    v.add_argument("--to", choices=["chrome", "chakra", "chakra-et"])
     v.add_argument("--mark-critical-path", action="store_true")
+    v.add_argument("--host-et", metavar="HOST_ET",
+                   help="a PyTorch host execution trace of the same run, linked to the Kineto INPUT")
     common(v)
     v.set_defaults(run=_convert)
     return p

@@ -8,13 +8,23 @@ from typing import Any
 from .breakdown import Breakdown, operator_breakdown
 from .critical_path import CriticalPath, critical_path, steps
 from .errors import EmptyTraceError
+from .kinds import runtime_name
 from .model import Trace
 from .stats import us
 
+#: What ``compare`` compares by default: operators, runtime calls and device work. Python
+#: frames (keyed by file and line) and annotations only drown the operators' changes.
+OPERATOR_KINDS = ("host_op", "runtime", "kernel", "memcpy", "memset", "comm")
 
-def _by_op(bd: Breakdown, scale: float) -> dict[tuple[str, str], dict[str, float]]:
+
+def _by_op(bd: Breakdown, scale: float, kinds: tuple[str, ...] | None = OPERATOR_KINDS
+           ) -> dict[tuple[str, str], dict[str, float]]:
     out: dict[tuple[str, str], dict[str, float]] = {}
-    for g, (side, _kind, op) in enumerate(bd.keys):
+    for g, (side, kind, op) in enumerate(bd.keys):
+        if kinds is not None and kind not in kinds:
+            continue
+        if kind == "runtime":
+            op = runtime_name(op)  # hipLaunchKernel and cudaLaunchKernel are the same call
         row = out.setdefault((side, op), {"count": 0, "total": 0.0, "self": 0.0})
         row["count"] += int(bd.count[g]) * scale
         row["total"] += float(bd.total_ns[g]) * scale
@@ -49,15 +59,17 @@ def _path_by_op(cp: CriticalPath) -> dict[tuple[str, str], float]:
 
 
 def compare(
-    a: Trace, b: Trace, *, labels: tuple[str, str] = ("A", "B"), with_critical_path: bool = True
+    a: Trace, b: Trace, *, labels: tuple[str, str] = ("A", "B"), with_critical_path: bool = True,
+    kinds: tuple[str, ...] | None = OPERATOR_KINDS,
 ) -> Comparison:
     """Per operator type deltas (B minus A) ranked by impact, new and vanished operators,
-    and the difference of the critical paths."""
+    and the difference of the critical paths. ``kinds`` (kind names) limits what is
+    compared; the default is operators, runtime calls and device work; None compares all."""
     bd_a, bd_b = operator_breakdown(a), operator_breakdown(b)
     steps_a, steps_b = len(steps(a)), len(steps(b))
     per_step = bool(steps_a and steps_b) and steps_a != steps_b
-    ops_a = _by_op(bd_a, 1.0 / steps_a if per_step else 1.0)
-    ops_b = _by_op(bd_b, 1.0 / steps_b if per_step else 1.0)
+    ops_a = _by_op(bd_a, 1.0 / steps_a if per_step else 1.0, kinds)
+    ops_b = _by_op(bd_b, 1.0 / steps_b if per_step else 1.0, kinds)
     span_a = max(bd_a.span_ns / (steps_a if per_step else 1), 1)
     rows, new, vanished = [], [], []
     zero = {"count": 0, "total": 0.0, "self": 0.0}

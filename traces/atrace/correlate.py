@@ -13,25 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from .model import FLAG_SYNC, Kind, Trace
+from .links import launch_pairs
+from .model import DEVICE_KINDS, FLAG_SYNC, Kind, Trace
 from .stats import covered, distribution, merge_intervals, us
 
-
-def launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(launching runtime event, device event) index pairs, matched by correlation id."""
-    dev = np.flatnonzero(trace.on_device & (trace.corr >= 0) & trace.is_slice)
-    rt = np.flatnonzero((trace.kind == Kind.RUNTIME) & (trace.corr >= 0) & ~trace.on_device)
-    if not len(dev) or not len(rt):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    # Outermost runtime call first when several share a correlation id.
-    order = np.lexsort((-trace.dur[rt], trace.corr[rt]))
-    rt = rt[order]
-    keys = trace.corr[rt]
-    k = np.searchsorted(keys, trace.corr[dev])
-    k_ok = k < len(keys)
-    match = np.zeros(len(dev), bool)
-    match[k_ok] = keys[k[k_ok]] == trace.corr[dev][k_ok]
-    return rt[k[match]], dev[match]
+__all__ = ["Correlation", "correlate", "host_operator_of", "launch_pairs"]
 
 
 def host_operator_of(trace: Trace, events: np.ndarray) -> np.ndarray:
@@ -118,7 +104,7 @@ def _histogram(values: np.ndarray, bins: int = 20) -> dict[str, list[float]]:
 def correlate(trace: Trace, *, top_bubbles: int = 10) -> Correlation:
     """Link device work to the host work that launched it; classify time; find bubbles."""
     launcher, dev = launch_pairs(trace)
-    all_dev = trace.on_device & trace.is_slice & (trace.kind != Kind.ANNOTATION)
+    all_dev = trace.on_device & trace.is_slice & trace.kind_mask(*DEVICE_KINDS)
     host_op = host_operator_of(trace, launcher) if len(launcher) else np.zeros(0, np.int64)
     latency = trace.ts[dev] - trace.ts[launcher]
     states, intervals = _states(trace, all_dev)

@@ -10,12 +10,17 @@ synchronisation call (waiting is not work). Nesting and same-thread / same-strea
 are thereby edges of the chain. Across chains the edges weigh nothing and state causes:
 
 * launch: the runtime call that launched a kernel -> the kernel's start (by correlation id);
+* queue: device work launched before it could start -> from the work that finished last on
+  the same device before it started (it waited in the device's queue behind that work);
 * sync: the last device slice to finish inside a synchronisation call -> that call's end;
 * dependency: the source's explicit edges (model graph data / control deps, flow events)
   -> from the end of one slice to the start of the other.
 
 Every edge runs forward in time, so the graph is acyclic; the critical path is its longest
-path, i.e. the causal chain that holds the most work. Its length is therefore at least the
+path, i.e. the causal chain that holds the most work. A launch edge weighs the launch
+queueing (launch to start, unless the work waited behind other work on its device). Python
+frames and annotations are context: not on the path. ``bounds_ns`` splits the path's
+elapsed time into host, device, launch queueing, sync waits and idle. Its length is therefore at least the
 busy time of any single thread or stream. A slice's *slack* is how much longer it could take
 before the critical path grows: the path length minus the longest path through it.
 
@@ -30,15 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from .correlate import launch_pairs
 from .errors import EmptyTraceError, TraceGraphError
-from .model import FLAG_SYNC, KIND_NAMES, WORK_KINDS, Kind, Trace
-from .stats import distribution, us
+from .links import launch_pairs
+from .model import FLAG_SYNC, KIND_NAMES, Kind, Trace
+from .stats import covered, distribution, merge_intervals, us
 from .structure import Points, order_points
 
-EDGE_TYPES = ("sequence", "nested", "launch", "sync", "data", "control", "flow")
-_LAUNCH, _SYNC = 2, 3
-_EXPLICIT = {0: 4, 1: 5, 2: 6}  # EdgeKind -> edge type
+EDGE_TYPES = ("sequence", "nested", "launch", "sync", "data", "control", "flow", "queue", "collective")
+#: What the path runs through: operators, runtime calls and device work (not frames).
+PATH_KINDS = (Kind.HOST_OP, Kind.RUNTIME, Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)
+#: What bounds the path at each moment (see ``CriticalPath.bounds_ns``).
+BOUNDS = ("host", "device", "launch_queueing", "sync_wait", "idle")
+_LAUNCH, _SYNC, _QUEUE = 2, 3, 7
+_EXPLICIT = {0: 4, 1: 5, 2: 6, 3: 8}  # EdgeKind -> edge type
 
 
 @dataclass
@@ -52,6 +61,7 @@ class CriticalPath:
     slack_ns: np.ndarray  # per selected event
     window: tuple[int, int]
     extra: dict[str, Any] = field(default_factory=dict)
+    bounds_ns: dict[str, int] = field(default_factory=dict)  # BOUNDS -> ns, path start to end
 
     @property
     def edges(self) -> list[tuple[int, int, str]]:
@@ -115,6 +125,8 @@ class CriticalPath:
         off = np.flatnonzero(~on_path)
         least = off[np.lexsort((-t.dur[self.selected[off]], self.slack_ns[off]))][:top_slack]
         dev_time = float(self.on_path_ns[t.on_device[self.events]].sum()) if len(self.events) else 0.0
+        host_time = float(self.on_path_ns.sum()) - dev_time if len(self.events) else 0.0
+        elapsed = sum(self.bounds_ns.values())
         return {
             "length_us": us(self.length_ns),
             "span_us": us(self.window[1] - self.window[0]),
@@ -124,9 +136,14 @@ class CriticalPath:
             "steps": steps,
             "by_op": self.by_op(),
             "by_side": {
-                "host_us": us(self.length_ns - dev_time),
+                "host_us": us(host_time),
                 "device_us": us(dev_time),
             },
+            "by_bound": {
+                f"{k}_us": us(v) for k, v in self.bounds_ns.items()
+            },
+            "bound_shares": {k: round(v / elapsed, 6) if elapsed else 0.0 for k, v in self.bounds_ns.items()},
+            "bound": max(self.bounds_ns, key=self.bounds_ns.get) if elapsed else None,
             "slack": {
                 "operators": len(self.selected),
                 "on_path": int(on_path.sum()),
@@ -175,19 +192,41 @@ def steps(trace: Trace) -> list[str]:
 
 
 def _select(trace: Trace, window: tuple[int, int] | None) -> np.ndarray:
-    work = trace.kind_mask(*WORK_KINDS) & trace.is_slice
+    """The slices the path may run through: operators, runtime calls and device work.
+
+    Python frames and annotations are context, not work: a frame's time is its operators'
+    time or waiting (a monitor thread sleeping in ``threading.wait`` is not on any path).
+    In a window, device work belongs to the step whose host code launched it; device work
+    with no launch in the trace counts only if it starts inside the window.
+    """
+    work = trace.kind_mask(*PATH_KINDS) & trace.is_slice
     if window is None:
         return np.flatnonzero(work)
     t0, t1 = window
     inside = (trace.ts >= t0) & (trace.ts < t1)
     host = work & ~trace.on_device & inside
-    # Device work belongs to the step whose host code launched it.
     rt, dev = launch_pairs(trace)
     dev_sel = np.zeros(len(trace), bool)
     dev_sel[dev[host[rt]]] = True
     unlaunched = work & trace.on_device & inside
     unlaunched[dev] = False
     return np.flatnonzero(host | dev_sel | unlaunched)
+
+
+@dataclass
+class _Graph:
+    """The condensed graph: anchors (points where chains meet cross edges) and edges."""
+
+    pts: Points
+    sel: np.ndarray
+    weight: np.ndarray  # per point: work weight of the piece after it
+    owner: np.ndarray  # per point: local index of the slice open after it (-1: none)
+    work_before: np.ndarray  # per point: work done on its chain before it
+    anchors: np.ndarray  # point positions
+    e_src: np.ndarray  # anchor indices
+    e_dst: np.ndarray
+    e_w: np.ndarray
+    e_type: np.ndarray
 
 
 def critical_path(
@@ -199,72 +238,14 @@ def critical_path(
     sel = _select(trace, window)
     if not len(sel):
         raise EmptyTraceError("no work events to build a critical path from")
-    pts = order_points(trace, sel)
-    m = len(sel)
-    n_pts = 2 * m
-    loc = np.full(len(trace), -1, np.int64)
-    loc[sel] = np.arange(m)
-
-    # Chain segments: weight and owner of the piece after each point.
-    parent_local = np.where(pts.parent >= 0, loc[np.maximum(pts.parent, 0)], -1)
-    owner = np.where(pts.is_end, parent_local[pts.local], pts.local)
-    same_chain = np.zeros(n_pts, bool)
-    same_chain[:-1] = pts.chain[1:] == pts.chain[:-1]
-    gap = np.zeros(n_pts, np.int64)
-    gap[:-1] = pts.time[1:] - pts.time[:-1]
-    is_sync = (trace.flags[sel] & FLAG_SYNC) != 0
-    works = same_chain & (owner >= 0)
-    works[works] &= ~is_sync[owner[works]]
-    weight = np.where(works, gap, 0)
-    prefix = np.zeros(n_pts + 1, np.int64)
-    np.cumsum(weight, out=prefix[1:])
-    W = prefix[:-1]  # work done on a chain before each point
-
-    # Cross edges, as point positions.
-    src, dst, etype = _cross_edges(trace, sel, loc, pts)
-
-    # Anchors: chain ends and cross-edge endpoints.
-    chain_first = np.ones(n_pts, bool)
-    chain_first[1:] = ~same_chain[:-1]
-    chain_last = ~same_chain
-    anchors = np.unique(np.concatenate([np.flatnonzero(chain_first | chain_last), src, dst]))
-    na = len(anchors)
-    a_src = np.searchsorted(anchors, src)
-    a_dst = np.searchsorted(anchors, dst)
-    along = pts.chain[anchors[1:]] == pts.chain[anchors[:-1]]
-    c_src = np.flatnonzero(along)
-    c_dst = c_src + 1
-    c_w = W[anchors[c_dst]] - W[anchors[c_src]]
-    e_src = np.concatenate([c_src, a_src])
-    e_dst = np.concatenate([c_dst, a_dst])
-    e_w = np.concatenate([c_w, np.zeros(len(a_src), np.int64)])
-    e_type = np.concatenate([np.zeros(len(c_src), np.int64), etype])
-
-    order = _topological_order(anchors, pts.time, e_src, e_dst, na)
-    dist, pred, pred_edge, tail = _longest(order, e_src, e_dst, e_w, na)
+    g = _build_graph(trace, sel)
+    na = len(g.anchors)
+    order = _topological_order(g.anchors, g.pts.time, g.e_src, g.e_dst, na)
+    dist, pred, pred_edge, tail = _longest(order, g.e_src, g.e_dst, g.e_w, na)
     best = int(np.argmax(dist))
     length = int(dist[best])
-
-    events, on_path, via = _walk(best, pred, pred_edge, anchors, e_src, e_type, pts, sel, weight, owner)
-
-    # Slack: path length minus the longest path through each slice.
-    anchor_before = np.searchsorted(anchors, np.arange(n_pts), "right") - 1
-    anchor_after = np.searchsorted(anchors, np.arange(n_pts), "left")
-    through = (
-        dist[anchor_before] + (W - W[anchors[anchor_before]])
-        + tail[anchor_after] + (W[anchors[anchor_after]] - W)
-    )
-    # Range maximum per slice; slices in start order keep the in-between ranges short.
-    by_start = np.argsort(pts.start_pos)
-    bounds = np.empty(2 * m, np.int64)
-    bounds[0::2] = pts.start_pos[by_start]
-    bounds[1::2] = pts.end_pos[by_start] + 1
-    through = np.append(through, 0)
-    best_through = np.empty(m, np.int64)
-    best_through[by_start] = np.maximum.reduceat(through, bounds)[0::2]
-    slack = np.maximum(length - best_through, 0)
-    if window is None:
-        window = trace.span()
+    hops = _anchor_path(best, pred, pred_edge)
+    events, on_path, via = _walk(hops, g)
     return CriticalPath(
         trace=trace,
         length_ns=length,
@@ -272,56 +253,286 @@ def critical_path(
         on_path_ns=on_path,
         via=via,
         selected=sel,
-        slack_ns=slack,
-        window=window,
+        slack_ns=_slack(g, dist, tail, length),
+        window=window if window is not None else trace.span(),
+        bounds_ns=_bounds(trace, hops, g),
     )
 
 
+def _build_graph(trace: Trace, sel: np.ndarray) -> _Graph:
+    pts = order_points(trace, sel)
+    weight, owner = _chain_weights(trace, sel, pts)
+    prefix = np.zeros(len(weight) + 1, np.int64)
+    np.cumsum(weight, out=prefix[1:])
+    work_before = prefix[:-1]
+    loc = np.full(len(trace), -1, np.int64)
+    loc[sel] = np.arange(len(sel))
+    src, dst, etype, ew = _cross_edges(trace, sel, loc, pts)
+    same_chain = np.zeros(len(pts.time), bool)
+    same_chain[:-1] = pts.chain[1:] == pts.chain[:-1]
+    chain_first = np.ones(len(pts.time), bool)
+    chain_first[1:] = ~same_chain[:-1]
+    anchors = np.unique(np.concatenate([np.flatnonzero(chain_first | ~same_chain), src, dst]))
+    along = np.flatnonzero(pts.chain[anchors[1:]] == pts.chain[anchors[:-1]])
+    c_w = work_before[anchors[along + 1]] - work_before[anchors[along]]
+    return _Graph(
+        pts=pts, sel=sel, weight=weight, owner=owner, work_before=work_before, anchors=anchors,
+        e_src=np.concatenate([along, np.searchsorted(anchors, src)]),
+        e_dst=np.concatenate([along + 1, np.searchsorted(anchors, dst)]),
+        e_w=np.concatenate([c_w, ew]),
+        e_type=np.concatenate([np.zeros(len(along), np.int64), etype]),
+    )
+
+
+def _chain_weights(trace: Trace, sel: np.ndarray, pts: Points) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: the work weight of the piece after it, and the slice that owns it.
+
+    A piece weighs its length when a slice is open over it (the innermost open slice owns
+    it: its self time), nothing when the chain is idle or the open slice is a
+    synchronisation call (waiting is not work).
+    """
+    n_pts = len(pts.time)
+    loc = np.full(len(trace), -1, np.int64)
+    loc[sel] = np.arange(len(sel))
+    parent_local = np.where(pts.parent >= 0, loc[np.maximum(pts.parent, 0)], -1)
+    owner = np.where(pts.is_end, parent_local[pts.local], pts.local)
+    same_chain = np.zeros(n_pts, bool)
+    same_chain[:-1] = pts.chain[1:] == pts.chain[:-1]
+    gap = np.zeros(n_pts, np.int64)
+    gap[:-1] = pts.time[1:] - pts.time[:-1]
+    owner = np.where(same_chain, owner, -1)
+    is_sync = (trace.flags[sel] & FLAG_SYNC) != 0
+    works = owner >= 0
+    works[works] &= ~is_sync[owner[works]]
+    return np.where(works, gap, 0), owner
+
+
+def _anchor_path(best: int, pred: np.ndarray, pred_edge: np.ndarray) -> list[tuple[int, int]]:
+    """(anchor, edge that led to it) from the start of the path to ``best``."""
+    hops = []
+    v = best
+    while v >= 0:
+        hops.append((v, int(pred_edge[v])))
+        v = int(pred[v])
+    hops.reverse()
+    return hops
+
+
+def _slack(g: _Graph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.ndarray:
+    """Per selected slice: path length minus the longest path through it."""
+    W, anchors = g.work_before, g.anchors
+    n_pts = len(W)
+    m = len(g.sel)
+    anchor_before = np.searchsorted(anchors, np.arange(n_pts), "right") - 1
+    anchor_after = np.searchsorted(anchors, np.arange(n_pts), "left")
+    through = (
+        dist[anchor_before] + (W - W[anchors[anchor_before]])
+        + tail[anchor_after] + (W[anchors[anchor_after]] - W)
+    )
+    # Range maximum per slice; slices in start order keep the in-between ranges short.
+    by_start = np.argsort(g.pts.start_pos)
+    bounds = np.empty(2 * m, np.int64)
+    bounds[0::2] = g.pts.start_pos[by_start]
+    bounds[1::2] = g.pts.end_pos[by_start] + 1
+    through = np.append(through, 0)
+    best_through = np.empty(m, np.int64)
+    best_through[by_start] = np.maximum.reduceat(through, bounds)[0::2]
+    return np.maximum(length - best_through, 0)
+
+
+def _bounds(trace: Trace, hops: list[tuple[int, int]], g: _Graph) -> dict[str, int]:
+    """What bounds the path, moment by moment, from its first point to its last (ns).
+
+    Along a chain: its work is host or device time, a synchronisation call's wait is a sync
+    wait; a gap between operators on a CPU thread is host time when the thread is inside a
+    frame or range then (framework and Python code run between operators), else idle.
+    Across: a launch edge is launch queueing (launch to start), a sync edge a sync wait, an
+    explicit dependency idle.
+    """
+    out = dict.fromkeys(BOUNDS, 0)
+    pts = g.pts
+    on_device = trace.on_device[g.sel]
+    is_sync = (trace.flags[g.sel] & FLAG_SYNC) != 0
+    gaps: list[np.ndarray] = []
+    for (a, _), (b, edge) in zip(hops, hops[1:]):
+        pa, pb = int(g.anchors[a]), int(g.anchors[b])
+        span = int(pts.time[pb] - pts.time[pa])
+        etype = int(g.e_type[edge])
+        if etype in (_LAUNCH, _QUEUE):
+            out["launch_queueing"] += span
+        elif etype == _SYNC:
+            out["sync_wait"] += span
+        elif etype != 0:
+            out["idle"] += span
+        else:
+            seg = np.arange(pa, pb)
+            gap = pts.time[seg + 1] - pts.time[seg]
+            own = g.owner[seg]
+            has = own >= 0
+            work = g.weight[seg] > 0
+            dev = np.zeros(len(seg), bool)
+            dev[has] = on_device[own[has]]
+            sync = np.zeros(len(seg), bool)
+            sync[has] = is_sync[own[has]]
+            out["device"] += int(gap[work & dev].sum())
+            out["host"] += int(gap[work & ~dev].sum())
+            out["sync_wait"] += int(gap[~work & sync].sum())
+            gaps.append(seg[~work & ~sync & (gap > 0)])
+    idle = np.concatenate(gaps) if gaps else np.zeros(0, np.int64)
+    in_code = _inside_context(trace, pts, idle)
+    lengths = pts.time[idle + 1] - pts.time[idle]
+    out["host"] += int(lengths[in_code].sum())
+    out["idle"] += int(lengths[~in_code].sum())
+    return out
+
+
+def _inside_context(trace: Trace, pts: Points, pieces: np.ndarray) -> np.ndarray:
+    """Per chain piece (point position): whether a frame or range is open on its CPU thread."""
+    out = np.zeros(len(pieces), bool)
+    track = trace.track[pts.event[pieces]]
+    host = ~trace.on_device[pts.event[pieces]]
+    context = trace.is_slice & trace.kind_mask(Kind.PYTHON, Kind.ANNOTATION, Kind.HOST_OP)
+    for t in np.unique(track[host]).tolist():
+        mine = np.flatnonzero(host & (track == t))
+        ev = np.flatnonzero(context & (trace.track == t))
+        starts, ends = merge_intervals(trace.ts[ev], trace.end[ev])
+        mid = pts.time[pieces[mine]] + (pts.time[pieces[mine] + 1] - pts.time[pieces[mine]]) // 2
+        out[mine] = covered(starts, ends, mid)
+    return out
+
+
 def _cross_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points):
-    ts, end = trace.ts, trace.end
-    srcs, dsts, types = [], [], []
+    """(source point, target point, edge type, weight) of the edges between chains."""
+    parts = [_explicit_edges(trace, loc, pts)]
+    arrived = np.full(len(trace), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(arrived, pts.event[parts[0][1]], pts.time[parts[0][0]])
+    parts.append(_launch_edges(trace, sel, loc, pts, arrived))
+    parts.append(_sync_edges(trace, sel, loc, pts))
+    return tuple(np.concatenate([part[k] for part in parts]) for k in range(4))
 
-    def from_point(a: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """End of ``a`` if it ended before ``z`` started, else its start; -1 if neither."""
-        la = loc[a]
-        p = np.where(end[a] <= ts[z], pts.end_pos[la], pts.start_pos[la])
-        return np.where(ts[a] <= ts[z], p, -1)
 
-    # Launches.
+def _from_point(trace: Trace, loc: np.ndarray, pts: Points, a: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """End of ``a`` if it ended before ``z`` started, else its start; -1 if neither."""
+    la = loc[a]
+    p = np.where(trace.end[a] <= trace.ts[z], pts.end_pos[la], pts.start_pos[la])
+    return np.where(trace.ts[a] <= trace.ts[z], p, -1)
+
+
+def _edges(src, dst, etype, weight=None):
+    src = np.asarray(src, np.int64)
+    n = len(src)
+    weight = np.zeros(n, np.int64) if weight is None else np.asarray(weight, np.int64)
+    return src, np.asarray(dst, np.int64), np.broadcast_to(np.asarray(etype, np.int64), (n,)).copy(), weight
+
+
+def _explicit_edges(trace: Trace, loc: np.ndarray, pts: Points):
+    """The source's dependencies (model graph, flows, collectives): end (or start) -> start."""
+    a, z = trace.edge_src, trace.edge_dst
+    keep = (loc[a] >= 0) & (loc[z] >= 0) & (a != z) if len(a) else np.zeros(0, bool)
+    a, z, kind = a[keep], z[keep], trace.edge_kind[keep]
+    p = _from_point(trace, loc, pts, a, z)
+    ok = p >= 0
+    types = np.array([_EXPLICIT[int(x)] for x in kind[ok].tolist()], np.int64)
+    return _edges(p[ok], pts.start_pos[loc[z[ok]]], types)
+
+
+def _launch_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, arrived: np.ndarray):
+    """Launch -> device work, weighing the launch queueing; queue edges for work that
+    waited behind other work on its device.
+
+    The queueing runs from the launch call (its end, or its start if the work began before
+    the call returned), or from when earlier work on the device ended, or from when a
+    dependency arrived, whichever is latest, to the start of the device work.
+    """
     rt, dev = launch_pairs(trace)
     keep = (loc[rt] >= 0) & (loc[dev] >= 0)
     rt, dev = rt[keep], dev[keep]
-    if len(rt):
-        p = from_point(rt, dev)
-        ok = p >= 0
-        srcs.append(p[ok])
-        dsts.append(pts.start_pos[loc[dev[ok]]])
-        types.append(np.full(int(ok.sum()), _LAUNCH))
-    # Synchronisation: the last device slice to finish while the call waited.
+    p = _from_point(trace, loc, pts, rt, dev)
+    ok = p >= 0
+    dev, p = dev[ok], p[ok]
+    before = _last_done_on_device(trace, sel, dev)
+    done = trace.end[np.maximum(before, 0)]
+    waited = (before >= 0) & (done > pts.time[p])
+    ready = np.maximum(np.where(waited, done, pts.time[p]), arrived[dev])
+    launch = _edges(p, pts.start_pos[loc[dev]], _LAUNCH, np.maximum(trace.ts[dev] - ready, 0))
+    queue = _edges(pts.end_pos[loc[before[waited]]], pts.start_pos[loc[dev[waited]]], _QUEUE)
+    return tuple(np.concatenate([x, y]) for x, y in zip(launch, queue))
+
+
+def _sync_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points):
+    """The last device work (of the calling process) to finish while a sync call waited ->
+    that call's end."""
     sync = sel[((trace.flags[sel] & FLAG_SYNC) != 0) & ~trace.on_device[sel]]
     devs = sel[trace.on_device[sel]]
-    if len(sync) and len(devs):
-        devs = devs[np.argsort(end[devs], kind="stable")]
-        dev_end = end[devs]
-        k = np.searchsorted(dev_end, end[sync], "right") - 1
+    if not len(sync) or not len(devs):
+        return _edges([], [], _SYNC)
+    a, z = _sync_pairs(trace, sync, devs, _launching_process(trace, devs))
+    return _edges(pts.end_pos[loc[a]], pts.end_pos[loc[z]], _SYNC)
+
+
+def _process_numbers(trace: Trace) -> np.ndarray:
+    """Per track: a number for its process (pid)."""
+    seen: dict = {}
+    return np.array([seen.setdefault(t.pid, len(seen)) for t in trace.tracks], np.int64)
+
+
+def _launching_process(trace: Trace, devs: np.ndarray) -> np.ndarray:
+    """Per device event: the process number of the call that launched it (-1: unknown)."""
+    proc = _process_numbers(trace)
+    rt, dev = launch_pairs(trace)
+    launcher = np.full(len(trace), -1, np.int64)
+    launcher[dev] = proc[trace.track[rt]]
+    return launcher[devs]
+
+
+def _sync_pairs(trace: Trace, sync: np.ndarray, devs: np.ndarray, dev_proc: np.ndarray):
+    """(device event, sync call) pairs: per call, the last device work of its process (or of
+    unknown origin) to end while it waited."""
+    ts, end = trace.ts, trace.end
+    proc = _process_numbers(trace)[trace.track[sync]]
+    src, dst = [], []
+    for p in np.unique(proc).tolist():
+        calls = sync[proc == p]
+        mine = devs[(dev_proc == p) | (dev_proc < 0)]
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(end[mine], kind="stable")]
+        k = np.searchsorted(end[mine], end[calls], "right") - 1
         ok = k >= 0
-        ok[ok] &= dev_end[k[ok]] > ts[sync[ok]]
-        srcs.append(pts.end_pos[loc[devs[k[ok]]]])
-        dsts.append(pts.end_pos[loc[sync[ok]]])
-        types.append(np.full(int(ok.sum()), _SYNC))
-    # Explicit dependencies.
-    if len(trace.edge_src):
-        a, z = trace.edge_src, trace.edge_dst
-        keep = (loc[a] >= 0) & (loc[z] >= 0) & (a != z)
-        a, z, kind = a[keep], z[keep], trace.edge_kind[keep]
-        p = from_point(a, z)
-        ok = p >= 0
-        srcs.append(p[ok])
-        dsts.append(pts.start_pos[loc[z[ok]]])
-        types.append(np.array([_EXPLICIT[int(x)] for x in kind[ok].tolist()], np.int64))
-    if not srcs:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(srcs), np.concatenate(dsts), np.concatenate(types)
+        ok[ok] &= end[mine[k[ok]]] > ts[calls[ok]]
+        src.append(mine[k[ok]])
+        dst.append(calls[ok])
+    if not src:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def _last_done_on_device(trace: Trace, sel: np.ndarray, dev: np.ndarray) -> np.ndarray:
+    """Per device event: the selected device work on the same device that ended last
+    before it started (-1 if none). Work launched early waits behind it in the queue."""
+    out = np.full(len(dev), -1, np.int64)
+    on_dev = sel[trace.on_device[sel]]
+    if not len(on_dev) or not len(dev):
+        return out
+    device = _device_numbers(trace)
+    order = np.lexsort((trace.end[on_dev], device[trace.track[on_dev]]))
+    done, done_dev = on_dev[order], device[trace.track[on_dev[order]]]
+    for d in np.unique(device[trace.track[dev]]).tolist():
+        lo, hi = np.searchsorted(done_dev, d, "left"), np.searchsorted(done_dev, d, "right")
+        mine = np.flatnonzero(device[trace.track[dev]] == d)
+        k = lo + np.searchsorted(trace.end[done[lo:hi]], trace.ts[dev[mine]], "right") - 1
+        ok = k >= lo
+        # Only work that began strictly earlier (never itself, no loops between empty slices).
+        ok[ok] &= trace.ts[done[k[ok]]] < trace.ts[dev[mine[ok]]]
+        out[mine[ok]] = done[k[ok]]
+    return out
+
+
+def _device_numbers(trace: Trace) -> np.ndarray:
+    """Per track: a number for its device (the track's device id, else one per process)."""
+    seen: dict = {}
+    return np.array([seen.setdefault(t.device if t.device >= 0 else ("pid", t.pid), len(seen))
+                     for t in trace.tracks], np.int64)
 
 
 def _topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:
@@ -387,54 +598,49 @@ def _longest(order, e_src, e_dst, e_w, na: int):
             np.array(tail, np.int64))
 
 
-def _walk(best, pred, pred_edge, anchors, e_src, e_type, pts: Points, sel, weight, owner):
+def _walk(hops: list[tuple[int, int]], g: _Graph):
     """Expand the anchor path into the ordered events it passes through."""
-    chain_anchor = []
-    v = best
-    while v >= 0:
-        chain_anchor.append((v, int(pred_edge[v])))
-        v = int(pred[v])
-    chain_anchor.reverse()
+    pts, sel = g.pts, g.sel
     events: list[int] = []
     on_path: list[int] = []
     via: list[str] = []
-    parent_of = pts.parent  # per local index (global ids)
+    parents = pts.parent.tolist()
+    sel_list = sel.tolist()
+    local_of = {e: k for k, e in enumerate(sel_list)}
+
+    def ancestor(a: int, b: int) -> bool:
+        """Whether global event ``a`` encloses ``b`` (among the selected slices)."""
+        q = parents[local_of[b]] if b in local_of else -1
+        while q >= 0:
+            if q == a:
+                return True
+            q = parents[local_of[q]] if q in local_of else -1
+        return False
 
     def visit(local: int, w: int, how: str) -> None:
-        e = int(sel[local])
+        e = sel_list[local]
         if events and events[-1] == e:
             on_path[-1] += w
             return
         if how == "chain" and events:
             prev = events[-1]
-            how = "nested" if _is_ancestor(prev, local) else "sequence"
+            how = "nested" if ancestor(e, prev) or ancestor(prev, e) else "sequence"
         events.append(e)
         on_path.append(w)
         via.append("start" if len(events) == 1 else how)
 
-    parents = parent_of.tolist()
-    sel_list = sel.tolist()
-    local_of = {}
-
-    def _is_ancestor(prev_global: int, local: int) -> bool:
-        if not local_of:
-            local_of.update({g: k for k, g in enumerate(sel_list)})
-        prev_local = local_of.get(prev_global, -1)
-        q = parents[prev_local] if prev_local >= 0 else -1
-        return q == sel_list[local] or parents[local] == prev_global
-
-    first_anchor = chain_anchor[0][0]
-    visit(int(pts.local[anchors[first_anchor]]), 0, "chain")
-    for (a, _), (b, edge) in zip(chain_anchor, chain_anchor[1:]):
-        pa, pb = int(anchors[a]), int(anchors[b])
-        etype = int(e_type[edge])
+    visit(int(pts.local[g.anchors[hops[0][0]]]), 0, "chain")
+    for (a, _), (b, edge) in zip(hops, hops[1:]):
+        pa, pb = int(g.anchors[a]), int(g.anchors[b])
+        etype = int(g.e_type[edge])
         if etype == 0:
             seg = np.arange(pa, pb)
-            seg = seg[weight[seg] > 0]
-            for i, w in zip(seg.tolist(), weight[seg].tolist()):
-                visit(int(owner[i]), int(w), "chain")
+            seg = seg[g.weight[seg] > 0]
+            for i, w in zip(seg.tolist(), g.weight[seg].tolist()):
+                visit(int(g.owner[i]), int(w), "chain")
             visit(int(pts.local[pb]), 0, "chain")
         else:
-            visit(int(pts.local[pa]), 0, "chain")
+            # A launch edge's weight (launch queueing) is on the launching call's account.
+            visit(int(pts.local[pa]), int(g.e_w[edge]), "chain")
             visit(int(pts.local[pb]), 0, EDGE_TYPES[etype])
     return np.array(events, np.int64), np.array(on_path, np.int64), via

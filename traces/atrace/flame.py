@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .correlate import launch_pairs
+from .links import launch_pairs
 from .model import KIND_NAMES, Kind, Trace
 from .stats import merge_intervals, us
 from .structure import self_times

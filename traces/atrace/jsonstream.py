@@ -88,77 +88,97 @@ class ChromeEventStream:
 
     def batches(self) -> Iterator[tuple[list[dict], int]]:
         """Yield (events, ordinal of the first) for each run of complete events."""
-        prefix, rest, offset, array_depth = self._prelude()
-        pending = rest
-        closed_at = None
+        prefix, pending, offset, array_depth = self._prelude()
         eof = False
         while True:
-            if not eof:
-                chunk = self._read()
-                if chunk:
-                    pending = pending + chunk if pending else chunk
-                else:
-                    eof = True
+            pending, eof = self._fill(pending, eof)
             if not pending:
                 if eof:
                     break
                 continue
-            if not eof and self.fast_failures < 3:
-                batch = self._fast_batch(pending)
-                if batch is not None:
-                    events, cut = batch
-                    ordinal = self.events_seen
-                    self.events_seen += len(events)
-                    yield events, ordinal
-                    offset += cut
-                    pending = pending[cut:]
-                    continue
-            pos, chars, depth = _structure(pending, array_depth)
-            starts = pos[(chars == ord("{")) & (depth == array_depth + 1)]
-            ends = pos[(chars == ord("}")) & (depth == array_depth)]
-            closes = pos[depth < array_depth]
-            bad_nest = pos[(chars == ord("[")) & (depth == array_depth + 1)]
-            limit = int(closes[0]) if len(closes) else len(pending)
-            if len(bad_nest) and bad_nest[0] < limit:
-                raise self._error("traceEvents holds an array where an event object was expected", offset + int(bad_nest[0]))
-            ends = ends[ends < limit]
-            if len(ends):
-                first, last = int(starts[0]), int(ends[-1])
-                body = pending[first : last + 1]
-                try:
-                    events = self.decode(b"[" + body + b"]")
-                except orjson.JSONDecodeError as exc:
-                    raise self._error(f"malformed event JSON ({exc.msg})", offset + first + max(exc.pos - 1, 0)) from None
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise self._decode_error(exc, offset + first) from None
+            batch = self._fast_batch(pending) if not eof and self.fast_failures < 3 else None
+            if batch is None:
+                batch, closed_at = self._exact_batch(pending, offset, array_depth, eof)
+            else:
+                closed_at = None
+            events, cut = batch
+            if events:
                 ordinal = self.events_seen
                 self.events_seen += len(events)
                 yield events, ordinal
-                cut = last + 1
-            else:
-                cut = 0
-                if not len(starts) or starts[0] >= limit:
-                    # No event begins before the limit: only separators may be there.
-                    if pending[:limit].strip(_WS + b","):
-                        raise self._error("traceEvents holds a value that is not an event object", offset)
-                    cut = limit
-            gap = pending[cut:limit].strip(_WS + b",")
-            if len(closes):
-                if gap:
-                    raise self._error("unexpected content in traceEvents", offset + cut)
-                closed_at = offset + limit
-                suffix = pending[limit + 1 :] + self._read_all()
-                break
-            if gap and gap[:1] != b"{":
-                raise self._error("unexpected content in traceEvents", offset + cut)
+            if closed_at is not None:
+                self._finish(prefix, pending[cut + 1 :] + self._read_all(), closed_at, array_depth)
+                return
             offset += cut
             pending = pending[cut:]
-            if eof:
-                if pending.strip(_WS):
-                    raise self._error("truncated JSON: the last event is incomplete", offset)
-                if array_depth == 1:
-                    return  # a bare array may omit its closing bracket (Chrome allows it)
-                raise self._error("truncated JSON: the traceEvents array is not closed", offset)
+            if eof and self._at_end(pending, offset, array_depth):
+                return
+        self._at_end(b"", offset, array_depth)  # the input ended right after a separator
+
+    def _fill(self, pending: bytes, eof: bool) -> tuple[bytes, bool]:
+        """Append the next chunk (if any is left) to the pending bytes."""
+        if eof:
+            return pending, eof
+        chunk = self._read()
+        if not chunk:
+            return pending, True
+        return (pending + chunk if pending else chunk), False
+
+    def _exact_batch(self, pending: bytes, offset: int, array_depth: int, eof: bool):
+        """Decode the complete events at the head of ``pending`` by scanning its structure.
+
+        Returns ((events, cut), closed_at): ``cut`` is where the undecoded rest begins (for a
+        closed array: the closing bracket), ``closed_at`` the file offset of the bracket that
+        closes the event array, or None if it is not in ``pending``.
+        """
+        pos, chars, depth = _structure(pending, array_depth)
+        starts = pos[(chars == ord("{")) & (depth == array_depth + 1)]
+        ends = pos[(chars == ord("}")) & (depth == array_depth)]
+        closes = pos[depth < array_depth]
+        bad_nest = pos[(chars == ord("[")) & (depth == array_depth + 1)]
+        limit = int(closes[0]) if len(closes) else len(pending)
+        if len(bad_nest) and bad_nest[0] < limit:
+            raise self._error("traceEvents holds an array where an event object was expected", offset + int(bad_nest[0]))
+        ends = ends[ends < limit]
+        events: list = []
+        if len(ends):
+            events = self._decode_run(pending, int(starts[0]), int(ends[-1]), offset)
+            cut = int(ends[-1]) + 1
+        else:
+            cut = 0
+            if not len(starts) or starts[0] >= limit:
+                # No event begins before the limit: only separators may be there.
+                if pending[:limit].strip(_WS + b","):
+                    raise self._error("traceEvents holds a value that is not an event object", offset)
+                cut = limit
+        gap = pending[cut:limit].strip(_WS + b",")
+        if len(closes):
+            if gap:
+                raise self._error("unexpected content in traceEvents", offset + cut)
+            return (events, limit), offset + limit
+        if gap and gap[:1] != b"{":
+            raise self._error("unexpected content in traceEvents", offset + cut)
+        return (events, cut), None
+
+    def _decode_run(self, pending: bytes, first: int, last: int, offset: int) -> list:
+        try:
+            return self.decode(b"[" + pending[first : last + 1] + b"]")
+        except orjson.JSONDecodeError as exc:
+            raise self._error(f"malformed event JSON ({exc.msg})", offset + first + max(exc.pos - 1, 0)) from None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise self._decode_error(exc, offset + first) from None
+
+    def _at_end(self, pending: bytes, offset: int, array_depth: int) -> bool:
+        """At the end of the input with the array still open: True for a bare array (Chrome
+        allows the closing bracket to be missing), else an error."""
+        if pending.strip(_WS):
+            raise self._error("truncated JSON: the last event is incomplete", offset)
+        if array_depth == 1:
+            return True
+        raise self._error("truncated JSON: the traceEvents array is not closed", offset)
+
+    def _finish(self, prefix: bytes, suffix: bytes, closed_at: int, array_depth: int) -> None:
+        """Check what follows the event array and parse the other top-level keys."""
         if array_depth == 1:
             if suffix.strip(_WS):
                 raise self._error("unexpected content after the event array", closed_at + 1)

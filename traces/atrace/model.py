@@ -32,6 +32,7 @@ class Kind(IntEnum):
     COMM = 7  # collective or point-to-point communication
     INSTANT = 8  # instant event (no duration)
     COUNTER = 9  # counter sample; its values are in args
+    SYNC = 10  # a wait for the device recorded as such (Kineto's cuda_sync: stream / event sync)
 
 
 #: Kinds that execute on an accelerator.
@@ -55,6 +56,7 @@ class EdgeKind(IntEnum):
     DATA = 0  # data dependency of the model's graph (Chakra data_deps, emulator DAG)
     CONTROL = 1  # control dependency (Chakra ctrl_deps)
     FLOW = 2  # a flow event pair of a Chrome trace (fwdbwd, user flows)
+    COLLECTIVE = 3  # the last rank's arrival at a collective -> another rank's member of it
 
 
 EDGE_KIND_NAMES = {k: k.name.lower() for k in EdgeKind}

@@ -1,4 +1,5 @@
-"""Reading traces: Chrome trace event JSON, PyTorch profiler (Kineto) JSON, Chakra JSON.
+"""Reading traces: Chrome trace event JSON, PyTorch profiler (Kineto) JSON, Chakra JSON and
+Chakra protobuf (``.et``).
 
 :func:`read_trace` takes a path, bytes or a binary file, plain or gzipped, finds out which
 format it holds and returns a :class:`~traces.atrace.model.Trace`. It reads Chrome and
@@ -12,15 +13,11 @@ partial trace is ever returned.
 from __future__ import annotations
 
 import gc
-import gzip
-import io
 import os
 import re
-import zlib
 from collections import defaultdict
 from itertools import repeat
 from operator import attrgetter
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
@@ -28,14 +25,20 @@ import numpy as np
 import orjson
 
 from .builder import TraceBuilder
-from .errors import TraceFormatError, TraceTooLargeError
+from .chakra_et import looks_like_chakra_et, read_chakra_et
+from .chrome_flows import resolve_flows
+from .errors import TraceFormatError
 from .jsonstream import ChromeEventStream
-from .model import NO_ID, EdgeKind, Kind, Trace
-
-#: Refuse inputs that decompress to more than this many bytes.
-MAX_DECOMPRESSED_BYTES = 32 << 30
-#: ... or that expand more than this ratio beyond the first 64 MB (a gzip bomb).
-MAX_GZIP_RATIO = 200
+from .kinds import classify_device_work
+from .model import NO_ID, Kind, Trace
+from .opening import (  # noqa: F401 - open_trace_stream and sniff_format are read from here too
+    MAX_DECOMPRESSED_BYTES,
+    MAX_GZIP_RATIO,
+    Peeked,
+    open_trace_stream,
+    sniff_format,
+)
+from .timeparse import NotANumber, us_text_to_ns, us_texts_to_ns, us_to_ns
 
 KIND_BY_CATEGORY = {
     "cpu_op": Kind.HOST_OP,
@@ -63,9 +66,10 @@ KIND_BY_CATEGORY = {
     "comm": Kind.COMM,
     "collective": Kind.COMM,
     "nccl": Kind.COMM,
+    "cuda_sync": Kind.SYNC,
+    "gpu_sync": Kind.SYNC,
 }
 _UNSET_KIND = 255
-_EDGE_KIND_BY_FLOW_CAT = {"dependency": EdgeKind.DATA, "control": EdgeKind.CONTROL}
 _IGNORED_PHASES = set("NODPcvV()STFp")
 _INSTANT_PHASES = set("iIRn")
 
@@ -76,7 +80,7 @@ class _Event(msgspec.Struct, gc=False):
     ph: str | None = None
     name: str = ""
     cat: str = ""
-    ts: float | None = None
+    ts: msgspec.Raw = msgspec.Raw(b"")  # the number's text: parsed exactly (timeparse)
     dur: float = 0.0
     pid: int | str = 0
     tid: int | str = 0
@@ -109,137 +113,9 @@ def _as_dict(e: _Event, where: str, ordinal: int) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         raise TraceFormatError("malformed 'args'", f"{where}, traceEvents[{ordinal}]") from None
     d = {"ph": e.ph, "name": e.name, "cat": e.cat, "pid": e.pid, "tid": e.tid, "id": e.id, "args": args}
-    if e.ts is not None:
-        d["ts"] = e.ts
+    if len(e.ts):
+        d["ts"] = bytes(e.ts)
     return d
-
-
-# -- opening ---------------------------------------------------------------------------
-class _GuardedReader(io.RawIOBase):
-    """Counts decompressed bytes and stops a gzip bomb before it fills memory."""
-
-    def __init__(self, inner: BinaryIO, raw: BinaryIO, where: str, max_bytes: int, max_ratio: float):
-        self.inner, self.raw, self.where = inner, raw, where
-        self.max_bytes, self.max_ratio = max_bytes, max_ratio
-        self.total = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        try:
-            data = self.inner.read(n)
-        except EOFError:
-            raise TraceFormatError("truncated gzip stream", self.where) from None
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise TraceFormatError(f"corrupt gzip stream ({exc})", self.where) from None
-        self.total += len(data)
-        if self.total > self.max_bytes:
-            raise TraceTooLargeError(
-                f"decompresses to more than {self.max_bytes} bytes", self.where
-            )
-        if self.total > (64 << 20):
-            compressed = max(self.raw.tell(), 1)
-            if self.total > self.max_ratio * compressed:
-                raise TraceTooLargeError(
-                    f"gzip bomb: {self.total} bytes decompressed from {compressed} "
-                    f"(ratio over {self.max_ratio:g})",
-                    self.where,
-                )
-        return data
-
-
-def open_trace_stream(
-    source: str | os.PathLike | bytes | BinaryIO,
-    *,
-    max_bytes: int = MAX_DECOMPRESSED_BYTES,
-    max_ratio: float = MAX_GZIP_RATIO,
-) -> tuple[BinaryIO, str, list]:
-    """A binary stream of the (decompressed) trace text, a name for errors, and handles."""
-    closers: list = []
-    if isinstance(source, bytes | bytearray | memoryview):
-        raw: BinaryIO = io.BytesIO(bytes(source))
-        where = "<bytes>"
-    elif isinstance(source, str | os.PathLike):
-        where = str(source)
-        try:
-            raw = Path(source).open("rb")  # noqa: SIM115 - closed by the caller
-        except OSError as exc:
-            raise TraceFormatError(f"cannot open: {exc.strerror}", where) from None
-        closers.append(raw)
-    else:
-        raw = source
-        where = getattr(source, "name", "<stream>")
-    magic = raw.read(2)
-    if raw.seekable():
-        raw.seek(-len(magic), io.SEEK_CUR)
-    else:
-        raw = _Prepend(magic, raw)
-    if magic == b"\x1f\x8b":
-        gz = gzip.GzipFile(fileobj=raw, mode="rb")
-        closers.append(gz)
-        stream = _GuardedReader(gz, raw, where, max_bytes, max_ratio)
-    else:
-        stream = _GuardedReader(raw, raw, where, max_bytes, float("inf"))
-    return stream, where, closers
-
-
-class _Prepend(io.RawIOBase):
-    def __init__(self, head: bytes, rest: BinaryIO):
-        self.head, self.rest, self.pos = head, rest, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def read(self, n: int = -1) -> bytes:
-        if self.head:
-            data, self.head = self.head, b""
-            more = self.rest.read(n - len(data)) if n > len(data) else b""
-            data += more
-        else:
-            data = self.rest.read(n)
-        self.pos += len(data)
-        return data
-
-
-class _Peeked(io.RawIOBase):
-    """A stream with its first bytes read ahead (to sniff the format) and put back."""
-
-    def __init__(self, head: bytes, rest: BinaryIO):
-        self.head, self.rest = head, rest
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        if self.head:
-            if n < 0 or n >= len(self.head):
-                data, self.head = self.head, b""
-                if n < 0:
-                    return data + self.rest.read()
-                return data + self.rest.read(n - len(data))
-            data, self.head = self.head[:n], self.head[n:]
-            return data
-        return self.rest.read(n)
-
-
-def sniff_format(head: bytes) -> str:
-    """'chrome', 'kineto' or 'chakra' from the first bytes of a trace."""
-    text = head.lstrip()
-    if text[:1] == b"[":
-        return "chrome"
-    te = text.find(b'"traceEvents"')
-    nodes = text.find(b'"nodes"')
-    if nodes >= 0 and (te < 0 or nodes < te):
-        return "chakra"
-    if b'"schemaVersion"' in text or b'"distributedInfo"' in text or b'"deviceProperties"' in text:
-        return "kineto"
-    if b'"cpu_op"' in text or b'"cuda_runtime"' in text or b'"ac2g"' in text:
-        return "kineto"
-    return "chrome"
 
 
 def read_trace(
@@ -254,7 +130,11 @@ def read_trace(
     try:
         head = stream.read(1 << 16)
         fmt = format or sniff_format(head)
-        full = _Peeked(head, stream)
+        full = Peeked(head, stream)
+        if format is None and looks_like_chakra_et(head, where):
+            fmt = "chakra-et"
+        if fmt == "chakra-et":
+            return read_chakra_et(full, where)
         if fmt == "chakra":
             from .chakra import read_chakra
 
@@ -340,20 +220,14 @@ class _ChromeReader:
     def _add_complete(self, xs: list[_Event], ordinals: np.ndarray) -> None:
         b = self.b
         n = len(xs)
-        try:
-            ts = np.fromiter(map(_TS, xs), np.float64, n)
-        except TypeError:
-            k = next(k for k, e in enumerate(xs) if e.ts is None)
-            raise self._err(f"complete event has no 'ts' (event {xs[k].name!r})", ordinals[k]) from None
+        ts = self._exact_times(xs, ordinals)
         dur = np.fromiter(map(_DUR, xs), np.float64, n)
         if (dur < 0).any():
             k = int(np.flatnonzero(dur < 0)[0])
             raise self._err(f"negative duration {dur[k]:g} us (event {xs[k].name!r})", ordinals[k])
-        if not np.isfinite(ts).all() or not np.isfinite(dur).all():
-            k = int(np.flatnonzero(~(np.isfinite(ts) & np.isfinite(dur)))[0])
-            if xs[k].ts is None:
-                raise self._err(f"complete event has no 'ts' (event {xs[k].name!r})", ordinals[k])
-            raise self._err("timestamp or duration is not finite", ordinals[k])
+        if not np.isfinite(dur).all():
+            k = int(np.flatnonzero(~np.isfinite(dur))[0])
+            raise self._err("duration is not finite", ordinals[k])
         names = b.strings.intern_many(list(map(_NAME, xs)))
         cats = b.strings.intern_many(list(map(_CAT, xs)))
         tracks = self._tracks(list(map(_PID, xs)), list(map(_TID, xs)), ordinals[0])
@@ -386,7 +260,9 @@ class _ChromeReader:
                 "op": op,
                 "kind": kinds,
                 "ph": np.full(n, ord("X"), np.uint8),
-                "ts": np.rint(ts * 1000.0).astype(np.int64),
+                "ts": ts,
+                # Durations are small: float64 holds any three-decimal value below 2**50 ns
+                # (13 days) closely enough that rounding recovers the exact nanoseconds.
                 "dur": np.rint(dur * 1000.0).astype(np.int64),
                 "track": tracks,
                 "corr": corr,
@@ -395,11 +271,23 @@ class _ChromeReader:
             (b"".join(raws), lengths),
         )
 
+    def _exact_times(self, xs: list[_Event], ordinals: np.ndarray) -> np.ndarray:
+        """The events' 'ts' in integer ns, parsed exactly from the JSON text."""
+        try:
+            return us_texts_to_ns(list(map(_TS, xs)))
+        except NotANumber as exc:
+            k = exc.args[1]
+            if not len(xs[k].ts):
+                raise self._err(f"complete event has no 'ts' (event {xs[k].name!r})", ordinals[k]) from None
+            raise self._err(f"'ts' is {exc.args[0][:40]}, not a number (event {xs[k].name!r})", ordinals[k]) from None
+
     def _time(self, e: dict, key: str, ordinal: int) -> int:
         v = e.get(key)
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self._err(f"'{key}' is {v!r}, not a number (event {e.get('name')!r})", ordinal)
-        return round(v * 1000)
+        try:
+            return us_text_to_ns(v) if isinstance(v, bytes) else us_to_ns(v)
+        except NotANumber:
+            shown = v.decode("utf-8", "replace") if isinstance(v, bytes) else repr(v)
+            raise self._err(f"'{key}' is {shown[:40]}, not a number (event {e.get('name')!r})", ordinal) from None
 
     def _add_one(self, e: dict, ph: str, ts: int, dur: int, track: int, kind: Kind | None = None) -> None:
         cat = str(e.get("cat", ""))
@@ -500,7 +388,8 @@ class _ChromeReader:
         from .builder import finish_trace
 
         finish_trace(trace)
-        _resolve_flows(trace, self.flow_events, self)
+        classify_device_work(trace)
+        resolve_flows(trace, self.flow_events, self)
         for i, t in enumerate(trace.tracks):
             if t.is_device:
                 _device_and_stream(trace, i, t)
@@ -548,83 +437,6 @@ def _device_and_stream(trace: Trace, i: int, t) -> None:
     stream = args.get("stream", t.tid)
     t.device = dev if isinstance(dev, int) else -1
     t.stream = stream if isinstance(stream, int) else -1
-
-
-def _resolve_flows(trace: Trace, flows: list[tuple[_Event, int]], reader: _ChromeReader) -> None:
-    """Bind flow events to slices and turn them into dependency edges.
-
-    Kineto's ``ac2g`` flows repeat what the ``correlation`` arg already says; they are used
-    only for device events that lack a correlation id.
-    """
-    if not flows:
-        return
-    need_ac2g = bool(((trace.corr < 0) & trace.on_device & trace.is_slice).any())
-    by_id: dict[tuple, list[tuple]] = defaultdict(list)
-    for e, ordinal in flows:
-        cat = e.cat
-        if cat == "critical_path" or (cat == "ac2g" and not need_ac2g):
-            continue
-        if e.ts is None:
-            raise reader._err("flow event has no 'ts'", ordinal)
-        track = trace_track(trace, reader, e.pid, e.tid)
-        if track < 0:
-            continue
-        by_id[(cat, e.id)].append((ordinal, e.ph, round(e.ts * 1000), track, e.bp or ""))
-    if not by_id:
-        return
-    slices = np.flatnonzero(trace.is_slice)
-    order = np.lexsort((-trace.dur[slices], trace.ts[slices], trace.track[slices]))
-    s_sorted = slices[order]
-    key_track = trace.track[s_sorted].astype(np.int64)
-    key_ts = trace.ts[s_sorted]
-    parent, _ = trace.nesting()
-    end = trace.end
-
-    def bind(ts: int, track: int, enclosing: bool, exact_start: bool) -> int:
-        lo = np.searchsorted(key_track, track, "left")
-        hi = np.searchsorted(key_track, track, "right")
-        k = lo + np.searchsorted(key_ts[lo:hi], ts, "right") - 1
-        if exact_start:
-            j = lo + np.searchsorted(key_ts[lo:hi], ts, "left")
-            if j < hi and key_ts[j] == ts:
-                return int(s_sorted[j])
-        if enclosing:
-            ev = int(s_sorted[k]) if k >= lo else -1
-            while ev >= 0 and end[ev] < ts:
-                ev = int(parent[ev])
-            return ev
-        k = lo + np.searchsorted(key_ts[lo:hi], ts, "left")
-        return int(s_sorted[k]) if k < hi else -1
-
-    src, dst, kinds = [], [], []
-    for (cat, _fid), points in by_id.items():
-        points.sort()
-        bound = []
-        for _ordinal, ph, ts, track, bp in points:
-            enclosing = ph != "f" or bp == "e"
-            bound.append(bind(ts, track, enclosing, cat in _EDGE_KIND_BY_FLOW_CAT))
-        for a, z in zip(bound, bound[1:]):
-            if a >= 0 and z >= 0 and a != z:
-                if cat == "ac2g":
-                    if trace.corr[z] < 0:
-                        trace.corr[z] = trace.corr[a] if trace.corr[a] >= 0 else 10**12 + a
-                        trace.corr[a] = trace.corr[z]
-                    continue
-                src.append(a)
-                dst.append(z)
-                kinds.append(_EDGE_KIND_BY_FLOW_CAT.get(cat, EdgeKind.FLOW))
-    if src:
-        trace.edge_src = np.concatenate([trace.edge_src, np.array(src, np.int64)])
-        trace.edge_dst = np.concatenate([trace.edge_dst, np.array(dst, np.int64)])
-        trace.edge_kind = np.concatenate([trace.edge_kind, np.array(kinds, np.uint8)])
-    from .builder import finish_trace
-
-    finish_trace(trace)
-
-
-def trace_track(trace: Trace, reader: _ChromeReader, pid, tid) -> int:
-    """The track of (pid, tid) in a built trace, -1 if no slice is on it."""
-    return reader.b.track_index.get((pid, tid), -1)
 
 
 def read_chrome(stream: BinaryIO, where: str = "trace", *, chunk_size: int | None = None) -> Trace:

@@ -10,10 +10,12 @@ the last slice opened one level up before it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .model import Trace
+if TYPE_CHECKING:  # annotations only: model.py loads this module lazily
+    from .model import Trace
 
 
 @dataclass
@@ -72,6 +74,7 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None)
     end_pos[local[is_end]] = positions[is_end]
     depth = open_after[start_pos] - 1 if m else np.zeros(0, np.int64)
     parent_local = _parents(depth, start_pos, chain)
+    _fix_partial_overlaps(parent_local, depth, end, ts, chain, ev_order)
     parent = np.where(parent_local >= 0, sel[np.maximum(parent_local, 0)], -1)
     return Points(
         event=sel[local],
@@ -107,6 +110,33 @@ def _parents(depth: np.ndarray, start_pos: np.ndarray, chain: np.ndarray) -> np.
         ok &= chain[cand] == chain[cur]
         parent[cur[ok]] = cand[ok]
     return parent
+
+
+def _fix_partial_overlaps(parent, depth, end, ts, chain, ev_order) -> None:
+    """Redo the nesting of chains where a slice outlives its parent (in place).
+
+    Depth by counting open slices assumes proper nesting. Real traces break it now and then
+    (a ``ProfilerStep`` range that begins inside the Python frame that opened it and ends
+    long after). On the chains where that happens, a stack decides: the parent of a slice
+    is the latest-started slice of its chain that is still open when it starts.
+    """
+    child = np.flatnonzero(parent >= 0)
+    outlives = child[end[child] > end[parent[child]]]
+    if not len(outlives):
+        return
+    bad_chains = np.unique(chain[outlives])
+    members = ev_order[np.isin(chain[ev_order], bad_chains)].tolist()
+    chain_of, end_of, ts_of = chain.tolist(), end.tolist(), ts.tolist()
+    stack: list[int] = []
+    current = None
+    for i in members:
+        if chain_of[i] != current:
+            current, stack = chain_of[i], []
+        while stack and end_of[stack[-1]] <= ts_of[i]:
+            stack.pop()
+        parent[i] = stack[-1] if stack else -1
+        depth[i] = depth[parent[i]] + 1 if stack else 0
+        stack.append(i)
 
 
 def compute_nesting(trace: Trace, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

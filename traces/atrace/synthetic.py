@@ -47,6 +47,10 @@ class _Writer:
         self.corr = 0
         self.stream_free = {COMPUTE_STREAM: 0.0, OPT_STREAM: 0.0, COMM_STREAM: 0.0}
         self.buf: list[bytes] = []
+        self.seq = 0  # collectives issued
+        self.collective_args = False  # write PyTorch's collective args on communication
+        self.world = 1
+        self.delay = 0.0  # extra host time before each all-reduce (a straggler rank)
 
     def emit(self, event: dict) -> None:
         self.buf.append(orjson.dumps(event))
@@ -67,7 +71,8 @@ class _Writer:
                    "ts": round(ts, 3), "dur": round(dur, 3), "args": a})
 
     def launch(self, ts: float, tid: int, kernel: str, kdur: float, stream: int,
-               cat: str = "kernel", call: str = "cudaLaunchKernel") -> tuple[float, float]:
+               cat: str = "kernel", call: str = "cudaLaunchKernel", extra: dict | None = None
+               ) -> tuple[float, float]:
         """A runtime call at ``ts`` and the device work it starts; returns (call end, kernel end)."""
         self.corr += 1
         c = self.corr
@@ -84,6 +89,7 @@ class _Writer:
         if cat == "gpu_memcpy":
             args = {"device": GPU, "context": 1, "stream": stream, "correlation": c, "bytes": 4 << 20,
                     "memory bandwidth (GB/s)": 12.5}
+        args.update(extra or {})
         self.emit({"ph": "X", "cat": cat, "name": kernel, "pid": GPU, "tid": stream,
                    "ts": round(start, 3), "dur": round(kdur, 3), "args": args})
         self.emit({"ph": "s", "id": c, "pid": CPU_PID, "tid": tid, "ts": round(ts, 3),
@@ -95,19 +101,32 @@ class _Writer:
 
 def _step(w: _Writer, step: int, t: float, layers: int, width: int) -> float:
     """One training step starting at ``t`` (us); returns the time it ends."""
-    r = w.rng
     step_start = t
-    t += r.uniform(5, 15)
-    # Input copy.
+    t = _input_copy(w, t + w.rng.uniform(5, 15), width)
+    t = _forward(w, t, layers, width)
+    t = _backward(w, t + w.rng.uniform(10, 20), layers, width)
+    t = _all_reduce(w, t + w.delay)
+    t = _optimizer(w, t)
+    t = _synchronize(w, t)
+    w.cpu(f"ProfilerStep#{step}", step_start, t - step_start, MAIN_TID, cat="user_annotation")
+    return t + w.rng.uniform(20, 60)
+
+
+def _input_copy(w: _Writer, t: float, width: int) -> float:
+    r = w.rng
     op_start = t
     t += r.uniform(2, 5)
     t, _ = w.launch(t, MAIN_TID, "Memcpy HtoD (Pageable -> Device)", r.uniform(20, 40), COMPUTE_STREAM,
                     cat="gpu_memcpy", call="cudaMemcpyAsync")
     t += r.uniform(1, 3)
     w.cpu("aten::copy_", op_start, t - op_start, MAIN_TID, **{"Input Dims": [[64, width], [64, width]]})
-    t += r.uniform(3, 8)
+    return t + r.uniform(3, 8)
+
+
+def _forward(w: _Writer, t: float, layers: int, width: int) -> float:
+    """Linear + ReLU layers: aten::linear > aten::t, aten::addmm > cudaLaunchKernel."""
+    r = w.rng
     for _layer in range(layers):
-        # aten::linear > aten::t, aten::addmm > cudaLaunchKernel
         lin_start = t
         t += r.uniform(2, 4)
         w.cpu("aten::t", t, r.uniform(3, 6), MAIN_TID, **{"Input Dims": [[width, width]]})
@@ -128,8 +147,12 @@ def _step(w: _Writer, step: int, t: float, layers: int, width: int) -> float:
         t += r.uniform(1, 3)
         w.cpu("aten::relu", relu_start, t - relu_start, MAIN_TID, **{"Input Dims": [[64, width]]})
         t += r.uniform(2, 6)
-    # Loss and backward on the autograd thread.
-    t += r.uniform(10, 20)
+    return t
+
+
+def _backward(w: _Writer, t: float, layers: int, width: int) -> float:
+    """The backward pass on the autograd thread while the main thread waits in backward()."""
+    r = w.rng
     bt = t
     for _layer in reversed(range(layers)):
         ev_start = bt
@@ -155,15 +178,29 @@ def _step(w: _Writer, step: int, t: float, layers: int, width: int) -> float:
         bt += r.uniform(2, 4)
         w.cpu("autograd::engine::evaluate_function: AddmmBackward0", ev_start, bt - ev_start, BWD_TID)
         bt += r.uniform(2, 5)
-    # The main thread waits in backward() for the autograd thread.
     w.cpu("autograd::engine::backward", t - 5, bt - t + 10, MAIN_TID, cat="cpu_op")
-    t = bt + 10
-    # Gradient all-reduce on the communication stream, optimizer on its own stream.
+    return bt + 10
+
+
+def _all_reduce(w: _Writer, t: float) -> float:
+    """Gradient all-reduce on the communication stream (with PyTorch's collective args if
+    the writer is asked for them: process group name and ranks, sequence number)."""
+    r = w.rng
     ar_start = t
     t += r.uniform(4, 8)
-    t, _ = w.launch(t, MAIN_TID, _ALLREDUCE, r.lognormvariate(4.2, 0.3), COMM_STREAM)
-    w.cpu("record_param_comms", ar_start, t - ar_start + 2, MAIN_TID)
-    t += r.uniform(5, 10)
+    w.seq += 1
+    extra = {}
+    if w.collective_args:
+        extra = {"Collective name": "allreduce", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20,
+                 "dtype": "Float", "Group size": w.world, "Process Group Name": "0",
+                 "Process Group Ranks": str(list(range(w.world))), "Seq": w.seq}
+    t, _ = w.launch(t, MAIN_TID, _ALLREDUCE, r.lognormvariate(4.2, 0.3), COMM_STREAM, extra=extra)
+    w.cpu("record_param_comms", ar_start, t - ar_start + 2, MAIN_TID, **extra)
+    return t + r.uniform(5, 10)
+
+
+def _optimizer(w: _Writer, t: float) -> float:
+    r = w.rng
     opt_start = t
     w.stream_free[OPT_STREAM] = max(w.stream_free[OPT_STREAM], w.stream_free[COMM_STREAM])
     for _ in range(3):
@@ -174,7 +211,12 @@ def _step(w: _Writer, step: int, t: float, layers: int, width: int) -> float:
         w.cpu("aten::_foreach_add_", add_start, t - add_start, MAIN_TID)
         t += r.uniform(2, 4)
     w.cpu("Optimizer.step#SGD.step", opt_start, t - opt_start, MAIN_TID, cat="user_annotation")
-    # Wait for the device.
+    return t
+
+
+def _synchronize(w: _Writer, t: float) -> float:
+    """The main thread waits for the device."""
+    r = w.rng
     t += r.uniform(3, 6)
     gpu_done = max(w.stream_free.values())
     sync_end = max(t + r.uniform(2, 4), gpu_done + r.uniform(1, 3))
@@ -182,9 +224,7 @@ def _step(w: _Writer, step: int, t: float, layers: int, width: int) -> float:
     w.emit({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": CPU_PID,
             "tid": MAIN_TID, "ts": round(t, 3), "dur": round(sync_end - t, 3),
             "args": {"cbid": 131, "correlation": w.corr}})
-    t = sync_end + r.uniform(5, 15)
-    w.cpu(f"ProfilerStep#{step}", step_start, t - step_start, MAIN_TID, cat="user_annotation")
-    return t + r.uniform(20, 60)
+    return sync_end + r.uniform(5, 15)
 
 
 _EVENTS_PER_LAYER = 29  # forward + backward of one linear + ReLU layer, flows included
@@ -199,11 +239,17 @@ def write_kineto_trace(
     layers: int | None = None,
     steps: int | None = None,
     width: int = 1024,
+    world_size: int = 8,
+    collective_args: bool = False,
+    straggle_us: float = 0.0,
 ) -> int:
     """Write a Kineto-format trace of about ``n_events`` events; returns the exact count.
 
     Like a real profile, it holds a few steps (``steps``, by default 3 to 20 growing with
-    the size) of a model deep enough (``layers``) to fill them.
+    the size) of a model deep enough (``layers``) to fill them. For one rank of a job:
+    ``rank`` and ``world_size`` go into ``distributedInfo``; ``collective_args`` writes the
+    all-reduce's process group and sequence number as recent PyTorch does; ``straggle_us``
+    delays each all-reduce on this rank (a straggler).
     """
     rng = random.Random(seed)
     if layers is None:
@@ -222,7 +268,7 @@ def write_kineto_trace(
                  "sharedMemPerMultiprocessor": 233472, "numSms": 132,
                  "sharedMemPerBlockOptin": 232448}
             ],
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 8, "pg_count": 1,
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size, "pg_count": 1,
                                 "pg_config": [], "nccl_version": "2.21.5"},
         }
         out.write(b"{\n")
@@ -231,6 +277,7 @@ def write_kineto_trace(
             out.write(b"  " + orjson.dumps(key) + b": " + text + b",\n")
         out.write(b'  "traceEvents": [\n')
         w = _Writer(out, rng)
+        w.collective_args, w.world, w.delay = collective_args, world_size, straggle_us
         for pid, tid, name, kind in (
             (CPU_PID, 0, "process_name", "python"),
             (GPU, 0, "process_name", "GPU 0"),

@@ -19,10 +19,13 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from .model import FLAG_LAUNCH, EdgeKind, Kind, Trace
+from .links import launch_pairs
+from .model import DEVICE_KINDS, EdgeKind, Kind, Trace
+from .timeparse import ns_to_us_text
 
 _BATCH = 20_000
 _PH_OUT = {ord("X"): "X", ord("i"): "i", ord("C"): "C"}
+_DEVICE_WORK = frozenset(int(k) for k in DEVICE_KINDS)
 
 
 def _open_out(target: str | os.PathLike | BinaryIO, gz: bool | None):
@@ -100,8 +103,8 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
         name = trace.name[lo:hi].tolist()
         cat = trace.cat[lo:hi].tolist()
         ph = trace.ph[lo:hi].tolist()
-        ts = (trace.ts[lo:hi] / 1000.0).tolist()
-        dur = (trace.dur[lo:hi] / 1000.0).tolist()
+        ts = list(map(ns_to_us_text, trace.ts[lo:hi].tolist()))
+        dur = list(map(ns_to_us_text, trace.dur[lo:hi].tolist()))
         track = trace.track[lo:hi].tolist()
         corr = trace.corr[lo:hi].tolist()
         ext = trace.ext[lo:hi].tolist()
@@ -123,8 +126,9 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
             if path[k]:
                 extra["critical_path"] = 1
             t = track[k]
-            if dev_track[t] and b'"stream"' not in raw:
-                extra["stream"] = streams[t]  # Kineto/HTA find device work by its stream
+            if dev_track[t] and kinds[k] in _DEVICE_WORK and b'"stream"' not in raw:
+                # Kineto/HTA find device work by its stream; annotations and waits have none.
+                extra["stream"] = streams[t]
                 extra["device"] = devices[t]
             if extra:
                 args = orjson.loads(raw) if raw else {}
@@ -136,13 +140,11 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
                 "name": strings[name[k]],
                 "pid": pids[t],
                 "tid": tids[t],
-                "ts": ts[k],
             }
-            if ph[k] == ord("X"):
-                event["dur"] = dur[k]
-            elif kinds[k] == Kind.INSTANT:
+            if kinds[k] == Kind.INSTANT:
                 event["s"] = "t"
-            text = dumps(event)
+            text = dumps(event)[:-1] + b',"ts":' + ts[k]
+            text += (b',"dur":' + dur[k] + b"}") if ph[k] == ord("X") else b"}"
             if raw:
                 text = text[:-1] + b',"args":' + raw + b"}"
             parts.append(text)
@@ -152,7 +154,10 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
     for text in _extra_events(trace, on_path, cp):
         out.write((b"" if first else b",\n") + text)
         first = False
-    out.write(b'\n  ],\n  "traceName": "atrace",\n  "displayTimeUnit": "ms"\n}\n')
+    tail = {"traceName": "atrace", "displayTimeUnit": "ms"}
+    tail = {k: v for k, v in tail.items() if k not in trace.meta}
+    out.write(b"\n  ]" + b"".join(b",\n  " + orjson.dumps(k) + b": " + orjson.dumps(v) for k, v in tail.items())
+              + b"\n}\n")
 
 
 def _extra_events(trace: Trace, on_path: np.ndarray, cp: Any):
@@ -174,31 +179,43 @@ def _extra_events(trace: Trace, on_path: np.ndarray, cp: Any):
         yield dumps({"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": t.tid,
                      "args": {"sort_index": t.sort_index or i}})
 
-    def flow(fid: int, cat: str, src: int, dst: int, name: str):
-        ts, pid, tid = trace.ts, trace.tracks, trace.track
-        a, z = int(src), int(dst)
-        ta, tz = pid[int(tid[a])], pid[int(tid[z])]
-        yield dumps({"ph": "s", "id": fid, "pid": ta.pid, "tid": ta.tid, "ts": int(ts[a]) / 1000.0,
-                     "cat": cat, "name": name})
-        yield dumps({"ph": "f", "id": fid, "pid": tz.pid, "tid": tz.tid, "ts": int(ts[z]) / 1000.0,
-                     "cat": cat, "name": name, "bp": "e"})
+    yield from _flows(trace, cp)
 
-    # Launch -> device work, by correlation id.
-    from .correlate import launch_pairs
 
+def _flows(trace: Trace, cp: Any):
+    """Flow arrows: launches, explicit edges and (if given) the critical path.
+
+    Every arrow gets its own id (one runtime call can launch hundreds of kernels: a CUDA
+    graph launch) and runs forward in time: it starts where the source hands over and
+    finishes inside the target, never earlier.
+    """
+    dumps = orjson.dumps
+    tracks, track = trace.tracks, trace.track
+    ids = iter(range(1, 1 << 62))
+
+    def flow(cat: str, a: int, z: int, t_from: int, t_to: int):
+        ta, tz = tracks[int(track[a])], tracks[int(track[z])]
+        fid = next(ids)
+        yield dumps({"ph": "s", "id": fid, "pid": ta.pid, "tid": ta.tid, "cat": cat,
+                     "name": cat})[:-1] + b',"ts":' + ns_to_us_text(t_from) + b"}"
+        yield dumps({"ph": "f", "id": fid, "pid": tz.pid, "tid": tz.tid, "cat": cat, "name": cat,
+                     "bp": "e"})[:-1] + b',"ts":' + ns_to_us_text(max(t_to, t_from)) + b"}"
+
+    ts, end = trace.ts.tolist(), trace.end.tolist()
     launches, device = launch_pairs(trace)
     for a, z in zip(launches.tolist(), device.tolist()):
-        yield from flow(int(trace.corr[z]), "ac2g", a, z, "ac2g")
-    cat_of = {EdgeKind.DATA: "dependency", EdgeKind.CONTROL: "control", EdgeKind.FLOW: "flow"}
-    for k, (a, z, kind) in enumerate(
-        zip(trace.edge_src.tolist(), trace.edge_dst.tolist(), trace.edge_kind.tolist())
-    ):
-        yield from flow(1_000_000_000 + k, cat_of[EdgeKind(kind)], a, z, cat_of[EdgeKind(kind)])
+        if ts[a] <= ts[z]:
+            yield from flow("ac2g", a, z, ts[a], ts[z])
+    cat_of = {EdgeKind.DATA: "dependency", EdgeKind.CONTROL: "control", EdgeKind.FLOW: "flow",
+              EdgeKind.COLLECTIVE: "collective"}
+    for a, z, kind in zip(trace.edge_src.tolist(), trace.edge_dst.tolist(), trace.edge_kind.tolist()):
+        if ts[a] <= ts[z]:
+            yield from flow(cat_of[EdgeKind(kind)], a, z, ts[a], ts[z])
     if cp is not None and len(cp.events) > 1:
-        steps = cp.events
-        for k, (a, z) in enumerate(zip(steps[:-1].tolist(), steps[1:].tolist())):
-            if trace.track[a] != trace.track[z]:
-                yield from flow(2_000_000_000 + k, "critical_path", a, z, "critical path")
-
-
-__all__ = ["write_chrome_trace", "chrome_trace_bytes", "FLAG_LAUNCH"]
+        for a, z, via in cp.edges:
+            if track[a] == track[z]:
+                continue
+            # A sync arrow leaves the device work when it ends and lands in the waiting call.
+            t_to = end[a] if via == "sync" else ts[z]
+            t_from = max(ts[a], min(end[a], t_to))
+            yield from flow("critical_path", a, z, t_from, t_to)

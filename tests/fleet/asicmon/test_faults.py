@@ -7,7 +7,7 @@ import time
 import pytest
 
 from emulator import FleetConfig
-from fleet.asicmon import HostMonitor
+from fleet.emulated import HostMonitor
 
 DAY = 86400.0
 PEAK = DAY * 19675 + 0.80 * DAY  # evening: demand near its peak for every workload
@@ -72,6 +72,10 @@ def test_hang_marks_driver_hung_and_reboot_clears_it(hm, dtype):
     assert snap["temperature_c"] is None and snap["sample_ts"] == PEAK + 30
     hm.reboot(serial)
     time.sleep(CFG.hang_block_s + 0.05)  # let the blocked driver call time out
+    # A device known hung is probed in the background and nobody waits for it: this poll
+    # publishes what the probe blocked before the reboot found, and probes again.
+    assert hm.poll(PEAK + 35)[serial]["driver_status"] == "hung"
+    time.sleep(0.2)
     during = hm.poll(PEAK + 40)[serial]
     assert during["driver_status"] == "rebooting"
     after = _run(hm, PEAK + 40 + CFG.reboot_s, 20)[serial]

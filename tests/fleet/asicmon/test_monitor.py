@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from emulator import FleetConfig, fleet_layout
-from fleet.asicmon import ALWAYS_PRESENT, CATALOGUE, HostMonitor
+from fleet.asicmon import ALWAYS_PRESENT, CATALOGUE, DeviceMonitor
 from fleet.asimov.loader import monitor_class_from_text
-from fleet.asimov.runtime import Binding, DeviceMonitor
+from fleet.emulated import HostMonitor
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = 1_700_000_000.0
@@ -64,23 +64,25 @@ def test_queries_read_the_cache_and_never_the_driver(tmp_path):
 
 
 def test_hung_device_does_not_delay_the_others(tmp_path):
-    cfg = FleetConfig(seed=3, hosts=1, devices_per_host=6, hang_block_s=2.0)
-    hm = HostMonitor.open(cfg, "host-00", state_dir=tmp_path, probe_timeout=0.2)
+    # Bounds leave room for a loaded CI machine while staying well apart: the probe budget is
+    # 0.5 s and the driver blocks for 4 s.
+    cfg = FleetConfig(seed=3, hosts=1, devices_per_host=6, hang_block_s=4.0)
+    hm = HostMonitor.open(cfg, "host-00", state_dir=tmp_path, probe_timeout=0.5)
     hm.poll(T0)
     hung = hm.serials[2]
     hm.inject_fault(hung, "hang")
     start = time.perf_counter()
     snaps = hm.poll(T0 + 10)
     elapsed = time.perf_counter() - start
-    assert elapsed < 0.2 + 0.3  # the budget, not the 2 s the driver blocks
+    assert elapsed < 0.5 + 1.0  # the budget, not the 4 s the driver blocks
     assert snaps[hung]["driver_status"] == "hung"
     for serial, snap in snaps.items():
         if serial != hung:
             assert snap["driver_status"] == "ok" and snap["sample_ts"] == T0 + 10
-            assert snap["probe_duration_s"] < 0.05
+            assert snap["probe_duration_s"] < 0.4
     start = time.perf_counter()
     snaps = hm.poll(T0 + 20)  # the hung probe is still blocked: no new wait at all
-    assert time.perf_counter() - start < 0.1
+    assert time.perf_counter() - start < 0.4
     assert snaps[hung]["driver_status"] == "hung"
 
 
@@ -114,7 +116,7 @@ class _GenerationLib:
 
 
 def test_cache_reads_during_a_refresh_never_see_a_half_updated_snapshot():
-    monitor = monitor_class_from_text(TORN_SPEC, "torn.asimov")(Binding(lib=_GenerationLib()))
+    monitor = monitor_class_from_text(TORN_SPEC, "torn.asimov")(lib=_GenerationLib())
     monitor.refresh(T0)
     stop = threading.Event()
     torn: list[dict] = []
@@ -151,7 +153,7 @@ def test_cache_reads_during_a_refresh_never_see_a_half_updated_snapshot():
 
 
 def test_periodic_refresh_runs_in_the_background():
-    monitor = monitor_class_from_text(TORN_SPEC, "torn.asimov")(Binding(lib=_GenerationLib()))
+    monitor = monitor_class_from_text(TORN_SPEC, "torn.asimov")(lib=_GenerationLib())
     monitor.start(interval=0.01)
     time.sleep(0.2)
     monitor.stop()
@@ -160,7 +162,7 @@ def test_periodic_refresh_runs_in_the_background():
 
 
 def test_rate_handles_wrap_and_reset():
-    m = DeviceMonitor(Binding())
+    m = DeviceMonitor()
     assert m._rate(1, 2**32 - 100, 0.0, 2**32) is None
     assert m._rate(1, 50, 10.0, 2**32) == pytest.approx(15.0)  # wrapped: 150 counts in 10 s
     assert m._rate(2, 1000, 0.0) is None
@@ -195,7 +197,7 @@ POLLER = """
 import sys
 from pathlib import Path
 from emulator import FleetConfig
-from fleet.asicmon import HostMonitor
+from fleet.emulated import HostMonitor
 cfg = FleetConfig(seed=5, hosts=3, devices_per_host=4)
 hm = HostMonitor.open(cfg, sys.argv[1], state_dir=Path(sys.argv[2]))
 for i in range(30):

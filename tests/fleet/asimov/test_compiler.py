@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from emulator import EmulatedHost, FleetConfig
-from fleet.asicmon.specs import SPECS_DIR, monitor_class
 from fleet.asimov.compiler import compile_file, compile_spec
 from fleet.asimov.errors import AsimovError, SpecErrors
-from fleet.asimov.runtime import Binding, FileRoot
+from fleet.asimov.loader import SPECS_DIR, monitor_class
+from fleet.local import FileRoot
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = 1_700_000_000.0
@@ -77,7 +77,8 @@ def _emulated(dtype):
 
 def test_nvml_spec_works_against_the_emulated_gpu():
     host, serial = _emulated("gpu")
-    monitor = monitor_class("nvml")(host.binding(serial), serial=serial)
+    binding = host.binding(serial)
+    monitor = monitor_class("nvml")(index=binding.index, lib=binding.lib, serial=serial)
     monitor.refresh(T0)
     host.advance(T0 + 10)
     snap = monitor.refresh(T0 + 10)
@@ -120,7 +121,7 @@ def _fake_hwmon(root: Path) -> Path:
 
 def test_hwmon_spec_reads_real_files(tmp_path):
     folder = _fake_hwmon(tmp_path)
-    monitor = monitor_class("hwmon")(Binding(files=FileRoot(folder)))
+    monitor = monitor_class("hwmon")(files=FileRoot(folder))
     snap = monitor.refresh(T0)
     assert snap["driver_status"] == "ok"
     assert snap["device_model"] == "amdgpu"
@@ -135,10 +136,10 @@ def test_hwmon_spec_reads_real_files(tmp_path):
 
 
 def test_hwmon_spec_on_this_machine_if_it_has_sensors():
-    from fleet.asicmon.local import hwmon_monitors
+    from fleet.local import hwmon_devices
 
-    monitors = hwmon_monitors()
-    if not monitors:
+    devices = hwmon_devices("this-host")
+    if not devices:
         pytest.skip("no /sys/class/hwmon sensors here")
-    for monitor in monitors.values():
-        assert monitor.refresh()["driver_status"] in ("ok", "error")
+    for device in devices:
+        assert device.monitor.refresh()["driver_status"] in ("ok", "error")

@@ -8,6 +8,14 @@ import pytest
 from fleet.asimov.compiler import check_spec
 
 CASES = {
+    "discover_nvml_reads_files": (
+        'device x\ndiscover nvml()\nt = file("temp", int)\nstats.temperature_c = t\n',
+        'discover_nvml_reads_files.asimov:2:10: error: discover nvml() gives each GPU the NVML library, but this spec reads files\n    discover nvml()\n             ^\n  expected discover folders("…", requires=[…]) for a spec that reads files',
+    ),
+    "discover_folders_calls_lib": (
+        'device x\ndiscover folders("/sys/class/x/*")\nonce h = lib.open(index)\nt = lib.temp(h)\nstats.temperature_c = t\n',
+        'discover_folders_calls_lib.asimov:2:10: error: discover folders(...) gives each device a folder of files, but this spec calls lib\n    discover folders("/sys/class/x/*")\n             ^\n  expected discover nvml() for a spec that calls the NVML library',
+    ),
     "unknown_counter": (
         'device x\nt = file("temp", int)\nstats.temprature_c = t\n',
         "unknown_counter.asimov:3:7: error: unknown counter 'stats.temprature_c'\n    stats.temprature_c = t\n          ^\n  expected a counter of the Asicmon catalogue (did you mean 'temperature_c'?)",

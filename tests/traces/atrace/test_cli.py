@@ -59,3 +59,44 @@ def test_module_entry_point(cmd):
     proc = subprocess.run([sys.executable, "-m", "traces.atrace", *cmd], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "summary" in proc.stdout
+
+
+def test_summary_json_is_complete_and_a_cut_table_says_so(capsys):
+    from tests.traces.atrace import exact
+    from traces.atrace import operator_breakdown, read_trace
+
+    path = exact.REAL_TRACES / "ddp_nccl_rank0.json.gz"
+    trace = read_trace(path)
+    n_host = len(operator_breakdown(trace).rows("host"))
+    assert n_host > 15
+    code, out, _ = _run(["summary", path, "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and len(data["breakdown"]["host"]) == n_host and data["limits"]["complete"]
+    assert data["communication"]["split"]["communication"]["share"] > 0.2
+    code, out, _ = _run(["summary", path, "--json", "--top", "0"], capsys)
+    assert len(json.loads(out)["breakdown"]["host"]) == n_host
+    code, out, _ = _run(["summary", path, "--json", "--top", "3"], capsys)
+    data = json.loads(out)
+    assert len(data["breakdown"]["host"]) == 3 and not data["limits"]["complete"]
+    code, out, _ = _run(["summary", path], capsys)
+    assert f"(top 15 of {n_host}; --top 0 lists all)" in out
+    assert "communication" in out and "allreduce" in out
+
+
+def test_diff_compares_operators_and_lists_new_and_vanished_as_tables(capsys):
+    from tests.traces.atrace import exact
+
+    a = exact.REAL_TRACES / "h100_bert_infer.json.gz"
+    b = exact.REAL_TRACES / "mi300_qwen_infer.json.gz"
+    code, out, _ = _run(["diff", a, b, "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["rows"]
+    ops = [r["op"] for r in data["rows"]]
+    assert not any(".py(" in op for op in ops), "Python frames are not compared by default"
+    assert "ProfilerStep" not in ops
+    # ROCm and CUDA launches are the same call.
+    assert "cudaLaunchKernel" in ops and "hipLaunchKernel" not in ops
+    code, out, _ = _run(["diff", a, b, "--json", "--all-kinds"], capsys)
+    assert any(".py(" in r["op"] for r in json.loads(out)["rows"])
+    code, out, _ = _run(["diff", a, b, "--top", "5"], capsys)
+    assert "New in B (" in out and "Gone in B (" in out and "total us" in out

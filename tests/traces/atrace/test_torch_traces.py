@@ -88,6 +88,7 @@ def test_critical_path_valid_and_no_shorter_than_a_thread(torch_traces, model):
     assert cp.length_ns >= max(busy.values()) - 1000  # us rounding of the raw file
     assert cp.length_ns <= trace.span()[1] - trace.span()[0]
     _assert_valid_path(trace, cp)
+    # The path's length is its work plus launch queueing (on the launching call's account).
     assert int(cp.on_path_ns.sum()) == cp.length_ns
     d = cp.to_dict()
     json.dumps(d)
@@ -122,6 +123,8 @@ def _assert_valid_path(trace, cp):
         elif via == "sync":
             assert trace.on_device[a] and trace.flags[b] & FLAG_SYNC
             assert trace.end[a] <= trace.end[b]
+        elif via == "queue":
+            assert trace.on_device[a] and trace.on_device[b] and trace.end[a] <= trace.ts[b]
         else:
             assert (a, b) in edges
         # Time never runs backwards along the path.

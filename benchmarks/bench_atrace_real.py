@@ -1,0 +1,116 @@
+"""The shared real traces (../shared/data/real-traces): one row per trace.
+
+    python benchmarks/bench_atrace_real.py [--skip-hta]
+
+Columns: events; kernels exact (every per-kernel total equals exact decimal arithmetic on
+the raw JSON); communication share of device work; the whole-trace critical path's bound
+breakdown; agreement with Holistic Trace Analysis (HTA, run in benchmarks/.venv-hta on a
+copy of the file): kernels whose totals agree within HTA's whole-microsecond arithmetic
+(its start and end are cut to whole microseconds: up to 2 us per instance; HTA also keeps only
+complete ProfilerStep iterations, so traces with a partial step differ more), and HTA's
+communication share (of its time-based kernel-type split, overlaps included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+REAL = ROOT.parent / "shared" / "data" / "real-traces"
+sys.path.insert(0, str(ROOT))
+
+from traces.atrace import communication, critical_path, read_trace  # noqa: E402
+from traces.atrace.model import DEVICE_KINDS  # noqa: E402
+
+
+def _read(path: Path) -> bytes:
+    return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+
+
+def exact_kernel_totals(path: Path) -> dict[str, tuple[int, int]]:
+    """{name: (count, total ns)} of device work (kernel, copy, fill), by decimal arithmetic."""
+    doc = json.loads(_read(path), parse_float=Decimal)
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for e in doc.get("traceEvents", []) if isinstance(doc, dict) else doc:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events"):
+            row = out[e["name"]]
+            row[0] += 1
+            row[1] += int((Decimal(e["dur"]) * 1000).to_integral_value(rounding=ROUND_HALF_EVEN))
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def engine_kernel_totals(trace) -> dict[str, tuple[int, int]]:
+    import numpy as np
+
+    dev = np.flatnonzero(trace.on_device & trace.kind_mask(*DEVICE_KINDS))
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for name, dur in zip(trace.names(dev), trace.dur[dev].tolist()):
+        out[name][0] += 1
+        out[name][1] += dur
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def hta_figures(path: Path) -> dict | None:
+    python = HERE / ".venv-hta" / "bin" / "python"
+    if not python.exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(path, Path(tmp) / path.name)
+        proc = subprocess.run([str(python), str(HERE / "atrace_hta_kernels.py"), tmp],
+                              capture_output=True, text=True, timeout=600)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    return json.loads(lines[-1]) if proc.returncode == 0 and lines else {"error": proc.stderr.strip()[-200:]}
+
+
+def row(path: Path, with_hta: bool) -> dict:
+    trace = read_trace(path)
+    ours = engine_kernel_totals(trace)
+    exact = exact_kernel_totals(path)
+    comm = communication(trace)["split"]["communication"]["share"]
+    cp = critical_path(trace).to_dict(max_steps=0)
+    out = {"trace": path.name.split(".")[0], "events": len(trace),
+           "kernels_exact": "yes" if all(ours.get(k, (0, 0))[1] == v[1] for k, v in exact.items()) else "no",
+           "comm_share": comm, "bounds": cp["bound_shares"], "bound": cp["bound"]}
+    hta = hta_figures(path) if with_hta and exact else None
+    if hta and "error" not in hta:
+        agree = sum(1 for k, v in ours.items() if k in hta["kernels"]
+                    and abs(hta["kernels"][k] - v[1] / 1000) <= 2 * v[0] + 1e-6)
+        shared = sum(1 for k in ours if k in hta["kernels"])
+        types = hta["types"]
+        total = sum(types.values()) or 1
+        comm = sum(v for k, v in types.items() if k.startswith("COMMUNICATION")) / total
+        out["hta"] = f"{agree}/{shared} kernel totals agree; HTA comm {comm * 100:.1f}%"
+    elif hta:
+        out["hta"] = "HTA failed: " + hta["error"].splitlines()[-1][:60] if hta["error"] else "HTA failed"
+    else:
+        out["hta"] = "-" if exact else "no device work"
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--skip-hta", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    for path in sorted(REAL.glob("*.json*")):
+        if b'"traceEvents"' not in _read(path)[: 1 << 16]:
+            continue
+        rows.append(row(path, not args.skip_hta))
+        r = rows[-1]
+        bounds = ", ".join(f"{k.replace('_', ' ')} {v * 100:.0f}%" for k, v in r["bounds"].items() if v >= 0.005)
+        print(f"| {r['trace']} | {r['events']:,} | {r['kernels_exact']} | {r['comm_share'] * 100:.1f}% | "
+              f"{bounds} | {r['hta']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

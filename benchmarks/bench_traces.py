@@ -1,0 +1,210 @@
+"""Trace figures: upload → ready, worker peak memory, page and API server times, capture start.
+
+    python benchmarks/bench_traces.py [--sizes 10000,100000,1000000] [--repeat 5]
+
+Runs against the database and Redis that the environment names (DATABASE_URL, REDIS_URL),
+on a throwaway database it creates and drops, with a real Celery worker on the traces
+queue (solo pool, so its peak RSS is the analysis's). For each generated Kineto trace it
+prints: the upload request (it reads the whole file to refuse a bad one), upload → ready
+wall time, the worker's peak RSS, and the server time of the trace page, the breakdown
+API and a drill-down (median of --repeat, after one cold request). Then a 5 s capture:
+from the click (the POST) to the first progress message on the trace's channel group.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent
+
+
+def database_url(connection) -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{db.get('USER') or 'postgres'}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def start_worker(queue: str) -> subprocess.Popen:
+    from django.db import connection
+
+    env = dict(os.environ, DATABASE_URL=database_url(connection), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "-Q", queue, "--pool", "solo",
+         "--without-gossip", "--without-mingle", "-n", f"bench-traces-{os.getpid()}@%h"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    for line in proc.stdout:
+        if "ready." in line:
+            break
+    return proc
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process: a figure a loaded machine distorts less than wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def timed(fn, repeat: int) -> tuple[float, float]:
+    """(cold, median of warm) milliseconds."""
+    t0 = time.perf_counter()
+    fn()
+    cold = (time.perf_counter() - t0) * 1000
+    warm = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        warm.append((time.perf_counter() - t0) * 1000)
+    return cold, statistics.median(warm)
+
+
+def wait_ready(trace_id: int, timeout: float = 600) -> None:
+    from traces.models import Trace
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status, error = Trace.objects.filter(pk=trace_id).values_list("status", "error").get()
+        if status == "ready":
+            return
+        if status == "failed":
+            raise SystemExit(f"trace {trace_id} failed: {error}")
+        time.sleep(0.02)
+    raise SystemExit(f"trace {trace_id} not ready after {timeout} s")
+
+
+def wait_chrome(trace_id: int, timeout: float = 600) -> None:
+    """The Chrome export is written after 'ready', by the same task: let it finish."""
+    from traces import services
+    from traces.models import Trace
+
+    deadline = time.time() + timeout
+    while time.time() < deadline and not services.chrome_ready(Trace.objects.get(pk=trace_id)):
+        time.sleep(0.05)
+
+
+def bench_size(client, worker_pid: int, n: int, workdir: Path, repeat: int) -> None:
+    from traces.atrace.synthetic import write_kineto_trace
+
+    path = workdir / f"kineto-{n}.json.gz"
+    events = write_kineto_trace(path, n, seed=n)
+    reset_peak(worker_pid)
+    worker_cpu = cpu_seconds(worker_pid)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    with path.open("rb") as f:
+        response = client.post("/api/traces/", {"file": f})
+    upload_s, upload_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    assert response.status_code == 201, response.content[:300]
+    trace_id = response.json()["id"]
+    wait_ready(trace_id)
+    ready_s = time.perf_counter() - t0
+    analysis_cpu = cpu_seconds(worker_pid) - worker_cpu  # read, breakdown, views, results
+    wait_chrome(trace_id)
+    rss = peak_rss_mb(worker_pid)
+    rows = client.get(f"/api/traces/{trace_id}/breakdown/?side=device").json()["results"]
+    busiest = max(rows, key=lambda r: r["count"])
+    page = timed(lambda: client.get(f"/traces/{trace_id}/"), repeat)
+    breakdown = timed(lambda: client.get(f"/api/traces/{trace_id}/breakdown/?side=host"), repeat)
+    drill = timed(lambda: client.get(f"/api/traces/{trace_id}/instances/", {"side": "device", "op": busiest["op"], "limit": 50}), repeat)
+    print(
+        f"{events:>9,} events {path.stat().st_size / 1e6:7.1f} MB gz | upload request {upload_s:6.2f} s "
+        f"(CPU {upload_cpu:5.2f} s) | upload→ready {ready_s:6.2f} s (worker CPU to ready {analysis_cpu:5.2f} s) | "
+        f"worker peak RSS {rss:7.0f} MB | "
+        f"page {page[0]:6.1f}/{page[1]:6.1f} ms | breakdown {breakdown[0]:6.1f}/{breakdown[1]:6.1f} ms | "
+        f"drill-down ({busiest['count']:,} instances) {drill[0]:6.1f}/{drill[1]:6.1f} ms",
+        flush=True,
+    )
+
+
+def bench_capture(client) -> None:
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from dashboard.push import trace_group
+    from fleet.models import Device
+
+    layer = get_channel_layer()
+    device = Device.objects.first()
+
+    async def first_progress(trace_id: int, clicked: float) -> float:
+        channel = await layer.new_channel()
+        await layer.group_add(trace_group(trace_id), channel)
+        while True:
+            message = await layer.receive(channel)
+            if message["type"] == "trace.progress":
+                return time.perf_counter() - clicked
+
+    clicked = time.perf_counter()  # (the trace worker is idle: every earlier trace is done)
+    response = client.post(f"/api/devices/{device.id}/capture/", {"duration_s": 5}, content_type="application/json")
+    assert response.status_code == 202, response.content[:300]
+    took = async_to_sync(first_progress)(response.json()["id"], clicked)
+    wait_ready(response.json()["id"])
+    print(f"capture click → first progress message: {took * 1000:.0f} ms (5 s capture, then ready)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="Comma-separated; empty: the capture only")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-traces-"))
+    os.environ.update(
+        EMULATOR_STATE_DIR=str(workdir / "emulator"), TRACE_STORAGE_DIR=str(workdir / "traces"),
+        REDIS_KEY_PREFIX="asicmon-bench-traces", CELERY_QUEUE="asicmon-bench-traces",
+        FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3", LOG_LEVEL="WARNING", TRACE_STORAGE_MAX_GB="50",
+        ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.test.utils import setup_databases, teardown_databases
+
+    from fleet.roles import ensure_roles
+    from fleet.services import seed_fleet
+    from traces.tasks import trace_queue
+
+    old = setup_databases(verbosity=0, interactive=False)
+    worker = None
+    try:
+        seed_fleet()
+        ensure_roles()
+        user = User.objects.create_superuser("bench", password="bench-password-123")
+        client = Client()
+        client.force_login(user)
+        worker = start_worker(trace_queue())
+        print("Trace figures (cold/warm-median server times; the machine may be shared and loaded)")
+        for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
+            bench_size(client, worker.pid, n, workdir, args.repeat)
+        bench_capture(client)
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=30)
+        teardown_databases(old, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()

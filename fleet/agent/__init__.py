@@ -1,0 +1,8 @@
+"""The host agent: a Celery worker on a machine with real accelerators.
+
+``python -m fleet.agent`` (or ``make agent``) finds this machine's devices through their
+specs, registers the host and its devices in the fleet, says it is alive every poll
+interval, and consumes its own queue: beat sends this host's polls there, and the same
+poll service as the emulated fleet's writes the samples, snapshots and websocket messages.
+It needs the stack's settings (DATABASE_URL, REDIS_URL, CELERY_QUEUE, POLL_INTERVAL, …).
+"""

@@ -1,0 +1,87 @@
+"""Starting the agent: check the settings, register, keep saying "alive", consume the queue."""
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from fleet.agent.discovery import agent_discovery, rediscover
+from fleet.agent.registration import HostNameTaken, Registration, register_host
+from fleet.models import Host
+from fleet.routing import agent_queue_name
+
+log = logging.getLogger("fleet.agent")
+
+
+def run() -> int:
+    missing = [str(d) for d in settings.ASIMOV_SPEC_DIRS if not d.is_dir()]
+    if missing:
+        log.error("ASIMOV_SPEC_DIRS names folders that do not exist: %s", ", ".join(missing))
+        return 2
+    if Host._meta.db_table not in connection.introspection.table_names():
+        log.error(
+            "the database at DATABASE_URL has no Asicmon tables: point DATABASE_URL at the central "
+            "stack's database (or run `python manage.py migrate` there first)"
+        )
+        return 2
+    name, queue = settings.AGENT_HOST, agent_queue_name(settings.AGENT_HOST)
+    found = agent_discovery()
+    found.host.poll()  # a first reading: names the models, and starts the rates
+    try:
+        registration = register_host(name, queue, found.host.devices)
+    except HostNameTaken as exc:
+        log.error("%s", exc)
+        return 2
+    log.info(
+        "agent of %s on queue %s: %d devices (%d new, %d back, %d absent)%s",
+        name, queue, len(found.host.devices), len(registration.created), len(registration.returned),
+        len(registration.absent), "" if found.host.devices else "; nothing to poll on this machine",
+    )
+    for device in found.host.devices:
+        log.info("  %s %s", device.device_type, device.serial)
+    for serial in registration.refused:
+        log.error("  %s is a device of an emulated host: not registered (a copy of its files?)", serial)
+    threading.Thread(target=_say_alive, args=(name, queue), daemon=True, name="agent-alive").start()
+    return _consume(name, queue)
+
+
+def _say_alive(name: str, queue: str) -> None:
+    """Beat polls a host only while its agent is alive: say so every poll interval. Every
+    AGENT_REDISCOVER_S, look for devices again: new ones join, vanished ones turn absent."""
+    looked = time.monotonic()
+    while True:
+        time.sleep(settings.POLL_INTERVAL)
+        try:
+            if time.monotonic() - looked >= settings.AGENT_REDISCOVER_S:
+                looked = time.monotonic()
+                _report(register_host(name, queue, rediscover().host.devices))
+            else:
+                Host.objects.filter(name=name).update(agent_seen_at=datetime.now(tz=UTC))
+        except Exception:  # a database blip: say it next time
+            log.warning("could not record that the agent is alive", exc_info=True)
+        finally:
+            close_old_connections()
+
+
+def _report(registration: Registration) -> None:
+    for serial in registration.created + registration.returned:
+        log.info("device %s found", serial)
+    for serial in registration.absent:
+        log.warning("device %s is gone: marked absent (its history stays)", serial)
+    for serial in registration.refused:
+        log.error("%s is a device of an emulated host: not registered (a copy of its files?)", serial)
+
+
+def _consume(name: str, queue: str) -> int:
+    """A Celery worker in this process on this host's queue only. The solo pool keeps the
+    monitors (and their rate history) in this one process."""
+    from dashboard.celery import app
+
+    app.worker_main([
+        "worker", "-Q", queue, "--pool", "solo", "-n", f"agent-{name}@%h",
+        "-l", settings.LOG_LEVEL, "--without-gossip", "--without-mingle",
+    ])
+    return 0

@@ -1,0 +1,164 @@
+"""The emulated fleet wired to Asicmon: one monitor per emulated device, compiled from its
+type's Asimov spec, polled together (Django-free, like the libraries it joins).
+
+`HostMonitor.poll` is what a polling worker calls each cycle: it advances the host's
+emulator to ``now``, refreshes every device's monitor in parallel under a per-probe time
+budget (a hung device is marked and delays nobody), persists the emulator state, and
+returns every device's snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from emulator import EmulatedHost, FleetConfig
+from emulator.config import DeviceSpec
+from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor, refresh_together
+from fleet.asimov.loader import monitor_class
+
+__all__ = ["HostMonitor", "device_monitor"]
+
+
+def device_monitor(
+    host: EmulatedHost,
+    serial: str,
+    spec_dirs: tuple[str | os.PathLike, ...] = (),
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> DeviceMonitor:
+    """The monitor of one emulated device, compiled from its type's spec and bound to the
+    device's emulated driver."""
+    binding = host.binding(serial)
+    klass = monitor_class(host.spec.device(serial).type, spec_dirs)
+    return klass(
+        index=binding.index, files=binding.files, lib=binding.lib, serial=serial, timeout=timeout
+    )
+
+
+class HostMonitor:
+    def __init__(
+        self,
+        host: EmulatedHost,
+        monitors: dict[str, DeviceMonitor],
+        probe_timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.host = host
+        self.name = host.name
+        self._monitors = monitors
+        self.probe_timeout = probe_timeout
+        self._history_stamp: tuple[int, int] | None = None
+
+    @classmethod
+    def open(
+        cls,
+        cfg: FleetConfig,
+        host: str,
+        state_dir: str | os.PathLike | None = None,
+        *,
+        probe_timeout: float = DEFAULT_TIMEOUT_S,
+        spec_dirs: Iterable[str | os.PathLike] = (),
+    ) -> HostMonitor:
+        """Monitors for every device of ``host``; state persists under ``state_dir``
+        (None keeps it in memory only). ``spec_dirs`` are searched for ``<type>.asimov``
+        before the specs that ship with Asimov."""
+        emu = EmulatedHost(cfg, host, Path(state_dir) if state_dir is not None else None)
+        dirs = tuple(spec_dirs)
+        monitors = {
+            d.serial: device_monitor(emu, d.serial, dirs, probe_timeout) for d in emu.spec.devices
+        }
+        return cls(emu, monitors, probe_timeout)
+
+    # -- devices ---------------------------------------------------------------------------
+    @property
+    def devices(self) -> list[DeviceSpec]:
+        return list(self.host.spec.devices)
+
+    @property
+    def serials(self) -> list[str]:
+        return list(self._monitors)
+
+    def monitor(self, serial: str) -> DeviceMonitor:
+        try:
+            return self._monitors[serial]
+        except KeyError:
+            raise KeyError(f"no device {serial!r} on {self.name}") from None
+
+    def snapshots(self) -> dict[str, dict[str, Any]]:
+        """The latest snapshot of every device, from the caches only."""
+        return {serial: m.snapshot() for serial, m in self._monitors.items()}
+
+    # -- polling -----------------------------------------------------------------------------
+    def poll(self, now: float | None = None) -> dict[str, dict[str, Any]]:
+        """Advances the emulator to ``now`` (default: the wall clock), refreshes every
+        device's monitor with a time budget per probe, saves the state, and returns the
+        snapshots keyed by serial."""
+        now = time.time() if now is None else now
+        with self.host.locked():
+            self.host.sync(now)
+            self._load_history()
+            self.host.advance(now)
+            refresh_together(self._monitors.values(), now, self.probe_timeout)
+            self.host.save()
+            self._save_history()
+        return self.snapshots()
+
+    # -- rate history, shared by every process that polls this host ---------------------------
+    @property
+    def history_path(self) -> Path | None:
+        state_dir = self.host.state_dir
+        return state_dir / f"{self.name}.monitors.json" if state_dir else None
+
+    def _load_history(self) -> None:
+        """Take over the previous readings if another process polled this host since we did,
+        so that its rates carry on instead of starting again."""
+        path = self.history_path
+        if path is None or not path.exists():
+            return
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._history_stamp:
+            return
+        for serial, rows in json.loads(path.read_text()).items():
+            if serial in self._monitors:
+                self._monitors[serial].import_history(rows)
+        self._history_stamp = stamp
+
+    def _save_history(self) -> None:
+        path = self.history_path
+        if path is None:
+            return
+        history = {serial: m.export_history() for serial, m in self._monitors.items()}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(history, separators=(",", ":")))
+        tmp.replace(path)
+        st = path.stat()
+        self._history_stamp = (st.st_mtime_ns, st.st_size)
+
+    # -- actions (persisted like the rest of the state) ---------------------------------------
+    def _change(self, serial: str, action) -> None:
+        self.monitor(serial)  # unknown serials fail before anything changes
+        with self.host.locked():
+            self.host.sync(time.time())
+            action()
+            self.host.save()
+
+    def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
+        self._change(serial, lambda: self.host.inject_fault(serial, fault, persistent))
+
+    def clear_fault(self, serial: str, fault: str) -> None:
+        self._change(serial, lambda: self.host.clear_fault(serial, fault))
+
+    def reboot(self, serial: str) -> None:
+        """Reboots a device through its monitor's ``reboot`` control action (the call its
+        Asimov spec declares: a sysfs write, a C-library call, a GPU API call)."""
+        self._change(serial, lambda: self.monitor(serial).control("reboot"))
+
+    def faults(self, serial: str) -> dict[str, dict]:
+        """Faults injected into a device (emulator truth, for tests and the CLI)."""
+        with self.host.locked():
+            self.host.sync(time.time())
+            return dict(self.host.state(serial).faults)

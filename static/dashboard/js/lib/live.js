@@ -1,0 +1,52 @@
+// A websocket that reconnects by itself, and the "live" indicator in the top bar.
+
+// Close codes in the private range that mean "do not try again" (see dashboard/consumers.py).
+const REFUSED = (code) => code >= 4400 && code < 4500;
+const WHY_REFUSED = { 4401: "signed out", 4403: "not allowed", 4404: "not found" };
+
+function setLiveState(state, text) {
+  const el = document.getElementById("live-indicator");
+  if (el) {
+    el.dataset.state = state;
+    el.textContent = text;
+  }
+}
+
+// Opens a websocket to `path` and calls onMessage(json) for each message. After a drop it
+// reconnects with a capped exponential back-off; after a refusal (4401/4403/4404) it stops.
+export function connect(path, onMessage) {
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  let delay = 500;
+  let socket = null;
+  let stopped = false;
+
+  function open() {
+    socket = new WebSocket(`${scheme}://${window.location.host}${path}`);
+    socket.onopen = () => {
+      delay = 500;
+      setLiveState("live", "live");
+    };
+    socket.onmessage = (event) => onMessage(JSON.parse(event.data));
+    socket.onclose = (event) => {
+      if (REFUSED(event.code)) {
+        // Refused by the server (signed out, no permission, nothing there): retrying would
+        // only be refused again.
+        stopped = true;
+        setLiveState("refused", WHY_REFUSED[event.code] || "refused");
+        return;
+      }
+      setLiveState("reconnecting", "reconnecting…");
+      if (!stopped) {
+        setTimeout(open, delay);
+        delay = Math.min(delay * 2, 10000);
+      }
+    };
+  }
+  open();
+  return {
+    close() {
+      stopped = true;
+      if (socket) socket.close();
+    },
+  };
+}

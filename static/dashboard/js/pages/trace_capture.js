@@ -1,0 +1,53 @@
+// Device page: the Capture trace button. Asks the API for a capture, then follows the
+// trace's websocket with a progress bar, and opens the trace's page when it is ready.
+import { connect } from "../lib/live.js";
+import { fetchJSON, errorMessage } from "../lib/trace_kit.js";
+
+const section = document.getElementById("device-traces");
+const form = document.getElementById("capture-form");
+
+if (form) {
+  const bar = document.getElementById("capture-progress");
+  const status = document.getElementById("capture-status");
+  const button = document.getElementById("capture-button");
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    status.textContent = "Starting…";
+    const duration = Number(document.getElementById("capture-duration").value);
+    const { ok, data } = await fetchJSON(section.dataset.captureUrl, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ duration_s: duration }),
+    });
+    if (!ok) {
+      button.disabled = false;
+      status.textContent = errorMessage(data);
+      status.className = "error";
+      return;
+    }
+    status.className = "";
+    bar.hidden = false;
+    bar.value = 0;
+    section.dataset.traceUrl = data.url;
+    connect(`/ws/traces/${data.id}/`, (message) => {
+      if (message.type === "trace.progress") {
+        bar.value = message.progress;
+        bar.dataset.progress = message.progress;
+        status.textContent = `Capturing ${Math.round(message.progress * 100)}% · ${message.events.toLocaleString("en-US")} events`;
+      } else if (message.status === "capturing") {
+        status.textContent = "Capturing 0%";
+      } else if (message.status === "analysing") {
+        bar.value = 1;
+        status.textContent = "Capture stored; analysing…";
+      } else if (message.status === "ready") {
+        window.location.assign(data.url);
+      } else if (message.status === "failed") {
+        button.disabled = false;
+        status.textContent = `Failed: ${message.error}`;
+        status.className = "error";
+      }
+    });
+  });
+}

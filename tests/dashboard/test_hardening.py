@@ -1,0 +1,78 @@
+"""Production settings pass Django's deployment checks; development mode is explicit;
+failed sign-ins are throttled; the admin's host delete page does not list samples."""
+
+import os
+import secrets
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+from tests.support.processes import ROOT
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "HTTPS"}}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    result = manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        SECRET_KEY=secrets.token_urlsafe(50), HTTPS="true", ALLOWED_HOSTS="asicmon.example.com",
+        ASICMON_VAR_DIR=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_debug_is_off_unless_asked_for_and_a_secret_key_is_made_once(tmp_path):
+    show = "from django.conf import settings; print(settings.DEBUG, settings.SECRET_KEY)"
+    first = manage("shell", "-c", show, ASICMON_VAR_DIR=str(tmp_path))
+    second = manage("shell", "-c", show, ASICMON_VAR_DIR=str(tmp_path))
+    debug, key = first.stdout.split()[-2:]
+    assert debug == "False"
+    assert len(key) >= 50 and second.stdout.split()[-1] == key
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0  # readable by its owner only
+    assert manage("shell", "-c", show, ASICMON_VAR_DIR=str(tmp_path), DEBUG="true").stdout.split()[-2] == "True"
+
+
+@pytest.mark.django_db
+def test_failed_sign_ins_are_throttled(client, viewer, clean_redis):
+    from django.core.cache import cache
+
+    cache.clear()
+    for _ in range(settings.SIGNIN_MAX_FAILURES):
+        response = client.post("/accounts/login/", {"username": viewer.username, "password": "wrong"})
+        assert response.status_code == 200
+    refused = client.post("/accounts/login/", {"username": viewer.username, "password": "vera-password-123"})
+    assert refused.status_code == 429
+    assert b"Too many failed sign-ins" in refused.content
+    assert "_auth_user_id" not in client.session  # even the right password does not get in
+    # The admin's form goes through the same backend.
+    admin = client.post("/admin/login/", {"username": viewer.username, "password": "vera-password-123"})
+    assert "_auth_user_id" not in client.session and admin.status_code == 200
+    cache.clear()
+    assert client.post("/accounts/login/", {"username": viewer.username, "password": "vera-password-123"}).status_code == 302
+
+
+@pytest.mark.django_db
+def test_admin_host_delete_page_does_not_list_samples(admin_client, seeded_fleet, clean_redis, django_assert_max_num_queries):
+    from fleet import services
+    from fleet.models import Host, Sample
+
+    for offset in range(3):
+        for shard in services.shards():
+            services.poll_shard(shard, services.current_cycle() - 5 * offset)
+    host = Host.objects.first()
+    assert Sample.objects.filter(device__host=host).count() > 100
+    with django_assert_max_num_queries(40):
+        page = admin_client.get(f"/admin/fleet/host/{host.pk}/delete/")
+    assert page.status_code == 200
+    assert b"Sample" not in page.content and b"Device" in page.content
+    admin_client.post(f"/admin/fleet/host/{host.pk}/delete/", {"post": "yes"})
+    assert not Host.objects.filter(pk=host.pk).exists()
+    assert not Sample.objects.filter(device__host=host).exists()

@@ -1,0 +1,153 @@
+"""An agent host is polled by its agent, through the same poll service; beat routes it."""
+
+import pytest
+
+from fleet import routing, services, snapshots
+from fleet.agent.discovery import agent_host
+from fleet.agent.registration import register_host
+from fleet.models import Device, Host, Sample
+from fleet.redis import get_redis
+from fleet.tasks import poll_fleet
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent_registered(agent_settings, seeded_fleet):
+    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    return Host.objects.get(name="node-a")
+
+
+def test_the_agent_polls_its_host_into_samples_and_snapshots(agent_registered):
+    cycle = services.current_cycle()
+    result = services.poll_agent_host(agent_registered.id, cycle)
+    ids = set(Device.objects.filter(host=agent_registered).values_list("id", flat=True))
+    assert result.devices == 3
+    latest = snapshots.read_snapshots(list(ids))
+    assert set(latest) == ids
+    assert all(s["driver_status"] == "ok" and s["cycle"] == cycle for s in latest.values())
+    written = Sample.objects.filter(device_id__in=ids).count()
+    assert written == result.samples > 0
+    # A sensor chip has no memory: no sample at all, rather than a zero.
+    sensor = Device.objects.get(serial="hwmon:node-a:coretemp.0:coretemp")
+    names = set(Sample.objects.filter(device=sensor).values_list("counter__name", flat=True))
+    assert "temperature_c" in names and "memory_used_bytes" not in names
+    # The same cycle again writes nothing twice.
+    services.poll_agent_host(agent_registered.id, cycle)
+    assert Sample.objects.filter(device_id__in=ids).count() == written
+
+
+def test_shard_polls_leave_agent_hosts_to_their_agents(agent_registered, seeded_fleet):
+    cycle = services.current_cycle()
+    polled = sum(services.poll_shard(shard, cycle).devices for shard in services.shards())
+    assert polled == len(seeded_fleet)
+    assert not Sample.objects.filter(device__host=agent_registered).exists()
+
+
+def test_an_agent_refuses_another_hosts_poll(agent_settings, seeded_fleet):
+    emulated = seeded_fleet[0].host
+    with pytest.raises(services.MisroutedPoll, match="node-a"):
+        services.poll_agent_host(emulated.id, services.current_cycle())
+
+
+def test_beat_sends_an_agent_hosts_poll_to_its_queue_only_while_it_is_alive(agent_registered, settings):
+    queue = routing.agent_queue_name("node-a")
+    redis = get_redis()
+    redis.delete(queue, settings.CELERY_TASK_DEFAULT_QUEUE)
+    try:
+        poll_fleet(services.current_cycle())
+        assert redis.llen(queue) == 1
+        assert redis.llen(settings.CELERY_TASK_DEFAULT_QUEUE) == settings.POLL_SHARDS
+
+        # An agent not seen for longer than the window gets nothing more to pile up.
+        stale = agent_registered.agent_seen_at - routing.agent_alive_window() * 2
+        Host.objects.filter(pk=agent_registered.pk).update(agent_seen_at=stale)
+        poll_fleet(services.current_cycle())
+        assert redis.llen(queue) == 1
+    finally:
+        redis.delete(queue, settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def test_work_for_a_host_goes_where_its_devices_are(agent_registered, seeded_fleet, settings):
+    emulated = seeded_fleet[0].host
+    assert routing.host_queue(emulated) == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert routing.host_queue(agent_registered) == f"{settings.CELERY_TASK_DEFAULT_QUEUE}.host.node-a"
+    assert routing.capture_unavailable_reason(emulated) is None
+    assert "cannot capture" in routing.capture_unavailable_reason(agent_registered)
+
+
+def test_pages_say_not_reported_for_counters_a_device_cannot_give(agent_registered, viewer, client):
+    services.poll_agent_host(agent_registered.id, services.current_cycle())
+    sensor = Device.objects.get(serial="hwmon:node-a:coretemp.0:coretemp")
+    client.force_login(viewer)
+    fleet = client.get("/").content.decode()
+    row = fleet.split(f'data-device-id="{sensor.id}"', 1)[1].split("</tr>", 1)[0]
+    assert "48.0 °C" in row
+    assert row.count("not reported") == 3  # utilization, power, memory
+    page = client.get(f"/devices/{sensor.id}/").content.decode()
+    assert "<code>ecc_corrected_total</code></td><td class=\"num\">not reported" in page
+    assert "polled by its agent" in fleet
+
+
+def test_a_real_machine_offers_no_capture_and_the_api_says_why(agent_registered, operator, api_client, client):
+    from traces.models import Trace
+
+    device = Device.objects.filter(host=agent_registered).first()
+    api_client.force_authenticate(operator)
+    response = api_client.post(f"/api/devices/{device.id}/capture/", {"duration_s": 2}, format="json")
+    assert response.status_code == 409
+    assert "cannot capture traces on real devices" in response.json()["detail"]
+    assert not Trace.objects.exists()
+
+    client.force_login(operator)
+    page = client.get(f"/devices/{device.id}/").content.decode()
+    assert 'id="capture-button"' not in page
+    assert 'id="capture-unavailable"' in page and "polled by its agent" in page
+    emulated = Device.objects.exclude(host=agent_registered).first()
+    assert 'id="capture-button"' in client.get(f"/devices/{emulated.id}/").content.decode()
+
+
+def test_looking_again_drops_a_vanished_device_and_keeps_the_others_monitors(agent_registered, agent_settings):
+    from fleet.agent.discovery import rediscover
+
+    before = {d.serial: d.monitor for d in agent_host().devices}
+    (agent_settings.HWMON_ROOT / "hwmon0").unlink()  # acpitz leaves
+    after = rediscover().host
+    assert set(after.serials) == set(before) - {"hwmon:node-a:acpitz"}
+    assert all(after.monitor(s) is before[s] for s in after.serials)  # rates carry on
+    result = register_host("node-a", routing.agent_queue_name("node-a"), after.devices)
+    assert result.absent == ["hwmon:node-a:acpitz"]
+    gone = Device.objects.get(serial="hwmon:node-a:acpitz")
+    assert gone.absent_since is not None
+
+
+def test_the_device_page_says_a_device_is_absent(agent_registered, agent_settings, viewer, client):
+    from fleet.agent.discovery import rediscover
+
+    (agent_settings.HWMON_ROOT / "hwmon0").unlink()
+    register_host("node-a", routing.agent_queue_name("node-a"), rediscover().host.devices)
+    client.force_login(viewer)
+    gone = Device.objects.get(serial="hwmon:node-a:acpitz")
+    page = client.get(f"/devices/{gone.id}/").content.decode()
+    assert 'id="device-absent"' in page and "no longer finds it" in page
+    present = Device.objects.get(serial="hwmon:node-a:coretemp.0:coretemp")
+    page = client.get(f"/devices/{present.id}/").content.decode()
+    assert 'id="device-absent"' not in page and "polled by its agent" in page
+
+
+@pytest.mark.skipif(
+    not __import__("shutil").which("nvidia-smi"),
+    reason="no NVIDIA GPU or driver on this machine (nvidia-smi not found): the agent's NVML read is not tested here",
+)
+def test_the_agent_reads_this_machines_nvidia_gpus(agent_settings, clean_redis):
+    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    gpus = list(Device.objects.filter(device_type="nvml"))
+    assert gpus, "nvidia-smi is here but the agent found no GPU"
+    host = Host.objects.get(name="node-a")
+    services.poll_agent_host(host.id, services.current_cycle())
+    for gpu in gpus:
+        snap = snapshots.read_snapshot(gpu.id)
+        print(gpu.serial, gpu.model, {k: v for k, v in snap.items() if v is not None})  # the closing note's figures
+        assert gpu.serial.startswith("GPU-")
+        assert snap["driver_status"] == "ok" and snap["memory_total_bytes"] > 0
+        assert Sample.objects.filter(device=gpu).exists()

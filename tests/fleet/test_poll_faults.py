@@ -1,0 +1,141 @@
+"""A poll survives transient database and Redis failures within its slot, and otherwise
+records a gap: a shard's cycle is written whole or not at all (issue 12, defect 1)."""
+
+import shutil
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+
+from fleet import redis as fleet_redis
+from fleet import services, snapshots
+from fleet.models import Device, Sample
+from tests.support.processes import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def cycle_rows(cycle: float) -> set[int]:
+    from datetime import UTC, datetime
+
+    ts = datetime.fromtimestamp(cycle, tz=UTC)
+    return set(Sample.objects.filter(ts=ts).values_list("device_id", flat=True).distinct())
+
+
+def slot_with_room(seconds_left: float) -> float:
+    """The current poll cycle, once at least `seconds_left` of its slot remain: a test that
+    relies on retrying within the slot must not start just before the slot ends."""
+    from django.conf import settings
+
+    cycle = services.current_cycle()
+    if time.time() + seconds_left > cycle + settings.POLL_INTERVAL:
+        time.sleep(max(0.0, cycle + settings.POLL_INTERVAL - time.time()) + 0.01)
+        cycle = services.current_cycle()
+    return cycle
+
+
+def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, caplog):
+    if connection.vendor != "postgresql":
+        pytest.skip("terminating a server connection needs PostgreSQL; this run uses SQLite")
+    cycle = slot_with_room(3.0)
+    services.poll_shard(0, cycle - 5)  # warm the monitors
+    connection.ensure_connection()
+    backend_pid = connection.connection.info.backend_pid
+    settings_dict = connection.settings_dict
+    with psycopg.connect(
+        host=settings_dict["HOST"] or "127.0.0.1", port=settings_dict["PORT"] or 5432,
+        user=settings_dict["USER"] or "postgres", dbname=settings_dict["NAME"], autocommit=True,
+    ) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [backend_pid])
+    time.sleep(0.2)
+
+    with caplog.at_level("INFO", logger="fleet.services"):
+        result = services.poll_shard(0, cycle)
+
+    assert not result.gap
+    assert "transient" in caplog.text
+    shard_devices = set(Device.objects.filter(host__in=services.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
+    assert cycle_rows(cycle) == shard_devices
+
+
+class ThrowawayRedis:
+    def __init__(self):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        )
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                import redis
+
+                if redis.Redis.from_url(self.url, socket_timeout=0.5).ping():
+                    return
+            except Exception:
+                time.sleep(0.05)
+        raise TimeoutError("redis-server did not start")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def own_redis(settings, seeded_fleet):
+    """The poll's Redis (snapshots and channel layer) is one this test can stop and start."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    from channels.layers import channel_layers
+
+    server = ThrowawayRedis()
+    server.start()
+    original_url, original_layers = settings.REDIS_URL, settings.CHANNEL_LAYERS
+    settings.REDIS_URL = server.url
+    settings.CHANNEL_LAYERS = {
+        "default": {**settings.CHANNEL_LAYERS["default"], "CONFIG": {
+            **settings.CHANNEL_LAYERS["default"]["CONFIG"], "hosts": [server.url]}},
+    }
+    fleet_redis.get_redis.cache_clear()
+    channel_layers.backends.clear()
+    yield server
+    server.stop()
+    settings.REDIS_URL, settings.CHANNEL_LAYERS = original_url, original_layers
+    fleet_redis.get_redis.cache_clear()
+    channel_layers.backends.clear()
+
+
+def test_redis_restarting_within_the_slot_loses_nothing(own_redis, settings):
+    settings.POLL_INTERVAL = 10
+    services.poll_shard(1, services.current_cycle() - 10)  # warm the monitors
+    cycle = slot_with_room(7.0)  # the restart takes 1.5 s plus the server's start-up
+    own_redis.stop()
+    threading.Timer(1.5, own_redis.start).start()
+    result = services.poll_shard(1, cycle)
+    assert not result.gap, result.gap
+    assert result.devices == 4
+    latest = snapshots.read_snapshots()
+    assert {s["cycle"] for s in latest.values()} == {cycle}
+    assert len(latest) == 4
+
+
+def test_redis_down_past_the_slot_records_a_gap_and_writes_samples_whole(own_redis, settings, caplog):
+    settings.POLL_INTERVAL = 2
+    cycle = services.current_cycle()
+    own_redis.stop()
+    with caplog.at_level("WARNING", logger="fleet.services"):
+        result = services.poll_shard(0, cycle)
+    assert result.gap
+    assert "a gap" in caplog.text
+    assert time.time() <= cycle + settings.POLL_INTERVAL + 1.5  # gave up when the slot ended
+    # The shard's samples of the cycle are all there or none is: never half.
+    shard_devices = set(Device.objects.filter(host__in=services.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
+    assert cycle_rows(cycle) in (set(), shard_devices)

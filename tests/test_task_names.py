@@ -1,0 +1,16 @@
+"""Services queue some tasks by name (so they need not import the tasks module that imports
+them); those names must be the registered tasks' names."""
+
+from dashboard import celery_app
+from fleet import remediation
+from fleet import tasks as fleet_tasks
+from traces import queueing
+from traces import tasks as trace_tasks
+
+
+def test_tasks_queued_by_name_are_registered_under_that_name():
+    assert fleet_tasks.issue_action.name == remediation.ISSUE_ACTION_TASK
+    assert trace_tasks.capture_trace.name == queueing.CAPTURE_TASK
+    assert trace_tasks.analyse_trace.name == queueing.ANALYSIS_TASK
+    for name in (remediation.ISSUE_ACTION_TASK, queueing.CAPTURE_TASK, queueing.ANALYSIS_TASK):
+        assert name in celery_app.tasks, name

@@ -1,0 +1,102 @@
+"""An independent exact reference for the real-trace checks.
+
+It reads the raw JSON with Python's ``json`` module, numbers as :class:`~decimal.Decimal`
+(never floats), converts microseconds to integer nanoseconds by decimal arithmetic and
+nests slices with a plain stack per thread. It shares no code with the engine.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+REAL_TRACES = ROOT.parent / "shared" / "data" / "real-traces"
+
+
+def chrome_trace_files() -> list[Path]:
+    """Every Chrome / Kineto JSON trace in the shared folder (others are other formats)."""
+    out = []
+    for path in sorted(REAL_TRACES.glob("*.json*")):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as f:
+            head = f.read(1 << 16)
+        if b'"traceEvents"' in head or head.lstrip()[:1] == b"[":
+            out.append(path)
+    return out
+
+
+def load_raw(path: Path) -> dict:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
+    return doc if isinstance(doc, dict) else {"traceEvents": doc}
+
+
+def ns(us: Decimal | int) -> int:
+    return int((Decimal(us) * 1000).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+@dataclass
+class Slice:
+    name: str
+    cat: str
+    pid: object
+    tid: object
+    ts: int
+    dur: int
+    args: dict
+    parent: int = -1
+    children_ns: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.ts + self.dur
+
+    @property
+    def self_ns(self) -> int:
+        return max(self.dur - self.children_ns, 0)
+
+
+def slices(doc: dict) -> list[Slice]:
+    """The complete ('X') events, in exact ns, with parent and self time from a stack."""
+    out = [
+        Slice(str(e.get("name", "")), str(e.get("cat", "")), e.get("pid", 0), e.get("tid", 0),
+              ns(e["ts"]), ns(e.get("dur", 0)), e.get("args") or {})
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X"
+    ]
+    by_thread = defaultdict(list)
+    for i, s in enumerate(out):
+        by_thread[(s.pid, s.tid)].append(i)
+    for members in by_thread.values():
+        members.sort(key=lambda i: (out[i].ts, -out[i].dur, i))
+        stack: list[int] = []
+        for i in members:
+            s = out[i]
+            while stack and out[stack[-1]].end <= s.ts:
+                stack.pop()
+            if stack:
+                p = out[stack[-1]]
+                s.parent = stack[-1]
+                p.children_ns += max(min(s.end, p.end) - max(s.ts, p.ts), 0)
+            stack.append(i)
+    return out
+
+
+def totals_by(events: list[Slice], key) -> dict:
+    """{key: (count, total ns, self ns)} over the events ``key`` maps to a non-None key."""
+    out: dict = defaultdict(lambda: [0, 0, 0])
+    for s in events:
+        k = key(s)
+        if k is None:
+            continue
+        row = out[k]
+        row[0] += 1
+        row[1] += s.dur
+        row[2] += s.self_ns
+    return {k: tuple(v) for k, v in out.items()}

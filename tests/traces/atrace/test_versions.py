@@ -1,0 +1,134 @@
+"""Software versions: the emulated 2.1 release slows one operator; comparison and the
+versions view find it, and two traces of one version flag nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulator.config import FleetConfig, fleet_layout
+from emulator.tracing import capture
+from traces.atrace import compare, operator_breakdown
+from traces.atrace.comparison import compare_tables, op_table
+from traces.atrace.path_table import path_tables
+from traces.atrace.versions import op_means, version_key, version_regressions
+from traces.atrace.views import compute_views, load_timeline, load_view
+
+DURATION_S = 0.04
+
+
+@pytest.fixture(scope="module")
+def gpu_traces():
+    """Two captures (different seeds, as two devices would give) of each of 2.0 and 2.1."""
+    return {
+        (version, seed): capture("gpu", DURATION_S, sw_version=version, seed=seed)
+        for version in ("2.0", "2.1")
+        for seed in (1, 2)
+    }
+
+
+def _record(trace, version, ident):
+    return {"id": ident, "version": version, "ops": op_means(operator_breakdown(trace))}
+
+
+def test_the_emulated_fleet_mixes_software_versions_within_each_device_type():
+    versions: dict[str, set[str]] = {}
+    for host in fleet_layout(FleetConfig()):
+        for device in host.devices:
+            versions.setdefault(device.type, set()).add(device.sw_version)
+    assert versions and all({"2.0", "2.1"} <= v for v in versions.values()), versions
+
+
+def test_regression_flag_finds_the_operator_the_new_version_slowed(gpu_traces):
+    records = [_record(t, v, f"{v}-{s}") for (v, s), t in gpu_traces.items()]
+    result = version_regressions(records)
+    assert result["versions"] == ["2.0", "2.1"]
+    flagged = [(r["side"], r["op"]) for r in result["regressions"]]
+    assert flagged == [("device", "bmm")]
+    bmm = result["regressions"][0]
+    assert bmm["delta_pct"] > 100 and bmm["delta_us"] > bmm["noise_us"]
+    assert result["rows"][0]["op"] == "bmm" and result["rows"][0]["flagged"]
+
+
+def test_two_traces_of_one_version_flag_nothing(gpu_traces):
+    # Once grouped as one version, and once labelled as two releases of the same software.
+    same = [_record(gpu_traces[("2.0", s)], "2.0", s) for s in (1, 2)]
+    assert version_regressions(same)["regressions"] == []
+    relabelled = [_record(gpu_traces[("2.0", 1)], "2.0", 1), _record(gpu_traces[("2.0", 2)], "2.0.1", 2)]
+    result = version_regressions(relabelled)
+    assert result["versions"] == ["2.0", "2.0.1"]
+    assert result["regressions"] == []
+
+
+def test_versions_sort_numerically():
+    assert sorted(["2.10", "2.9", "1.5", "2.0-rc1", "2.0"], key=version_key) == [
+        "1.5", "2.0", "2.0-rc1", "2.9", "2.10"
+    ]
+
+
+def _table(trace):
+    paths = path_tables(trace, max_steps=3)
+    mid = paths["valid_steps"][len(paths["valid_steps"]) // 2]
+    return op_table(operator_breakdown(trace), len(paths["steps"]), paths["step_paths"][mid], "one step")
+
+
+def test_comparison_from_stored_tables_ranks_the_slowed_operator_first(gpu_traces):
+    a, b = gpu_traces[("2.0", 1)], gpu_traces[("2.1", 2)]
+    result = compare_tables(_table(a), _table(b), labels=("2.0", "2.1"))
+    top = result["rows"][0]
+    assert (top["side"], top["op"]) == ("device", "bmm")
+    assert top["delta_us"] > 0 and top["mean_b_us"] > 2 * top["mean_a_us"]
+    # The same figures as the engine's comparison of the loaded traces.
+    engine = next(r for r in compare(a, b).to_dict()["rows"] if r["op"] == "bmm")
+    assert (engine["delta_us"], engine["count_a"], engine["count_b"]) == (
+        top["delta_us"], top["count_a"], top["count_b"]
+    )
+    # Waits grow with the slower device; they are listed apart, not ranked as operators.
+    assert any("Synchronize" in r["op"] for r in result["waits"])
+    assert not any("Synchronize" in r["op"] for r in result["rows"])
+    assert result["critical_path"]["scope"] == "one step"
+    bmm_path = next(r for r in result["critical_path"]["by_op"] if r["op"] == "bmm")
+    assert bmm_path["delta_us"] > 0
+    by_path = compare_tables(_table(a), _table(b), rank="path")
+    assert by_path["rows"][0]["path_delta_us"] == max(
+        (r["path_delta_us"] for r in by_path["rows"] if r["path_delta_us"] is not None), key=abs
+    )
+
+
+def test_new_and_vanished_operators_are_tables_and_python_frames_stay_out(gpu_traces, torch_traces):
+    from traces.atrace import read_trace
+
+    gpu = gpu_traces[("2.0", 1)]
+    video = capture("video", DURATION_S, seed=1)
+    result = compare_tables(_table(gpu), _table(video))
+    new_ops = {(r["side"], r["op"]) for r in result["new"]}
+    gone_ops = {(r["side"], r["op"]) for r in result["vanished"]}
+    assert ("device", "decode") in new_ops and ("device", "layer_norm") in gone_ops
+    assert all(r["count"] > 0 and r["total_us"] > 0 for r in result["new"] + result["vanished"])
+    # A trace recorded with Python stacks: frames out at the operator level, in with 'all'.
+    torch_trace = read_trace(torch_traces["mlp"])
+    table = op_table(operator_breakdown(torch_trace), 3, None, "whole trace")
+    kinds = {kind for _, kind, *_ in table["ops"]}
+    operator_level = compare_tables(table, table)
+    everything = compare_tables(table, table, level="all")
+    assert all(r["delta_us"] == 0 for r in everything["rows"])
+    if "python" in kinds:
+        assert len(everything["rows"]) > len(operator_level["rows"])
+    assert any(r["op"].startswith("aten::") for r in operator_level["rows"])
+    with pytest.raises(ValueError, match="level must be one of"):
+        compare_tables(table, table, level="frames")
+
+
+def test_compute_views_stores_every_view_and_reads_them_back(gpu_traces, tmp_path):
+    trace = gpu_traces[("2.1", 1)]
+    views = compute_views(trace, max_steps=4)
+    files = views.save(tmp_path)
+    assert "view.flame.json" in files and "view.timeline.ts.npy" in files
+    assert sorted(p.name for p in tmp_path.iterdir()) == files  # flat, all named view.*
+    assert load_view(tmp_path, "paths")["valid_steps"] == views.documents["paths"]["valid_steps"]
+    assert len(load_view(tmp_path, "paths")["valid_steps"]) == 4
+    assert load_view(tmp_path, "op_means")["device/bmm"]["count"] > 0
+    assert load_view(tmp_path, "flame")["device"]["labels"]
+    assert load_view(tmp_path, "correlation")["matched"] > 0
+    assert len(load_timeline(tmp_path)) == int(trace.is_slice.sum())
+    with pytest.raises(KeyError, match="no view named"):
+        load_view(tmp_path, "secrets")

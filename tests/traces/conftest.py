@@ -1,0 +1,17 @@
+"""Fixtures of the traces app: a private trace storage."""
+
+import pytest
+
+
+@pytest.fixture
+def trace_storage(settings, tmp_path):
+    """Trace files under tmp_path (Django rebuilds the storage when STORAGES changes)."""
+    location = tmp_path / "traces"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "traces": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(location)}},
+    }
+    settings.TRACE_STORAGE_DIR = location
+    from django.core.files.storage import storages
+
+    return storages["traces"]

@@ -1,0 +1,182 @@
+"""The trace views API: flame, timeline, events, critical path, correlation, metrics,
+comparison, versions — permissions, answers from stored views, bad parameters."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from fleet.models import Counter, Device, Host, Sample
+from tests.support.trace_views import emulated_trace
+from traces import services
+from traces.choices import TraceSource
+from traces.models import Trace
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def gpu_pair(operator, trace_storage):
+    return emulated_trace(operator, version="2.0", seed=1), emulated_trace(operator, version="2.1", seed=2)
+
+
+VIEW_URLS = [
+    "/api/traces/{a}/flame/",
+    "/api/traces/{a}/timeline/",
+    "/api/traces/{a}/events/0/",
+    "/api/traces/{a}/critical-path/",
+    "/api/traces/{a}/correlation/",
+    "/api/traces/{a}/metrics/",
+    "/api/traces/compare/?a={a}&b={b}",
+    "/api/traces/versions/?workload=transformer&type=gpu",
+]
+
+
+def test_views_need_a_signed_in_user_with_view_permission(api_client, outsider, gpu_pair):
+    a, b = gpu_pair
+    for url in (u.format(a=a.pk, b=b.pk) for u in VIEW_URLS):
+        api_client.force_authenticate(None)
+        assert api_client.get(url).status_code in (401, 403), url  # anonymous
+        api_client.force_authenticate(outsider)
+        assert api_client.get(url).status_code == 403, url
+
+
+def test_viewers_read_every_view_and_cannot_write(api_client, viewer, gpu_pair):
+    a, b = gpu_pair
+    api_client.force_authenticate(viewer)
+    for url in (u.format(a=a.pk, b=b.pk) for u in VIEW_URLS):
+        response = api_client.get(url)
+        # An upload has no device metrics: a 400 that says so; everything else answers.
+        assert response.status_code == (400 if "metrics" in url else 200), (url, response.content)
+        assert api_client.post(url.split("?")[0], {}).status_code == 405, url
+
+
+def test_flame_of_each_side_and_both(api_client, viewer, gpu_pair):
+    a, _ = gpu_pair
+    api_client.force_authenticate(viewer)
+    both = api_client.get(f"/api/traces/{a.pk}/flame/").json()
+    assert set(both) == {"host", "device"}
+    device = api_client.get(f"/api/traces/{a.pk}/flame/?side=device").json()
+    assert list(device) == ["device"] and "bmm" in device["device"]["labels"]
+    bad = api_client.get(f"/api/traces/{a.pk}/flame/?side=gpu")
+    assert bad.status_code == 400 and "side must be one of" in bad.json()["detail"]
+
+
+def test_timeline_windows_narrow_on_request_and_bad_windows_are_refused(api_client, viewer, gpu_pair):
+    a, _ = gpu_pair
+    api_client.force_authenticate(viewer)
+    whole = api_client.get(f"/api/traces/{a.pk}/timeline/?width_px=1600").json()
+    assert 0 < len(whole["bars"]["row"]) <= 5000
+    assert whole["events_in_window"] >= a.events * 0.9  # every slice (instants are not bars)
+    assert sum(whole["bars"]["critical"]) > 0
+    start, end = whole["span_us"]
+    narrow_end = start + (end - start) / 100
+    narrow = api_client.get(f"/api/traces/{a.pk}/timeline/?start_us={start}&end_us={narrow_end}&width_px=800").json()
+    assert narrow["events_in_window"] < whole["events_in_window"]
+    assert all(start <= s and e <= narrow_end + 0.001 for s, e in zip(narrow["bars"]["start_us"], narrow["bars"]["end_us"]))
+    single = [e for e, c in zip(narrow["bars"]["event"], narrow["bars"]["count"]) if c == 1]
+    detail = api_client.get(f"/api/traces/{a.pk}/events/{single[0]}/").json()
+    assert detail["index"] == single[0] and "args" in detail
+    for query, message in [
+        ("start_us=abc", "start_us must be a number"),
+        (f"start_us={end}&end_us={start}", "must be after start_us"),
+        ("width_px=0", "width_px must be between"),
+        ("width_px=1.5", "width_px must be an integer"),
+    ]:
+        response = api_client.get(f"/api/traces/{a.pk}/timeline/?{query}")
+        assert response.status_code == 400 and message in response.json()["detail"], query
+    missing = api_client.get(f"/api/traces/{a.pk}/events/99999999/")
+    assert missing.status_code == 400 and "no slice with index" in missing.json()["detail"]
+
+
+def test_critical_path_of_the_trace_and_of_a_valid_step(api_client, viewer, gpu_pair):
+    a, _ = gpu_pair
+    api_client.force_authenticate(viewer)
+    whole = api_client.get(f"/api/traces/{a.pk}/critical-path/").json()
+    assert whole["step"] is None and whole["table"]["rows"]
+    assert whole["valid_steps"] and len(whole["steps"]) >= len(whole["valid_steps"])
+    name = whole["valid_steps"][1]
+    by_name = api_client.get(f"/api/traces/{a.pk}/critical-path/?step={name}").json()
+    by_number = api_client.get(f"/api/traces/{a.pk}/critical-path/?step={name.split('#')[1]}").json()
+    assert by_name["step"] == by_number["step"] == name
+    assert by_name["table"]["length_us"] < whole["table"]["length_us"]
+    bad = api_client.get(f"/api/traces/{a.pk}/critical-path/?step=step%23999999")
+    assert bad.status_code == 400 and "valid steps: step#0" in bad.json()["detail"]
+
+
+def test_compare_ranks_the_operator_the_new_version_slowed_first(api_client, viewer, gpu_pair):
+    a, b = gpu_pair
+    api_client.force_authenticate(viewer)
+    result = api_client.get(f"/api/traces/compare/?a={a.pk}&b={b.pk}").json()
+    assert (result["rows"][0]["side"], result["rows"][0]["op"]) == ("device", "bmm")
+    assert result["a"]["sw_version"] == "2.0" and result["b"]["sw_version"] == "2.1"
+    assert result["critical_path"]["delta_us"] > 0
+    for query, field in [(f"a={a.pk}", "b"), (f"a=x&b={b.pk}", "a"), (f"a={a.pk}&b=0", "b")]:
+        response = api_client.get(f"/api/traces/compare/?{query}")
+        assert response.status_code == 400 and field in response.json(), query
+    bad_level = api_client.get(f"/api/traces/compare/?a={a.pk}&b={b.pk}&level=frames")
+    assert bad_level.status_code == 400 and "level must be one of" in bad_level.json()["detail"]
+
+
+def test_versions_flag_the_slowed_operator(api_client, viewer, operator, gpu_pair):
+    emulated_trace(operator, version="2.0", seed=3)
+    emulated_trace(operator, version="2.1", seed=4)
+    api_client.force_authenticate(viewer)
+    result = api_client.get("/api/traces/versions/?workload=transformer&type=gpu").json()
+    assert result["versions"] == ["2.0", "2.1"] and result["traces_read"] == 4
+    assert [(r["side"], r["op"]) for r in result["regressions"]] == [("device", "bmm")]
+    choices = api_client.get("/api/traces/versions/").json()["choices"]
+    assert {"workload": "transformer", "type": "gpu"} in choices
+    bad = api_client.get("/api/traces/versions/?workload=transformer")
+    assert bad.status_code == 400 and "both workload and type" in bad.json()["detail"]
+
+
+def test_metrics_around_a_capture_come_from_the_device_samples(api_client, viewer, operator, trace_storage):
+    host = Host.objects.create(name="h-metrics")
+    device = Device.objects.create(host=host, index=0, serial="EGX-M-1", device_type="gpu", model="X")
+    trace = emulated_trace(operator, device=device)
+    started = timezone.now() - timedelta(minutes=10)
+    Trace.objects.filter(pk=trace.pk).update(
+        source=TraceSource.CAPTURE, capture_started_at=started, capture_ended_at=started + timedelta(seconds=5)
+    )
+    util, _ = Counter.objects.get_or_create(name="device_utilization", defaults={"kind": "gauge"})
+    for minutes, value in [(-3, 0.1), (-0.5, 0.5), (0, 0.9), (1.5, 0.4), (5, 0.2)]:
+        Sample.objects.create(device=device, counter=util, ts=started + timedelta(minutes=minutes), value=value)
+    api_client.force_authenticate(viewer)
+    result = api_client.get(f"/api/traces/{trace.pk}/metrics/").json()
+    values = [v for _, v in result["series"]["device_utilization"]]
+    assert values == [0.5, 0.9]  # a minute either side: -0.5 and 0 in, -3, +1.5 and +5 out
+    assert result["capture_us"][0] == pytest.approx(started.timestamp() * 1e6)
+
+
+def test_views_of_a_trace_not_ready_are_refused(api_client, viewer, operator, trace_storage):
+    trace = Trace.objects.create(name="pending", source=TraceSource.UPLOAD, created_by=operator)
+    api_client.force_authenticate(viewer)
+    response = api_client.get(f"/api/traces/{trace.pk}/timeline/")
+    assert response.status_code == 409 and "not ready" in response.json()["detail"]
+    assert api_client.get("/api/traces/999999/flame/").status_code == 404
+
+
+def test_deleting_a_trace_deletes_its_views(operator, trace_storage, django_capture_on_commit_callbacks):
+    trace = emulated_trace(operator)
+    folder = Path(trace_storage.path(str(trace.pk)))
+    assert any(p.name.startswith("view.") for p in folder.iterdir())
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_trace(trace)
+    assert not folder.exists() or not any(folder.iterdir())
+
+
+def test_openapi_schema_documents_every_view(api_client, viewer):
+    api_client.force_authenticate(viewer)
+    schema = api_client.get("/api/schema/?format=json").json()
+    for path in [
+        "/api/traces/{id}/flame/",
+        "/api/traces/{id}/timeline/",
+        "/api/traces/{id}/critical-path/",
+        "/api/traces/{id}/correlation/",
+        "/api/traces/{id}/metrics/",
+        "/api/traces/compare/",
+        "/api/traces/versions/",
+    ]:
+        assert path in schema["paths"] or path.replace("{id}", "{pk}") in schema["paths"], path

@@ -1,0 +1,66 @@
+"""The trace page's views section, the comparison page and the software-versions page."""
+
+import pytest
+
+from tests.support.trace_views import emulated_trace
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def versions_pair(operator, trace_storage):
+    return emulated_trace(operator, version="2.0", seed=1), emulated_trace(operator, version="2.1", seed=2)
+
+
+def test_trace_page_offers_its_views_and_the_previous_trace_of_its_workload(client, viewer, versions_pair):
+    old, new = versions_pair
+    client.force_login(viewer)
+    page = client.get(f"/traces/{new.id}/").content.decode()
+    assert 'id="trace-views"' in page and "pages/trace_views.js" in page
+    assert f"/traces/compare/?a={old.id}&amp;b={new.id}" in page
+    assert "/traces/versions/?workload=transformer&amp;type=gpu" in page
+    first = client.get(f"/traces/{old.id}/").content.decode()
+    assert "No earlier ready trace" in first
+
+
+def test_compare_page_ranks_the_slowed_operator_first_with_new_and_vanished_tables(client, viewer, versions_pair):
+    old, new = versions_pair
+    client.force_login(viewer)
+    response = client.get(f"/traces/compare/?a={old.id}&b={new.id}")
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert (rows[0]["op"], rows[0]["side"]) == ("bmm", "device")
+    page = response.content.decode()
+    for table in ("compare-table", "new-table", "vanished-table", "path-difference", "delta-data"):
+        assert f'id="{table}"' in page, table
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("", "a: required"), ("b=1", "a: required"), ("a=x&b=1", "is not a trace id"), ("a=999999&b=999998", "no trace with id")],
+)
+def test_compare_page_says_what_is_wrong_with_its_parameters(client, viewer, query, message):
+    client.force_login(viewer)
+    response = client.get(f"/traces/compare/?{query}")
+    assert response.status_code == 400
+    assert message in response.content.decode()
+
+
+def test_versions_page_flags_the_regression(client, viewer, operator, versions_pair):
+    emulated_trace(operator, version="2.0", seed=3)
+    emulated_trace(operator, version="2.1", seed=4)
+    client.force_login(viewer)
+    response = client.get("/traces/versions/?workload=transformer&type=gpu")
+    assert response.status_code == 200
+    assert [(r["op"], r["to"]) for r in response.context["result"]["regressions"]] == [("bmm", "2.1")]
+    index = client.get("/traces/versions/").content.decode()
+    assert "transformer on gpu" in index
+    assert client.get("/traces/versions/?workload=transformer").status_code == 400
+
+
+def test_pages_need_a_signed_in_user_with_view_permission(client, outsider):
+    for url in ("/traces/compare/?a=1&b=2", "/traces/versions/"):
+        assert client.get(url).status_code == 302  # to sign in
+    client.force_login(outsider)
+    for url in ("/traces/compare/?a=1&b=2", "/traces/versions/"):
+        assert client.get(url).status_code == 403

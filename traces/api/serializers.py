@@ -1,0 +1,85 @@
+from rest_framework import serializers
+
+from traces.models import Trace
+
+
+class TraceSerializer(serializers.ModelSerializer):
+    url = serializers.CharField(source="get_absolute_url", read_only=True, help_text="The trace's page")
+    device_serial = serializers.CharField(source="device.serial", read_only=True, default=None)
+    host = serializers.CharField(source="host_name", read_only=True)
+    type = serializers.CharField(source="device_type", read_only=True)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = Trace
+        fields = [
+            "id", "url", "name", "source", "status", "progress", "error",
+            "device", "device_serial", "host", "type", "sw_version", "workload",
+            "params", "events", "span_us", "raw_format", "raw_bytes", "stored_bytes",
+            "iterations_kept", "iterations_run", "created_by", "created_at",
+            "capture_started_at", "capture_ended_at", "analysis_started_at", "ready_at",
+        ]
+        read_only_fields = fields
+
+
+class CreatedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.CharField()
+    status = serializers.CharField(required=False)
+
+
+class CaptureRequestSerializer(serializers.Serializer):
+    duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
+
+
+class UploadSerializer(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=True, help_text="Kineto / PyTorch profiler JSON (.json, .json.gz), Chrome trace JSON, Chakra ET")
+    name = serializers.CharField(required=False, max_length=200)
+    device = serializers.IntegerField(required=False, help_text="Id of the device it was recorded on")
+    sw_version = serializers.CharField(required=False, max_length=32)
+
+
+class BreakdownRowSerializer(serializers.Serializer):
+    op = serializers.CharField()
+    side = serializers.CharField()
+    kind = serializers.CharField()
+    count = serializers.IntegerField()
+    total_us = serializers.FloatField()
+    self_us = serializers.FloatField()
+    mean_us = serializers.FloatField()
+    p50_us = serializers.FloatField()
+    p95_us = serializers.FloatField()
+    max_us = serializers.FloatField()
+    share = serializers.FloatField(help_text="total / trace span")
+
+
+class BreakdownSerializer(serializers.Serializer):
+    side = serializers.CharField()
+    kind = serializers.CharField(allow_null=True)
+    kinds = serializers.ListField(child=serializers.CharField(), help_text="Kinds present on this side")
+    count = serializers.IntegerField(help_text="Number of rows (all are returned)")
+    results = BreakdownRowSerializer(many=True)
+
+
+class InstanceSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    start_us = serializers.FloatField(help_text="From the trace's first event")
+    dur_us = serializers.FloatField()
+    self_us = serializers.FloatField()
+    track = serializers.CharField(help_text="Thread or stream")
+    launched_by = serializers.CharField(allow_null=True, help_text="Host operator that launched it")
+    args = serializers.DictField()
+
+
+class InstancesSerializer(serializers.Serializer):
+    op = serializers.CharField()
+    side = serializers.CharField()
+    kinds = serializers.ListField(child=serializers.CharField())
+    count = serializers.IntegerField()
+    order = serializers.CharField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    histogram = serializers.DictField()
+    results = InstanceSerializer(many=True)
+    group_by = serializers.CharField(required=False)
+    groups = serializers.ListField(child=serializers.DictField(), required=False)

@@ -1,0 +1,157 @@
+"""The trace views API: flame, timeline windows, event details, critical path, correlation,
+metrics around a capture, comparison of two traces, software versions. Read-only; viewers
+may read. Thin: every answer comes from traces.trace_views, i.e. from stored files."""
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from traces import trace_views
+from traces.api.permissions import CanViewTraces
+from traces.api.views import NotReady, ready_trace
+from traces.atrace.comparison import LEVELS, RANKS
+from traces.models import Trace
+
+BAD = OpenApiResponse(description="A bad parameter: the message says which and why")
+NOT_READY = OpenApiResponse(description="The trace is not ready (its status and error say why)")
+
+
+def _answer(fn, *args, **kwargs) -> Response:
+    try:
+        return Response(fn(*args, **kwargs))
+    except trace_views.BadRequest as exc:
+        raise ValidationError({"detail": str(exc)}) from None
+    except trace_views.ViewsMissing as exc:
+        raise NotReady(str(exc)) from None
+
+
+def _ready(pk: int) -> Trace:
+    return ready_trace(get_object_or_404(Trace, pk=pk))
+
+
+class TraceView(APIView):
+    permission_classes = [CanViewTraces]
+
+
+class FlameView(TraceView):
+    @extend_schema(
+        summary="Flame (icicle) of a trace",
+        description="Call paths aggregated: host stacks, and accelerator work under the host "
+        "path that launched it. Columnar: ids, labels, parents, values_us (total), self_us, counts.",
+        parameters=[OpenApiParameter("side", str, enum=list(trace_views.SIDES), description="One side only (default both)")],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+    )
+    def get(self, request, pk: int):
+        return _answer(trace_views.flame, _ready(pk), request.query_params.get("side", ""))
+
+
+class TimelineView(TraceView):
+    @extend_schema(
+        summary="Timeline window",
+        description="The bars of one window for a view width_px wide: at most 5,000, events "
+        "narrower than a pixel merged (count says how many), critical-path bars marked "
+        "(critical = how many path events a bar holds), the path's edges in the window.",
+        parameters=[
+            OpenApiParameter("start_us", float, description="Window start, µs on the trace clock (default: trace start)"),
+            OpenApiParameter("end_us", float, description="Window end (default: trace end)"),
+            OpenApiParameter("width_px", int, description="Pixels across (1–20000, default 1600)"),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+    )
+    def get(self, request, pk: int):
+        return _answer(trace_views.timeline, _ready(pk), request.query_params)
+
+
+class EventView(TraceView):
+    @extend_schema(
+        summary="One event's details",
+        description="Name, kind, times, lane, critical-path mark, correlation id, launched by / "
+        "launched, and its args.",
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+    )
+    def get(self, request, pk: int, index: int):
+        return _answer(trace_views.event, _ready(pk), index)
+
+
+class CriticalPathView(TraceView):
+    @extend_schema(
+        summary="Critical-path table",
+        description="Per operator type: time on the path and share of it, instances on and off "
+        "the path, least and median slack off it. The steps and the valid steps are listed.",
+        parameters=[OpenApiParameter("step", str, description="A valid step (name, or its number); default the whole trace")],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+    )
+    def get(self, request, pk: int):
+        return _answer(trace_views.critical_path, _ready(pk), request.query_params.get("step", ""))
+
+
+class CorrelationView(TraceView):
+    @extend_schema(
+        summary="Host/accelerator correlation",
+        description="Launch-to-start latency histogram, device-bound / device-busy / host-bound "
+        "/ idle shares over time, idle gaps per accelerator stream.",
+        responses={200: OpenApiTypes.OBJECT, 409: NOT_READY},
+    )
+    def get(self, request, pk: int):
+        return _answer(trace_views.correlation, _ready(pk))
+
+
+class MetricsView(TraceView):
+    @extend_schema(
+        summary="The device's counters around a capture",
+        description="Utilization, temperature, power and memory of the captured device over the "
+        "capture window and a minute either side ([epoch µs, value] pairs).",
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+    )
+    def get(self, request, pk: int):
+        return _answer(trace_views.metrics, _ready(pk))
+
+
+def _trace_param(query, name: str) -> Trace:
+    raw = query.get(name, "")
+    if not raw.isdigit():
+        raise ValidationError({name: f"'{raw}' is not a trace id." if raw else "required: a trace id."})
+    trace = Trace.objects.filter(pk=int(raw)).first()
+    if trace is None:
+        raise ValidationError({name: f"no trace with id {raw}."})
+    return ready_trace(trace)
+
+
+class CompareView(TraceView):
+    @extend_schema(
+        summary="Compare two traces",
+        description="Per operator type: counts, totals and the delta B − A, ranked by impact on "
+        "the total (or the critical path); new and vanished operators; the critical-path "
+        "difference. Operator level by default: Python frames and annotations left out, "
+        "synchronisation waits listed apart.",
+        parameters=[
+            OpenApiParameter("a", int, required=True, description="Trace id (the baseline)"),
+            OpenApiParameter("b", int, required=True, description="Trace id (compared with a)"),
+            OpenApiParameter("level", str, enum=list(LEVELS)),
+            OpenApiParameter("rank", str, enum=list(RANKS)),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+    )
+    def get(self, request):
+        q = request.query_params
+        a, b = _trace_param(q, "a"), _trace_param(q, "b")
+        return _answer(trace_views.compare, a, b, level=q.get("level", "operator"), rank=q.get("rank", "total"))
+
+
+class VersionsView(TraceView):
+    @extend_schema(
+        summary="Software versions of one workload on one device type",
+        description="Per operator: the mean across the traces of each version, and the change "
+        "from each version to the next, flagged when it exceeds the spread between traces of "
+        "one version. Without parameters: the (workload, type) pairs there are.",
+        parameters=[OpenApiParameter("workload", str), OpenApiParameter("type", str, description="Device type")],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD},
+    )
+    def get(self, request):
+        q = request.query_params
+        if not q.get("workload") and not q.get("type"):
+            return Response({"choices": trace_views.version_choices()})
+        return _answer(trace_views.versions, q.get("workload", ""), q.get("type", ""))

@@ -1,0 +1,153 @@
+"""Comparison of two traces from their stored operator tables, without re-reading either.
+
+:func:`traces.atrace.compare.compare` compares two loaded traces. A page comparing two
+stored million-event traces must not load them, so the worker keeps, once per trace, an
+:func:`op_table` — per (side, kind, operator type) count, total and self time, the number
+of steps, the span, and the critical-path table of a representative step (or of the whole
+trace) — and :func:`compare_tables` answers from two of those, the same way ``compare``
+does: per-step totals when the step counts differ, deltas B minus A ranked by their impact
+on the total (or on the critical path), new and vanished operators as tables, and the
+difference of the critical paths. By default it compares at the operator level: Python
+frames (keyed by file and line) and annotations are left out, so they cannot drown the
+operators, and synchronisation calls — which only wait longer when the device slows — go to
+a table of their own (``waits``); ``level="all"`` keeps them all in the ranking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .breakdown import Breakdown
+from .stats import us
+from .versions import WAIT_NAME
+
+LEVELS = ("operator", "all")
+RANKS = ("total", "path")
+_SKIPPED_AT_OPERATOR_LEVEL = ("python", "annotation")
+
+
+def op_table(bd: Breakdown, steps: int, path: dict[str, Any] | None, path_scope: str) -> dict[str, Any]:
+    """What a comparison needs of one trace (``path``: a :func:`path_table` result)."""
+    return {
+        "span_ns": int(bd.span_ns),
+        "steps": steps,
+        "ops": [
+            [side, kind, op, int(bd.count[g]), float(bd.total_ns[g]), float(bd.self_total_ns[g])]
+            for g, (side, kind, op) in enumerate(bd.keys)
+        ],
+        "path": {
+            "scope": path_scope,
+            "length_us": path["length_us"],
+            "by_op": {f"{r['side']}/{r['op']}": r["path_us"] for r in path["rows"]},
+        }
+        if path
+        else None,
+    }
+
+
+def _by_op(table: dict[str, Any], level: str, scale: float) -> dict[tuple[str, str], dict]:
+    out: dict[tuple[str, str], dict] = {}
+    for side, kind, op, count, total, self_ns in table["ops"]:
+        if level == "operator" and kind in _SKIPPED_AT_OPERATOR_LEVEL:
+            continue
+        wait = kind == "runtime" and bool(WAIT_NAME.search(op))
+        row = out.setdefault((side, op), {"count": 0.0, "total": 0.0, "self": 0.0, "wait": wait})
+        row["count"] += count * scale
+        row["total"] += total * scale
+        row["self"] += self_ns * scale
+    return out
+
+
+def compare_tables(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    *,
+    labels: tuple[str, str] = ("A", "B"),
+    level: str = "operator",
+    rank: str = "total",
+) -> dict[str, Any]:
+    """Per operator type deltas (B minus A), new and vanished operators, path difference."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
+    if rank not in RANKS:
+        raise ValueError(f"rank must be one of {', '.join(RANKS)}, not {rank!r}")
+    per_step = bool(a["steps"] and b["steps"]) and a["steps"] != b["steps"]
+    ops_a = _by_op(a, level, 1.0 / a["steps"] if per_step else 1.0)
+    ops_b = _by_op(b, level, 1.0 / b["steps"] if per_step else 1.0)
+    span_a = max(a["span_ns"] / (a["steps"] if per_step else 1), 1)
+    path = _path_difference(a["path"], b["path"])
+    path_delta = {(r["side"], r["op"]): r["delta_us"] for r in path["by_op"]} if path else {}
+    rows = [_row(key, ops_a, ops_b, span_a, path_delta) for key in sorted(set(ops_a) | set(ops_b))]
+    field = "delta_us" if rank == "total" else "path_delta_us"
+    rows.sort(key=lambda r: (-abs(r[field] or 0.0), -abs(r["delta_us"])))
+    waits = [r for r in rows if r.pop("wait")]
+    if level == "operator":
+        rows = [r for r in rows if r not in waits]
+    new = [_only(r, "b") for r in rows if (r["side"], r["op"]) not in ops_a]
+    vanished = [_only(r, "a") for r in rows if (r["side"], r["op"]) not in ops_b]
+    return {
+        "labels": list(labels),
+        "level": level,
+        "ranked_by": rank,
+        "normalized_by": "step" if per_step else "trace",
+        "span_us": [us(a["span_ns"]), us(b["span_ns"])],
+        "total_delta_us": round(sum(r["delta_us"] for r in rows), 3),
+        "rows": rows,
+        "waits": waits if level == "operator" else [],
+        "new": sorted(new, key=lambda r: -r["total_us"]),
+        "vanished": sorted(vanished, key=lambda r: -r["total_us"]),
+        "critical_path": path,
+    }
+
+
+def _row(key, ops_a, ops_b, span_a: float, path_delta: dict) -> dict[str, Any]:
+    zero = {"count": 0.0, "total": 0.0, "self": 0.0, "wait": False}
+    ra, rb = ops_a.get(key, zero), ops_b.get(key, zero)
+    side, op = key
+    delta = rb["total"] - ra["total"]
+    return {
+        "op": op,
+        "side": side,
+        "count_a": round(ra["count"], 3),
+        "count_b": round(rb["count"], 3),
+        "total_a_us": us(ra["total"]),
+        "total_b_us": us(rb["total"]),
+        "delta_us": us(delta),
+        "delta_pct": round(100.0 * delta / ra["total"], 2) if ra["total"] else None,
+        "mean_a_us": us(ra["total"] / ra["count"]) if ra["count"] else 0.0,
+        "mean_b_us": us(rb["total"] / rb["count"]) if rb["count"] else 0.0,
+        "self_delta_us": us(rb["self"] - ra["self"]),
+        "impact": round(delta / span_a, 6),
+        "path_delta_us": path_delta.get(key),
+        "wait": ra["wait"] or rb["wait"],
+    }
+
+
+def _only(row: dict[str, Any], which: str) -> dict[str, Any]:
+    return {
+        "op": row["op"],
+        "side": row["side"],
+        "count": row[f"count_{which}"],
+        "total_us": row[f"total_{which}_us"],
+        "mean_us": row[f"mean_{which}_us"],
+    }
+
+
+def _path_difference(pa: dict | None, pb: dict | None) -> dict[str, Any] | None:
+    if not pa or not pb:
+        return None
+    by_op = []
+    for key in sorted(set(pa["by_op"]) | set(pb["by_op"])):
+        side, op = key.split("/", 1)
+        ta, tb = pa["by_op"].get(key, 0.0), pb["by_op"].get(key, 0.0)
+        by_op.append({"op": op, "side": side, "path_a_us": ta, "path_b_us": tb, "delta_us": round(tb - ta, 3)})
+    by_op.sort(key=lambda r: -abs(r["delta_us"]))
+    return {
+        "scope": pa["scope"] if pa["scope"] == pb["scope"] else f"{pa['scope']} / {pb['scope']}",
+        "length_a_us": pa["length_us"],
+        "length_b_us": pb["length_us"],
+        "delta_us": round(pb["length_us"] - pa["length_us"], 3),
+        "by_op": by_op,
+        "only_in_a": [r["op"] for r in by_op if r["path_b_us"] == 0][:50],
+        "only_in_b": [r["op"] for r in by_op if r["path_a_us"] == 0][:50],
+    }

@@ -1,0 +1,98 @@
+"""A Trace row tracks one capture or upload through its states; its files live in storage.
+
+The row holds what the catalogue filters and sorts on and what the header shows. The raw
+trace and the analysis results are files in the ``traces`` storage (see traces/results.py),
+under ``<id>/``; deleting the row deletes them (traces/signals.py).
+"""
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from traces.choices import CAPTURE_BUSY_STATUSES, TraceSource, TraceStatus
+
+
+class TraceQuerySet(models.QuerySet):
+    def for_catalogue(self):
+        """Everything a catalogue row shows, in one query."""
+        return self.select_related("device__host", "created_by").order_by("-created_at", "-id")
+
+    def busy_captures(self):
+        return self.filter(source=TraceSource.CAPTURE, status__in=CAPTURE_BUSY_STATUSES)
+
+
+class Trace(models.Model):
+    name = models.CharField(max_length=200)
+    source = models.CharField(max_length=16, choices=TraceSource.choices)
+    status = models.CharField(
+        max_length=16, choices=TraceStatus.choices, default=TraceStatus.QUEUED, db_index=True
+    )
+    error = models.TextField(blank=True, help_text="Why the trace failed")
+    progress = models.FloatField(default=0.0, help_text="0-1 within the current state")
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Analysis attempts so far")
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    params = models.JSONField(default=dict, blank=True, help_text="What was asked (duration, ...)")
+
+    # Where and what: copied onto the row so that the catalogue filters without joins and
+    # keeps its facts when a device is removed.
+    device = models.ForeignKey(
+        "fleet.Device", null=True, blank=True, on_delete=models.SET_NULL, related_name="traces"
+    )
+    host_name = models.CharField(max_length=128, blank=True, db_index=True)
+    device_type = models.CharField(max_length=32, blank=True, db_index=True)
+    sw_version = models.CharField(max_length=32, blank=True, db_index=True)
+    workload = models.CharField(max_length=64, blank=True)
+
+    # Files and sizes.
+    raw_file = models.CharField(max_length=255, blank=True, help_text="Storage name of the raw trace")
+    raw_format = models.CharField(max_length=16, blank=True)
+    raw_bytes = models.BigIntegerField(default=0)
+    stored_bytes = models.BigIntegerField(default=0, help_text="All files of the trace")
+
+    # What the analysis found.
+    events = models.BigIntegerField(null=True, blank=True)
+    span_us = models.FloatField(null=True, blank=True)
+    started_at_us = models.FloatField(null=True, blank=True, help_text="First event, trace clock")
+    iterations_kept = models.PositiveIntegerField(null=True, blank=True)
+    iterations_run = models.PositiveIntegerField(null=True, blank=True)
+
+    # Timings.
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+    capture_started_at = models.DateTimeField(null=True, blank=True)
+    capture_ended_at = models.DateTimeField(null=True, blank=True)
+    analysis_started_at = models.DateTimeField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TraceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [
+            ("capture_trace", "Can capture a trace on a device"),
+            ("upload_trace", "Can upload a trace"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["device"],
+                condition=models.Q(source="capture", status__in=["queued", "capturing"]),
+                name="trace_one_capture_per_device",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.status})"
+
+    def get_absolute_url(self):
+        return reverse("traces:detail", args=[self.pk])
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in (TraceStatus.READY, TraceStatus.FAILED)
+
+    @property
+    def folder(self) -> str:
+        return f"{self.pk}"

@@ -1,0 +1,421 @@
+"""The writers of traces: request a capture, accept an upload, run a capture, analyse.
+
+Every state change is a conditional update (``filter(status=...).update(...)``), so two
+workers never act on one trace twice, and every change is pushed to the trace's
+websocket group. Tasks (traces/tasks.py) are thin wrappers taking ids; they import this
+module, so it queues them by name through traces/queueing.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import logging
+import time
+from datetime import timedelta
+from pathlib import Path, PurePath
+
+from django.conf import settings
+from django.core.files.storage import storages
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from dashboard import push
+from emulator import EmulatedHost
+from emulator.config import find_host
+from emulator.tracing import DeviceHung, DeviceNow, capture_live
+from emulator.workloads import workload_for
+from fleet.monitors import fleet_config
+from fleet.routing import capture_unavailable_reason
+from traces import atrace, queueing, results, trace_views
+from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
+from traces.models import Trace
+
+log = logging.getLogger(__name__)
+
+MIN_CAPTURE_S, MAX_CAPTURE_S, DEFAULT_CAPTURE_S = 1, 60, 5
+#: Analysis attempts (a worker killed mid-analysis redelivers) before a trace fails.
+MAX_ANALYSIS_ATTEMPTS = 3
+#: Extra seconds a capture may take beyond its duration before it counts as stuck.
+CAPTURE_GRACE_S = 60
+#: How often a running capture writes its progress to the row (pushes are more frequent).
+PROGRESS_ROW_EVERY_S = 1.0
+PROGRESS_PUSH_EVERY_S = 0.2
+
+
+class TraceRefused(Exception):
+    """A request the service turns down; ``status`` is the HTTP status to answer with."""
+
+    status = 400
+
+
+class BadTrace(TraceRefused):
+    status = 400
+
+
+class DeviceBusy(TraceRefused):
+    status = 409
+
+
+class CaptureUnavailable(TraceRefused):
+    """The device's host cannot capture traces (fleet.routing says why)."""
+
+    status = 409
+
+
+class StorageFull(TraceRefused):
+    status = 507
+
+
+def trace_storage():
+    return storages["traces"]
+
+
+# -- state changes -------------------------------------------------------------------
+def move(trace_id: int, from_statuses, to: str, **fields) -> bool:
+    """Move a trace from one of ``from_statuses`` to ``to``; False if another got there first."""
+    now = timezone.now()
+    changed = Trace.objects.filter(pk=trace_id, status__in=list(from_statuses)).update(
+        status=to, status_changed_at=now, **fields
+    )
+    if changed:
+        trace = Trace.objects.get(pk=trace_id)
+        push.trace_changed(trace_id, to, trace.progress, trace.error, url=trace.get_absolute_url())
+    return bool(changed)
+
+
+def fail(trace_id: int, reason: str, from_statuses=None) -> bool:
+    log.warning("trace %s failed: %s", trace_id, reason)
+    return move(trace_id, from_statuses or ACTIVE_STATUSES, TraceStatus.FAILED, error=reason[:2000])
+
+
+# -- storage budget and retention ------------------------------------------------------
+def stored_bytes() -> int:
+    return Trace.objects.aggregate(total=Sum("stored_bytes"))["total"] or 0
+
+
+def budget_bytes() -> int:
+    return int(settings.TRACE_STORAGE_MAX_GB * (1 << 30))
+
+
+def retention_cutoff():
+    return timezone.now() - timedelta(days=settings.TRACE_RETENTION_DAYS)
+
+
+def make_room(incoming: int) -> None:
+    """Free space for ``incoming`` bytes: traces past retention go first, oldest first;
+    if that is not enough, refuse."""
+    budget = budget_bytes()
+    used = stored_bytes()
+    if used + incoming <= budget:
+        return
+    for trace in Trace.objects.filter(created_at__lt=retention_cutoff()).order_by("created_at"):
+        used -= trace.stored_bytes
+        delete_trace(trace)
+        if used + incoming <= budget:
+            return
+    raise StorageFull(
+        f"trace storage is full: {used / 1e9:.2f} GB of {budget / 1e9:.2f} GB "
+        f"(TRACE_STORAGE_MAX_GB) used by traces within their {settings.TRACE_RETENTION_DAYS}-day "
+        "retention; delete some traces or raise the budget"
+    )
+
+
+def delete_trace(trace: Trace) -> None:
+    """Delete a trace's row; its files go when the deletion commits (traces/signals.py)."""
+    trace.delete()
+
+
+def delete_files(trace_id: int) -> None:
+    """Delete every file of a trace (its folder in the traces storage)."""
+    storage = trace_storage()
+    folder = f"{trace_id}"
+    try:
+        _dirs, files = storage.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in files:
+        storage.delete(f"{folder}/{name}")
+    with contextlib.suppress(OSError, NotImplementedError):
+        Path(storage.path(folder)).rmdir()  # file systems keep empty folders
+
+
+def prune_traces() -> int:
+    """Delete traces past retention (and their files)."""
+    pruned = 0
+    for trace in Trace.objects.filter(created_at__lt=retention_cutoff()):
+        delete_trace(trace)
+        pruned += 1
+    return pruned
+
+
+# -- capture ---------------------------------------------------------------------------
+def validate_duration(raw) -> float:
+    try:
+        duration = float(raw)
+    except (TypeError, ValueError):
+        raise BadTrace(f"duration_s must be a number of seconds, not {raw!r}") from None
+    if not MIN_CAPTURE_S <= duration <= MAX_CAPTURE_S:
+        raise BadTrace(f"duration_s must be between {MIN_CAPTURE_S} and {MAX_CAPTURE_S} seconds, not {raw!r}")
+    return duration
+
+
+def _device_facts(device) -> dict:
+    spec = find_host(fleet_config(), device.host.name).device(device.serial)
+    return {"sw_version": spec.sw_version, "workload": workload_for(device.device_type).name}
+
+
+def request_capture(device, user, duration_s) -> Trace:
+    """Write the row (queued) and queue the capture when it commits; 409 if the device is busy."""
+    duration = validate_duration(duration_s)
+    unavailable = capture_unavailable_reason(device.host)
+    if unavailable:
+        raise CaptureUnavailable(unavailable)
+    make_room(0)
+    facts = _device_facts(device)
+    try:
+        with transaction.atomic():
+            trace = Trace.objects.create(
+                name=f"{device.serial} {timezone.now():%Y-%m-%d %H:%M:%S}",
+                source=TraceSource.CAPTURE,
+                created_by=user,
+                params={"duration_s": duration},
+                device=device,
+                host_name=device.host.name,
+                device_type=device.device_type,
+                **facts,
+            )
+    except IntegrityError:
+        busy = Trace.objects.busy_captures().filter(device=device).first()
+        which = f" (trace {busy.pk}, {busy.status})" if busy else ""
+        raise DeviceBusy(f"device {device.serial} is already capturing a trace{which}; wait for it to finish") from None
+    transaction.on_commit(lambda: _enqueue_capture(trace.pk))
+    return trace
+
+
+class _Progress:
+    """Throttled progress: pushed a few times a second, written to the row once a second."""
+
+    def __init__(self, trace_id: int):
+        self.trace_id = trace_id
+        self.pushed = self.saved = 0.0
+
+    def __call__(self, fraction: float, events: int) -> None:
+        now = time.monotonic()
+        if now - self.pushed >= PROGRESS_PUSH_EVERY_S or fraction >= 1.0:
+            self.pushed = now
+            push.trace_progress(self.trace_id, TraceStatus.CAPTURING, fraction, events)
+        if now - self.saved >= PROGRESS_ROW_EVERY_S:
+            self.saved = now
+            Trace.objects.filter(pk=self.trace_id, status=TraceStatus.CAPTURING).update(progress=fraction)
+
+
+def _device_now(device):
+    """A function of time giving the device's load and faults from its emulator state."""
+    emulated = emulated_host(device.host.name)
+
+    def now(t: float) -> DeviceNow:
+        with emulated.locked():
+            emulated.sync()
+            state = emulated.state(device.serial)
+            return DeviceNow(load=state.load, faults=frozenset(state.faults))
+
+    return now
+
+
+_emulated_hosts: dict[tuple, EmulatedHost] = {}
+
+
+def emulated_host(host_name: str) -> EmulatedHost:
+    """The emulated host whose state a capture reads (kept for the life of the process; it
+    re-reads the state file the pollers write)."""
+    config = fleet_config()
+    key = (config, str(settings.EMULATOR_STATE_DIR), host_name)
+    host = _emulated_hosts.get(key)
+    if host is None:
+        host = _emulated_hosts[key] = EmulatedHost(config, host_name, Path(settings.EMULATOR_STATE_DIR))
+    return host
+
+
+def run_capture(trace_id: int) -> None:
+    """Capture a queued trace in wall-clock time, store it gzipped and queue its analysis."""
+    started = timezone.now()
+    if not move(trace_id, [TraceStatus.QUEUED], TraceStatus.CAPTURING, capture_started_at=started):
+        return  # gone, or another worker has it
+    trace = Trace.objects.select_related("device__host").get(pk=trace_id)
+    if trace.device is None:
+        fail(trace_id, "the device was removed before the capture started")
+        return
+    try:
+        live = capture_live(
+            trace.device_type,
+            trace.params["duration_s"],
+            _device_now(trace.device),
+            sw_version=trace.sw_version,
+            seed=trace_id,
+            max_events=settings.TRACE_CAPTURE_MAX_EVENTS,
+            progress=_Progress(trace_id),
+        )
+    except DeviceHung as exc:
+        fail(trace_id, f"device {trace.device.serial} stopped answering: {exc}")
+        return
+    raw = _chrome_gz(live.trace)
+    name = results.path(trace_id, "raw.json.gz")
+    results._save(trace_storage(), name, raw)
+    moved = move(
+        trace_id, [TraceStatus.CAPTURING], TraceStatus.ANALYSING,
+        capture_ended_at=timezone.now(), raw_file=name, raw_format="chrome", raw_bytes=len(raw),
+        stored_bytes=len(raw), progress=0.0, iterations_kept=live.iterations_kept,
+        iterations_run=live.iterations_run,
+    )
+    if moved:
+        _enqueue_analysis(trace_id)
+
+
+def _chrome_gz(trace: atrace.Trace) -> bytes:
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3) as gz:
+        atrace.write_chrome_trace(trace, gz, gzip_output=False)
+    return buf.getvalue()
+
+
+# -- upload ----------------------------------------------------------------------------
+RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
+
+
+def _raw_name(trace_id: int, original: str, head: bytes) -> str:
+    suffix = "json.gz" if head[:2] == b"\x1f\x8b" else RAW_SUFFIXES.get(PurePath(original).suffix, "json")
+    return results.path(trace_id, f"raw.{suffix}")
+
+
+def check_trace_file(uploaded) -> tuple[atrace.Trace, str]:
+    """Read the whole upload with the engine; any problem is a BadTrace with its message."""
+    if uploaded.size == 0:
+        raise BadTrace(f"{uploaded.name}: the file is empty")
+    uploaded.seek(0)
+    try:
+        trace = atrace.read_trace(uploaded)
+    except atrace.TraceError as exc:
+        where = exc.where if exc.where and uploaded.name in exc.where else f"{uploaded.name}" + (f", {exc.where}" if exc.where else "")
+        raise BadTrace(f"{where}: {exc.what}") from None
+    finally:
+        uploaded.seek(0)
+    return trace, trace.meta.get("source", "")
+
+
+def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: str = "") -> Trace:
+    """Check the file, store it (streamed from the upload's temporary file) and queue its
+    analysis. A bad file raises BadTrace and leaves no row and no file behind."""
+    make_room(uploaded.size)
+    parsed, fmt = check_trace_file(uploaded)
+    meta = dict(parsed.meta)
+    del parsed
+    created: list[int] = []
+    try:
+        with transaction.atomic():
+            trace = Trace.objects.create(
+                name=(name or PurePath(uploaded.name).name)[:200],
+                source=TraceSource.UPLOAD,
+                created_by=user,
+                device=device,
+                host_name=device.host.name if device else "",
+                device_type=device.device_type if device else str(meta.get("device_type", ""))[:32],
+                sw_version=(sw_version or str(meta.get("sw_version", "")))[:32],
+                workload=str(meta.get("workload", ""))[:64],
+                raw_format=fmt[:16],
+            )
+            created.append(trace.pk)
+            head = uploaded.read(2)
+            uploaded.seek(0)
+            stored = _store_upload(trace.pk, uploaded, head)
+            Trace.objects.filter(pk=trace.pk).update(
+                raw_file=stored, raw_bytes=uploaded.size, stored_bytes=uploaded.size
+            )
+            transaction.on_commit(lambda: _enqueue_analysis(trace.pk))
+    except BaseException:
+        for trace_id in created:
+            delete_files(trace_id)
+        raise
+    trace.refresh_from_db()
+    return trace
+
+
+def _store_upload(trace_id: int, uploaded, head: bytes) -> str:
+    """Copy the upload into storage chunk by chunk (Django's File.chunks)."""
+    name = _raw_name(trace_id, uploaded.name, head)
+    storage = trace_storage()
+    if storage.exists(name):
+        storage.delete(name)
+    return storage.save(name, uploaded)
+
+
+# -- analysis --------------------------------------------------------------------------
+def analyse(trace_id: int) -> None:
+    """Read the raw trace once and store the results; a repeat (redelivery) redoes it."""
+    trace = Trace.objects.filter(pk=trace_id).first()
+    if trace is None or trace.status not in (TraceStatus.QUEUED, TraceStatus.ANALYSING):
+        return
+    if trace.attempts >= MAX_ANALYSIS_ATTEMPTS:
+        fail(trace_id, f"analysis did not finish in {MAX_ANALYSIS_ATTEMPTS} attempts (the worker died each time)")
+        return
+    claimed = Trace.objects.filter(pk=trace_id, status__in=[TraceStatus.QUEUED, TraceStatus.ANALYSING]).update(
+        status=TraceStatus.ANALYSING, attempts=trace.attempts + 1, analysis_started_at=timezone.now(),
+        status_changed_at=timezone.now(),
+    )
+    if not claimed:
+        return
+    push.trace_changed(trace_id, TraceStatus.ANALYSING, 0.0, "", url=trace.get_absolute_url())
+    storage = trace_storage()
+    try:
+        with storage.open(trace.raw_file, "rb") as f:
+            parsed = atrace.read_trace(f)
+        bd = atrace.operator_breakdown(parsed)
+        written = results.write_results(storage, trace_id, parsed, bd)
+        path = results.critical_path_or_none(parsed)
+        views_bytes = trace_views.store_views(storage, trace_id, parsed, breakdown=bd, path=path)
+    except atrace.TraceError as exc:
+        fail(trace_id, f"the trace cannot be analysed: {exc}")
+        return
+    meta = parsed.meta
+    stored = trace.raw_bytes + written.bytes + views_bytes
+    move(
+        trace_id, [TraceStatus.ANALYSING], TraceStatus.READY,
+        ready_at=timezone.now(), progress=1.0, events=written.events, span_us=written.span_us,
+        started_at_us=written.start_us, stored_bytes=stored,
+        workload=trace.workload or str(meta.get("workload", ""))[:64],
+    )
+    # The download comes last: the pages need only what is above.
+    size = results.write_chrome(storage, trace_id, parsed, path)
+    Trace.objects.filter(pk=trace_id).update(stored_bytes=stored + size)
+
+
+def chrome_ready(trace: Trace) -> bool:
+    return trace.status == TraceStatus.READY and trace_storage().exists(results.path(trace.pk, results.CHROME))
+
+
+# -- timeouts --------------------------------------------------------------------------
+def expire_stuck(now=None) -> int:
+    """Fail every trace that has stayed in a state longer than that state allows."""
+    now = now or timezone.now()
+    expired = 0
+    queue_limit = now - timedelta(seconds=settings.TRACE_QUEUE_TIMEOUT_S)
+    for trace_id in Trace.objects.filter(status=TraceStatus.QUEUED, status_changed_at__lt=queue_limit).values_list("pk", flat=True):
+        expired += fail(trace_id, f"no trace worker took it within {settings.TRACE_QUEUE_TIMEOUT_S} s", [TraceStatus.QUEUED])
+    for trace in Trace.objects.filter(status=TraceStatus.CAPTURING):
+        limit = trace.params.get("duration_s", MAX_CAPTURE_S) + CAPTURE_GRACE_S
+        if trace.status_changed_at < now - timedelta(seconds=limit):
+            expired += fail(trace.pk, f"the capture did not finish within {limit:.0f} s", [TraceStatus.CAPTURING])
+    analysis_limit = now - timedelta(seconds=settings.TRACE_ANALYSIS_TIMEOUT_S)
+    for trace_id in Trace.objects.filter(status=TraceStatus.ANALYSING, status_changed_at__lt=analysis_limit).values_list("pk", flat=True):
+        expired += fail(trace_id, f"the analysis did not finish within {settings.TRACE_ANALYSIS_TIMEOUT_S} s", [TraceStatus.ANALYSING])
+    return expired
+
+
+def _enqueue_capture(trace_id: int) -> None:
+    queueing.send(queueing.CAPTURE_TASK, trace_id, MAX_CAPTURE_S + CAPTURE_GRACE_S)
+
+
+def _enqueue_analysis(trace_id: int) -> None:
+    queueing.send(queueing.ANALYSIS_TASK, trace_id, settings.TRACE_ANALYSIS_TIMEOUT_S)

@@ -1,0 +1,30 @@
+"""Celery tasks: thin wrappers over traces.services, taking ids, on the traces queue.
+
+Captures and analyses run on their own queue (``<CELERY_QUEUE>.traces``) served by their
+own worker process, so a fleet poll never waits behind a trace.
+"""
+
+from celery import shared_task
+
+from traces import services
+from traces.queueing import trace_queue  # noqa: F401  (the queue a trace worker serves)
+
+
+@shared_task
+def capture_trace(trace_id: int) -> None:
+    services.run_capture(trace_id)
+
+
+@shared_task
+def analyse_trace(trace_id: int) -> None:
+    services.analyse(trace_id)
+
+
+@shared_task
+def expire_stuck_traces() -> int:
+    return services.expire_stuck()
+
+
+@shared_task
+def prune_traces() -> int:
+    return services.prune_traces()

@@ -1,0 +1,42 @@
+from django import template
+
+from fleet.routing import capture_unavailable_reason
+from traces.models import Trace
+
+register = template.Library()
+
+
+@register.inclusion_tag("traces/device_traces.html", takes_context=True)
+def device_traces(context, device, limit: int = 10):
+    """The Capture trace button (for those who may capture) and the device's latest traces."""
+    user = context["request"].user
+    return {
+        "device": device,
+        "traces": list(Trace.objects.filter(device=device).select_related("created_by")[:limit]),
+        "can_capture": user.has_perm("traces.capture_trace"),
+        "capture_unavailable": capture_unavailable_reason(device.host),
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.filter
+def us_human(value):
+    """Microseconds as µs, ms or s."""
+    if value is None:
+        return "–"
+    value = float(value)
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} s"
+    if value >= 1e3:
+        return f"{value / 1e3:.2f} ms"
+    return f"{value:.1f} µs"
+
+
+@register.filter
+def bytes_human(value):
+    value = float(value or 0)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return ""

@@ -1,0 +1,268 @@
+"""The trace page's views — flame, timeline, critical path, correlation, comparison, versions,
+and the device's metrics around a capture — stored once by the analysis, read per request.
+
+:func:`store_views` runs in the worker (from ``services.analyse``): it computes every view
+with :func:`traces.atrace.views.compute_views` and stores the files flat in the trace's
+folder (names ``view.*``, so deleting the trace deletes them). The readers below answer the
+pages and the API from those files alone; bad parameters raise :class:`BadRequest` with what
+was wrong.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File
+
+from fleet import samples
+from fleet.models import Sample
+from traces import atrace
+from traces.atrace.comparison import compare_tables
+from traces.atrace.timeline_view import MAX_WIDTH_PX, window
+from traces.atrace.versions import version_regressions
+from traces.atrace.views import PREFIX, compute_views, load_timeline, load_view
+from traces.choices import TraceSource, TraceStatus
+from traces.models import Trace
+
+SIDES = ("host", "device")
+METRICS = ("device_utilization", "temperature_c", "power_w", "memory_used_bytes")
+METRICS_MARGIN = timedelta(minutes=1)
+MAX_VERSION_TRACES = 200  # most recent ready traces a versions view reads
+
+
+class BadRequest(ValueError):
+    """A parameter the views cannot answer; the message says which and why."""
+
+
+class ViewsMissing(LookupError):
+    """The trace is ready but its views were not stored (analysed before they existed)."""
+
+
+# -- writing (in the worker) --------------------------------------------------------------
+def store_views(storage, trace_id: int, parsed: atrace.Trace, **known) -> int:
+    """Compute and store every view of a parsed trace; returns the bytes stored.
+
+    ``known`` may pass a ``breakdown`` and ``path`` already computed, to reuse them.
+    """
+    views = compute_views(parsed, **known)
+    total = 0
+    with tempfile.TemporaryDirectory(prefix="asicmon-views-") as tmp:
+        for name in views.save(tmp):
+            target = f"{trace_id}/{name}"
+            if storage.exists(target):
+                storage.delete(target)
+            with (Path(tmp) / name).open("rb") as f:
+                storage.save(target, File(f))
+            total += (Path(tmp) / name).stat().st_size
+    return total
+
+
+# -- reading --------------------------------------------------------------------------------
+def trace_storage():
+    from django.core.files.storage import storages
+
+    return storages["traces"]
+
+
+def views_folder(trace: Trace) -> Path:
+    """A local folder holding the trace's view files (the storage's own, or a cached copy)."""
+    storage = trace_storage()
+    try:
+        folder = Path(storage.path(str(trace.pk)))
+    except NotImplementedError:
+        folder = _cached_copy(storage, trace)
+    if not (folder / f"{PREFIX}paths.json").exists():
+        raise ViewsMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
+    return folder
+
+
+def _cached_copy(storage, trace: Trace) -> Path:
+    """Storages without local paths (object stores): copy the view files once."""
+    stamp = int(trace.ready_at.timestamp()) if trace.ready_at else 0
+    folder = Path(settings.VAR_DIR) / "cache" / "trace-views" / f"{trace.pk}-{stamp}"
+    if not folder.exists():
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent if folder.parent.exists() else None))
+        _dirs, files = storage.listdir(str(trace.pk))
+        for name in files:
+            if name.startswith(PREFIX):
+                with storage.open(f"{trace.pk}/{name}", "rb") as src, (tmp / name).open("wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp.rename(folder)
+    return folder
+
+
+def flame(trace: Trace, side: str = "") -> dict[str, Any]:
+    doc = load_view(views_folder(trace), "flame")
+    if not side:
+        return doc
+    if side not in SIDES:
+        raise BadRequest(f"side must be one of {', '.join(SIDES)}, not {side!r}")
+    return {side: doc[side]}
+
+
+def _number(query, name: str, default: float | None, *, integer: bool = False) -> float | None:
+    raw = query.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw) if integer else float(raw)
+    except ValueError:
+        kind = "an integer" if integer else "a number"
+        raise BadRequest(f"{name} must be {kind} (microseconds on the trace's clock), not {raw!r}") from None
+
+
+def timeline(trace: Trace, query) -> dict[str, Any]:
+    """``?start_us=&end_us=&width_px=`` → the bars of that window (default: everything)."""
+    layout = load_timeline(views_folder(trace))
+    t0, t1 = layout.span_ns
+    start_us = _number(query, "start_us", t0 / 1000)
+    end_us = _number(query, "end_us", max(t1, t0 + 1) / 1000)
+    width = _number(query, "width_px", 1600, integer=True)
+    if not 1 <= width <= MAX_WIDTH_PX:
+        raise BadRequest(f"width_px must be between 1 and {MAX_WIDTH_PX}, not {width}")
+    if end_us <= start_us:
+        raise BadRequest(f"end_us ({end_us:g}) must be after start_us ({start_us:g})")
+    return window(layout, round(start_us * 1000), round(end_us * 1000), width).to_dict()
+
+
+def event(trace: Trace, index: int) -> dict[str, Any]:
+    try:
+        return load_timeline(views_folder(trace)).event_detail(index)
+    except KeyError as exc:
+        raise BadRequest(str(exc.args[0])) from None
+
+
+def critical_path(trace: Trace, step: str = "") -> dict[str, Any]:
+    """The critical-path table of the whole trace, or of one of its valid steps."""
+    doc = load_view(views_folder(trace), "paths")
+    valid = doc["valid_steps"]
+    if step:
+        name = _step_name(step, valid)
+        table = doc["step_paths"][name]
+    else:
+        name, table = None, doc["whole"]
+    return {"step": name, "steps": doc["steps"], "valid_steps": valid, "table": table}
+
+
+def _step_name(step: str, valid: list[str]) -> str:
+    if step in valid:
+        return step
+    matches = [v for v in valid if v.rsplit("#", 1)[-1] == step]  # "?step=3" for step#3
+    if matches:
+        return matches[0]
+    shown = ", ".join(valid[:20]) + (" …" if len(valid) > 20 else "") if valid else "none"
+    raise BadRequest(f"no stored critical path for step {step!r}; valid steps: {shown}")
+
+
+def correlation(trace: Trace) -> dict[str, Any]:
+    return load_view(views_folder(trace), "correlation")
+
+
+def metrics(trace: Trace) -> dict[str, Any]:
+    """The device's counters over the capture window and a minute either side."""
+    if trace.source != TraceSource.CAPTURE or not trace.device_id or not trace.capture_started_at:
+        raise BadRequest("only a capture of a device has metrics around it; this trace is an upload")
+    start = trace.capture_started_at - METRICS_MARGIN
+    end = (trace.capture_ended_at or trace.capture_started_at) + METRICS_MARGIN
+    ids = samples.counter_ids()
+    wanted = {ids[name]: name for name in METRICS if name in ids}
+    series: dict[str, list] = {name: [] for name in METRICS}
+    rows = (
+        Sample.objects.filter(device_id=trace.device_id, counter_id__in=list(wanted), ts__gte=start, ts__lte=end)
+        .order_by("ts")
+        .values_list("counter_id", "ts", "value")
+    )
+    for counter_id, ts, value in rows:
+        series[wanted[counter_id]].append([round(ts.timestamp() * 1e6, 1), value])
+    return {
+        "device": trace.device_id,
+        "capture_us": [trace.capture_started_at.timestamp() * 1e6, (trace.capture_ended_at or trace.capture_started_at).timestamp() * 1e6],
+        "window_us": [start.timestamp() * 1e6, end.timestamp() * 1e6],
+        "series": series,
+    }
+
+
+def compare(a: Trace, b: Trace, *, level: str = "operator", rank: str = "total") -> dict[str, Any]:
+    try:
+        result = compare_tables(
+            load_view(views_folder(a), "op_table"),
+            load_view(views_folder(b), "op_table"),
+            labels=(_label(a), _label(b)),
+            level=level,
+            rank=rank,
+        )
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return {"a": _brief(a), "b": _brief(b), **result}
+
+
+def _label(trace: Trace) -> str:
+    version = f" sw {trace.sw_version}" if trace.sw_version else ""
+    return f"#{trace.pk} {trace.name}{version}"
+
+
+def _brief(trace: Trace) -> dict[str, Any]:
+    return {
+        "id": trace.pk,
+        "name": trace.name,
+        "url": trace.get_absolute_url(),
+        "device_type": trace.device_type,
+        "sw_version": trace.sw_version,
+        "workload": trace.workload,
+        "host": trace.host_name,
+    }
+
+
+def previous_capture(trace: Trace) -> Trace | None:
+    """The ready capture of the same workload and device type made just before this one."""
+    if not trace.workload:
+        return None
+    return (
+        Trace.objects.filter(
+            status=TraceStatus.READY,
+            workload=trace.workload,
+            device_type=trace.device_type,
+            created_at__lte=trace.created_at,
+        )
+        .exclude(pk=trace.pk)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def versions(workload: str, device_type: str) -> dict[str, Any]:
+    """Per-operator means per software version of one workload on one device type."""
+    if not workload or not device_type:
+        raise BadRequest("both workload and type are required")
+    traces = list(
+        Trace.objects.filter(status=TraceStatus.READY, workload=workload, device_type=device_type)
+        .exclude(sw_version="")
+        .order_by("-created_at")[:MAX_VERSION_TRACES]
+    )
+    records = []
+    for t in traces:
+        try:
+            records.append({"id": t.pk, "version": t.sw_version, "ops": load_view(views_folder(t), "op_means")})
+        except (ViewsMissing, FileNotFoundError):
+            continue
+    result = version_regressions(records)
+    return {"workload": workload, "type": device_type, "traces_read": len(records), **result}
+
+
+def version_choices() -> list[dict[str, Any]]:
+    """(workload, device type) pairs that have ready traces with a software version."""
+    pairs = (
+        Trace.objects.filter(status=TraceStatus.READY)
+        .exclude(sw_version="")
+        .exclude(workload="")
+        .values_list("workload", "device_type")
+        .distinct()
+        .order_by("workload", "device_type")
+    )
+    return [{"workload": w, "type": t} for w, t in pairs]

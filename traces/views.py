@@ -1,0 +1,58 @@
+"""Trace pages. Each view reads and renders; the page scripts fetch the API for the rest."""
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.http import HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, render
+from rest_framework.exceptions import ValidationError
+
+from traces import services, trace_views
+from traces.api.views import ORDERINGS, filter_traces
+from traces.choices import TraceSource, TraceStatus
+from traces.models import Trace
+
+PAGE_SIZE = 50
+FILTERS = ("q", "by", "device", "host", "type", "sw_version", "source", "status")
+
+
+@login_required
+@permission_required("traces.view_trace", raise_exception=True)
+def catalogue(request):
+    try:
+        traces = filter_traces(Trace.objects.for_catalogue(), request.GET)
+    except ValidationError as exc:
+        errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in exc.detail.items())
+        return HttpResponseBadRequest(f"Bad filter: {errors}", content_type="text/plain")
+    page = Paginator(traces, PAGE_SIZE).get_page(request.GET.get("page"))
+    choices = Trace.objects.values_list
+    return render(request, "traces/catalogue.html", {
+        "page": page,
+        "filters": {k: request.GET.get(k, "") for k in FILTERS},
+        "ordering": request.GET.get("ordering", "-created_at"),
+        "orderings": ORDERINGS,
+        "hosts": choices("host_name", flat=True).exclude(host_name="").distinct().order_by("host_name"),
+        "types": choices("device_type", flat=True).exclude(device_type="").distinct().order_by("device_type"),
+        "versions": choices("sw_version", flat=True).exclude(sw_version="").distinct().order_by("sw_version"),
+        "sources": TraceSource.choices,
+        "statuses": TraceStatus.choices,
+        "query": request.GET.copy(),
+    })
+
+
+@login_required
+@permission_required("traces.upload_trace", raise_exception=True)
+def upload(request):
+    from django.conf import settings
+
+    return render(request, "traces/upload.html", {"max_mb": settings.TRACE_UPLOAD_MAX_MB})
+
+
+@login_required
+@permission_required("traces.view_trace", raise_exception=True)
+def detail(request, trace_id: int):
+    trace = get_object_or_404(Trace.objects.select_related("device__host", "created_by"), pk=trace_id)
+    return render(request, "traces/detail.html", {
+        "trace": trace,
+        "chrome_ready": services.chrome_ready(trace),
+        "previous": trace_views.previous_capture(trace),
+    })
