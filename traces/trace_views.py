@@ -255,13 +255,16 @@ def versions(workload: str, device_type: str) -> dict[str, Any]:
     return {"workload": workload, "type": device_type, "traces_read": len(records), **result}
 
 
-def version_choices() -> list[dict[str, Any]]:
-    """(workload, device type) pairs that have ready traces with a software version."""
+def version_choices(workload: str = "", device_type: str = "") -> list[dict[str, Any]]:
+    """(workload, device type) pairs that have ready traces with a software version; only
+    those of `workload` or `device_type` when one is given."""
+    traces = Trace.objects.filter(status=TraceStatus.READY).exclude(sw_version="").exclude(workload="")
+    if workload:
+        traces = traces.filter(workload=workload)
+    if device_type:
+        traces = traces.filter(device_type=device_type)
     pairs = (
-        Trace.objects.filter(status=TraceStatus.READY)
-        .exclude(sw_version="")
-        .exclude(workload="")
-        .values_list("workload", "device_type")
+        traces.values_list("workload", "device_type")
         .distinct()
         .order_by("workload", "device_type")
     )

@@ -1,6 +1,7 @@
 """OpenAPI post-processing: declare the error answers every endpoint can give.
 
-Every operation may answer 401 (no credentials) and 403 (no permission); one with query
+Every operation may answer 401 (no credentials), 403 (no permission), 414 (a query string
+over the limit) and 503 (Redis, which holds the live state, is unreachable); one with query
 parameters 400 (a bad parameter, named in the body); one with a path parameter 404. The
 bodies are the JSON DRF writes: {"detail": "..."} or {"parameter": "message" | ["message"]}.
 """
@@ -18,6 +19,22 @@ def _error(description: str) -> dict:
     return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
+def _no_nul(params: list) -> None:
+    """A NUL byte in the query string is refused (400) whatever the parameter: say so."""
+    for param in params:
+        schema = param.get("schema", {})
+        if param.get("in") == "query" and schema.get("type") == "string" and not {"enum", "pattern", "format"} & set(schema):
+            schema["pattern"] = "^[^\\x00]*$"
+
+
+def _empty_means_any(params: list) -> None:
+    """An optional choice left empty (`?level=`, as a form sends it) means "any": say so."""
+    for param in params:
+        schema = param.get("schema", {})
+        if param.get("in") == "query" and not param.get("required") and "enum" in schema and "" not in schema["enum"]:
+            schema["enum"] = ["", *schema["enum"]]
+
+
 def declare_errors(result, generator, request, public):
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     for path_item in result.get("paths", {}).values():
@@ -26,8 +43,12 @@ def declare_errors(result, generator, request, public):
                 continue
             responses = operation["responses"]
             params = operation.get("parameters", [])
+            _empty_means_any(params)
+            _no_nul(params)
             responses.setdefault("401", _error("Not signed in"))
             responses.setdefault("403", _error("Signed in without the permission"))
+            responses.setdefault("414", _error("The query string is over the limit"))
+            responses.setdefault("503", _error("A backing service is unreachable; the body says which"))
             if any(p.get("in") == "query" for p in params) or "requestBody" in operation:
                 responses.setdefault("400", _error("A bad parameter, named in the body"))
             if any(p.get("in") == "path" for p in params):

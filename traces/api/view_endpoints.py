@@ -5,7 +5,7 @@ may read. Thin: every answer comes from traces.trace_views, i.e. from stored fil
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -112,11 +112,13 @@ class MetricsView(TraceView):
 
 def _trace_param(query, name: str) -> Trace:
     raw = query.get(name, "")
-    if not raw.isdigit():
-        raise ValidationError({name: f"'{raw}' is not a trace id." if raw else "required: a trace id."})
-    trace = Trace.objects.filter(pk=int(raw)).first()
+    try:
+        trace_id = int(raw)
+    except ValueError:
+        raise ValidationError({name: f"'{raw}' is not a trace id." if raw else "required: a trace id."}) from None
+    trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None:
-        raise ValidationError({name: f"no trace with id {raw}."})
+        raise NotFound(f"No trace with id {trace_id} ({name}).")
     return ready_trace(trace)
 
 
@@ -133,12 +135,13 @@ class CompareView(TraceView):
             OpenApiParameter("level", str, enum=list(LEVELS)),
             OpenApiParameter("rank", str, enum=list(RANKS)),
         ],
-        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 404: BAD, 409: NOT_READY},
     )
     def get(self, request):
         q = request.query_params
         a, b = _trace_param(q, "a"), _trace_param(q, "b")
-        return _answer(trace_views.compare, a, b, level=q.get("level", "operator"), rank=q.get("rank", "total"))
+        level, rank = q.get("level") or "operator", q.get("rank") or "total"
+        return _answer(trace_views.compare, a, b, level=level, rank=rank)
 
 
 class VersionsView(TraceView):
@@ -146,12 +149,13 @@ class VersionsView(TraceView):
         summary="Software versions of one workload on one device type",
         description="Per operator: the mean across the traces of each version, and the change "
         "from each version to the next, flagged when it exceeds the spread between traces of "
-        "one version. Without parameters: the (workload, type) pairs there are.",
+        "one version. Without both parameters: the (workload, type) pairs there are, only "
+        "those of the one given if one is.",
         parameters=[OpenApiParameter("workload", str), OpenApiParameter("type", str, description="Device type")],
         responses={200: OpenApiTypes.OBJECT, 400: BAD},
     )
     def get(self, request):
         q = request.query_params
-        if not q.get("workload") and not q.get("type"):
-            return Response({"choices": trace_views.version_choices()})
+        if not (q.get("workload") and q.get("type")):
+            return Response({"choices": trace_views.version_choices(q.get("workload", ""), q.get("type", ""))})
         return _answer(trace_views.versions, q.get("workload", ""), q.get("type", ""))

@@ -3,7 +3,12 @@
 from django.http import FileResponse, UnreadablePostError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ValidationError
@@ -52,9 +57,10 @@ def filter_traces(queryset, query):
     if by := query.get("by"):
         queryset = queryset.filter(created_by__username=by)
     if device := query.get("device"):
-        if not str(device).isdigit():
-            raise ValidationError({"device": f"'{device}' is not a device id."})
-        queryset = queryset.filter(device_id=int(device))
+        try:
+            queryset = queryset.filter(device_id=int(device))
+        except ValueError:
+            raise ValidationError({"device": f"'{device}' is not a device id (an integer)."}) from None
     if host := query.get("host"):
         queryset = queryset.filter(host_name=host)
     if device_type := query.get("type"):
@@ -97,7 +103,7 @@ LIST_PARAMETERS = [
 ]
 
 
-@extend_schema(parameters=LIST_PARAMETERS)
+@extend_schema_view(list=extend_schema(parameters=LIST_PARAMETERS))
 class TraceViewSet(viewsets.ReadOnlyModelViewSet):
     """Traces: captures and uploads, their status and their analysis results."""
 
@@ -181,8 +187,8 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
             OpenApiParameter("side", str, enum=list(queries.SIDES), description="Default host"),
             OpenApiParameter("kind", str, description="Only this kind"),
             OpenApiParameter("order", str, enum=list(queries.ORDERS), description="Default duration (longest first)"),
-            OpenApiParameter("limit", int, description=f"1..{MAX_INSTANCES}, default 50"),
-            OpenApiParameter("offset", int, description="Default 0"),
+            OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_INSTANCES}, description="Default 50"),
+            OpenApiParameter("offset", {"type": "integer", "minimum": 0}, description="Default 0"),
             OpenApiParameter("group_by", str, description="An arg name, e.g. 'Input Dims'"),
         ],
         responses={200: InstancesSerializer, 409: OpenApiResponse(description="Not ready")},
