@@ -2,7 +2,8 @@
 
 - a query string longer than MAX_QUERY_STRING: 414;
 - a NUL byte in the query string (no database stores one in a text column): 400;
-- Redis not answering while a page or API call needs it: 503 saying so, not a 500;
+- Redis or the task broker not answering while a page or API call needs it: 503 saying
+  so, not a 500;
 - a URL under /api/ that matches nothing: a JSON 404, like every other API answer.
 """
 
@@ -12,6 +13,7 @@ from urllib.parse import unquote_to_bytes
 import redis
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,13 @@ class RequestGuardMiddleware:
             log.warning("Redis unavailable for %s: %s", request.path, exception)
             response = _answer(
                 request, 503, f"Redis, which holds the fleet's latest state, is not answering ({exception}). Try again shortly."
+            )
+            response["Retry-After"] = "5"
+            return response
+        if isinstance(exception, BrokerUnavailable):
+            log.warning("task broker unavailable for %s: %s", request.path, exception)
+            response = _answer(
+                request, 503, f"The task broker, which queues captures and analyses, is not answering ({exception}). Try again shortly."
             )
             response["Retry-After"] = "5"
             return response

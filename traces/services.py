@@ -16,11 +16,13 @@ import time
 from datetime import timedelta
 from pathlib import Path, PurePath
 
+import redis
 from django.conf import settings
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from dashboard import push
 from emulator import EmulatedHost
@@ -82,8 +84,17 @@ def move(trace_id: int, from_statuses, to: str, **fields) -> bool:
     )
     if changed:
         trace = Trace.objects.get(pk=trace_id)
-        push.trace_changed(trace_id, to, trace.progress, trace.error, url=trace.get_absolute_url())
+        _tell_pages(push.trace_changed, trace_id, to, trace.progress, trace.error, url=trace.get_absolute_url())
     return bool(changed)
+
+
+def _tell_pages(send, *args, **kwargs) -> None:
+    """Push a change to the trace's open pages: the row is the record, so a channel layer
+    that is down costs a live update (pages read the row when they load), never the change."""
+    try:
+        send(*args, **kwargs)
+    except (OSError, redis.RedisError) as exc:
+        log.warning("trace %s: live update not sent (%s)", args[0], exc)
 
 
 def fail(trace_id: int, reason: str, from_statuses=None) -> bool:
@@ -413,9 +424,19 @@ def expire_stuck(now=None) -> int:
     return expired
 
 
+def _enqueue(task_name: str, trace_id: int, limit_s: float) -> None:
+    """Queue the trace's task; if the broker cannot take it, the trace fails saying so (it
+    would otherwise wait for its queue timeout) and the caller sees the broker's error."""
+    try:
+        queueing.send(task_name, trace_id, limit_s)
+    except BrokerUnavailable as exc:
+        fail(trace_id, f"could not be queued: the task broker is not answering ({exc})")
+        raise
+
+
 def _enqueue_capture(trace_id: int) -> None:
-    queueing.send(queueing.CAPTURE_TASK, trace_id, MAX_CAPTURE_S + CAPTURE_GRACE_S)
+    _enqueue(queueing.CAPTURE_TASK, trace_id, MAX_CAPTURE_S + CAPTURE_GRACE_S)
 
 
 def _enqueue_analysis(trace_id: int) -> None:
-    queueing.send(queueing.ANALYSIS_TASK, trace_id, settings.TRACE_ANALYSIS_TIMEOUT_S)
+    _enqueue(queueing.ANALYSIS_TASK, trace_id, settings.TRACE_ANALYSIS_TIMEOUT_S)

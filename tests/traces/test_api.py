@@ -289,3 +289,48 @@ def test_schema_documents_every_trace_endpoint(api_client, viewer):
                  "/api/traces/{id}/download/", "/api/devices/{id}/capture/"]:
         assert path in paths, path
     assert "post" in paths["/api/traces/"] and "post" in paths["/api/devices/{id}/capture/"]
+
+
+# -- services down ------------------------------------------------------------------------
+@pytest.fixture
+def broker_and_redis_down(settings):
+    """Redis (live state, channel layer) and the task broker at a port nothing listens on."""
+    from celery import current_app
+    from channels.layers import channel_layers
+
+    from fleet.redis import get_redis
+    from tests.support.processes import free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    original = settings.REDIS_URL, settings.CHANNEL_LAYERS, current_app.conf.broker_url
+    settings.REDIS_URL = dead
+    settings.CHANNEL_LAYERS = {"default": {**settings.CHANNEL_LAYERS["default"], "CONFIG": {
+        **settings.CHANNEL_LAYERS["default"]["CONFIG"], "hosts": [dead]}}}
+    current_app.conf.broker_url = dead
+    current_app.conf.broker_connection_max_retries = 1
+    current_app.conf.broker_transport_options = {"max_retries": 1}
+
+    def reset():
+        get_redis.cache_clear()
+        channel_layers.backends.clear()
+        current_app._pool = None
+        current_app.amqp._producer_pool = None
+
+    reset()
+    yield
+    settings.REDIS_URL, settings.CHANNEL_LAYERS, current_app.conf.broker_url = original
+    reset()
+
+
+@pytest.mark.django_db(transaction=True)  # the row commits, so the queueing runs in the request
+def test_a_capture_while_the_broker_is_down_is_503_and_its_trace_fails_saying_why(
+    api_client, operator, seeded_fleet, trace_storage, broker_and_redis_down,
+):
+    api_client.force_authenticate(operator)
+    device = seeded_fleet[0]
+    response = api_client.post(f"/api/devices/{device.id}/capture/", {"duration_s": 2}, format="json")
+    assert response.status_code == 503
+    assert "broker" in response.json()["detail"] and response["Retry-After"] == "5"
+    trace = Trace.objects.get(device=device)
+    assert trace.status == TraceStatus.FAILED  # not left queued until its timeout
+    assert "could not be queued" in trace.error
