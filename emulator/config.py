@@ -87,9 +87,10 @@ def fleet_layout(cfg: FleetConfig) -> list[HostSpec]:
 
 
 def find_host(cfg: FleetConfig, host_name: str) -> HostSpec:
-    for h in range(cfg.hosts):
-        if cfg.host_name(h) == host_name:
-            return host_spec(cfg, h)
+    """The host named ``host_name``, read from its name (no scan of a large fleet)."""
+    digits = host_name.removeprefix("host-")
+    if digits.isdigit() and int(digits) < cfg.hosts and cfg.host_name(int(digits)) == host_name:
+        return host_spec(cfg, int(digits))
     raise KeyError(
         f"no host {host_name!r} in this fleet (hosts {cfg.host_name(0)}..{cfg.host_name(cfg.hosts - 1)})"
     )

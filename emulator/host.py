@@ -3,7 +3,10 @@
 State lives in ``<state_dir>/<host>.json``, written atomically (temporary file, then
 rename) under an exclusive lock on ``<state_dir>/<host>.lock``, so several worker
 processes can poll different hosts of a fleet -- or even the same host -- and a restarted
-worker continues with the temperatures, leaks and counters the last one left.
+worker continues with the temperatures, leaks and counters the last one left. What a
+poller keeps about the host (its monitors' previous readings) travels in the same file
+(`EmulatedHost.extra`): one write and one rename per host and poll, and one read only when
+another process wrote it since.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+
+import orjson
 
 from emulator import physics
 from emulator.config import FleetConfig, HostSpec, find_host
@@ -44,6 +48,13 @@ def items_per_second(device_type_name: str, sw_version: str) -> float:
     return BATCH_ITEMS.get(workload.name, 1) * 1e6 / pass_us
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
 class EmulatedHost:
     """The devices of one host. Not thread-safe by itself: hold `locked()` to change it."""
 
@@ -56,7 +67,9 @@ class EmulatedHost:
         self.key = string_key(self.name)
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self.states: dict[str, DevicePhysics] = {}
+        self.extra: dict = {}  # saved and loaded with the states, opaque to the emulator
         self._loaded_stamp: tuple[int, int] | None = None
+        self._plan: list[tuple] | None = None
         self._thread_lock = threading.RLock()
         self._drivers: dict[str, Driver] = {}
         self._bindings: dict[str, DeviceBinding] = {}
@@ -83,15 +96,19 @@ class EmulatedHost:
                 device_type(d.type), d.serial, self.cfg.seed, t
             )
 
-    def sync(self, now: float | None = None) -> None:
+    def sync(self, now: float | None = None) -> bool:
         """Makes the in-memory state current with the state file (another process may have
-        written it), or creates fresh devices at ``now`` when there is no state yet."""
+        written it), or creates fresh devices at ``now`` when there is no state yet. True
+        when it read the file (the states and `extra` were replaced)."""
         path = self.state_path
-        if path is not None and path.exists():
-            st = path.stat()
+        st = _stat(path) if path is not None else None
+        if st is None and path is not None and self._side_path(path).exists():
+            self._side_path(path).rename(path)  # a save cut short after its unlink
+            st = _stat(path)
+        if st is not None:
             stamp = (st.st_mtime_ns, st.st_size)
             if stamp != self._loaded_stamp or not self.states:
-                data = json.loads(path.read_text())
+                data = json.loads(path.read_bytes())  # not orjson: it reads past-64-bit integers as floats
                 if data.get("version") != STATE_VERSION or data.get("seed") != self.cfg.seed:
                     raise ValueError(f"{path} holds state of another fleet or format; move it away")
                 loaded = {s: DevicePhysics.from_json(v) for s, v in data["devices"].items()}
@@ -102,12 +119,20 @@ class EmulatedHost:
                         self.states[d.serial] = physics.new_state(
                             device_type(d.type), d.serial, self.cfg.seed, data["t"]
                         )
+                self.extra = data.get("extra") or {}
                 self._loaded_stamp = stamp
-            return
+                return True
+            return False
         if not self.states:
             self._fresh_states(time.time() if now is None else now)
+        return False
 
     def save(self) -> None:
+        """Writes the state file (hold `locked()`). The new state goes to a side file that
+        then takes the state file's name; the old file is unlinked first, because a rename
+        over an existing file makes ext4 flush the new one to disk (auto_da_alloc): ten
+        times the cost, for an emulator's state. `sync` finishes a save cut short between
+        the two steps."""
         path = self.state_path
         if path is None:
             return
@@ -118,18 +143,27 @@ class EmulatedHost:
             "host": self.name,
             "t": self.now,
             "devices": {s: st.to_json() for s, st in self.states.items()},
+            "extra": self.extra,
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{self.name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, separators=(",", ":"))
-            Path(tmp).replace(path)
+            body = orjson.dumps(data)
+        except TypeError:  # a counter past 64 bits: the standard encoder takes any integer
+            body = json.dumps(data, separators=(",", ":")).encode()
+        side = self._side_path(path)
+        try:
+            side.write_bytes(body)
+            path.unlink(missing_ok=True)
+            side.rename(path)
         except BaseException:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink()
+            if path.exists():
+                side.unlink(missing_ok=True)
             raise
         st = path.stat()
         self._loaded_stamp = (st.st_mtime_ns, st.st_size)
+
+    @staticmethod
+    def _side_path(path: Path) -> Path:
+        return path.with_name(f".{path.name}.new")
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[EmulatedHost]:
@@ -153,13 +187,14 @@ class EmulatedHost:
     # -- simulation ----------------------------------------------------------------------
     def advance(self, now: float) -> None:
         """Moves every device forward to ``now`` (earlier times are ignored)."""
-        for d in self.spec.devices:
-            state = self.states[d.serial]
-            dtype = device_type(d.type)
-            workload = workload_for(d.type).name
-            physics.advance(
-                state, dtype, now, workload, items_per_second(d.type, d.sw_version), self.key
-            )
+        if self._plan is None:  # what each device's physics needs, looked up once
+            self._plan = [
+                (d.serial, device_type(d.type), workload_for(d.type).name, items_per_second(d.type, d.sw_version))
+                for d in self.spec.devices
+            ]
+        states, key = self.states, self.key
+        for serial, dtype, workload, items_per_s in self._plan:
+            physics.advance(states[serial], dtype, now, workload, items_per_s, key)
 
     def state(self, serial: str) -> DevicePhysics:
         try:

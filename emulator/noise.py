@@ -24,23 +24,44 @@ def mix(*keys: int) -> int:
     return h
 
 
+def mix_on(h: int, k: int) -> int:
+    """``mix(*keys, k)`` from ``h = mix(*keys)``: draws that share leading keys (a device
+    and a time step) hash those once."""
+    h = (h ^ (k & _MASK)) * 0xBF58476D1CE4E5B9 & _MASK
+    h = (h ^ (h >> 31)) * 0x94D049BB133111EB & _MASK
+    return h ^ (h >> 29)
+
+
+def unit(h: int) -> float:
+    """A hash as a float in [0, 1)."""
+    return (h >> 11) * (1.0 / (1 << 53))
+
+
 def uniform(*keys: int) -> float:
     """A float in [0, 1)."""
-    return (mix(*keys) >> 11) * (1.0 / (1 << 53))
+    return unit(mix(*keys))
 
 
 def normal(*keys: int) -> float:
-    u = uniform(*keys)
+    return _normal_of(uniform(*keys))
+
+
+def _normal_of(u: float) -> float:
     return _NORMAL.inv_cdf(min(max(u, 1e-12), 1 - 1e-12))
 
 
 def poisson(mean: float, *keys: int) -> int:
     """A Poisson draw by inverse CDF (small means) or a normal approximation (large)."""
+    return poisson_of(mean, mix(*keys)) if mean > 0 else 0
+
+
+def poisson_of(mean: float, h: int) -> int:
+    """`poisson` from the hash ``h`` of its keys."""
     if mean <= 0:
         return 0
     if mean > 40:
-        return max(0, round(mean + math.sqrt(mean) * normal(*keys)))
-    u = uniform(*keys)
+        return max(0, round(mean + math.sqrt(mean) * _normal_of(unit(h))))
+    u = unit(h)
     k, p = 0, math.exp(-mean)
     cdf = p
     while u > cdf and k < 200:

@@ -10,7 +10,7 @@ same states.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from emulator import noise
 from emulator.devices import FAULTS, OVERHEAT_FACTOR, DeviceType
@@ -63,7 +63,14 @@ class DevicePhysics:
     stuck_core: int = 0
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The fields as JSON-ready values, sharing nothing with the state (a cheap
+        `dataclasses.asdict`: every field is a number, a string, a list of numbers or the
+        faults' dict of small dicts)."""
+        data = dict(self.__dict__)
+        for name in _LIST_FIELDS:
+            data[name] = list(data[name])
+        data["faults"] = {k: dict(v) for k, v in self.faults.items()}
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> DevicePhysics:
@@ -81,6 +88,9 @@ class DevicePhysics:
         if self.has("pcie_degraded"):
             return max(1, dtype.pcie_gen - 2), max(1, dtype.pcie_width // 4)
         return dtype.pcie_gen, dtype.pcie_width
+
+
+_LIST_FIELDS = ("core_activity", "core_active_cycles", "core_total_cycles", "core_busy_us")
 
 
 def demand(t: float, workload: str, host_key: int = 0) -> float:
@@ -147,31 +157,34 @@ def _step(
     if s.rebooting_until is not None and not rebooting:
         s.rebooting_until = None
     serving = not (rebooting or "hang" in s.faults)
-    _activity(s, d, demand(t, workload, host_key), tick, serving, rebooting)
-    f = _clock_and_power(s, d, dt, tick, rebooting)
+    h = noise.mix(s.key, tick)  # the step's draws share their leading keys
+    _activity(s, d, demand(t, workload, host_key), h, serving, rebooting)
+    f = _clock_and_power(s, d, dt, h, rebooting)
     _temperature(s, d, dt)
-    _counters(s, d, dt, tick, f, items_per_s)
+    _counters(s, d, dt, h, f, items_per_s)
     _memory(s, d, dt, rebooting)
     s.t = t
 
 
 def _activity(
-    s: DevicePhysics, d: DeviceType, wanted: float, tick: int, serving: bool, rebooting: bool
+    s: DevicePhysics, d: DeviceType, wanted: float, h: int, serving: bool, rebooting: bool
 ) -> None:
-    """The load the device serves and each core's share of active time."""
-    load = wanted * (0.9 + 0.2 * noise.uniform(s.key, tick, 7)) if serving else 0.0
+    """The load the device serves and each core's share of active time (``h``: the hash
+    of the device and the time step, that every draw of the step continues)."""
+    load = wanted * (0.9 + 0.2 * noise.unit(noise.mix_on(h, 7))) if serving else 0.0
     load = min(1.0, load)
-    activity = []
-    for c in range(d.cores):
-        a = load * (0.85 + 0.3 * noise.uniform(s.key, tick, 100 + c)) if serving else 0.0
-        if "core_stuck" in s.faults and c == s.stuck_core and not rebooting:
-            a = 1.0
-        activity.append(min(1.0, max(0.0, a)))
+    if serving:
+        mix_on, unit = noise.mix_on, noise.unit
+        activity = [min(1.0, max(0.0, load * (0.85 + 0.3 * unit(mix_on(h, 100 + c))))) for c in range(d.cores)]
+    else:
+        activity = [0.0] * d.cores
+    if "core_stuck" in s.faults and not rebooting:
+        activity[s.stuck_core] = 1.0
     s.core_activity = activity
     s.load = load
 
 
-def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, tick: int, rebooting: bool) -> float:
+def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, h: int, rebooting: bool) -> float:
     """Clock (thermal throttling with hysteresis, a power cap) and power; the clock share."""
     mean_activity = sum(s.core_activity) / d.cores
     f = s.clock_mhz / d.max_clock_mhz
@@ -187,7 +200,7 @@ def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, tick: int, rebo
     if d.idle_w + dynamic > d.tdp_w * 1.1:  # never reached at nominal clocks; kept as a guard
         s.throttle_power = True
     idle = d.idle_w * (0.4 if rebooting else 1.0)
-    power = idle + dynamic + d.idle_w * 0.03 * (noise.uniform(s.key, tick, 8) - 0.5)
+    power = idle + dynamic + d.idle_w * 0.03 * (noise.unit(noise.mix_on(h, 8)) - 0.5)
     s.power_w = max(0.0, power)
     s.clock_mhz = d.max_clock_mhz * f
     return f
@@ -200,13 +213,16 @@ def _temperature(s: DevicePhysics, d: DeviceType, dt: float) -> None:
     s.temperature_c += (target - s.temperature_c) * (1.0 - math.exp(-dt / d.thermal_tau_s))
 
 
-def _counters(s: DevicePhysics, d: DeviceType, dt: float, tick: int, f: float, items_per_s: float) -> None:
+def _counters(s: DevicePhysics, d: DeviceType, dt: float, h: int, f: float, items_per_s: float) -> None:
     """The monotonic counters: cycles, busy time, DMA, energy, work items, errors."""
-    hz = s.clock_mhz * 1e6
+    cycles = s.clock_mhz * 1e6 * dt
+    whole = round(cycles)
+    us = dt * 1e6
+    total, active, busy = s.core_total_cycles, s.core_active_cycles, s.core_busy_us
     for c, a in enumerate(s.core_activity):
-        s.core_total_cycles[c] += round(hz * dt)
-        s.core_active_cycles[c] += round(hz * dt * a)
-        s.core_busy_us[c] += round(dt * 1e6 * a)
+        total[c] += whole
+        active[c] += round(cycles * a)
+        busy[c] += round(us * a)
     link_gen, link_width = s.pcie_link(d)
     link_share = (link_gen * link_width) / (d.pcie_gen * d.pcie_width)
     dma = d.pcie_gbps * 1e9 * s.load * min(1.0, link_share * 2) * dt
@@ -215,11 +231,11 @@ def _counters(s: DevicePhysics, d: DeviceType, dt: float, tick: int, f: float, i
     s.energy_mj += round(s.power_w * dt * 1000)
     s.work_items += round(items_per_s * s.load * f * min(1.0, link_share * 2) * dt)
     ecc_rate = ECC_STORM_PER_S if "ecc_storm" in s.faults else ECC_BACKGROUND_PER_S
-    s.ecc_corrected += noise.poisson(ecc_rate * dt, s.key, tick, 9)
+    s.ecc_corrected += noise.poisson_of(ecc_rate * dt, noise.mix_on(h, 9))
     if "ecc_storm" in s.faults:
-        s.ecc_uncorrected += noise.poisson(ECC_STORM_UNCORRECTED_PER_S * dt, s.key, tick, 10)
+        s.ecc_uncorrected += noise.poisson_of(ECC_STORM_UNCORRECTED_PER_S * dt, noise.mix_on(h, 10))
     if "pcie_degraded" in s.faults:
-        s.pcie_errors += noise.poisson(PCIE_DEGRADED_ERRORS_PER_S * dt, s.key, tick, 11)
+        s.pcie_errors += noise.poisson_of(PCIE_DEGRADED_ERRORS_PER_S * dt, noise.mix_on(h, 11))
 
 
 def _memory(s: DevicePhysics, d: DeviceType, dt: float, rebooting: bool) -> None:

@@ -9,7 +9,6 @@ returns every device's snapshot.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable
@@ -22,6 +21,8 @@ from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor, refresh_toge
 from fleet.asimov.loader import monitor_class
 
 __all__ = ["HostMonitor", "device_monitor"]
+
+HISTORY_KEY = "monitors"  # the monitors' previous readings, in the host's state file
 
 
 def device_monitor(
@@ -50,7 +51,6 @@ class HostMonitor:
         self.name = host.name
         self._monitors = monitors
         self.probe_timeout = probe_timeout
-        self._history_stamp: tuple[int, int] | None = None
 
     @classmethod
     def open(
@@ -98,53 +98,38 @@ class HostMonitor:
         snapshots keyed by serial."""
         now = time.time() if now is None else now
         with self.host.locked():
-            self.host.sync(now)
-            self._load_history()
+            self.load_state(now)
             self.host.advance(now)
-            refresh_together(self._monitors.values(), now, self.probe_timeout)
-            self.host.save()
-            self._save_history()
+            refresh_together(self.monitors(), now, self.probe_timeout)
+            self.save_state()
         return self.snapshots()
 
-    # -- rate history, shared by every process that polls this host ---------------------------
-    @property
-    def history_path(self) -> Path | None:
-        state_dir = self.host.state_dir
-        return state_dir / f"{self.name}.monitors.json" if state_dir else None
+    def monitors(self) -> list[DeviceMonitor]:
+        return list(self._monitors.values())
 
-    def _load_history(self) -> None:
-        """Take over the previous readings if another process polled this host since we did,
-        so that its rates carry on instead of starting again."""
-        path = self.history_path
-        if path is None or not path.exists():
-            return
-        st = path.stat()
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp == self._history_stamp:
-            return
-        for serial, rows in json.loads(path.read_text()).items():
-            if serial in self._monitors:
-                self._monitors[serial].import_history(rows)
-        self._history_stamp = stamp
+    def load_state(self, now: float) -> None:
+        """Under the host's lock: the emulator state, and with it the monitors' previous
+        readings if another process polled this host since we did, so that its rates carry
+        on instead of starting again (fresh devices at ``now`` when there is no state)."""
+        if self.host.sync(now):
+            for serial, rows in self.host.extra.get(HISTORY_KEY, {}).items():
+                if serial in self._monitors:
+                    self._monitors[serial].import_history(rows)
 
-    def _save_history(self) -> None:
-        path = self.history_path
-        if path is None:
-            return
-        history = {serial: m.export_history() for serial, m in self._monitors.items()}
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(history, separators=(",", ":")))
-        tmp.replace(path)
-        st = path.stat()
-        self._history_stamp = (st.st_mtime_ns, st.st_size)
+    def save_state(self) -> None:
+        """Under the host's lock: the emulator state and the monitors' previous readings,
+        in the host's one state file."""
+        if self.host.state_dir is not None:
+            self.host.extra[HISTORY_KEY] = {serial: m.export_history() for serial, m in self._monitors.items()}
+        self.host.save()
 
     # -- actions (persisted like the rest of the state) ---------------------------------------
     def _change(self, serial: str, action) -> None:
         self.monitor(serial)  # unknown serials fail before anything changes
         with self.host.locked():
-            self.host.sync(time.time())
+            self.load_state(time.time())
             action()
-            self.host.save()
+            self.save_state()
 
     def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
         self._change(serial, lambda: self.host.inject_fault(serial, fault, persistent))
@@ -160,5 +145,5 @@ class HostMonitor:
     def faults(self, serial: str) -> dict[str, dict]:
         """Faults injected into a device (emulator truth, for tests and the CLI)."""
         with self.host.locked():
-            self.host.sync(time.time())
+            self.load_state(time.time())
             return dict(self.host.state(serial).faults)
