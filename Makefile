@@ -37,6 +37,7 @@ bench: $(VENV)/.dev
 # (PostgreSQL at DATABASE_URL for the ingestion figures; minutes).
 bench-fleet: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_fleet10k.py
+	$(BIN)/python benchmarks/bench_fleet_capacity.py breakdown  # where a poll cycle's time goes (1k, 10k)
 
 # Atrace against HTA on 10k/100k/1M-event Kineto traces (builds benchmarks/.venv-hta; minutes).
 bench-atrace: $(VENV)/.dev

@@ -1,0 +1,231 @@
+"""`bench_fleet_capacity.py breakdown`: where a poll cycle's time goes, per device.
+
+Each shard is polled the way `fleet.services.poll_shard` polls it, but one phase after
+another (hosts one by one), so that the process CPU time of each phase is its own: state
+files, emulator physics, the monitors' refresh (driver reads + compiled Asimov code + stats
+cache, and the hand-off to probe threads), then the shard's sample rows and their write,
+health rules, snapshots, remediation and the push. The split of a refresh between the
+driver and the monitor comes from profiling inline refreshes of a sample of hosts.
+Then the real `poll_shard` (hosts side by side) is timed for comparison.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+
+REDIS_PREFIX = "asicmon-bench-capacity"
+
+
+class Clock:
+    """Adds up process CPU seconds and wall seconds per phase."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.wall: dict[str, float] = defaultdict(float)
+
+    def time(self, phase: str, step):
+        c0, w0 = time.process_time(), time.perf_counter()
+        result = step()
+        self.cpu[phase] += time.process_time() - c0
+        self.wall[phase] += time.perf_counter() - w0
+        return result
+
+
+def _setup() -> None:
+    os.environ.update(
+        EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-"),
+        REDIS_KEY_PREFIX=REDIS_PREFIX,
+        LOG_LEVEL="WARNING",
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+
+
+def _poll_host_phases(clock: Clock, monitor, now: float) -> dict:
+    """HostMonitor.poll, phase by phase (the same calls, in the same order)."""
+    from fleet.asicmon.monitor import refresh_together
+
+    host = monitor.host
+    with host.locked():
+        clock.time("state files", lambda: monitor.load_state(now))
+        clock.time("emulator physics", lambda: host.advance(now))
+        clock.time("monitor refresh", lambda: refresh_together(monitor.monitors(), now, monitor.probe_timeout))
+        clock.time("state files", monitor.save_state)
+    return clock.time("snapshots (copy)", monitor.snapshots)
+
+
+def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
+    from django.conf import settings
+
+    from dashboard import push
+    from fleet import health_service, remediation, samples, services, snapshots
+    from fleet.models import Host
+
+    hosts = clock.time("database reads", lambda: list(
+        Host.objects.emulated().in_shard(shard, settings.POLL_SHARDS).values_list("id", "name")))
+    by_serial = clock.time("database reads", lambda: services._devices_of(hosts))
+    counter_ids = clock.time("database reads", samples.counter_ids)
+    devices = {serial: device_id for serial, device_id, _, _ in by_serial}
+    kinds = {device_id: (device_type, state) for _, device_id, device_type, state in by_serial}
+    now = time.time()
+    polled = {}
+    for _, name in hosts:
+        for serial, snap in _poll_host_phases(clock, services.host_monitor(name), now).items():
+            polled[devices[serial]] = snap
+    cycle_ts = datetime.fromtimestamp(cycle, tz=UTC)
+    rows = clock.time("sample rows", lambda: [
+        r for device_id, s in polled.items() for r in samples.rows_from_snapshot(device_id, cycle_ts, s, counter_ids)])
+    clock.time("health rules", lambda: health_service.assess_polled(polled, kinds, now))
+    clock.time("samples write", lambda: samples.write_samples(rows))
+    clock.time("snapshots (Redis)", lambda: snapshots.write_snapshots(cycle, polled))
+    clock.time("remediation", lambda: remediation.after_poll(polled))
+    lines = clock.time("push", lambda: [push.device_line(device_id, s) for device_id, s in polled.items()])
+    clock.time("push", lambda: push.shard_polled(shard, cycle, lines))
+    return len(polled)
+
+
+DRIVER_FILES = ("emulator/drivers/", "emulator/physics.py")
+
+
+def _driver_share(names: list[str], now: float) -> tuple[float, float]:
+    """(share of an inline refresh spent in the emulated drivers, CPU s per inline refresh),
+    from refreshing the monitors of `names` (in-memory copies) without probe threads."""
+    from fleet.emulated import HostMonitor
+    from fleet.monitors import fleet_config
+
+    hosts = [HostMonitor.open(fleet_config(), name) for name in names]
+    for h in hosts:
+        h.poll(now - 5)
+    monitors = [m for h in hosts for m in h.monitors()]
+    c0 = time.process_time()
+    for m in monitors:
+        m.refresh(now)
+    per_refresh = (time.process_time() - c0) / len(monitors)
+    profile = cProfile.Profile()
+    profile.enable()
+    for m in monitors:
+        m.refresh(now + 5)
+    profile.disable()
+    driver = total = 0.0
+    for (filename, _, _), (_, _, tottime, _, _) in pstats.Stats(profile).stats.items():
+        total += tottime
+        if any(part in filename for part in DRIVER_FILES):
+            driver += tottime
+    return driver / total, per_refresh
+
+
+def _seed(devices: int, shards: int) -> int:
+    from django.conf import settings
+
+    from fleet import services
+    from fleet.models import Device, Host
+
+    Device.objects.all().delete()
+    Host.objects.all().delete()
+    settings.FLEET_HOSTS = max(1, devices // settings.FLEET_DEVICES_PER_HOST)
+    settings.POLL_SHARDS = shards
+    services.host_monitor.cache_clear()
+    services.seed_fleet()
+    return Device.objects.count()
+
+
+def _measure(devices: int, cycles: int, shards: int) -> None:
+    from django.conf import settings
+
+    from fleet import services
+
+    count = _seed(devices, shards)
+    interval = settings.POLL_INTERVAL
+    base = services.current_cycle() - 40 * interval
+    clock = Clock()
+    for shard in services.shards():  # warm-up: monitors opened, states created, first readings
+        _poll_shard_phases(Clock(), shard, base)
+    for i in range(1, cycles + 1):
+        time.sleep(interval / 5)  # rates need time between readings
+        for shard in services.shards():
+            _poll_shard_phases(clock, shard, base + i * interval)
+    polled = count * cycles
+    share, inline_s = _driver_share([f"{h.name}" for h in _sample_hosts()], time.time())
+    real_cpu, real_wall = _real_polls(base + (cycles + 1) * interval, cycles)
+    _report(count, clock, polled, share, inline_s, real_cpu / count, real_wall / count, interval)
+
+
+def _sample_hosts(n: int = 30):
+    from emulator import fleet_layout
+    from fleet.monitors import fleet_config
+
+    return fleet_layout(fleet_config())[:n]
+
+
+def _real_polls(first_cycle: float, cycles: int) -> tuple[float, float]:
+    """CPU and wall seconds of one whole-fleet cycle through the real poll_shard (median)."""
+    from django.conf import settings
+
+    from fleet import services
+
+    cpu, wall = [], []
+    for i in range(cycles):
+        time.sleep(settings.POLL_INTERVAL / 5)
+        c0, w0 = time.process_time(), time.perf_counter()
+        for shard in services.shards():
+            services.poll_shard(shard, first_cycle + i * settings.POLL_INTERVAL)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return sorted(cpu)[len(cpu) // 2], sorted(wall)[len(wall) // 2]
+
+
+PHASES = (
+    "emulator physics", "driver reads", "monitor refresh", "probe threads hand-off", "state files",
+    "snapshots (copy)", "database reads", "sample rows", "samples write", "health rules",
+    "snapshots (Redis)", "remediation", "push",
+)
+
+
+def _report(count, clock, polled, share, inline_s, real_cpu, real_wall, interval) -> None:
+    cpu = {k: v / polled for k, v in clock.cpu.items()}
+    wall = {k: v / polled for k, v in clock.wall.items()}
+    together = cpu.pop("monitor refresh")
+    inline = min(inline_s, together)
+    cpu["driver reads"] = inline * share
+    cpu["monitor refresh"] = inline * (1 - share)
+    cpu["probe threads hand-off"] = together - inline
+    wall_refresh = wall.pop("monitor refresh")
+    load = os.getloadavg()
+    print(f"\n{count:,} devices, {count // 8:,} hosts — per device per cycle (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}):")
+    print(f"  {'phase':26s} {'CPU µs':>8s} {'wall µs':>8s}")
+    for phase in PHASES:
+        w = wall.get(phase)
+        w_text = f"{w * 1e6:8.0f}" if w is not None else ("  (" + f"{wall_refresh * 1e6:.0f} all three)" if phase == "driver reads" else "")
+        print(f"  {phase:26s} {cpu.get(phase, 0.0) * 1e6:8.0f} {w_text}")
+    total = sum(cpu.values())
+    print(f"  {'total, phase by phase':26s} {total * 1e6:8.0f} {sum(wall.values()) * 1e6 + wall_refresh * 1e6:8.0f}")
+    print(f"  {'real poll_shard (threads)':26s} {real_cpu * 1e6:8.0f} {real_wall * 1e6:8.0f}")
+    print(f"  one process keeps up with about {int(interval / max(real_cpu, real_wall)):,} devices "
+          f"at {interval:g} s (CPU-bound estimate: {int(interval / real_cpu):,})")
+
+
+def breakdown(sizes: list[int], cycles: int, shards: int) -> None:
+    _setup()
+    from django.db import connection
+    from django.test.utils import setup_databases, teardown_databases
+
+    old = setup_databases(verbosity=0, interactive=False)
+    try:
+        print(f"Poll-cycle breakdown on {connection.vendor}, {cycles} cycles per size after a warm-up")
+        for devices in sizes:
+            _measure(devices, cycles, shards)
+    finally:
+        from fleet.redis import get_redis
+
+        client = get_redis()
+        for name in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000):
+            client.delete(name)
+        teardown_databases(old, verbosity=0)
