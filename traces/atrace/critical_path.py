@@ -307,15 +307,26 @@ def _chain_weights(trace: Trace, sel: np.ndarray, pts: Points) -> tuple[np.ndarr
     return np.where(works, gap, 0), owner
 
 
-def _anchor_path(best: int, pred: np.ndarray, pred_edge: np.ndarray) -> list[tuple[int, int]]:
-    """(anchor, edge that led to it) from the start of the path to ``best``."""
-    hops = []
+def _anchor_path(best: int, pred: np.ndarray, pred_edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The anchors from the start of the path to ``best``, and the edge that led to each."""
+    pred_list = pred.tolist()
+    path = []
     v = best
     while v >= 0:
-        hops.append((v, int(pred_edge[v])))
-        v = int(pred[v])
-    hops.reverse()
-    return hops
+        path.append(v)
+        v = pred_list[v]
+    path.reverse()
+    anchors = np.array(path, np.int64)
+    return anchors, pred_edge[anchors]
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The positions lo[0]..hi[0]-1, lo[1]..hi[1]-1, ... as one array."""
+    n = hi - lo
+    total = int(n.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    return np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(total)
 
 
 def _slack(g: _Graph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.ndarray:
@@ -340,7 +351,7 @@ def _slack(g: _Graph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.nda
     return np.maximum(length - best_through, 0)
 
 
-def _bounds(trace: Trace, hops: list[tuple[int, int]], g: _Graph) -> dict[str, int]:
+def _bounds(trace: Trace, hops: tuple[np.ndarray, np.ndarray], g: _Graph) -> dict[str, int]:
     """What bounds the path, moment by moment, from its first point to its last (ns).
 
     Along a chain: its work is host or device time, a synchronisation call's wait is a sync
@@ -349,36 +360,30 @@ def _bounds(trace: Trace, hops: list[tuple[int, int]], g: _Graph) -> dict[str, i
     Across: a launch edge is launch queueing (launch to start), a sync edge a sync wait, an
     explicit dependency idle.
     """
-    out = dict.fromkeys(BOUNDS, 0)
     pts = g.pts
-    on_device = trace.on_device[g.sel]
-    is_sync = (trace.flags[g.sel] & FLAG_SYNC) != 0
-    gaps: list[np.ndarray] = []
-    for (a, _), (b, edge) in zip(hops, hops[1:]):
-        pa, pb = int(g.anchors[a]), int(g.anchors[b])
-        span = int(pts.time[pb] - pts.time[pa])
-        etype = int(g.e_type[edge])
-        if etype in (_LAUNCH, _QUEUE):
-            out["launch_queueing"] += span
-        elif etype == _SYNC:
-            out["sync_wait"] += span
-        elif etype != 0:
-            out["idle"] += span
-        else:
-            seg = np.arange(pa, pb)
-            gap = pts.time[seg + 1] - pts.time[seg]
-            own = g.owner[seg]
-            has = own >= 0
-            work = g.weight[seg] > 0
-            dev = np.zeros(len(seg), bool)
-            dev[has] = on_device[own[has]]
-            sync = np.zeros(len(seg), bool)
-            sync[has] = is_sync[own[has]]
-            out["device"] += int(gap[work & dev].sum())
-            out["host"] += int(gap[work & ~dev].sum())
-            out["sync_wait"] += int(gap[~work & sync].sum())
-            gaps.append(seg[~work & ~sync & (gap > 0)])
-    idle = np.concatenate(gaps) if gaps else np.zeros(0, np.int64)
+    path, edge_in = hops
+    pa, pb = g.anchors[path[:-1]], g.anchors[path[1:]]
+    etype = g.e_type[edge_in[1:]]
+    span = pts.time[pb] - pts.time[pa]
+    queued = (etype == _LAUNCH) | (etype == _QUEUE)
+    out = dict.fromkeys(BOUNDS, 0)
+    out["launch_queueing"] = int(span[queued].sum())
+    out["sync_wait"] = int(span[etype == _SYNC].sum())
+    out["idle"] = int(span[~queued & (etype != _SYNC) & (etype != 0)].sum())
+    # Along chains: every piece between the hop's two points.
+    seg = _ranges(pa[etype == 0], pb[etype == 0])
+    gap = pts.time[seg + 1] - pts.time[seg]
+    own = g.owner[seg]
+    has = own >= 0
+    work = g.weight[seg] > 0
+    dev = np.zeros(len(seg), bool)
+    dev[has] = trace.on_device[g.sel[own[has]]]
+    sync = np.zeros(len(seg), bool)
+    sync[has] = (trace.flags[g.sel[own[has]]] & FLAG_SYNC) != 0
+    out["device"] += int(gap[work & dev].sum())
+    out["host"] += int(gap[work & ~dev].sum())
+    out["sync_wait"] += int(gap[~work & sync].sum())
+    idle = seg[~work & ~sync & (gap > 0)]
     in_code = _inside_context(trace, pts, idle)
     lengths = pts.time[idle + 1] - pts.time[idle]
     out["host"] += int(lengths[in_code].sum())
@@ -598,49 +603,65 @@ def _longest(order, e_src, e_dst, e_w, na: int):
             np.array(tail, np.int64))
 
 
-def _walk(hops: list[tuple[int, int]], g: _Graph):
-    """Expand the anchor path into the ordered events it passes through."""
-    pts, sel = g.pts, g.sel
-    events: list[int] = []
-    on_path: list[int] = []
-    via: list[str] = []
-    parents = pts.parent.tolist()
-    sel_list = sel.tolist()
-    local_of = {e: k for k, e in enumerate(sel_list)}
+_CHAIN = -1  # a step reached along its chain: "nested" or "sequence", decided afterwards
 
-    def ancestor(a: int, b: int) -> bool:
-        """Whether global event ``a`` encloses ``b`` (among the selected slices)."""
-        q = parents[local_of[b]] if b in local_of else -1
-        while q >= 0:
-            if q == a:
-                return True
-            q = parents[local_of[q]] if q in local_of else -1
-        return False
 
-    def visit(local: int, w: int, how: str) -> None:
-        e = sel_list[local]
-        if events and events[-1] == e:
-            on_path[-1] += w
-            return
-        if how == "chain" and events:
-            prev = events[-1]
-            how = "nested" if ancestor(e, prev) or ancestor(prev, e) else "sequence"
-        events.append(e)
-        on_path.append(w)
-        via.append("start" if len(events) == 1 else how)
+def _walk(hops: tuple[np.ndarray, np.ndarray], g: _Graph):
+    """Expand the anchor path into the ordered events it passes through.
 
-    visit(int(pts.local[g.anchors[hops[0][0]]]), 0, "chain")
-    for (a, _), (b, edge) in zip(hops, hops[1:]):
-        pa, pb = int(g.anchors[a]), int(g.anchors[b])
-        etype = int(g.e_type[edge])
-        if etype == 0:
-            seg = np.arange(pa, pb)
-            seg = seg[g.weight[seg] > 0]
-            for i, w in zip(seg.tolist(), g.weight[seg].tolist()):
-                visit(int(g.owner[i]), int(w), "chain")
-            visit(int(pts.local[pb]), 0, "chain")
-        else:
-            # A launch edge's weight (launch queueing) is on the launching call's account.
-            visit(int(pts.local[pa]), int(g.e_w[edge]), "chain")
-            visit(int(pts.local[pb]), 0, EDGE_TYPES[etype])
-    return np.array(events, np.int64), np.array(on_path, np.int64), via
+    Each hop along a chain visits the owners of its pieces that carry work, then the point
+    it arrives at; a hop across chains visits its source (the edge's weight, launch
+    queueing, is on the launching call's account) and its target. Consecutive visits of
+    one event merge into one step.
+    """
+    pts = g.pts
+    path, edge_in = hops
+    pa, pb = g.anchors[path[:-1]], g.anchors[path[1:]]
+    edge = edge_in[1:]
+    etype = g.e_type[edge]
+    hop = np.arange(len(edge))
+    along = etype == 0
+    seg = _ranges(pa[along], pb[along])
+    seg_hop = np.repeat(hop[along], pb[along] - pa[along])
+    keep = g.weight[seg] > 0
+    seg, seg_hop = seg[keep], seg_hop[keep]
+    cross = ~along
+    parts = [  # (hop, order within the hop, local slice, weight, how)
+        (np.array([-1]), np.zeros(1, np.int64), pts.local[g.anchors[path[:1]]], np.zeros(1, np.int64), [_CHAIN]),
+        (seg_hop, np.zeros(len(seg), np.int64), g.owner[seg], g.weight[seg], np.full(len(seg), _CHAIN)),
+        (hop[along], np.ones(int(along.sum()), np.int64), pts.local[pb[along]], np.zeros(int(along.sum()), np.int64),
+         np.full(int(along.sum()), _CHAIN)),
+        (hop[cross], np.zeros(int(cross.sum()), np.int64), pts.local[pa[cross]], g.e_w[edge[cross]],
+         np.full(int(cross.sum()), _CHAIN)),
+        (hop[cross], np.ones(int(cross.sum()), np.int64), pts.local[pb[cross]], np.zeros(int(cross.sum()), np.int64),
+         etype[cross]),
+    ]
+    hop_of, sub, local, weight, how = (np.concatenate([np.asarray(p[k], np.int64) for p in parts]) for k in range(5))
+    order = np.lexsort((sub, hop_of))  # stable: pieces keep their chain order
+    local, weight, how = local[order], weight[order], how[order]
+    first = np.flatnonzero(np.concatenate([[True], local[1:] != local[:-1]]))
+    steps_local = local[first]
+    on_path = np.add.reduceat(weight, first)
+    how = how[first]
+    parent_local = _parent_local(g)
+    prev, cur = steps_local[:-1], steps_local[1:]
+    nested = _encloses(parent_local, cur, prev) | _encloses(parent_local, prev, cur)
+    names = np.where(nested, "nested", "sequence")
+    via = ["start"] + [EDGE_TYPES[h] if h != _CHAIN else str(n) for h, n in zip(how[1:].tolist(), names.tolist())]
+    return g.sel[steps_local], on_path.astype(np.int64), via
+
+
+def _parent_local(g: _Graph) -> np.ndarray:
+    """Per selected slice: the local index of its enclosing selected slice (-1: none)."""
+    parent = g.pts.parent
+    return np.where(parent >= 0, np.searchsorted(g.sel, parent), -1)  # sel is sorted
+
+
+def _encloses(parent_local: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per pair: whether slice ``a`` is an ancestor of slice ``b`` (local indices)."""
+    hit = np.zeros(len(a), bool)
+    q = parent_local[b] if len(b) else np.zeros(0, np.int64)
+    while (q >= 0).any():
+        hit |= q == a
+        q = np.where(q >= 0, parent_local[np.maximum(q, 0)], -1)
+    return hit
