@@ -141,7 +141,9 @@ class TraceBuilder:
         self.count += n
         return first
 
-    def build(self, *, allow_empty: bool = False) -> Trace:
+    def build(self, *, allow_empty: bool = False, finish: bool = True) -> Trace:
+        """The trace; ``finish=False`` leaves :func:`finish_trace` to the caller (a reader
+        that still fixes kinds calls it once, afterwards)."""
         self._flush_rows()
         cols = {
             c: np.concatenate(self.chunks[c]) if self.chunks[c] else np.zeros(0, _DTYPES[c])
@@ -167,7 +169,7 @@ class TraceBuilder:
             meta=self.meta,
             **cols,
         )
-        return finish_trace(trace)
+        return finish_trace(trace) if finish else trace
 
 
 def finish_trace(trace: Trace) -> Trace:
@@ -190,7 +192,7 @@ def finish_trace(trace: Trace) -> Trace:
     # Accelerator tracks: those that carry device work, or whose process says so.
     if n:
         dev_kind = np.isin(trace.kind, np.array([int(k) for k in DEVICE_KINDS], np.uint8))
-        dev_tracks = set(np.unique(trace.track[dev_kind]).tolist())
+        dev_tracks = set(np.flatnonzero(np.bincount(trace.track[dev_kind], minlength=len(trace.tracks))).tolist())
     else:
         dev_tracks = set()
     for i, t in enumerate(trace.tracks):
@@ -202,12 +204,12 @@ def finish_trace(trace: Trace) -> Trace:
     runtime = np.flatnonzero(trace.kind == Kind.RUNTIME)
     if len(runtime):
         names = trace.strings.strings
-        rt_names = np.unique(trace.name[runtime])
-        sync_ids = np.array([i for i in rt_names.tolist() if _SYNC_NAME.search(names[i])], np.int32)
-        if len(sync_ids):
-            flags[runtime[np.isin(trace.name[runtime], sync_ids)]] |= FLAG_SYNC
+        rt_names = np.flatnonzero(np.bincount(trace.name[runtime], minlength=len(names)))
+        is_sync = np.zeros(len(names), bool)
+        is_sync[[i for i in rt_names.tolist() if _SYNC_NAME.search(names[i])]] = True
+        flags[runtime[is_sync[trace.name[runtime]]]] |= FLAG_SYNC
         has_corr = trace.corr >= 0
-        dev_corr = np.unique(trace.corr[has_corr & trace.on_device])
+        dev_corr = trace.corr[has_corr & trace.on_device]
         launched = runtime[np.isin(trace.corr[runtime], dev_corr) & (trace.corr[runtime] >= 0)]
         flags[launched] |= FLAG_LAUNCH
     trace.flags = flags

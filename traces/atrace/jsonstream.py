@@ -61,6 +61,20 @@ def _structure(data: bytes, depth0: int) -> tuple[np.ndarray, np.ndarray, np.nda
     return pos, chars, depth
 
 
+def _last_object_boundary(data: bytes, tries: int = 64) -> int:
+    """Position of the last '}' that is followed by ',' and the '{' of another object
+    (whitespace allowed around the comma); -1 if none among the last ``tries`` '},'."""
+    cut = len(data)
+    for _ in range(tries):
+        cut = data.rfind(b"},", 0, cut)
+        if cut < 0:
+            return -1
+        nxt = data[cut + 2 : cut + 66].lstrip(_WS)
+        if nxt[:1] == b"{":
+            return cut
+    return -1
+
+
 class ChromeEventStream:
     """Iterate over batches of event dicts from a Chrome trace JSON byte stream."""
 
@@ -193,10 +207,12 @@ class ChromeEventStream:
     def _fast_batch(self, pending: bytes) -> tuple[list, int] | None:
         """Cut after the last '},' and decode; None if that was not an event boundary.
 
-        A cut inside a string or a nested object leaves unbalanced JSON, which the decoder
-        rejects, so a successful decode proves the cut; otherwise the exact scan runs.
+        The cut is the last '},' followed by the '{' of another object (kernel names such as
+        ``{lambda(float)#1}, at::...`` hold '},' inside strings). A cut inside a string or a
+        nested object leaves unbalanced JSON, which the decoder rejects, so a successful
+        decode proves the cut; otherwise the exact scan runs.
         """
-        cut = pending.rfind(b"},")
+        cut = _last_object_boundary(pending)
         if cut < 0:
             return None
         lead = len(pending) - len(pending.lstrip(_WS + b","))

@@ -231,9 +231,11 @@ class _ChromeReader:
         names = b.strings.intern_many(list(map(_NAME, xs)))
         cats = b.strings.intern_many(list(map(_CAT, xs)))
         tracks = self._tracks(list(map(_PID, xs)), list(map(_TID, xs)), ordinals[0])
-        raws = list(map(bytes, map(_ARGS, xs)))
+        raws = list(map(_ARGS, xs))  # views into the batch's text (msgspec.Raw), not copies
+        lengths = np.fromiter(map(len, raws), np.int64, n)
+        listed = raws if lengths.all() else [r if size else b"{}" for r, size in zip(raws, lengths.tolist())]
         try:
-            lite = _ARGS_DECODER.decode(b"[" + b",".join([r or b"{}" for r in raws]) + b"]")
+            lite = _ARGS_DECODER.decode(b"[" + b",".join(listed) + b"]")
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             at = re.search(r"\$\[(\d+)\]", str(exc))
             k = int(at.group(1)) if at else 0
@@ -252,7 +254,6 @@ class _ChromeReader:
             for k, t in enumerate(op_types):
                 if t is not None:
                     op[k] = b.strings.intern(t)
-        lengths = np.fromiter(map(len, raws), np.int64, n)
         b.add_columns(
             {
                 "name": names,
@@ -382,7 +383,7 @@ class _ChromeReader:
         b.meta.update(meta)
         if self.warnings:
             b.meta["warnings"] = self.warnings[:100]
-        trace = b.build()
+        trace = b.build(finish=False)
         _generic_op_names(trace)
         _resolve_unset_kinds(trace)
         from .builder import finish_trace
@@ -406,7 +407,7 @@ _NUMBERED = re.compile(r"^(.*\S)\s*#\d+$")
 def _generic_op_names(trace: Trace) -> None:
     """Operator type of numbered ranges: 'ProfilerStep#7' -> 'ProfilerStep'."""
     strings = trace.strings
-    used = np.unique(trace.op)
+    used = np.flatnonzero(np.bincount(trace.op, minlength=len(strings)))
     remap = np.arange(len(strings), dtype=np.int32)
     changed = False
     for i in used.tolist():

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from traces.atrace import operator_breakdown, read_trace
-from traces.atrace.readers import read_chrome
+from traces.atrace.jsonstream import ChromeEventStream
+from traces.atrace.readers import _EVENTS_DECODER, read_chrome
 from traces.atrace.synthetic import write_kineto_trace
 
 TRICKY = [
@@ -58,6 +59,20 @@ def test_gzip_and_plain_agree(tmp_path):
     a, b = read_trace(plain), read_trace(gz)
     assert _columns(a) == _columns(b)
     assert operator_breakdown(a).to_dict() == operator_breakdown(b).to_dict()
+
+
+def test_names_holding_brace_comma_keep_the_fast_cut(tmp_path):
+    """Templated kernel names ('{lambda(float)#1}, at::...') hold '},' inside a string: the
+    cut between events skips them, so every chunk is decoded without the exact scan."""
+    path = tmp_path / "t.json"
+    write_kineto_trace(path, 20_000, seed=3)
+    assert b"}, at::" in path.read_bytes()
+    with path.open("rb") as f:
+        stream = ChromeEventStream(f, chunk_size=1 << 16, decode=_EVENTS_DECODER.decode)
+        count = sum(len(events) for events, _ in stream.batches())
+    assert stream.fast_failures == 0
+    assert count == len(orjson.loads(path.read_bytes())["traceEvents"])
+    assert _columns(read_chrome(io.BytesIO(path.read_bytes()), chunk_size=1 << 16)) == _columns(read_trace(path))
 
 
 def _peak_bytes(path) -> tuple[int, int]:
