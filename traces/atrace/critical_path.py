@@ -272,7 +272,10 @@ def _build_graph(trace: Trace, sel: np.ndarray) -> _Graph:
     same_chain[:-1] = pts.chain[1:] == pts.chain[:-1]
     chain_first = np.ones(len(pts.time), bool)
     chain_first[1:] = ~same_chain[:-1]
-    anchors = np.unique(np.concatenate([np.flatnonzero(chain_first | ~same_chain), src, dst]))
+    is_anchor = chain_first | ~same_chain
+    is_anchor[src] = True
+    is_anchor[dst] = True
+    anchors = np.flatnonzero(is_anchor)
     along = np.flatnonzero(pts.chain[anchors[1:]] == pts.chain[anchors[:-1]])
     c_w = work_before[anchors[along + 1]] - work_before[anchors[along]]
     return _Graph(
@@ -397,7 +400,7 @@ def _inside_context(trace: Trace, pts: Points, pieces: np.ndarray) -> np.ndarray
     track = trace.track[pts.event[pieces]]
     host = ~trace.on_device[pts.event[pieces]]
     context = trace.is_slice & trace.kind_mask(Kind.PYTHON, Kind.ANNOTATION, Kind.HOST_OP)
-    for t in np.unique(track[host]).tolist():
+    for t in _distinct(track[host]):
         mine = np.flatnonzero(host & (track == t))
         ev = np.flatnonzero(context & (trace.track == t))
         starts, ends = merge_intervals(trace.ts[ev], trace.end[ev])
@@ -496,7 +499,7 @@ def _sync_pairs(trace: Trace, sync: np.ndarray, devs: np.ndarray, dev_proc: np.n
     ts, end = trace.ts, trace.end
     proc = _process_numbers(trace)[trace.track[sync]]
     src, dst = [], []
-    for p in np.unique(proc).tolist():
+    for p in _distinct(proc):
         calls = sync[proc == p]
         mine = devs[(dev_proc == p) | (dev_proc < 0)]
         if not len(mine):
@@ -522,7 +525,7 @@ def _last_done_on_device(trace: Trace, sel: np.ndarray, dev: np.ndarray) -> np.n
     device = _device_numbers(trace)
     order = np.lexsort((trace.end[on_dev], device[trace.track[on_dev]]))
     done, done_dev = on_dev[order], device[trace.track[on_dev[order]]]
-    for d in np.unique(device[trace.track[dev]]).tolist():
+    for d in _distinct(device[trace.track[dev]]):
         lo, hi = np.searchsorted(done_dev, d, "left"), np.searchsorted(done_dev, d, "right")
         mine = np.flatnonzero(device[trace.track[dev]] == d)
         k = lo + np.searchsorted(trace.end[done[lo:hi]], trace.ts[dev[mine]], "right") - 1
@@ -538,6 +541,12 @@ def _device_numbers(trace: Trace) -> np.ndarray:
     seen: dict = {}
     return np.array([seen.setdefault(t.device if t.device >= 0 else ("pid", t.pid), len(seen))
                      for t in trace.tracks], np.int64)
+
+
+def _distinct(small: np.ndarray) -> list[int]:
+    """The distinct values of an array of small non-negative integers (track, device or
+    process numbers), in order; counting them beats hashing a long array."""
+    return np.flatnonzero(np.bincount(small)).tolist() if len(small) else []
 
 
 def _topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:

@@ -113,30 +113,49 @@ def _parents(depth: np.ndarray, start_pos: np.ndarray, chain: np.ndarray) -> np.
 
 
 def _fix_partial_overlaps(parent, depth, end, ts, chain, ev_order) -> None:
-    """Redo the nesting of chains where a slice outlives its parent (in place).
+    """Redo the nesting where a slice outlives its parent (in place).
 
     Depth by counting open slices assumes proper nesting. Real traces break it now and then
     (a ``ProfilerStep`` range that begins inside the Python frame that opened it and ends
-    long after). On the chains where that happens, a stack decides: the parent of a slice
-    is the latest-started slice of its chain that is still open when it starts.
+    long after). There a stack decides: the parent of a slice is the latest-started slice of
+    its chain that is still open when it starts. Only the stretches of a chain that hold
+    such a slice are redone: a stretch ends when every slice begun in it has ended.
     """
     child = np.flatnonzero(parent >= 0)
     outlives = child[end[child] > end[parent[child]]]
     if not len(outlives):
         return
-    bad_chains = np.unique(chain[outlives])
-    members = ev_order[np.isin(chain[ev_order], bad_chains)].tolist()
-    chain_of, end_of, ts_of = chain.tolist(), end.tolist(), ts.tolist()
+    members = ev_order[np.isin(chain[ev_order], np.unique(chain[outlives]))]
+    stretch = _stretches(members, chain, ts, end)
+    bad = np.zeros(int(stretch[-1]) + 1, bool)
+    at = np.empty(len(chain), np.int64)
+    at[members] = stretch
+    bad[at[outlives]] = True
+    redo = members[bad[stretch]]
+    starts = np.flatnonzero(np.diff(stretch[bad[stretch]], prepend=-1)).tolist()
+    end_of, ts_of = end.tolist(), ts.tolist()
     stack: list[int] = []
-    current = None
-    for i in members:
-        if chain_of[i] != current:
-            current, stack = chain_of[i], []
+    first = set(starts)
+    for k, i in enumerate(redo.tolist()):
+        if k in first:
+            stack = []
         while stack and end_of[stack[-1]] <= ts_of[i]:
             stack.pop()
         parent[i] = stack[-1] if stack else -1
         depth[i] = depth[parent[i]] + 1 if stack else 0
         stack.append(i)
+
+
+def _stretches(members: np.ndarray, chain: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per member (slices of some chains, chain by chain in start order): the number of its
+    stretch. A new stretch begins on a new chain and where every earlier slice has ended."""
+    c, s, e = chain[members], ts[members], end[members]
+    new = np.ones(len(members), bool)
+    bounds = np.flatnonzero(np.diff(c, prepend=c[0] - 1) != 0).tolist() + [len(members)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        ended = np.maximum.accumulate(e[lo : hi - 1])
+        new[lo + 1 : hi] = s[lo + 1 : hi] >= ended
+    return np.cumsum(new) - 1
 
 
 def compute_nesting(trace: Trace, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
