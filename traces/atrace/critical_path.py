@@ -577,39 +577,77 @@ def _topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:
 
 
 def _longest(order, e_src, e_dst, e_w, na: int):
-    """Longest path ending at (dist) and starting from (tail) each anchor."""
+    """Longest path ending at (dist) and starting from (tail) each anchor, and per anchor
+    the edge of its best path in (pred, pred_edge: the first in-edge that reaches ``dist``).
+
+    Most anchors have a single edge in (a chain's next point) or out: their distance is the
+    other end's plus the weight. Those edges form a forest, summed by pointer jumping; only
+    anchors where several edges meet are visited one by one, in topological order.
+    """
     by_dst = np.argsort(e_dst, kind="stable")
-    in_ptr = np.searchsorted(e_dst[by_dst], np.arange(na + 1)).tolist()
-    in_src = e_src[by_dst].tolist()
-    in_w = e_w[by_dst].tolist()
-    in_id = by_dst.tolist()
-    dist = [0] * na
-    pred = [-1] * na
-    pred_edge = [-1] * na
-    for v in order.tolist():
-        lo, hi = in_ptr[v], in_ptr[v + 1]
-        best, bu, be = 0, -1, -1
-        for j in range(lo, hi):
-            d = dist[in_src[j]] + in_w[j]
-            if d > best or (bu < 0 and d == best):
-                best, bu, be = d, in_src[j], in_id[j]
-        dist[v] = best
-        pred[v] = bu
-        pred_edge[v] = be
+    dst_sorted = e_dst[by_dst]
+    in_ptr = np.searchsorted(dst_sorted, np.arange(na + 1))
+    indeg = np.diff(in_ptr)
+    pred = np.full(na, -1, np.int64)
+    pred_edge = np.full(na, -1, np.int64)
+    single = np.flatnonzero(indeg == 1)
+    only = by_dst[in_ptr[single]]
+    pred[single], pred_edge[single] = e_src[only], only
+    root, off = _forest(single, e_src[only], e_w[only], na)
+    meet = order[indeg[order] >= 2]
+    best_at, best_edge = _meet(meet, in_ptr, (root[e_src] , off[e_src] + e_w), by_dst, na)
+    pred_edge[meet] = best_edge
+    pred[meet] = e_src[best_edge]
+    dist = best_at[root] + off
+
     by_src = np.argsort(e_src, kind="stable")
-    out_ptr = np.searchsorted(e_src[by_src], np.arange(na + 1)).tolist()
-    out_dst = e_dst[by_src].tolist()
-    out_w = e_w[by_src].tolist()
-    tail = [0] * na
-    for u in order[::-1].tolist():
-        best = 0
-        for j in range(out_ptr[u], out_ptr[u + 1]):
-            d = tail[out_dst[j]] + out_w[j]
+    out_ptr = np.searchsorted(e_src[by_src], np.arange(na + 1))
+    outdeg = np.diff(out_ptr)
+    single = np.flatnonzero(outdeg == 1)
+    only = by_src[out_ptr[single]]
+    root, off = _forest(single, e_dst[only], e_w[only], na)
+    meet = order[::-1][outdeg[order[::-1]] >= 2]
+    tail_at, _ = _meet(meet, out_ptr, (root[e_dst], off[e_dst] + e_w), by_src, na)
+    return dist, pred, pred_edge, tail_at[root] + off
+
+
+def _forest(child: np.ndarray, up_of: np.ndarray, weight: np.ndarray, na: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each anchor's root (following ``child -> up_of`` links up) and the weight summed on
+    the way, by pointer jumping: log2(depth) numpy passes."""
+    up = np.arange(na)
+    acc = np.zeros(na, np.int64)
+    up[child] = up_of
+    acc[child] = weight
+    while True:
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            return up, acc
+        acc = acc + acc[up]
+        up = nxt
+
+
+def _meet(meet: np.ndarray, ptr: np.ndarray, far: tuple[np.ndarray, np.ndarray], edges: np.ndarray, na: int):
+    """Best distance at anchors where several edges meet, visited in the given order.
+
+    ``far`` gives per edge the root of its far end and the far end's offset from that root
+    plus the edge's weight; ``edges`` lists the edges grouped by anchor (``ptr``). Returns
+    per anchor the best distance (roots only are meaningful) and, per ``meet`` anchor, the
+    first edge reaching it.
+    """
+    far_root = far[0][edges].tolist()
+    far_add = far[1][edges].tolist()
+    ptr_list = ptr.tolist()
+    best_at = [0] * na
+    chosen = []
+    for v in meet.tolist():
+        best, bj = -1, -1
+        for j in range(ptr_list[v], ptr_list[v + 1]):
+            d = best_at[far_root[j]] + far_add[j]
             if d > best:
-                best = d
-        tail[u] = best
-    return (np.array(dist, np.int64), np.array(pred, np.int64), np.array(pred_edge, np.int64),
-            np.array(tail, np.int64))
+                best, bj = d, j
+        best_at[v] = best
+        chosen.append(bj)
+    return np.array(best_at, np.int64), edges[np.array(chosen, np.int64)]
 
 
 _CHAIN = -1  # a step reached along its chain: "nested" or "sequence", decided afterwards
