@@ -191,7 +191,7 @@ def steps(trace: Trace) -> list[str]:
     return out
 
 
-def _select(trace: Trace, window: tuple[int, int] | None) -> np.ndarray:
+def _select(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """The slices the path may run through: operators, runtime calls and device work.
 
     Python frames and annotations are context, not work: a frame's time is its operators'
@@ -205,7 +205,7 @@ def _select(trace: Trace, window: tuple[int, int] | None) -> np.ndarray:
     t0, t1 = window
     inside = (trace.ts >= t0) & (trace.ts < t1)
     host = work & ~trace.on_device & inside
-    rt, dev = launch_pairs(trace)
+    rt, dev = pairs
     dev_sel = np.zeros(len(trace), bool)
     dev_sel[dev[host[rt]]] = True
     unlaunched = work & trace.on_device & inside
@@ -235,10 +235,11 @@ def critical_path(
     """The critical path of the whole trace, of one step, or of a time window (ns)."""
     if step is not None:
         window = step_window(trace, step)
-    sel = _select(trace, window)
+    pairs = launch_pairs(trace)
+    sel = _select(trace, window, pairs)
     if not len(sel):
         raise EmptyTraceError("no work events to build a critical path from")
-    g = _build_graph(trace, sel)
+    g = _build_graph(trace, sel, pairs)
     na = len(g.anchors)
     order = _topological_order(g.anchors, g.pts.time, g.e_src, g.e_dst, na)
     dist, pred, pred_edge, tail = _longest(order, g.e_src, g.e_dst, g.e_w, na)
@@ -259,7 +260,7 @@ def critical_path(
     )
 
 
-def _build_graph(trace: Trace, sel: np.ndarray) -> _Graph:
+def _build_graph(trace: Trace, sel: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> _Graph:
     pts = order_points(trace, sel)
     weight, owner = _chain_weights(trace, sel, pts)
     prefix = np.zeros(len(weight) + 1, np.int64)
@@ -267,7 +268,7 @@ def _build_graph(trace: Trace, sel: np.ndarray) -> _Graph:
     work_before = prefix[:-1]
     loc = np.full(len(trace), -1, np.int64)
     loc[sel] = np.arange(len(sel))
-    src, dst, etype, ew = _cross_edges(trace, sel, loc, pts)
+    src, dst, etype, ew = _cross_edges(trace, sel, loc, pts, pairs)
     same_chain = np.zeros(len(pts.time), bool)
     same_chain[:-1] = pts.chain[1:] == pts.chain[:-1]
     chain_first = np.ones(len(pts.time), bool)
@@ -409,13 +410,13 @@ def _inside_context(trace: Trace, pts: Points, pieces: np.ndarray) -> np.ndarray
     return out
 
 
-def _cross_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points):
+def _cross_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, pairs):
     """(source point, target point, edge type, weight) of the edges between chains."""
     parts = [_explicit_edges(trace, loc, pts)]
     arrived = np.full(len(trace), np.iinfo(np.int64).min, np.int64)
     np.maximum.at(arrived, pts.event[parts[0][1]], pts.time[parts[0][0]])
-    parts.append(_launch_edges(trace, sel, loc, pts, arrived))
-    parts.append(_sync_edges(trace, sel, loc, pts))
+    parts.append(_launch_edges(trace, sel, loc, pts, arrived, pairs))
+    parts.append(_sync_edges(trace, sel, loc, pts, pairs))
     return tuple(np.concatenate([part[k] for part in parts]) for k in range(4))
 
 
@@ -444,7 +445,7 @@ def _explicit_edges(trace: Trace, loc: np.ndarray, pts: Points):
     return _edges(p[ok], pts.start_pos[loc[z[ok]]], types)
 
 
-def _launch_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, arrived: np.ndarray):
+def _launch_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, arrived: np.ndarray, pairs):
     """Launch -> device work, weighing the launch queueing; queue edges for work that
     waited behind other work on its device.
 
@@ -452,7 +453,7 @@ def _launch_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, a
     the call returned), or from when earlier work on the device ended, or from when a
     dependency arrived, whichever is latest, to the start of the device work.
     """
-    rt, dev = launch_pairs(trace)
+    rt, dev = pairs
     keep = (loc[rt] >= 0) & (loc[dev] >= 0)
     rt, dev = rt[keep], dev[keep]
     p = _from_point(trace, loc, pts, rt, dev)
@@ -467,14 +468,14 @@ def _launch_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, a
     return tuple(np.concatenate([x, y]) for x, y in zip(launch, queue))
 
 
-def _sync_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points):
+def _sync_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, pairs):
     """The last device work (of the calling process) to finish while a sync call waited ->
     that call's end."""
     sync = sel[((trace.flags[sel] & FLAG_SYNC) != 0) & ~trace.on_device[sel]]
     devs = sel[trace.on_device[sel]]
     if not len(sync) or not len(devs):
         return _edges([], [], _SYNC)
-    a, z = _sync_pairs(trace, sync, devs, _launching_process(trace, devs))
+    a, z = _sync_pairs(trace, sync, devs, _launching_process(trace, devs, pairs))
     return _edges(pts.end_pos[loc[a]], pts.end_pos[loc[z]], _SYNC)
 
 
@@ -484,10 +485,10 @@ def _process_numbers(trace: Trace) -> np.ndarray:
     return np.array([seen.setdefault(t.pid, len(seen)) for t in trace.tracks], np.int64)
 
 
-def _launching_process(trace: Trace, devs: np.ndarray) -> np.ndarray:
+def _launching_process(trace: Trace, devs: np.ndarray, pairs) -> np.ndarray:
     """Per device event: the process number of the call that launched it (-1: unknown)."""
     proc = _process_numbers(trace)
-    rt, dev = launch_pairs(trace)
+    rt, dev = pairs
     launcher = np.full(len(trace), -1, np.int64)
     launcher[dev] = proc[trace.track[rt]]
     return launcher[devs]
