@@ -1,13 +1,18 @@
 """Websocket consumers: authenticate, join groups, forward. No logic beyond that."""
 
+import asyncio
+import json
 import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 
 from dashboard.push import shard_group, trace_group
+from fleet import health_index, queries
 from fleet.models import Device
 from fleet.sharding import shard_of_host
 
@@ -15,6 +20,9 @@ from fleet.sharding import shard_of_host
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+
+MAX_SUBSCRIBED = max(queries.PAGE_SIZES)
+TRANSIENT_ERRORS = (OSError, DatabaseError, RedisError)
 
 
 class FleetEventsConsumer(AsyncJsonWebsocketConsumer):
@@ -84,15 +92,80 @@ class UnknownPathConsumer(AsyncJsonWebsocketConsumer):
 
 
 class FleetConsumer(FleetEventsConsumer):
-    """/ws/fleet/: every shard's poll, for the fleet page."""
+    """/ws/fleet/: the fleet page. Per shard poll it sends the lines of the devices the page
+    shows, and the fleet's summary when it changed: not the whole fleet.
+
+    The page says which rows it shows with ``{"type": "subscribe", "devices": [ids]}``;
+    until it does, they are the first page of the default table."""
+
+    visible: frozenset[int] = frozenset()
+    sent_summary: dict | None = None
 
     async def groups_for_connection(self):
+        self.visible = frozenset(await database_sync_to_async(queries.first_page_ids)())
         return [shard_group(shard) for shard in range(settings.POLL_SHARDS)]
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        devices = subscribed_devices(text_data)
+        if isinstance(devices, str):
+            await self.send_json({"type": "error", "error": devices})
+            return
+        self.visible = frozenset(devices)
+        await self.send_json({"type": "subscribed", "devices": len(self.visible)})
 
     async def fleet_polled(self, event):
         if not await self.still_allowed():
             return
-        await self.send_json({"type": "fleet.polled", "cycle": event["cycle"], "devices": event["devices"]})
+        lines = [line for line in event["devices"] if line["id"] in self.visible]
+        message = {"type": "fleet.polled", "shard": event["shard"], "cycle": event["cycle"], "devices": lines}
+        summary = await shared_summary(event["poll"])
+        if summary is not None and summary != self.sent_summary:
+            message["summary"] = self.sent_summary = summary
+        if lines or "summary" in message:
+            await self.send_json(message)
+
+
+def subscribed_devices(text: str | None) -> list[int] | str:
+    """The device ids of a subscribe message, or what is wrong with it."""
+    try:
+        content = json.loads(text or "")
+    except ValueError:
+        return "not JSON"
+    if not isinstance(content, dict) or content.get("type") != "subscribe":
+        return 'expected {"type": "subscribe", "devices": [ids]}'
+    devices = content.get("devices")
+    if not isinstance(devices, list) or not all(type(i) is int for i in devices):
+        return "devices: a list of device ids"
+    if len(devices) > MAX_SUBSCRIBED:
+        return f"devices: at most {MAX_SUBSCRIBED}"
+    return devices
+
+
+# The fleet's summary, computed once per poll message and process, whatever the number of
+# fleet pages open: poll id -> the task computing it. Tied to one event loop.
+_summaries: dict[str, asyncio.Task] = {}
+_summaries_loop: list = [None]
+
+
+async def shared_summary(poll: str) -> dict | None:
+    loop = asyncio.get_running_loop()
+    if _summaries_loop[0] is not loop:
+        _summaries.clear()
+        _summaries_loop[0] = loop
+    task = _summaries.get(poll)
+    if task is None:
+        task = _summaries[poll] = loop.create_task(database_sync_to_async(_summary)())
+        while len(_summaries) > 4 * settings.POLL_SHARDS:
+            _summaries.pop(next(iter(_summaries)))
+    try:
+        return await asyncio.shield(task)
+    except TRANSIENT_ERRORS:
+        _summaries.pop(poll, None)
+        return None  # Redis or the database hiccuped: the next poll brings the summary
+
+
+def _summary() -> dict:
+    return queries.fleet_summary(health_index.read()).to_json()
 
 
 class DeviceConsumer(FleetEventsConsumer):

@@ -4,11 +4,13 @@ Workers call these after a write; websocket consumers forward what arrives. A po
 of a shard produces exactly one message, whatever the number of devices and counters.
 """
 
+import uuid
 from typing import Literal, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from fleet import health_index
 from fleet.key_counters import key_counter_names
 
 
@@ -25,6 +27,7 @@ class DeviceLine(TypedDict):
 
 class ShardPolled(TypedDict):
     type: Literal["fleet.polled"]
+    poll: str  # unique to this message: what consumers compute once per poll is keyed by it
     shard: int
     cycle: float
     devices: list[DeviceLine]
@@ -47,8 +50,12 @@ def device_line(device_id: int, snapshot: dict) -> DeviceLine:
 
 
 def shard_polled(shard: int, cycle: float, devices: list[DeviceLine]) -> None:
+    """Publishes a shard's poll; first records its devices' health in the fleet's health
+    index, which the fleet page's summaries read."""
+    health_index.record(devices, cycle)
     message: ShardPolled = {
         "type": "fleet.polled",
+        "poll": uuid.uuid4().hex,
         "shard": shard,
         "cycle": cycle,
         "devices": devices,

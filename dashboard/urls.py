@@ -9,6 +9,7 @@ from fleet import views as fleet_views
 
 dashboard_patterns = [
     path("", views.fleet, name="fleet"),
+    path("fleet/table/", views.fleet_table, name="fleet-table"),
     path("devices/<int:device_id>/", views.device, name="device"),
 ]
 

@@ -7,25 +7,54 @@ from django.shortcuts import get_object_or_404, render
 
 from dashboard.charts import device_figures
 from dashboard.forms import FleetFilterForm
-from fleet import queries
-from fleet.choices import Health
+from fleet import health_index, queries
+from fleet.choices import DeviceState, Health
 from fleet.models import Automation, Device
+
+
+def _table_query(request):
+    """The fleet table's query from the query string, or a 400 saying what is wrong."""
+    form = FleetFilterForm(request.GET)
+    if not form.is_valid():
+        errors = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in form.errors.items())
+        return None, HttpResponseBadRequest(f"Bad filter: {errors}", content_type="text/plain")
+    return form.table_query(), None
 
 
 @login_required
 @permission_required("fleet.view_device", raise_exception=True)
 def fleet(request):
-    form = FleetFilterForm(request.GET)
-    if not form.is_valid():
-        errors = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in form.errors.items())
-        return HttpResponseBadRequest(f"Bad filter: {errors}", content_type="text/plain")
-    filters = form.cleaned_data
-    overview = queries.fleet_overview(host=filters["host"], device_type=filters["type"], health=filters["health"])
+    """Summaries of the whole fleet first, then one page of the device table."""
+    query, refusal = _table_query(request)
+    if refusal:
+        return refusal
+    healths = health_index.read()
     return render(
         request,
         "dashboard/fleet.html",
-        {"overview": overview, "filters": filters, "health_choices": Health.choices, "automation": Automation.read()},
+        {
+            "summary": queries.fleet_summary(healths),
+            "table": queries.table_page(query, healths),
+            "query": query,
+            "types": queries.device_types(),
+            "health_choices": Health.choices,
+            "state_choices": DeviceState.choices,
+            "sorts": list(queries.SORTS),
+            "page_sizes": queries.PAGE_SIZES,
+            "automation": Automation.read(),
+        },
     )
+
+
+@login_required
+@permission_required("fleet.view_device", raise_exception=True)
+def fleet_table(request):
+    """The device table alone, for the fleet page to swap in when filters or page change."""
+    query, refusal = _table_query(request)
+    if refusal:
+        return refusal
+    table = queries.table_page(query, health_index.read())
+    return render(request, "dashboard/_fleet_table.html", {"table": table, "query": query})
 
 
 @login_required

@@ -2,16 +2,18 @@
 
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from fleet import samples, snapshots
+from django.db.models import Q
+
+from fleet import health_index, samples, snapshots
 from fleet.asicmon import CATALOGUE
 from fleet.choices import Health
 from fleet.health import Assessment
 from fleet.health_service import current_health
 from fleet.key_counters import key_counter_names
-from fleet.models import Device, Sample
+from fleet.models import Device, Host, Sample
 
 
 @dataclass
@@ -54,6 +56,153 @@ def fleet_overview(*, host: str = "", device_type: str = "", health: str = "") -
         types=sorted({t for t, _ in choices}),
         host_names=sorted({h for _, h in choices}),
     )
+
+
+# --- The fleet page: summaries of the whole fleet, and one page of its device table -----
+
+PAGE_SIZES = (25, 50, 100, 200)
+PROBLEM_HOSTS = 40  # the worst hosts listed in the summary; the rest are counted
+SORTS = {
+    "host": ("host__name", "index"),
+    "serial": ("serial",),
+    "type": ("device_type", "host__name", "index"),
+    "health": ("host__name", "index"),  # then worst first, by the health index
+}
+
+
+@dataclass(frozen=True)
+class TableQuery:
+    """What a fleet table shows: filters, sort and page (every filter may be empty)."""
+
+    host: str = ""
+    device_type: str = ""
+    health: str = ""
+    state: str = ""
+    search: str = ""
+    sort: str = "host"
+    page: int = 1
+    per_page: int = 50
+
+
+@dataclass
+class HostSummary:
+    id: int
+    name: str
+    devices: int
+    counts: dict[str, int]  # devices by health, the healthy left out
+
+
+@dataclass
+class FleetSummary:
+    devices: int
+    hosts: int
+    health_counts: dict[str, int]
+    problem_hosts: list[HostSummary]  # hosts with a device not healthy, worst first (the first few)
+    problem_host_count: int  # all of them
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TablePage:
+    rows: list[DeviceRow]
+    total: int  # the devices that pass every filter
+    page: int
+    pages: int
+    per_page: int
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * self.per_page + 1 if self.rows else 0
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.rows) - 1 if self.rows else 0
+
+
+def fleet_summary(healths: dict[int, str]) -> FleetSummary:
+    """Devices by health over the whole fleet, and the hosts with a problem, worst first:
+    two SQL queries whatever the fleet's size (``healths`` from `health_index.read`)."""
+    unknown = Health.UNKNOWN.value
+    counts: Counter = Counter()
+    per_host: dict[int, Counter] = defaultdict(Counter)
+    devices_of: Counter = Counter()
+    for device_id, host_id in Device.objects.order_by().values_list("id", "host_id"):
+        health = healths.get(device_id, unknown)
+        counts[health] += 1
+        devices_of[host_id] += 1
+        if health != Health.HEALTHY.value:
+            per_host[host_id][health] += 1
+    order = sorted(health_index.SEVERITY, key=health_index.SEVERITY.get)
+    worst = sorted(per_host, key=lambda h: (*(-per_host[h][health] for health in order), h))[:PROBLEM_HOSTS]
+    names = dict(Host.objects.filter(id__in=worst or [0]).values_list("id", "name"))
+    return FleetSummary(
+        devices=sum(devices_of.values()),
+        hosts=len(devices_of),
+        health_counts={h.value: counts.get(h.value, 0) for h in Health},
+        problem_hosts=[
+            HostSummary(h, names.get(h, "?"), devices_of[h], {x: per_host[h][x] for x in order if per_host[h][x]})
+            for h in worst
+        ],
+        problem_host_count=len(per_host),
+    )
+
+
+def _matching(query: TableQuery):
+    devices = Device.objects.matching(host=query.host, device_type=query.device_type)
+    if query.state:
+        devices = devices.filter(state=query.state)
+    if query.search:
+        term = query.search
+        devices = devices.filter(Q(serial__icontains=term) | Q(host__name__icontains=term) | Q(model__icontains=term))
+    return devices.order_by(*SORTS[query.sort])
+
+
+def table_page(query: TableQuery, healths: dict[int, str]) -> TablePage:
+    """One page of the device table, filtered and sorted in the database (health through
+    the index): two SQL queries and one Redis read, whatever the fleet's size."""
+    matching = _matching(query)
+    unknown = Health.UNKNOWN.value
+    if query.health or query.sort == "health":
+        ids = list(matching.values_list("id", flat=True))
+        if query.health:
+            ids = [i for i in ids if healths.get(i, unknown) == query.health]
+        if query.sort == "health":
+            ids.sort(key=lambda i: health_index.SEVERITY.get(healths.get(i, unknown), 2))
+        total = len(ids)
+        page, pages = _clamp(query, total)
+        start = (page - 1) * query.per_page
+        wanted = ids[start : start + query.per_page]
+        by_id = Device.objects.select_related("host").in_bulk(wanted)
+        devices = [by_id[i] for i in wanted if i in by_id]
+    else:
+        total = matching.count()
+        page, pages = _clamp(query, total)
+        start = (page - 1) * query.per_page
+        devices = list(matching.select_related("host")[start : start + query.per_page])
+    latest = snapshots.read_snapshots([d.id for d in devices])
+    now = time.time()
+    rows = [DeviceRow(d, latest.get(d.id), current_health(latest.get(d.id), now)) for d in devices]
+    return TablePage(rows=rows, total=total, page=page, pages=pages, per_page=query.per_page)
+
+
+def _clamp(query: TableQuery, total: int) -> tuple[int, int]:
+    """The page asked for, within the pages there are (past the last: the last)."""
+    pages = max(1, -(-total // query.per_page))
+    return min(query.page, pages), pages
+
+
+def first_page_ids() -> list[int]:
+    """The devices of the first page of the default table (what a fleet socket follows
+    until its page says otherwise): one query."""
+    query = TableQuery()
+    return list(_matching(query).values_list("id", flat=True)[: query.per_page])
+
+
+def device_types() -> list[str]:
+    """Every device type in the fleet, for the type filter (one query on an index)."""
+    return list(Device.objects.order_by("device_type").values_list("device_type", flat=True).distinct())
 
 
 def device_history(device: Device, counters: list[str], minutes: int = 15) -> dict[str, list]:

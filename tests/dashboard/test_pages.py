@@ -20,16 +20,17 @@ def test_fleet_page_is_forbidden_without_a_role(client, outsider, polled_fleet):
 
 def test_fleet_page_lists_every_device_with_counters(client, viewer, polled_fleet, django_assert_max_num_queries):
     client.force_login(viewer)
-    with django_assert_max_num_queries(7):  # session, user, permissions, devices, filter choices, automation
+    # session, user, permissions, automation, summary (2), table (2), types
+    with django_assert_max_num_queries(10):
         response = client.get("/")
     html = response.content.decode()
     assert response.status_code == 200
-    for device in polled_fleet:
+    for device in polled_fleet:  # a small fleet fits the first page
         assert f'data-device-id="{device.id}"' in html
-        assert f'data-tile-id="{device.id}"' in html
         assert device.serial in html
     assert "°C" in html and " W<" in html and "GiB" in html
     assert 'data-ws-path="/ws/fleet/"' in html
+    assert f"1–{len(polled_fleet)} of {len(polled_fleet)} devices" in html
 
 
 def test_device_page_has_graph_data_and_counters(client, viewer, polled_fleet):
@@ -85,16 +86,16 @@ def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer,
 def test_fleet_page_filters_by_host_type_and_health(client, viewer, polled_fleet, django_assert_max_num_queries):
     client.force_login(viewer)
     host = polled_fleet[0].host.name
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(10):
         response = client.get("/", {"host": host, "type": "gpu"})
-    shown = {row.device.id for row in response.context["overview"].rows}
+    shown = {row.device.id for row in response.context["table"].rows}
     assert shown == {d.id for d in polled_fleet if d.host.name == host and d.device_type == "gpu"} != set()
 
-    healths = {row.device.id: row.health.value for row in client.get("/").context["overview"].rows}
+    healths = {row.device.id: row.health.value for row in client.get("/").context["table"].rows}
     some = next(iter(healths.values()))
-    filtered = client.get("/", {"health": some}).context["overview"]
-    assert {row.device.id for row in filtered.rows} == {i for i, h in healths.items() if h == some}
-    assert filtered.devices == len(polled_fleet)  # the counts stay fleet-wide
+    filtered = client.get("/", {"health": some}).context
+    assert {row.device.id for row in filtered["table"].rows} == {i for i, h in healths.items() if h == some}
+    assert filtered["summary"].devices == len(polled_fleet)  # the summaries stay fleet-wide
     assert "No device matches these filters." in client.get("/", {"type": "tpu"}).content.decode()
 
 

@@ -1,5 +1,7 @@
 """Websockets through the real Redis channel layer and the project's ASGI app."""
 
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -137,3 +139,55 @@ async def test_losing_the_permission_closes_the_socket_within_a_poll(client, vie
 async def test_a_user_who_keeps_access_keeps_getting_polls(client, viewer, seeded_fleet, settings):
     message = await _socket_after_a_change(client, viewer, lambda: None, settings)
     assert message["type"] == "websocket.send"
+
+
+async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(client, viewer, seeded_fleet):
+    """The page says which rows it shows; each shard poll then brings those rows of the
+    shard, and the fleet's summary only when it changed."""
+    headers = await session_cookie_for(client, viewer)
+    communicator, connected, _ = await connect("/ws/fleet/", headers)
+    assert connected
+    shard_of = {d.id: d.host_id % settings.POLL_SHARDS for d in seeded_fleet}
+    shown = [next(i for i, s in shard_of.items() if s == 0), next(i for i, s in shard_of.items() if s == 1)]
+    await communicator.send_json_to({"type": "subscribe", "devices": shown})
+    assert await communicator.receive_json_from(timeout=5) == {"type": "subscribed", "devices": 2}
+
+    cycle = services.current_cycle()
+    await sync_to_async(services.poll_shard)(0, cycle)
+    first = await communicator.receive_json_from(timeout=5)
+    assert first["shard"] == 0 and [line["id"] for line in first["devices"]] == [shown[0]]
+    assert first["summary"]["devices"] == len(seeded_fleet)
+    assert first["summary"]["health_counts"]["unknown"] == sum(1 for s in shard_of.values() if s == 1)
+
+    await sync_to_async(services.poll_shard)(1, cycle)
+    second = await communicator.receive_json_from(timeout=5)
+    assert [line["id"] for line in second["devices"]] == [shown[1]]
+    assert second["summary"]["health_counts"]["unknown"] == 0  # shard 1 was polled: it changed
+
+    await sync_to_async(services.poll_shard)(0, cycle + 5)
+    third = await communicator.receive_json_from(timeout=5)
+    assert [line["id"] for line in third["devices"]] == [shown[0]]
+    assert "summary" not in third  # the same as last sent
+
+    await communicator.send_json_to({"type": "subscribe", "devices": [shown[1]]})
+    await communicator.receive_json_from(timeout=5)
+    await sync_to_async(services.poll_shard)(0, cycle + 10)
+    assert await communicator.receive_nothing(timeout=0.5)  # none of its rows, nothing new
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    ['{"type": "subscribe", "devices": ["1"]}', '{"type": "subscribe"}', '{"type": "dance"}', "not json", "[1, 2]",
+     json.dumps({"type": "subscribe", "devices": list(range(201))})],
+)
+async def test_a_bad_subscribe_message_is_answered_with_an_error_and_the_socket_stays(client, viewer, seeded_fleet, frame):
+    headers = await session_cookie_for(client, viewer)
+    communicator, connected, _ = await connect("/ws/fleet/", headers)
+    assert connected
+    await communicator.send_to(text_data=frame)
+    reply = await communicator.receive_json_from(timeout=5)
+    assert reply["type"] == "error" and reply["error"]
+    await communicator.send_json_to({"type": "subscribe", "devices": [seeded_fleet[0].id]})
+    assert await communicator.receive_json_from(timeout=5) == {"type": "subscribed", "devices": 1}
+    await communicator.disconnect()

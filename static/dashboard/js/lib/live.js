@@ -12,9 +12,10 @@ function setLiveState(state, text) {
   }
 }
 
-// Opens a websocket to `path` and calls onMessage(json) for each message. After a drop it
-// reconnects with a capped exponential back-off; after a refusal (4401/4403/4404) it stops.
-export function connect(path, onMessage) {
+// Opens a websocket to `path` and calls onMessage(json) for each message, and onOpen() each
+// time it (re)connects. After a drop it reconnects with a capped exponential back-off; after
+// a refusal (4401/4403/4404) it stops. send(json) sends when the socket is open.
+export function connect(path, onMessage, { onOpen } = {}) {
   const scheme = window.location.protocol === "https:" ? "wss" : "ws";
   let delay = 500;
   let socket = null;
@@ -25,6 +26,7 @@ export function connect(path, onMessage) {
     socket.onopen = () => {
       delay = 500;
       setLiveState("live", "live");
+      if (onOpen) onOpen();
     };
     socket.onmessage = (event) => onMessage(JSON.parse(event.data));
     socket.onclose = (event) => {
@@ -44,6 +46,9 @@ export function connect(path, onMessage) {
   }
   open();
   return {
+    send(message) {
+      if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+    },
     close() {
       stopped = true;
       if (socket) socket.close();

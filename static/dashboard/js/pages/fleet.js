@@ -1,28 +1,22 @@
-// Fleet page: each poll message updates the rows and tiles of its devices in place.
+// Fleet page: summaries of the whole fleet, and one page of the device table, filtered,
+// sorted and paged by the server. Changing filters or page swaps the table in without a
+// reload, and the socket is told which rows the page shows: it sends only those rows'
+// updates, and the fleet's summary when it changes.
 import { connect } from "../lib/live.js";
 import { formatValue, keyCounters, setHealthBadge } from "../lib/format.js";
 
-const table = document.getElementById("fleet-table");
-const rows = new Map();
-const tiles = new Map();
+const section = document.getElementById("fleet-rows");
+const form = document.getElementById("fleet-filters");
+let rows = new Map();
+let live = null;
 
-function recountHealth() {
-  // Under a health filter the table holds only some devices: keep the server's counts.
-  if (table.dataset.healthFilter) return;
-  const counts = {};
-  rows.forEach((tr) => {
-    const health = tr.querySelector('[data-field="health"]').textContent.trim();
-    counts[health] = (counts[health] || 0) + 1;
-  });
-  document.querySelectorAll("[data-health-count]").forEach((li) => {
-    li.querySelector("b").textContent = counts[li.dataset.healthCount] || 0;
-  });
+function collectRows() {
+  rows = new Map();
+  section.querySelectorAll("tr[data-device-id]").forEach((tr) => rows.set(Number(tr.dataset.deviceId), tr));
 }
 
-function updateTile(tile, line) {
-  tile.className = `tile health-${line.health}`;
-  const status = line.reasons.length ? `${line.health}: ${line.reasons.join(", ")}` : line.health;
-  tile.title = tile.title.split(" · ").slice(0, 2).concat(status).join(" · ");
+function subscribe() {
+  if (live) live.send({ type: "subscribe", devices: [...rows.keys()] });
 }
 
 function updateRow(tr, line, cycle) {
@@ -34,20 +28,100 @@ function updateRow(tr, line, cycle) {
   tr.dataset.cycle = cycle;
 }
 
-function applyPoll(message) {
+function hostItem(host) {
+  const li = document.createElement("li");
+  li.dataset.hostId = host.id;
+  const link = document.createElement("a");
+  link.href = `?host=${encodeURIComponent(host.name)}`;
+  link.textContent = host.name;
+  li.append(link);
+  for (const [health, count] of Object.entries(host.counts)) {
+    const badge = document.createElement("span");
+    badge.className = `badge health-${health}`;
+    badge.textContent = `${count} ${health}`;
+    li.append(" ", badge);
+  }
+  const of = document.createElement("span");
+  of.className = "muted";
+  of.textContent = `of ${host.devices}`;
+  li.append(" ", of);
+  return li;
+}
+
+function showSummary(summary) {
+  document.querySelectorAll("[data-health-count]").forEach((a) => {
+    a.querySelector("b").textContent = summary.health_counts[a.dataset.healthCount] ?? 0;
+  });
+  const set = (name, value) => {
+    const el = document.querySelector(`[data-summary="${name}"]`);
+    if (el) el.textContent = value;
+  };
+  set("devices", summary.devices);
+  set("hosts", summary.hosts);
+  set("problem-hosts", summary.problem_host_count);
+  document.getElementById("problem-hosts").replaceChildren(...summary.problem_hosts.map(hostItem));
+}
+
+function onMessage(message) {
   if (message.type !== "fleet.polled") return;
   for (const line of message.devices) {
     const tr = rows.get(line.id);
-    if (!tr) continue;
-    updateRow(tr, line, message.cycle);
-    const tile = tiles.get(line.id);
-    if (tile) updateTile(tile, line);
+    if (tr) updateRow(tr, line, message.cycle);
   }
-  recountHealth();
+  if (message.summary) showSummary(message.summary);
 }
 
-if (table) {
-  document.querySelectorAll("[data-tile-id]").forEach((a) => tiles.set(Number(a.dataset.tileId), a));
-  table.querySelectorAll("tr[data-device-id]").forEach((tr) => rows.set(Number(tr.dataset.deviceId), tr));
-  connect(table.dataset.wsPath, applyPoll);
+function showQueryInForm(params) {
+  for (const field of form.elements) {
+    if (field.name) field.value = params.get(field.name) || (field.tagName === "SELECT" ? field.options[0].value : "");
+  }
+  for (const name of ["sort", "per_page"]) {
+    if (!params.get(name)) form.elements[name].selectedIndex = name === "per_page" ? 1 : 0;
+  }
+}
+
+// Fetches the table for `params` and swaps it in; records it in the history unless replaying.
+async function loadTable(params, { record = true } = {}) {
+  for (const [name, value] of [...params]) if (!value) params.delete(name);
+  const query = params.toString();
+  section.setAttribute("aria-busy", "true");
+  try {
+    const response = await fetch(`${section.dataset.tableUrl}?${query}`, { credentials: "same-origin" });
+    const body = await response.text();
+    if (!response.ok) throw new Error(body);
+    section.innerHTML = body;
+    collectRows();
+    subscribe();
+    if (record) history.pushState(null, "", query ? `?${query}` : window.location.pathname);
+  } catch (error) {
+    section.dataset.error = error.message;
+    window.alert(error.message);
+  } finally {
+    section.removeAttribute("aria-busy");
+  }
+}
+
+if (section) {
+  collectRows();
+  live = connect(section.dataset.wsPath, onMessage, { onOpen: subscribe });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const params = new URLSearchParams(new FormData(form));
+    params.delete("page"); // new filters start on the first page
+    loadTable(params);
+  });
+  // Pager, health counts and host links: the same table, other parameters, no reload.
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a[data-page-link], #health-summary a, #problem-hosts a, #clear-filters");
+    if (!link || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    event.preventDefault();
+    const params = new URL(link.href).searchParams;
+    showQueryInForm(params);
+    loadTable(params);
+  });
+  window.addEventListener("popstate", () => {
+    const params = new URLSearchParams(window.location.search);
+    showQueryInForm(params);
+    loadTable(params, { record: false });
+  });
 }
