@@ -1,9 +1,9 @@
 """A compact health index of the whole fleet, kept in Redis for the fleet page.
 
-One hash: device id -> "<health> <sample time>", a few bytes per device, written with each
-shard's poll message (dashboard.push). Reading it costs about 20 bytes per device where
-the snapshots cost a kilobyte, so the fleet page can count, filter and sort 10,000
-devices by health without reading their snapshots. Staleness is applied when it is read,
+One hash: device id -> health's first letter and sample time in whole seconds (e.g.
+"h1795000000"), written with each shard's poll message (dashboard.push). Reading it costs
+a dozen bytes per device where the snapshots cost a kilobyte, so the fleet page can
+count, filter and sort 10,000 devices by health without reading their snapshots. Staleness is applied when it is read,
 as `health_service.current_health` does for a snapshot.
 """
 
@@ -17,6 +17,7 @@ from fleet.redis import get_redis, key
 
 # Worst first: the order of the summaries and of a table sorted by health.
 SEVERITY = {Health.CRITICAL.value: 0, Health.WARNING.value: 1, Health.UNKNOWN.value: 2, Health.HEALTHY.value: 3}
+_BY_LETTER = {h.value[0].encode(): h.value for h in Health}
 
 
 def _key() -> str:
@@ -26,7 +27,7 @@ def _key() -> str:
 def record(lines: list[dict], cycle: float) -> None:
     """Stores the health of freshly polled devices (lines of a poll message)."""
     if lines:
-        entries = {line["id"]: f"{line['health']} {line.get('sample_ts') or cycle}" for line in lines}
+        entries = {line["id"]: f"{line['health'][0]}{int(line.get('sample_ts') or cycle)}" for line in lines}
         get_redis().hset(_key(), mapping=entries)
 
 
@@ -39,10 +40,9 @@ def read(now: float | None = None) -> dict[int, str]:
     """Health by device id as of ``now``: unknown once no poll came for a few intervals.
     A device never polled is absent."""
     now = time.time() if now is None else now
-    stale_after = DEFAULT_LIMITS.stale_after_intervals * settings.POLL_INTERVAL
-    healths = {}
-    for device_id, entry in get_redis().hgetall(_key()).items():
-        health, _, sampled = entry.decode().partition(" ")
-        fresh = now - float(sampled or 0) <= stale_after
-        healths[int(device_id)] = health if fresh else Health.UNKNOWN.value
-    return healths
+    oldest = now - DEFAULT_LIMITS.stale_after_intervals * settings.POLL_INTERVAL
+    unknown = Health.UNKNOWN.value
+    return {
+        int(device_id): _BY_LETTER.get(entry[:1], unknown) if int(entry[1:]) >= oldest else unknown
+        for device_id, entry in get_redis().hgetall(_key()).items()
+    }

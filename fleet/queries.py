@@ -124,21 +124,20 @@ class TablePage:
 def fleet_summary(healths: dict[int, str]) -> FleetSummary:
     """Devices by health over the whole fleet, and the hosts with a problem, worst first:
     two SQL queries whatever the fleet's size (``healths`` from `health_index.read`)."""
-    unknown = Health.UNKNOWN.value
-    counts: Counter = Counter()
+    unknown, healthy = Health.UNKNOWN.value, Health.HEALTHY.value
+    devices = list(Device.objects.order_by().values_list("id", "host_id"))
+    health_of = [healths.get(device_id, unknown) for device_id, _ in devices]
+    counts = Counter(health_of)
+    devices_of = Counter(host_id for _, host_id in devices)
     per_host: dict[int, Counter] = defaultdict(Counter)
-    devices_of: Counter = Counter()
-    for device_id, host_id in Device.objects.order_by().values_list("id", "host_id"):
-        health = healths.get(device_id, unknown)
-        counts[health] += 1
-        devices_of[host_id] += 1
-        if health != Health.HEALTHY.value:
+    for (_, host_id), health in zip(devices, health_of, strict=True):
+        if health != healthy:
             per_host[host_id][health] += 1
     order = sorted(health_index.SEVERITY, key=health_index.SEVERITY.get)
     worst = sorted(per_host, key=lambda h: (*(-per_host[h][health] for health in order), h))[:PROBLEM_HOSTS]
     names = dict(Host.objects.filter(id__in=worst or [0]).values_list("id", "name"))
     return FleetSummary(
-        devices=sum(devices_of.values()),
+        devices=len(devices),
         hosts=len(devices_of),
         health_counts={h.value: counts.get(h.value, 0) for h in Health},
         problem_hosts=[
