@@ -637,17 +637,17 @@ def _meet(meet: np.ndarray, ptr: np.ndarray, far: tuple[np.ndarray, np.ndarray],
     """
     far_root = far[0][edges].tolist()
     far_add = far[1][edges].tolist()
-    ptr_list = ptr.tolist()
     best_at = [0] * na
     chosen = []
-    for v in meet.tolist():
-        best, bj = -1, -1
-        for j in range(ptr_list[v], ptr_list[v + 1]):
+    choose = chosen.append
+    for v, first, stop in zip(meet.tolist(), ptr[meet].tolist(), ptr[meet + 1].tolist()):
+        best, bj = best_at[far_root[first]] + far_add[first], first
+        for j in range(first + 1, stop):
             d = best_at[far_root[j]] + far_add[j]
             if d > best:
                 best, bj = d, j
         best_at[v] = best
-        chosen.append(bj)
+        choose(bj)
     return np.array(best_at, np.int64), edges[np.array(chosen, np.int64)]
 
 
