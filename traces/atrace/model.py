@@ -88,10 +88,10 @@ class StringTable:
     def intern_many(self, values: list) -> np.ndarray:
         ids = list(map(self.index.get, values))
         if None in ids:
-            for k, i in enumerate(ids):
-                if i is None:
-                    v = values[k]
-                    ids[k] = self.intern(v if isinstance(v, str) else "" if v is None else str(v))
+            # Each new value once, in order of first appearance (a first batch is mostly new).
+            fresh = dict.fromkeys(v for v, i in zip(values, ids) if i is None)
+            new = {v: self.intern(v if isinstance(v, str) else "" if v is None else str(v)) for v in fresh}
+            ids = [new[v] if i is None else i for v, i in zip(values, ids)]
         return np.array(ids, dtype=np.int32)
 
     def lookup(self, s: str) -> int:

@@ -195,9 +195,9 @@ class _ChromeReader:
     def _number(table: dict, values: list) -> np.ndarray:
         ids = list(map(table.get, values))
         if None in ids:
-            for k, i in enumerate(ids):
-                if i is None:
-                    ids[k] = table.setdefault(values[k], len(table))
+            for v in dict.fromkeys(v for v, i in zip(values, ids) if i is None):
+                table[v] = len(table)
+            ids = list(map(table.get, values))
         return np.array(ids, np.int64)
 
     def add_batch(self, events: list[_Event], first: int) -> None:
