@@ -99,7 +99,21 @@ _TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name")
 _PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
 _CORR, _EXT = attrgetter("correlation"), attrgetter("external_id")
 _PH, _OP_TYPE = attrgetter("ph"), attrgetter("op_type")
-_PHASE_CODE = {"X": 0, "s": 1, "f": 1, "t": 1}
+_PHASE_CODE = {"X": 0, "s": 1, "f": 1, "t": 1}  # 0: complete, 1: flow, 3: anything else
+_PHASE_CODE_OF_BYTE = np.full(256, 3, np.int8)
+for _ph, _code in _PHASE_CODE.items():
+    _PHASE_CODE_OF_BYTE[ord(_ph)] = _code
+
+
+def _phase_codes(phases: list) -> np.ndarray:
+    """Per event: 0 complete, 1 flow, 3 other. Phases are one-letter strings, so their
+    join is one byte each, read at once; anything else (a missing or longer phase) is
+    looked up one by one."""
+    if None not in phases and "" not in phases:
+        text = "".join(phases)  # no empty phase: as many letters as phases means one each
+        if len(text) == len(phases) and text.isascii():
+            return _PHASE_CODE_OF_BYTE[np.frombuffer(text.encode(), np.uint8)]
+    return np.array(list(map(_PHASE_CODE.get, phases, repeat(3))), np.int8)
 
 
 _EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
@@ -205,17 +219,26 @@ class _ChromeReader:
         if phases.count("X") == len(events):
             self._add_complete(events, first + np.arange(len(events)))
             return
-        code = np.array(list(map(_PHASE_CODE.get, phases, repeat(3))), np.int8)
+        code = _phase_codes(phases)
         x_idx = np.flatnonzero(code == 0)
-        drop_ac2g = self.correlated
-        for k in np.flatnonzero(code == 1).tolist():
-            e = events[k]
-            if not (drop_ac2g and e.cat == "ac2g"):
-                self.flow_events.append((e, first + k))
+        flows = np.flatnonzero(code == 1).tolist()
+        if flows:
+            self._keep_flows(list(map(events.__getitem__, flows)), [first + k for k in flows])
         for k in np.flatnonzero(code == 3).tolist():
             self._other(_as_dict(events[k], self.where, first + k), phases[k], first + k)
         if len(x_idx):
             self._add_complete(list(map(events.__getitem__, x_idx.tolist())), first + x_idx)
+
+    def _keep_flows(self, flows: list[_Event], ordinals: list[int]) -> None:
+        """Keep flow events for the end, except ``ac2g`` arrows once kernels carry
+        correlation ids (they would only repeat them)."""
+        if self.correlated:
+            cats = list(map(_CAT, flows))
+            if cats.count("ac2g") == len(cats):
+                return
+            self.flow_events += [(e, k) for e, k, c in zip(flows, ordinals, cats) if c != "ac2g"]
+            return
+        self.flow_events += zip(flows, ordinals)
 
     def _add_complete(self, xs: list[_Event], ordinals: np.ndarray) -> None:
         b = self.b
