@@ -19,7 +19,7 @@ from traces.atrace import analyse_job, cross_rank_critical_path, operator_breakd
 
 
 def main() -> None:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     traces = read_job(sys.argv[1])
     t1 = time.perf_counter()
     for t in traces:
@@ -27,12 +27,12 @@ def main() -> None:
     t2 = time.perf_counter()
     job = analyse_job(traces)
     cp = cross_rank_critical_path(job)
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({
         "ranks": len(traces), "events": sum(len(t) for t in traces), "collectives": len(job.collectives),
         "rule": job.rule, "load_s": round(t1 - t0, 3), "breakdown_s": round(t2 - t1, 3),
-        "cross_rank_path_s": round(t3 - t2, 3), "wall_s": round(t3 - t0, 3), "peak_mb": round(peak_mb, 1),
+        "cross_rank_path_s": round(t3 - t2, 3), "wall_s": round(t3 - t0, 3), "cpu_s": round(c3 - c0, 3), "peak_mb": round(peak_mb, 1),
         "path_length_us": cp.length_ns / 1000,
     }))
 

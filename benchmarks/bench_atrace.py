@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import venv
@@ -80,12 +81,13 @@ def job_for(ranks: int, per_rank: int) -> Path:
 def run_job(ranks: int, per_rank: int, timeout: int) -> None:
     folder = job_for(ranks, per_rank)
     r = run_step(Path(sys.executable), "atrace_job_worker.py", None, folder, timeout)
-    print(f"\nMulti-rank: {ranks} ranks x {per_rank:,} events (target: <= 10 s, <= 2 GB)")
+    print(f"\nMulti-rank: {ranks} ranks x {per_rank:,} events (target: <= 10 s, <= 2 GB); load average {_load()}")
     if "error" in r:
         print(f"  error: {r['error']}")
         return
     print(f"  load {r['load_s']:.2f} s + breakdown per rank {r['breakdown_s']:.2f} s + "
-          f"matching and cross-rank critical path {r['cross_rank_path_s']:.2f} s = {r['wall_s']:.2f} s; "
+          f"matching and cross-rank critical path {r['cross_rank_path_s']:.2f} s = {r['wall_s']:.2f} s "
+          f"({r['cpu_s']:.2f} s CPU); "
           f"peak {r['peak_mb']:.0f} MB; {r['events']:,} slices, {r['collectives']} collectives matched by {r['rule']}")
     sys.stdout.flush()
 
@@ -130,31 +132,42 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2))
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _fmt(r: dict | None, key: str) -> str:
     if r is None:
         return "-"
     if "error" in r:
         return "error"
-    return f"{r[key]:.2f}" if key == "wall_s" else f"{r[key]:.0f}"
+    return f"{r[key]:.0f}" if key == "peak_mb" else f"{r[key]:.2f}"
+
+
+def _ratio(a: dict | None, h: dict | None, key: str) -> str:
+    if a and h and "error" not in a and "error" not in h and a[key] > 0:
+        return f"{h[key] / a[key]:.1f}x"
+    return "-"
 
 
 def print_table(n: int, res: dict) -> None:
+    """One row per step: wall time, CPU time and peak memory of each side, and the ratios
+    (HTA / Asicmon) of wall time, CPU time and memory."""
     ours, theirs = res["asicmon"], res["hta"]
     events = ours["load"].get("events", "?")
-    print(f"\n{n:,} trace events ({res['file_mb']} MB; {events:,} slices after load)")
-    head = f"{'step':40} {'Asicmon s':>10} {'MB':>7} {'HTA s':>9} {'MB':>7} {'speed-up':>9} {'memory':>7}"
+    print(f"\n{n:,} trace events ({res['file_mb']} MB; {events:,} slices after load); load average {_load()}")
+    head = (f"{'step':40} {'Asicmon s':>10} {'cpu s':>7} {'MB':>6} {'HTA s':>8} {'cpu s':>7} {'MB':>6} "
+            f"{'speed-up':>9} {'cpu':>6} {'memory':>7}")
     print(head)
     print("-" * len(head))
     for label, ours_step, hta_step in ROWS:
         a = ours.get(ours_step)
         h = theirs.get(hta_step) if hta_step else None
-        ratio = mem = "-"
-        if a and h and "error" not in a and "error" not in h and a["wall_s"] > 0:
-            ratio = f"{h['wall_s'] / a['wall_s']:.1f}x"
-            mem = f"{h['peak_mb'] / a['peak_mb']:.1f}x"
+        mem = _ratio(a, h, "peak_mb")
         note = f"  ({h['error']})" if h and "error" in h else ""
-        print(f"{label:40} {_fmt(a, 'wall_s'):>10} {_fmt(a, 'peak_mb'):>7} {_fmt(h, 'wall_s'):>9} "
-              f"{_fmt(h, 'peak_mb'):>7} {ratio:>9} {mem:>7}{note}")
+        print(f"{label:40} {_fmt(a, 'wall_s'):>10} {_fmt(a, 'cpu_s'):>7} {_fmt(a, 'peak_mb'):>6} "
+              f"{_fmt(h, 'wall_s'):>8} {_fmt(h, 'cpu_s'):>7} {_fmt(h, 'peak_mb'):>6} "
+              f"{_ratio(a, h, 'wall_s'):>9} {_ratio(a, h, 'cpu_s'):>6} {mem:>7}{note}")
     sys.stdout.flush()
 
 

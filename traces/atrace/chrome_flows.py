@@ -23,6 +23,37 @@ def resolve_flows(trace: Trace, flows: list[tuple[Any, int]], reader: Any) -> No
     """
     if not flows:
         return
+    by_id = _flow_points(trace, flows, reader)
+    if not by_id:
+        return
+    bind = _Binder(trace)
+    src: list[int] = []
+    dst: list[int] = []
+    kinds: list[int] = []
+    for (cat, _fid), points in by_id.items():
+        # In time order: Kineto often writes a flow's finish before its start.
+        points.sort()
+        bound = [bind(ts, track, ph != "f" or bp == "e") for ts, _rank, _ordinal, ph, track, bp in points]
+        for a, z in zip(bound, bound[1:]):
+            if a < 0 or z < 0 or a == z:
+                continue
+            if cat == "ac2g":
+                _correlate(trace, a, z)
+                continue
+            src.append(a)
+            dst.append(z)
+            kinds.append(_EDGE_KIND_BY_FLOW_CAT.get(cat, EdgeKind.FLOW))
+    if src:
+        trace.edge_src = np.concatenate([trace.edge_src, np.array(src, np.int64)])
+        trace.edge_dst = np.concatenate([trace.edge_dst, np.array(dst, np.int64)])
+        trace.edge_kind = np.concatenate([trace.edge_kind, np.array(kinds, np.uint8)])
+
+    finish_trace(trace)
+
+
+def _flow_points(trace: Trace, flows: list[tuple[Any, int]], reader: Any) -> dict[tuple, list[tuple]]:
+    """The points of each flow (by category and id): (ts, phase rank, ordinal, phase,
+    track, bp). ``critical_path`` flows (our own export) and unneeded ``ac2g`` are skipped."""
     need_ac2g = bool(((trace.corr < 0) & trace.on_device & trace.is_slice).any())
     by_id: dict[tuple, list[tuple]] = defaultdict(list)
     for e, ordinal in flows:
@@ -39,57 +70,43 @@ def resolve_flows(trace: Trace, flows: list[tuple[Any, int]], reader: Any) -> No
         except NotANumber:
             raise reader._err("flow event's 'ts' is not a number", ordinal) from None
         by_id[(cat, e.id)].append((ts, _FLOW_ORDER.get(e.ph, 1), ordinal, e.ph, track, e.bp or ""))
-    if not by_id:
-        return
-    slices = np.flatnonzero(trace.is_slice)
-    order = np.lexsort((-trace.dur[slices], trace.ts[slices], trace.track[slices]))
-    s_sorted = slices[order]
-    key_track = trace.track[s_sorted].astype(np.int64)
-    key_ts = trace.ts[s_sorted]
-    parent, _ = trace.nesting()
-    end = trace.end
+    return by_id
 
-    def bind(ts: int, track: int, enclosing: bool) -> int:
-        """The slice a flow point binds to: the outermost one starting exactly there, else
-        the innermost enclosing one (or, for a finish without ``bp: e``, the next one)."""
-        lo = np.searchsorted(key_track, track, "left")
-        hi = np.searchsorted(key_track, track, "right")
+
+def _correlate(trace: Trace, a: int, z: int) -> None:
+    """An ``ac2g`` arrow from launch ``a`` to device work ``z`` without a correlation id."""
+    if trace.corr[z] < 0:
+        trace.corr[z] = trace.corr[a] if trace.corr[a] >= 0 else 10**12 + a
+        trace.corr[a] = trace.corr[z]
+
+
+class _Binder:
+    """The slice a flow point binds to: the outermost one starting exactly there, else the
+    innermost enclosing one (or, for a finish without ``bp: e``, the next one)."""
+
+    def __init__(self, trace: Trace):
+        slices = np.flatnonzero(trace.is_slice)
+        order = np.lexsort((-trace.dur[slices], trace.ts[slices], trace.track[slices]))
+        self.s_sorted = slices[order]
+        self.key_track = trace.track[self.s_sorted].astype(np.int64)
+        self.key_ts = trace.ts[self.s_sorted]
+        self.parent, _ = trace.nesting()
+        self.end = trace.end
+
+    def __call__(self, ts: int, track: int, enclosing: bool) -> int:
+        s_sorted, key_ts = self.s_sorted, self.key_ts
+        lo = np.searchsorted(self.key_track, track, "left")
+        hi = np.searchsorted(self.key_track, track, "right")
         k = lo + np.searchsorted(key_ts[lo:hi], ts, "right") - 1
         j = lo + np.searchsorted(key_ts[lo:hi], ts, "left")
         if j < hi and key_ts[j] == ts:
             return int(s_sorted[j])
         if enclosing:
             ev = int(s_sorted[k]) if k >= lo else -1
-            while ev >= 0 and end[ev] < ts:
-                ev = int(parent[ev])
+            while ev >= 0 and self.end[ev] < ts:
+                ev = int(self.parent[ev])
             return ev
-        k = lo + np.searchsorted(key_ts[lo:hi], ts, "left")
-        return int(s_sorted[k]) if k < hi else -1
-
-    src, dst, kinds = [], [], []
-    for (cat, _fid), points in by_id.items():
-        # In time order: Kineto often writes a flow's finish before its start.
-        points.sort()
-        bound = []
-        for ts, _rank, _ordinal, ph, track, bp in points:
-            enclosing = ph != "f" or bp == "e"
-            bound.append(bind(ts, track, enclosing))
-        for a, z in zip(bound, bound[1:]):
-            if a >= 0 and z >= 0 and a != z:
-                if cat == "ac2g":
-                    if trace.corr[z] < 0:
-                        trace.corr[z] = trace.corr[a] if trace.corr[a] >= 0 else 10**12 + a
-                        trace.corr[a] = trace.corr[z]
-                    continue
-                src.append(a)
-                dst.append(z)
-                kinds.append(_EDGE_KIND_BY_FLOW_CAT.get(cat, EdgeKind.FLOW))
-    if src:
-        trace.edge_src = np.concatenate([trace.edge_src, np.array(src, np.int64)])
-        trace.edge_dst = np.concatenate([trace.edge_dst, np.array(dst, np.int64)])
-        trace.edge_kind = np.concatenate([trace.edge_kind, np.array(kinds, np.uint8)])
-
-    finish_trace(trace)
+        return int(s_sorted[j]) if j < hi else -1
 
 
 def trace_track(trace: Trace, reader: Any, pid, tid) -> int:

@@ -270,21 +270,26 @@ class ChromeEventStream:
                 return data[: at + 1], data[at + 1 :], at + 1, 1
             if first != b"{":
                 raise self._error("not JSON: a trace must start with '{' or '['", len(data) - len(head))
-            found = self._find_events_key(data)
+            found = self._find_events_key(data) or self._scan_for_events_key(data)
             if found is not None:
                 return found
-            pos, chars, depth = _structure(data, 0)
-            opens = pos[(chars == ord("[")) & (depth == 2)]
-            for at in opens.tolist():
-                if self._key_before(data, at) == b"traceEvents":
-                    return data[: at + 1], data[at + 1 :], at + 1, 2
-            if len(pos) and (depth <= 0).any():
-                raise self._error("the JSON object has no traceEvents array (not a Chrome trace)")
-            if len(data) > (256 << 20):
-                raise self._error("no traceEvents array in the first 256 MB")
         if not data.strip(_WS):
             raise self._error("the file is empty")
         raise self._error("truncated JSON: no traceEvents array found", len(data))
+
+    def _scan_for_events_key(self, data: bytes) -> tuple[bytes, bytes, int, int] | None:
+        """Slow path: the bracket of the top-level ``traceEvents`` key by a structure scan of
+        everything read so far; None if more must be read."""
+        pos, chars, depth = _structure(data, 0)
+        opens = pos[(chars == ord("[")) & (depth == 2)]
+        for at in opens.tolist():
+            if self._key_before(data, at) == b"traceEvents":
+                return data[: at + 1], data[at + 1 :], at + 1, 2
+        if len(pos) and (depth <= 0).any():
+            raise self._error("the JSON object has no traceEvents array (not a Chrome trace)")
+        if len(data) > (256 << 20):
+            raise self._error("no traceEvents array in the first 256 MB")
+        return None
 
     @staticmethod
     def _find_events_key(data: bytes) -> tuple[bytes, bytes, int, int] | None:

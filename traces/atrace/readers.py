@@ -337,21 +337,8 @@ class _ChromeReader:
     def _other(self, e: dict, ph: Any, ordinal: int) -> None:
         if ph == "M":
             self._metadata(e)
-        elif ph == "B":
-            track = self.b.track(e.get("pid", 0), e.get("tid", 0))
-            self.open_b[track].append((self._time(e, "ts", ordinal), e, ordinal))
-        elif ph == "E":
-            track = self.b.track(e.get("pid", 0), e.get("tid", 0))
-            stack = self.open_b[track]
-            if not stack:
-                raise self._err("'E' event without a matching 'B' on its thread", ordinal)
-            ts0, begin, _ = stack.pop()
-            ts1 = self._time(e, "ts", ordinal)
-            if ts1 < ts0:
-                raise self._err(f"'E' event ends before its 'B' began (negative duration, {begin.get('name')!r})", ordinal)
-            if e.get("args"):
-                begin = dict(begin, args={**(begin.get("args") or {}), **e["args"]})
-            self._add_one(begin, "X", ts0, ts1 - ts0, track)
+        elif ph in ("B", "E"):
+            self._begin_end(e, ph, ordinal)
         elif ph in _INSTANT_PHASES:
             track = self.b.track(e.get("pid", 0), e.get("tid", 0))
             self._add_one(e, "i", self._time(e, "ts", ordinal), 0, track, Kind.INSTANT)
@@ -359,25 +346,46 @@ class _ChromeReader:
             track = self.b.track(e.get("pid", 0), f"counter {e.get('name', '')}")
             self._add_one(e, "C", self._time(e, "ts", ordinal), 0, track, Kind.COUNTER)
         elif ph in ("b", "e"):
-            key = (e.get("pid", 0), e.get("cat", ""), e.get("id2", e.get("id")), e.get("name", ""))
-            if ph == "b":
-                self.async_open[key].append((self._time(e, "ts", ordinal), e))
-            else:
-                stack = self.async_open.get(key)
-                if not stack:
-                    raise self._err("async 'e' event without a matching 'b'", ordinal)
-                ts0, begin = stack.pop()
-                ts1 = self._time(e, "ts", ordinal)
-                if ts1 < ts0:
-                    raise self._err("async event ends before it began (negative duration)", ordinal)
-                track = self.b.track(e.get("pid", 0), f"async {e.get('cat', '')}", ordered=False)
-                self._add_one(begin, "X", ts0, ts1 - ts0, track)
+            self._async(e, ph, ordinal)
         elif ph in _IGNORED_PHASES:
             pass
         elif ph is None:
             raise self._err(f"event has no 'ph' (phase) field (event {e.get('name')!r})", ordinal)
         else:
             raise self._err(f"unknown phase {ph!r} (event {e.get('name')!r})", ordinal)
+
+    def _begin_end(self, e: dict, ph: str, ordinal: int) -> None:
+        """A 'B' opens a slice on its thread; the next 'E' there closes it (args merged)."""
+        track = self.b.track(e.get("pid", 0), e.get("tid", 0))
+        if ph == "B":
+            self.open_b[track].append((self._time(e, "ts", ordinal), e, ordinal))
+            return
+        stack = self.open_b[track]
+        if not stack:
+            raise self._err("'E' event without a matching 'B' on its thread", ordinal)
+        ts0, begin, _ = stack.pop()
+        ts1 = self._time(e, "ts", ordinal)
+        if ts1 < ts0:
+            raise self._err(f"'E' event ends before its 'B' began (negative duration, {begin.get('name')!r})", ordinal)
+        if e.get("args"):
+            begin = dict(begin, args={**(begin.get("args") or {}), **e["args"]})
+        self._add_one(begin, "X", ts0, ts1 - ts0, track)
+
+    def _async(self, e: dict, ph: str, ordinal: int) -> None:
+        """Async 'b' / 'e' pairs, matched by process, category, id and name."""
+        key = (e.get("pid", 0), e.get("cat", ""), e.get("id2", e.get("id")), e.get("name", ""))
+        if ph == "b":
+            self.async_open[key].append((self._time(e, "ts", ordinal), e))
+            return
+        stack = self.async_open.get(key)
+        if not stack:
+            raise self._err("async 'e' event without a matching 'b'", ordinal)
+        ts0, begin = stack.pop()
+        ts1 = self._time(e, "ts", ordinal)
+        if ts1 < ts0:
+            raise self._err("async event ends before it began (negative duration)", ordinal)
+        track = self.b.track(e.get("pid", 0), f"async {e.get('cat', '')}", ordered=False)
+        self._add_one(begin, "X", ts0, ts1 - ts0, track)
 
     def _metadata(self, e: dict) -> None:
         name = e.get("name")

@@ -85,69 +85,14 @@ def _header(trace: Trace) -> bytes:
 def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
     out.write(_header(trace))
     out.write(b'  "traceEvents": [\n')
-    strings = trace.strings.strings
-    tracks = trace.tracks
-    pids = [t.pid for t in tracks]
-    tids = [t.tid for t in tracks]
-    dev_track = [t.is_device for t in tracks]
-    streams = [t.stream if t.stream >= 0 else i for i, t in enumerate(tracks)]
-    devices = [max(t.device, 0) for t in tracks]
     on_path = np.zeros(len(trace), bool)
     if cp is not None and len(cp.events):
         on_path[cp.events] = True
+    per_track = _TrackFacts(trace)
     first = True
     n = len(trace)
-    dumps = orjson.dumps
     for lo in range(0, n, _BATCH):
-        hi = min(lo + _BATCH, n)
-        name = trace.name[lo:hi].tolist()
-        cat = trace.cat[lo:hi].tolist()
-        ph = trace.ph[lo:hi].tolist()
-        ts = list(map(ns_to_us_text, trace.ts[lo:hi].tolist()))
-        dur = list(map(ns_to_us_text, trace.dur[lo:hi].tolist()))
-        track = trace.track[lo:hi].tolist()
-        corr = trace.corr[lo:hi].tolist()
-        ext = trace.ext[lo:hi].tolist()
-        op = trace.op[lo:hi].tolist()
-        path = on_path[lo:hi].tolist()
-        kinds = trace.kind[lo:hi].tolist()
-        offsets = trace.args.offsets
-        blob = trace.args.blob
-        parts = []
-        for k in range(hi - lo):
-            raw = blob[offsets[lo + k] : offsets[lo + k + 1]]
-            extra = {}
-            if corr[k] >= 0 and b'"correlation"' not in raw:
-                extra["correlation"] = corr[k]
-            if ext[k] >= 0 and b'"External id"' not in raw:
-                extra["External id"] = ext[k]
-            if op[k] != name[k] and b'"op_type"' not in raw:
-                extra["op_type"] = strings[op[k]]
-            if path[k]:
-                extra["critical_path"] = 1
-            t = track[k]
-            if dev_track[t] and kinds[k] in _DEVICE_WORK and b'"stream"' not in raw:
-                # Kineto/HTA find device work by its stream; annotations and waits have none.
-                extra["stream"] = streams[t]
-                extra["device"] = devices[t]
-            if extra:
-                args = orjson.loads(raw) if raw else {}
-                args.update(extra)
-                raw = dumps(args)
-            event = {
-                "ph": _PH_OUT.get(ph[k], "X"),
-                "cat": strings[cat[k]],
-                "name": strings[name[k]],
-                "pid": pids[t],
-                "tid": tids[t],
-            }
-            if kinds[k] == Kind.INSTANT:
-                event["s"] = "t"
-            text = dumps(event)[:-1] + b',"ts":' + ts[k]
-            text += (b',"dur":' + dur[k] + b"}") if ph[k] == ord("X") else b"}"
-            if raw:
-                text = text[:-1] + b',"args":' + raw + b"}"
-            parts.append(text)
+        parts = _event_texts(trace, lo, min(lo + _BATCH, n), on_path, per_track)
         if parts:
             out.write((b"" if first else b",\n") + b",\n".join(parts))
             first = False
@@ -158,6 +103,82 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
     tail = {k: v for k, v in tail.items() if k not in trace.meta}
     out.write(b"\n  ]" + b"".join(b",\n  " + orjson.dumps(k) + b": " + orjson.dumps(v) for k, v in tail.items())
               + b"\n}\n")
+
+
+class _TrackFacts:
+    """Per track, what every event on it writes: pid, tid, and for device tracks the stream
+    and device that Kineto and HTA look for."""
+
+    def __init__(self, trace: Trace):
+        tracks = trace.tracks
+        self.pids = [t.pid for t in tracks]
+        self.tids = [t.tid for t in tracks]
+        self.is_device = [t.is_device for t in tracks]
+        self.streams = [t.stream if t.stream >= 0 else i for i, t in enumerate(tracks)]
+        self.devices = [max(t.device, 0) for t in tracks]
+
+
+def _event_texts(trace: Trace, lo: int, hi: int, on_path: np.ndarray, per_track: _TrackFacts) -> list[bytes]:
+    """The JSON texts of events ``lo`` to ``hi``."""
+    strings = trace.strings.strings
+    name = trace.name[lo:hi].tolist()
+    cat = trace.cat[lo:hi].tolist()
+    ph = trace.ph[lo:hi].tolist()
+    ts = list(map(ns_to_us_text, trace.ts[lo:hi].tolist()))
+    dur = list(map(ns_to_us_text, trace.dur[lo:hi].tolist()))
+    track = trace.track[lo:hi].tolist()
+    corr = trace.corr[lo:hi].tolist()
+    ext = trace.ext[lo:hi].tolist()
+    op = trace.op[lo:hi].tolist()
+    path = on_path[lo:hi].tolist()
+    kinds = trace.kind[lo:hi].tolist()
+    offsets = trace.args.offsets
+    blob = trace.args.blob
+    dumps = orjson.dumps
+    parts = []
+    for k in range(hi - lo):
+        t = track[k]
+        # Kineto/HTA find device work by its stream; annotations and waits have none.
+        where = (per_track.streams[t], per_track.devices[t]) if per_track.is_device[t] and kinds[k] in _DEVICE_WORK \
+            else None
+        raw = _with_missing_args(blob[offsets[lo + k] : offsets[lo + k + 1]], corr[k], ext[k],
+                                 strings[op[k]] if op[k] != name[k] else None, path[k], where)
+        event = {
+            "ph": _PH_OUT.get(ph[k], "X"),
+            "cat": strings[cat[k]],
+            "name": strings[name[k]],
+            "pid": per_track.pids[t],
+            "tid": per_track.tids[t],
+        }
+        if kinds[k] == Kind.INSTANT:
+            event["s"] = "t"
+        text = dumps(event)[:-1] + b',"ts":' + ts[k]
+        text += (b',"dur":' + dur[k] + b"}") if ph[k] == ord("X") else b"}"
+        if raw:
+            text = text[:-1] + b',"args":' + raw + b"}"
+        parts.append(text)
+    return parts
+
+
+def _with_missing_args(raw: bytes, corr: int, ext: int, op_type: str | None, on_path: bool,
+                       where: tuple[int, int] | None) -> bytes:
+    """An event's args with what the columns know and the args do not say yet."""
+    extra: dict[str, Any] = {}
+    if corr >= 0 and b'"correlation"' not in raw:
+        extra["correlation"] = corr
+    if ext >= 0 and b'"External id"' not in raw:
+        extra["External id"] = ext
+    if op_type is not None and b'"op_type"' not in raw:
+        extra["op_type"] = op_type
+    if on_path:
+        extra["critical_path"] = 1
+    if where is not None and b'"stream"' not in raw:
+        extra["stream"], extra["device"] = where
+    if not extra:
+        return raw
+    args = orjson.loads(raw) if raw else {}
+    args.update(extra)
+    return orjson.dumps(args)
 
 
 def _extra_events(trace: Trace, on_path: np.ndarray, cp: Any):
