@@ -39,6 +39,7 @@ class PendingRefresh:
     future: Future | None = None
     result: tuple | None = None  # (values, status, error) when done inline
     wait: bool = True  # False: a device known hung; never wait for its probe
+    began: float | None = None  # when a probe thread took the probe up (perf_counter)
 
 
 def refresh_together(monitors: Iterable[DeviceMonitor], now: float, budget_s: float) -> None:
@@ -48,6 +49,36 @@ def refresh_together(monitors: Iterable[DeviceMonitor], now: float, budget_s: fl
     deadline = time.perf_counter() + budget_s
     for m, p in pending:
         m.finish_refresh(p, deadline)
+
+
+QUEUE_GRACE = 3.0  # a probe still queued at its deadline waits this many budgets more to start
+
+
+def _await(pending: PendingRefresh, deadline: float | None) -> tuple:
+    """The result of a probe submitted to a probe thread, by ``deadline``. A probe that no
+    thread has taken up by then is not the device's fault (with many hosts polled at once it
+    queues behind other probes, on a loaded machine): it gets its budget from when it starts,
+    if it starts within `QUEUE_GRACE` budgets. Raises FutureTimeout for a device that does
+    not answer in time."""
+    future = pending.future
+    if deadline is None:
+        return future.result()
+    if not pending.wait:
+        return future.result(timeout=0.0)
+    budget = deadline - pending.started
+    limit = deadline
+    while True:
+        try:
+            return future.result(timeout=max(0.0, limit - time.perf_counter()))
+        except FutureTimeout:
+            now = time.perf_counter()
+            began = pending.began
+            if began is None and now < deadline + QUEUE_GRACE * budget:
+                limit = now + min(0.02, budget)  # still queued: look again shortly
+            elif began is not None and began + budget > now:
+                limit = began + budget  # started late: its own budget from its start
+            else:
+                raise
 
 
 # The control actions a spec may declare (``action NAME = …``).
@@ -156,17 +187,19 @@ class DeviceMonitor:
                 return PendingRefresh(now, started, result=result)
         if inline:
             return PendingRefresh(now, started, result=self._collect(now))
-        future = _EXECUTOR.submit(self._collect, now)
-        return PendingRefresh(now, started, future=future, wait=not self.known_hung)
+        pending = PendingRefresh(now, started, wait=not self.known_hung)
+        pending.future = _EXECUTOR.submit(self._collect_pending, pending)
+        return pending
+
+    def _collect_pending(self, pending: PendingRefresh) -> tuple:
+        pending.began = time.perf_counter()
+        return self._collect(pending.now)
 
     def finish_refresh(self, pending: PendingRefresh, deadline: float | None) -> dict[str, Any]:
         result = pending.result
         if result is None:
             try:
-                wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
-                if not pending.wait:
-                    wait = 0.0
-                result = pending.future.result(timeout=wait)
+                result = _await(pending, deadline)
             except FutureTimeout:
                 self._pending = pending.future
                 result = (
