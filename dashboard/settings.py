@@ -324,6 +324,9 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # Samples older than this many hours are pruned by a beat task.
 SAMPLE_RETENTION_HOURS = env_int("SAMPLE_RETENTION_HOURS", 24 * 7, minimum=1)
+# Rollups (fleet/rollups.py) are kept longer: 1-minute ones this many days, 1-hour ones this many.
+SAMPLE_MINUTE_RETENTION_DAYS = env_int("SAMPLE_MINUTE_RETENTION_DAYS", 31, minimum=1)
+SAMPLE_HOUR_RETENTION_DAYS = env_int("SAMPLE_HOUR_RETENTION_DAYS", 400, minimum=1)
 
 # --- Traces. ---
 TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)

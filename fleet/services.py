@@ -92,7 +92,9 @@ def poll_shard(shard: int, cycle: float) -> ShardPollResult:
         )
     except SlotPassed as exc:
         return _gap(shard, cycle, f"shard {shard}", time.perf_counter(), exc)
-    return _poll_hosts(shard, cycle, hosts, host_monitor, label=f"shard {shard}")
+    return _poll_hosts(
+        shard, cycle, hosts, host_monitor, label=f"shard {shard}", scope=f"shard:{shard}/{settings.POLL_SHARDS}"
+    )
 
 
 class MisroutedPoll(Exception):
@@ -113,17 +115,22 @@ def poll_agent_host(host_id: int, cycle: float) -> ShardPollResult | None:
     local = agent_host()
     if host != local.name:
         raise MisroutedPoll(f"the agent of {local.name} was asked to poll {host}")
-    result = _poll_hosts(shard_of_host(host_id), cycle, [(host_id, host)], lambda _: local, label=f"host {host}")
+    result = _poll_hosts(
+        shard_of_host(host_id), cycle, [(host_id, host)], lambda _: local, label=f"host {host}", scope=f"host:{host_id}"
+    )
     Host.objects.filter(pk=host_id).update(agent_seen_at=datetime.now(tz=UTC))
     return result
 
 
-def _poll_hosts(shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of, *, label: str) -> ShardPollResult:
+def _poll_hosts(
+    shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of, *, label: str, scope: str
+) -> ShardPollResult:
     """Probe the hosts, then write their health, samples, snapshots and one message.
 
     A transient database or Redis error is retried until the cycle's slot ends; if it is
     still failing then, the cycle is a gap for these hosts: their samples are written
-    whole (one statement) or not at all.
+    whole (one transaction) or not at all. ``scope`` names the writer of the samples:
+    a repeat of the cycle by the same scope adds none (`samples.write_samples`).
     """
     started = time.perf_counter()
     deadline = cycle + settings.POLL_INTERVAL
@@ -135,7 +142,7 @@ def _poll_hosts(shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_
         now = time.time()
         polled, rows = _probe(hosts, devices, cycle, counter_ids, monitor_of)
         retry_transient(lambda: health_service.assess_polled(polled, kinds, now), deadline)
-        written = retry_transient(lambda: samples.write_samples(rows), deadline)
+        written = retry_transient(lambda: samples.write_samples(rows, scope), deadline)
         retry_transient(lambda: snapshots.write_snapshots(cycle, polled), deadline)
         _remediate(polled)
         lines = [push.device_line(device_id, s) for device_id, s in polled.items()]
@@ -231,10 +238,8 @@ def retry_transient(step, deadline: float, *, first_wait: float = 0.05, max_wait
             wait = min(wait * 2, max_wait)
 
 
-def prune_samples(older_than_hours: int | None = None) -> int:
-    from fleet.models import Sample
+def prune_samples(older_than_hours: int | None = None):
+    """Retention of samples and rollups (fleet/rollups.py): whole partitions on PostgreSQL."""
+    from fleet import rollups
 
-    hours = older_than_hours or settings.SAMPLE_RETENTION_HOURS
-    cutoff = datetime.fromtimestamp(time.time() - hours * 3600, tz=UTC)
-    deleted, _ = Sample.objects.filter(ts__lt=cutoff).delete()
-    return deleted
+    return rollups.prune(raw_hours=older_than_hours)

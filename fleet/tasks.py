@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from fleet import remediation, routing, services
+from fleet import remediation, rollups, routing, services
 
 
 @shared_task(ignore_result=True)
@@ -31,8 +31,16 @@ def poll_agent_host(host_id: int, cycle: float) -> dict | None:
 
 
 @shared_task(ignore_result=True)
-def prune_samples() -> int:
-    return services.prune_samples()
+def prune_samples() -> dict:
+    """Retention (dropping whole partitions on PostgreSQL), and partitions made ahead."""
+    result = services.prune_samples()
+    return {"dropped": result.dropped, "deleted": result.deleted}
+
+
+@shared_task(ignore_result=True)
+def roll_up_samples() -> None:
+    """The 1-minute and 1-hour rollups of the minutes and hours completed since the last run."""
+    rollups.roll_up()
 
 
 @shared_task(ignore_result=True, acks_late=True)
