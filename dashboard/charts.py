@@ -15,15 +15,31 @@ THRESHOLDS = {
 }
 
 
-def with_gaps(points: list[tuple[float, float]], gap_s: float) -> list[tuple[float, float | None]]:
-    """The points with a None wherever polls stopped for longer than ``gap_s``, so that the
-    line breaks there instead of bridging the silence."""
-    out: list[tuple[float, float | None]] = []
-    for i, (t, v) in enumerate(points):
+def with_gaps(points: list[tuple], gap_s: float) -> list[tuple]:
+    """The points with Nones wherever polls stopped for longer than ``gap_s``, so that the
+    line breaks there instead of bridging the silence. A point is (t, value) or, from
+    rollups, (t, mean, min, max)."""
+    out: list[tuple] = []
+    for i, point in enumerate(points):
+        t = point[0]
         if i and t - points[i - 1][0] > gap_s:
-            out.append(((t + points[i - 1][0]) / 2, None))
-        out.append((t, v))
+            out.append(((t + points[i - 1][0]) / 2, *[None] * (len(point) - 1)))
+        out.append(point)
     return out
+
+
+def _scaled(points: list[tuple], column: int, scale: float) -> list[float | None]:
+    return [None if p[column] is None else p[column] * scale for p in points]
+
+
+def _band(points: list[tuple], scale: float, colour: str) -> list[dict]:
+    """The min–max band of rollup points: the max line, then the min line filled up to it."""
+    edge = {"type": "scatter", "mode": "lines", "x": [_iso(p[0]) for p in points], "connectgaps": False,
+            "line": {"color": colour, "width": 0}, "hoverinfo": "skip", "showlegend": False}
+    return [
+        {**edge, "name": "max", "y": _scaled(points, 3, scale)},
+        {**edge, "name": "min", "y": _scaled(points, 2, scale), "fill": "tonexty", "opacity": 0.3},
+    ]
 
 
 def _lines(name: str, scale: float, ceiling: float | None) -> list[dict]:
@@ -37,10 +53,11 @@ def _lines(name: str, scale: float, ceiling: float | None) -> list[dict]:
     ]
 
 
-def counter_figure(name: str, points: list[tuple[float, float]], *, gap_s: float | None = None,
-                   ceiling: float | None = None) -> dict:
+def counter_figure(name: str, points: list[tuple], *, gap_s: float | None = None,
+                   ceiling: float | None = None, live: bool = True) -> dict:
     """A counter's graph; ``ceiling`` (in the counter's unit, e.g. total memory) is drawn
-    as a line, and the y axis reaches it."""
+    as a line, and the y axis reaches it. Rollup points (t, mean, min, max) draw the mean
+    with a min–max band. ``live``: the page extends the line with each poll."""
     style = series_style(name)
     title, unit, scale, colour = style.label, style.unit, style.scale, style.colour
     if ceiling is not None:
@@ -50,13 +67,14 @@ def counter_figure(name: str, points: list[tuple[float, float]], *, gap_s: float
     figure = {
         "counter": name,
         "scale": scale,
+        "live": live,
         "data": [
             {
                 "type": "scatter",
                 "mode": "lines",
                 "name": title,
-                "x": [_iso(t) for t, _ in points],
-                "y": [None if v is None else v * scale for _, v in points],
+                "x": [_iso(p[0]) for p in points],
+                "y": _scaled(points, 1, scale),
                 "connectgaps": False,
                 "line": {"color": colour, "width": 2},
                 "hovertemplate": f"%{{y:.{style.digits}f}}{style.suffix}<extra></extra>",
@@ -71,16 +89,18 @@ def counter_figure(name: str, points: list[tuple[float, float]], *, gap_s: float
             "shapes": _lines(name, scale, ceiling),
         },
     }
+    if points and len(points[0]) == 4:
+        figure["data"] += _band(points, scale, colour)
     if ceiling is not None:
         figure["layout"]["yaxis"]["range"] = [0, ceiling * scale * 1.05]
     return figure
 
 
-def device_figures(history: dict[str, list[tuple[float, float]]], *, gap_s: float | None = None,
-                   snapshot: dict | None = None) -> list[dict]:
+def device_figures(history: dict[str, list[tuple]], *, gap_s: float | None = None,
+                   snapshot: dict | None = None, live: bool = True) -> list[dict]:
     """One graph per counter; memory is drawn against the device's total."""
     total = (snapshot or {}).get("memory_total_bytes")
     return [
-        counter_figure(name, points, gap_s=gap_s, ceiling=total if name == "memory_used_bytes" else None)
+        counter_figure(name, points, gap_s=gap_s, ceiling=total if name == "memory_used_bytes" else None, live=live)
         for name, points in history.items()
     ]

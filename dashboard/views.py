@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, render
 
 from dashboard.charts import device_figures
 from dashboard.forms import FleetFilterForm
-from fleet import health_index, queries
+from fleet import health_index, queries, rollups
 from fleet.choices import DeviceState, Health
 from fleet.models import Automation, Device
 
@@ -61,8 +61,14 @@ def fleet_table(request):
 @permission_required("fleet.view_device", raise_exception=True)
 def device(request, device_id: int):
     device = get_object_or_404(Device.objects.select_related("host"), pk=device_id)
-    detail = queries.device_detail(device)
+    range_key = request.GET.get("range") or next(iter(queries.DEVICE_RANGES))
+    if range_key not in queries.DEVICE_RANGES:
+        return HttpResponseBadRequest(
+            f"Bad range: one of {', '.join(queries.DEVICE_RANGES)}.", content_type="text/plain"
+        )
+    detail = queries.device_detail(device, queries.DEVICE_RANGES[range_key][0])
     events, actions = queries.device_activity(device)
+    step = settings.POLL_INTERVAL if detail.resolution == "raw" else rollups.STEP_SECONDS[detail.resolution]
     return render(
         request,
         "dashboard/device.html",
@@ -70,7 +76,13 @@ def device(request, device_id: int):
             "device": device,
             "events": events,
             "actions": actions,
-            "figures": device_figures(detail.history, gap_s=2.5 * settings.POLL_INTERVAL, snapshot=detail.snapshot),
+            "figures": device_figures(
+                detail.history, gap_s=2.5 * step, snapshot=detail.snapshot, live=detail.resolution == "raw"
+            ),
+            "ranges": [(key, label) for key, (_, label) in queries.DEVICE_RANGES.items()],
+            "range": range_key,
+            "resolution": detail.resolution,
+            "resolution_label": queries.RESOLUTION_LABELS[detail.resolution],
             "counters": detail.counters,
             "snapshot": detail.snapshot,
             "assessment": detail.assessment,

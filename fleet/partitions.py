@@ -10,6 +10,9 @@ deleting rows. Functions here take a psycopg cursor inside the caller's transact
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+import psycopg
+from django.db import transaction
+
 # Table -> width of one partition.
 WIDTHS = {"fleet_sample": timedelta(hours=1), "fleet_sample_minute": timedelta(days=1)}
 NAME_FORMATS = {"fleet_sample": "%Y%m%d%H", "fleet_sample_minute": "%Y%m%d"}
@@ -43,18 +46,24 @@ def ensure(cursor, table: str, instants: Iterable[datetime]) -> list[str]:
     created = []
     for start in missing:
         name = partition_name(table, start)
-        if _exists(cursor, name):  # another process made it while we waited for the lock
+        try:
+            with transaction.atomic():  # a savepoint: another process may have made it meanwhile
+                _create(cursor, table, name, start, start + WIDTHS[table])
+        except (psycopg.errors.DuplicateTable, psycopg.errors.UniqueViolation):
             continue
-        end = start + WIDTHS[table]
-        cursor.execute(f'CREATE TABLE "{name}" (LIKE "{table}" INCLUDING DEFAULTS)')
-        cursor.execute(
-            f'WITH moved AS (DELETE FROM "{table}_default" WHERE ts >= %s AND ts < %s RETURNING *) '
-            f'INSERT INTO "{name}" SELECT * FROM moved',
-            [start, end],
-        )
-        cursor.execute(f"ALTER TABLE \"{table}\" ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')")
         created.append(name)
     return created
+
+
+def _create(cursor, table: str, name: str, start: datetime, end: datetime) -> None:
+    cursor.execute(f'CREATE TABLE "{name}" (LIKE "{table}" INCLUDING DEFAULTS)')
+    cursor.execute(
+        f'WITH moved AS (DELETE FROM "{table}_default" WHERE ts >= %s AND ts < %s RETURNING *) '
+        f'INSERT INTO "{name}" SELECT * FROM moved',
+        [start, end],
+    )
+    bounds = f"FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+    cursor.execute(f'ALTER TABLE "{table}" ATTACH PARTITION "{name}" FOR VALUES {bounds}')
 
 
 def ensure_ahead(cursor, table: str, now: datetime, count: int) -> list[str]:

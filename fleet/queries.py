@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
-from fleet import health_index, samples, snapshots
+from fleet import health_index, rollups, samples, snapshots
 from fleet.asicmon import CATALOGUE
 from fleet.choices import Health
 from fleet.health import Assessment
@@ -204,19 +204,44 @@ def device_types() -> list[str]:
     return list(Device.objects.order_by("device_type").values_list("device_type", flat=True).distinct())
 
 
-def device_history(device: Device, counters: list[str], minutes: int = 15) -> dict[str, list]:
-    """Recent samples of a few counters of one device, in one query: name -> [(epoch, value)]."""
+# The ranges a device page offers: query value -> (span, label). The first is the default.
+DEVICE_RANGES = {
+    "15m": (timedelta(minutes=15), "15 min"),
+    "1h": (timedelta(hours=1), "1 h"),
+    "6h": (timedelta(hours=6), "6 h"),
+    "24h": (timedelta(hours=24), "24 h"),
+    "7d": (timedelta(days=7), "7 days"),
+    "30d": (timedelta(days=30), "30 days"),
+}
+RESOLUTION_LABELS = {
+    "raw": "every sample (one per poll)",
+    "1m": "1-minute mean, min–max band",
+    "1h": "1-hour mean, min–max band",
+}
+MAX_HISTORY_POINTS = 20_000  # per counter
+
+
+def device_history(device: Device, counters: list[str], since: datetime, until: datetime,
+                   resolution: str = "raw") -> dict[str, list]:
+    """Samples of a few counters of one device in [since, until], in one query, oldest
+    first: name -> [(epoch, value)] raw, or [(epoch, mean, min, max)] from rollups."""
     ids = samples.counter_ids()
     wanted = {ids[name]: name for name in counters if name in ids}
-    since = datetime.now(tz=UTC) - timedelta(minutes=minutes)
     history: dict[str, list] = defaultdict(list)
-    rows = (
-        Sample.objects.filter(device=device, counter_id__in=list(wanted), ts__gte=since)
-        .order_by("ts")
-        .values_list("counter_id", "ts", "value")
-    )
-    for counter_id, ts, value in rows:
-        history[wanted[counter_id]].append((ts.timestamp(), value))
+    if resolution == "raw":
+        rows = (
+            Sample.objects.filter(device=device, counter_id__in=list(wanted), ts__gte=since, ts__lte=until)
+            .order_by("ts")
+            .values_list("counter_id", "ts", "value")
+        )
+        for counter_id, ts, value in rows:
+            history[wanted[counter_id]].append((ts.timestamp(), value))
+    else:
+        limit = MAX_HISTORY_POINTS * max(len(wanted), 1)
+        for counter_id, ts, low, mean, high, _count in rollups.read_rollups(
+            resolution, device.id, list(wanted), since, until, limit
+        ):
+            history[wanted[counter_id]].append((ts.timestamp(), mean, low, high))
     return {name: history.get(name, []) for name in counters}
 
 
@@ -226,10 +251,14 @@ class DeviceDetail:
     assessment: Assessment
     counters: list[dict]
     history: dict[str, list]
+    resolution: str = "raw"  # of the history: "raw", "1m" or "1h"
+    since: datetime | None = None
+    until: datetime | None = None
 
 
-def device_detail(device: Device, minutes: int = 15) -> DeviceDetail:
-    """A device page's data: latest snapshot and its health, every counter, recent history."""
+def device_detail(device: Device, span: timedelta = timedelta(minutes=15), now: datetime | None = None) -> DeviceDetail:
+    """A device page's data: latest snapshot and its health, every counter, and the history
+    of the last ``span`` at the resolution that span needs (rollups.choose_resolution)."""
     snapshot = snapshots.read_snapshot(device.id) or {}
     counters = [
         {"name": name, "value": snapshot[name], "unit": CATALOGUE[name].unit, "description": CATALOGUE[name].description}
@@ -237,11 +266,17 @@ def device_detail(device: Device, minutes: int = 15) -> DeviceDetail:
         if name in CATALOGUE
     ]
     assessment = current_health(snapshot)
+    until = now or datetime.now(tz=UTC)
+    since = until - span
+    resolution = rollups.choose_resolution(since, until, until)
     return DeviceDetail(
         snapshot=snapshot,
         assessment=assessment,
         counters=counters,
-        history=device_history(device, charted_counters(assessment), minutes),
+        history=device_history(device, charted_counters(assessment), since, until, resolution),
+        resolution=resolution,
+        since=since,
+        until=until,
     )
 
 

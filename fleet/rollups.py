@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from fleet import partitions
+from fleet import partitions, samples
 from fleet.models import Sample, SampleBatch, SampleHour, SampleMinute
 
 MINUTE, HOUR = timedelta(minutes=1), timedelta(hours=1)
@@ -168,3 +168,12 @@ def read_rollups(resolution: str, device_id: int, counter_ids: list[int], since:
     )
     rows.reverse()
     return rows
+
+
+def read_points(resolution: str, device_id: int, counter_id: int, since: datetime, until: datetime, limit: int) -> list:
+    """One counter's series for the API: [iso_time, value] raw, [iso_time, mean, min, max,
+    count] from rollups; oldest first, the latest ``limit`` of the range."""
+    if resolution == "raw":
+        return [[ts.isoformat(), value] for ts, value in samples.read_series(device_id, counter_id, since, until, limit)]
+    rows = read_rollups(resolution, device_id, [counter_id], since, until, limit)
+    return [[ts.isoformat(), mean, low, high, count] for _, ts, low, mean, high, count in rows]

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from fleet import partitions
@@ -98,7 +99,7 @@ def write_samples(rows: Iterable[SampleRow], scope: str = "") -> int:
         try:
             with transaction.atomic():
                 _copy_direct(cursor.cursor, table, rows)
-        except IntegrityError:
+        except (IntegrityError, psycopg.errors.UniqueViolation):
             _copy_then_insert(cursor.cursor, table, rows)
     return len(rows)
 

@@ -86,7 +86,11 @@ class SeriesSerializer(serializers.Serializer):
     unit = serializers.CharField()
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
-    points = serializers.ListField(child=serializers.ListField(), help_text="[[iso_time, value], ...]")
+    resolution = serializers.ChoiceField(["raw", "1m", "1h"], help_text="raw samples, or 1-minute / 1-hour rollups")
+    points = serializers.ListField(
+        child=serializers.ListField(),
+        help_text="[[iso_time, value], ...] raw; [[iso_time, mean, min, max, count], ...] from rollups",
+    )
 
 
 class HealthEventSerializer(serializers.ModelSerializer):

@@ -13,7 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from fleet import samples, snapshots
+from fleet import rollups, samples, snapshots
 from fleet.api import params
 from fleet.api.serializers import (
     CounterSerializer,
@@ -80,12 +80,18 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default until - 15 min"),
             OpenApiParameter("until", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default now"),
             OpenApiParameter("limit", int, description=f"At most this many points (1..{MAX_POINTS})"),
+            OpenApiParameter(
+                "resolution", str, enum=["auto", *rollups.RESOLUTIONS],
+                description="raw samples, or 1-minute / 1-hour rollups; auto (default): by the range's length "
+                "(raw up to 2 h, 1m up to 2 days, then 1h) and the retention of each",
+            ),
         ],
         responses={200: SeriesSerializer, 400: ERROR, 404: ERROR},
     )
     @action(detail=True, methods=["get"])
     def samples(self, request, pk=None):
-        """One counter of one device over a time range, oldest first."""
+        """One counter of one device over a time range, oldest first: [time, value] raw, or
+        [time, mean, min, max, count] from rollups; ``resolution`` says which."""
         device = self.get_object()
         query = request.query_params
         name = query.get("counter")
@@ -96,7 +102,10 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
             raise ValidationError({"counter": f"unknown counter '{name}'; known counters: {', '.join(known)}."})
         since, until = params.parse_time_range(query)
         limit = params.parse_limit(query, default=10_000, maximum=MAX_POINTS)
-        points = samples.read_series(device.id, samples.counter_ids()[name], since, until, limit)
+        resolution = params.parse_choice(query, "resolution", ["auto", *rollups.RESOLUTIONS]) or "auto"
+        if resolution == "auto":
+            resolution = rollups.choose_resolution(since, until)
+        points = rollups.read_points(resolution, device.id, samples.counter_ids()[name], since, until, limit)
         return Response(
             {
                 "device": device.id,
@@ -104,7 +113,8 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
                 "unit": CATALOGUE[name].unit,
                 "since": since,
                 "until": until,
-                "points": [[ts.isoformat(), value] for ts, value in points],
+                "resolution": resolution,
+                "points": points,
             }
         )
 

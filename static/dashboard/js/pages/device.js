@@ -1,4 +1,4 @@
-// Device page: draw the recent history, then extend every graph with each poll.
+// Device page: draw the history, then extend every graph of raw samples with each poll.
 import { appendPoint, draw } from "../lib/charts.js";
 import { connect } from "../lib/live.js";
 import { setHealthBadge } from "../lib/format.js";
@@ -12,6 +12,7 @@ function applyPoll(message) {
   const line = message.device;
   const when = new Date((line.sample_ts || message.cycle) * 1000).toISOString();
   for (const figure of figures) {
+    if (figure.live === false) continue; // a rollup graph: polls do not extend it
     const value = line.counters[figure.counter];
     if (value !== null && value !== undefined) {
       appendPoint(`chart-${figure.counter}`, when, value * figure.scale);
