@@ -7,9 +7,11 @@ Prints, for the fleet size asked for:
   scaled), hence the CPU seconds one cycle of the whole fleet needs and how many worker
   processes keep up with a POLL_INTERVAL;
 - write: one cycle's samples (every device, every series counter) written with the
-  idempotency guarantee, three ways: today's INSERT … SELECT unnest(…) ON CONFLICT; COPY into
-  a staging table then one INSERT … ON CONFLICT; and one row per device and cycle with the
-  counters as an array (COPY + INSERT … ON CONFLICT), with a range query on each;
+  idempotency guarantee into the hourly-partitioned table, three ways: COPY straight into
+  the table behind a (scope, cycle) marker row (what polls use); COPY into a staging table
+  then one INSERT … ON CONFLICT; and one row per device and cycle with the counters as an
+  array (COPY + INSERT … ON CONFLICT). Wall time and the writer's own CPU time, the repeat
+  of a cycle, range queries on each layout, and the 1-minute rollup of the cycles written;
 - push: the bytes of one cycle's fleet message, the whole fleet to every fleet page.
 
 Runs on a throwaway database it creates and drops (PostgreSQL for the write figures).
@@ -72,24 +74,10 @@ def fleet_rows(snaps: list[dict], devices: int, cycle: datetime):
     return rows
 
 
-def write_unnest(cursor, rows) -> None:
-    cursor.execute(
-        "INSERT INTO fleet_sample (device_id, counter_id, ts, value) "
-        "SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::timestamptz[], %s::float8[]) ON CONFLICT DO NOTHING",
-        [[r.device_id for r in rows], [r.counter_id for r in rows], [r.ts for r in rows], [r.value for r in rows]],
-    )
-
-
-def write_copy_staging(cursor, rows) -> None:
-    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS sample_staging (device_id bigint, counter_id smallint, ts timestamptz, value float8) ON COMMIT DELETE ROWS")
-    with cursor.copy("COPY sample_staging (device_id, counter_id, ts, value) FROM STDIN") as copy:
-        for r in rows:
-            copy.write_row((r.device_id, r.counter_id, r.ts, r.value))
-    cursor.execute("INSERT INTO fleet_sample (device_id, counter_id, ts, value) SELECT device_id, counter_id, ts, value FROM sample_staging ON CONFLICT DO NOTHING")
-
-
 def write_arrays(cursor, rows, counters: int) -> None:
-    """One row per device and cycle: values[counter_id] (NULL where a counter has no value)."""
+    """One row per device and cycle: values[counter_id] (NULL where a counter has no value).
+    Not waiting for the WAL flush either, as sample writes do by default."""
+    cursor.execute("SET LOCAL synchronous_commit = off")
     cursor.execute("CREATE TABLE IF NOT EXISTS bench_device_cycle (device_id bigint, ts timestamptz, v float8[], PRIMARY KEY (device_id, ts))")
     cursor.execute("CREATE TEMP TABLE IF NOT EXISTS cycle_staging (device_id bigint, ts timestamptz, v float8[]) ON COMMIT DELETE ROWS")
     by_device: dict[int, list] = {}
@@ -102,23 +90,27 @@ def write_arrays(cursor, rows, counters: int) -> None:
     cursor.execute("INSERT INTO bench_device_cycle SELECT * FROM cycle_staging ON CONFLICT DO NOTHING")
 
 
-def time_writes(label, write, make_rows, cycles: int) -> list[float]:
+def time_writes(write, make_rows, cycles: int) -> tuple[list[float], list[float], list[int]]:
+    """Wall and CPU seconds of each cycle's write, and what each write reported."""
     from django.db import connection, transaction
 
-    seconds = []
+    seconds, cpu, sent = [], [], []
     for i in range(cycles):
         rows = make_rows(i)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with transaction.atomic(), connection.cursor() as cursor:
-            write(cursor.cursor, rows)
+            sent.append(write(cursor.cursor, rows))
         seconds.append(time.perf_counter() - t0)
-    return seconds
+        cpu.append(time.process_time() - c0)
+    return seconds, cpu, sent
 
 
 def range_query_ms(sql: str, params) -> float:
     from django.db import connection
 
     with connection.cursor() as cursor:
+        cursor.execute(sql, params)  # plan and warm
+        cursor.fetchall()
         t0 = time.perf_counter()
         for _ in range(20):
             cursor.execute(sql, params)
@@ -127,32 +119,37 @@ def range_query_ms(sql: str, params) -> float:
 
 
 def ingestion(args, snaps) -> None:
+    from django.conf import settings
     from django.db import connection
 
-    from fleet import samples
+    from fleet import rollups, samples
 
     if connection.vendor != "postgresql":
         print("  write: skipped (the ingestion figures need PostgreSQL: set DATABASE_URL)")
         return
     devices = args.hosts * 8
     counters = max(samples.counter_ids().values())
-    base = time.time() // 5 * 5
+    base = time.time() // 3600 * 3600 - 7200  # two hours ago, on the hour: 12 cycles a minute
 
     def rows_at(offset):
         return lambda i: fleet_rows(snaps, devices, datetime.fromtimestamp(base + 5 * (i + offset), tz=UTC))
 
     n = len(rows_at(0)(0))
-    print(f"  write one cycle ({n:,} samples, {devices:,} devices), median of {args.write_cycles}, idempotent:")
+    print(f"  write one cycle ({n:,} samples, {devices:,} devices), median of {args.write_cycles}, idempotent, "
+          f"load {os.getloadavg()[0]:.1f}:")
     ways = [
-        ("INSERT … SELECT unnest(…) ON CONFLICT (today)", write_unnest, 0),
-        ("COPY into staging + INSERT … ON CONFLICT", write_copy_staging, 100),
-        ("row per device and cycle, counters as an array", lambda c, r: write_arrays(c, r, counters), 200),
+        ("marker row + COPY straight into the table (polls)", lambda c, r: samples.write_samples(r, "shard:0/1"), 0, False),
+        ("  the same, waiting for the WAL flush at commit", lambda c, r: samples.write_samples(r, "shard:0/1"), 300, True),
+        ("COPY into staging + INSERT … ON CONFLICT", lambda c, r: samples.write_samples(r), 100, False),
+        ("row per device and cycle, counters as an array", lambda c, r: write_arrays(c, r, counters), 200, False),
     ]
-    for label, write, offset in ways:
-        secs = time_writes(label, write, rows_at(offset), args.write_cycles)
-        repeat = time_writes(label, write, rows_at(offset), 1)  # the same cycle again: all conflicts
+    for label, write, offset, durable in ways:
+        settings.SAMPLES_SYNCHRONOUS_COMMIT = durable
+        secs, cpu, _ = time_writes(write, rows_at(offset), args.write_cycles)
+        again, _, sent = time_writes(write, rows_at(offset), 1)  # the same cycle again: adds nothing
         median = statistics.median(secs)
-        print(f"    {label:50s} {median * 1000:8.1f} ms  {n / median:>11,.0f} samples/s  (repeat of a cycle {repeat[0] * 1000:.0f} ms)")
+        print(f"    {label:52s} {median * 1000:7.0f} ms {n / median:>9,.0f} samples/s, writer CPU "
+              f"{statistics.median(cpu) * 1000:5.0f} ms (repeat of a cycle {again[0] * 1000:.0f} ms)")
     since = datetime.fromtimestamp(base - 3600, tz=UTC)
     until = datetime.fromtimestamp(base + 3600, tz=UTC)
     q1 = range_query_ms(
@@ -163,14 +160,31 @@ def ingestion(args, snaps) -> None:
         "SELECT ts, v[3] FROM bench_device_cycle WHERE device_id = %s AND ts BETWEEN %s AND %s ORDER BY ts",
         [42, since, until],
     )
-    print(f"    range query, one device's counter over 2 h: per-sample table {q1:.2f} ms, array table {q2:.2f} ms")
+    q3 = range_query_ms(  # the device page: its charted counters over 15 minutes
+        "SELECT counter_id, ts, value FROM fleet_sample WHERE device_id = %s AND counter_id = ANY(%s) "
+        "AND ts >= %s AND ts <= %s ORDER BY ts",
+        [42, list(range(1, 9)), since, until],
+    )
+    print(f"    range query, one device's counter over 2 h: partitioned per-sample table {q1:.2f} ms, "
+          f"array table {q2:.2f} ms; the device page's 8 counters {q3:.2f} ms")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'fleet_sample'::regclass")
+        size = cursor.fetchone()[0]
+        cursor.execute("SELECT count(*) FROM fleet_sample")
+        stored = cursor.fetchone()[0]
+    print(f"    storage: {size / stored:.0f} bytes per sample with its primary key ({stored:,} samples)")
+    t0 = time.perf_counter()
+    rolled = rollups.roll_up(now=datetime.fromtimestamp(base + 3600, tz=UTC))
+    seconds = time.perf_counter() - t0
+    print(f"    rollups of the {args.write_cycles * 2} cycles written ({n * args.write_cycles * 2:,} samples): "
+          f"{rolled.rows['1m']:,} 1-minute and {rolled.rows['1h']:,} 1-hour rows in {seconds:.2f} s")
 
 
 def push_figures(args, snaps) -> None:
-    from fleet import services
+    from dashboard import push
 
     devices = args.hosts * 8
-    lines = [services.device_line(i, {**snaps[i % len(snaps)], "health": "ok", "health_reasons": []}) for i in range(devices)]
+    lines = [push.device_line(i, {**snaps[i % len(snaps)], "health": "ok", "health_reasons": []}) for i in range(devices)]
     size = len(json.dumps({"type": "fleet.polled", "cycle": 0.0, "devices": lines}))
     print(f"  push: one cycle's fleet message {size / 1e6:.2f} MB to every fleet-page socket "
           f"({size / devices:.0f} B/device)")

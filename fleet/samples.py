@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from fleet import partitions
@@ -89,6 +90,11 @@ def write_samples(rows: Iterable[SampleRow], scope: str = "") -> int:
                 [(r.device_id, r.counter_id, adapt(r.ts), r.value) for r in rows],
             )
             return len(rows)
+        if not settings.SAMPLES_SYNCHRONOUS_COMMIT:
+            # A server crash may lose the last fraction of a second of samples (their
+            # marker with them: nothing half-written); not waiting for the WAL flush
+            # at commit halves the time of a write (benchmarks/bench_fleet10k.py).
+            cursor.execute("SET LOCAL synchronous_commit = off")
         instants = {r.ts for r in rows}
         partitions.ensure(cursor.cursor, Sample._meta.db_table, instants)
         if not scope:
@@ -114,12 +120,13 @@ def _claim(cursor, scope: str, instants: set[datetime]) -> bool:
 
 
 def _copy_direct(cursor, table: str, rows: list[SampleRow]) -> None:
-    """COPY the batch into the table; the text is built here, one line per row (a third
-    of the client's time of `write_row`)."""
-    stamps = {ts: ts.isoformat() for ts in {r.ts for r in rows}}
-    text = "".join([f"{r.device_id}\t{r.counter_id}\t{stamps[r.ts]}\t{r.value!r}\n" for r in rows])
-    with cursor.copy(f"COPY {table} (device_id, counter_id, ts, value) FROM STDIN") as copy:
-        copy.write(text)
+    """COPY the batch into the table in PostgreSQL's binary format: the server parses no
+    text, and psycopg packs each row in C (benchmarks/bench_fleet10k.py: about twice the
+    rate of text, a quarter of the writer's CPU)."""
+    with cursor.copy(f"COPY {table} (device_id, counter_id, ts, value) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "int2", "timestamptz", "float8"])
+        for r in rows:
+            copy.write_row((r.device_id, r.counter_id, r.ts, r.value))
 
 
 def _copy_then_insert(cursor, table: str, rows: list[SampleRow]) -> None:
