@@ -176,7 +176,7 @@ def ingestion(args, snaps) -> None:
     t0 = time.perf_counter()
     rolled = rollups.roll_up(now=datetime.fromtimestamp(base + 3600, tz=UTC))
     seconds = time.perf_counter() - t0
-    print(f"    rollups of the {args.write_cycles * 2} cycles written ({n * args.write_cycles * 2:,} samples): "
+    print(f"    rollups of the samples written ({stored:,}, {stored / n * 5 / 60:.1f} min of the fleet's polls): "
           f"{rolled.rows['1m']:,} 1-minute and {rolled.rows['1h']:,} 1-hour rows in {seconds:.2f} s")
 
 

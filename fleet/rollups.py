@@ -1,11 +1,10 @@
 """Rollups of samples (1-minute and 1-hour min/mean/max/count per device and counter),
 retention of samples and rollups, and reading a series at the resolution its range needs.
 
-`roll_up` is run every minute by beat: it aggregates the complete minutes since the last
-run from the raw samples, then the complete hours from the minutes. It is idempotent: a
-period is computed again from its source and replaces what was there (the last period
-of each run is recomputed by the next, so that late writes are counted). How far it got
-is kept as a marker row in `fleet_sample_batch` (scope "rollup:1m" / "rollup:1h").
+`roll_up` is run every minute by beat: it aggregates the minutes completed since the last
+run from the raw samples, then the hours they complete from the minutes. It is
+idempotent: how far it got is a marker row in `fleet_sample_batch` (scope "rollup:1m"),
+and a period computed again from its source replaces what was there.
 """
 
 from dataclasses import dataclass, field
@@ -60,8 +59,10 @@ def _aggregate(period: timedelta, start: datetime, end: datetime) -> int:
         values = 'min("min"), sum("mean" * "count") / sum("count"), max("max"), sum("count")'
     adapt = connection.ops.adapt_datetimefield_value
     with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and target in partitions.WIDTHS:
-            partitions.ensure(cursor.cursor, target, [start, end - period])
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL synchronous_commit = off")  # a crash loses nothing a rerun cannot redo
+            if target in partitions.WIDTHS:
+                partitions.ensure(cursor.cursor, target, [start, end - period])
         cursor.execute(
             f'INSERT INTO {target} (device_id, counter_id, ts, "min", "mean", "max", "count") '
             f"SELECT device_id, counter_id, {bucket}, {values} FROM {source} "
@@ -79,25 +80,38 @@ class RollupResult:
 
 
 def roll_up(now: datetime | None = None) -> RollupResult:
-    """Roll every complete minute, then every complete hour, not rolled yet (and the last
-    one rolled before, again). The first run starts at the raw retention."""
+    """Roll every minute completed since the last run, then every hour those minutes
+    complete; each period once. A minute counts as complete when the poll slots of all
+    its cycles have passed (a poll writes within its slot, or its cycle is a gap). The
+    first run starts at the raw retention."""
     now = now or timezone.now()
     result = RollupResult()
-    oldest = now - timedelta(hours=settings.SAMPLE_RETENTION_HOURS)
-    for label, period in (("1m", MINUTE), ("1h", HOUR)):
-        end = floor(now, period)
-        start = _resume_point(label) or floor(oldest, period)
-        start = max(start, floor(oldest, period))
-        if start >= end:
-            continue
-        chunk = start
-        while chunk < end:
-            stop = min(chunk + CHUNK[period], end)
-            result.rows[label] += _aggregate(period, chunk, stop)
-            chunk = stop
-        _mark(label, end - period)
-        setattr(result, "minutes" if label == "1m" else "hours", (start, end))
+    oldest = floor(now - timedelta(hours=settings.SAMPLE_RETENTION_HOURS), HOUR)
+    end = floor(now - timedelta(seconds=2 * settings.POLL_INTERVAL), MINUTE)
+    last = _resume_point("1m")
+    start = max(last + MINUTE if last else oldest, oldest)
+    if start >= end:
+        return result
+    result.minutes = (start, end)
+    result.rows["1m"] = _aggregate_range(MINUTE, start, end)
+    _mark("1m", end - MINUTE)
+    hours = (floor(start, HOUR), floor(end, HOUR))
+    if hours[0] < hours[1]:
+        result.hours = hours
+        result.rows["1h"] = _aggregate_range(HOUR, *hours)
     return result
+
+
+def _aggregate_range(period: timedelta, start: datetime, end: datetime) -> int:
+    """`_aggregate` over [start, end) in chunks (one statement per hour of minutes, per
+    day of hours): a first run after a long stop stays in bounded statements."""
+    rows = 0
+    chunk = start
+    while chunk < end:
+        stop = min(chunk + CHUNK[period], end)
+        rows += _aggregate(period, chunk, stop)
+        chunk = stop
+    return rows
 
 
 def _resume_point(label: str) -> datetime | None:

@@ -163,7 +163,7 @@ def assert_same(got: dict, want: dict) -> None:
         assert got[key] == (lo, pytest.approx(mean, rel=1e-9), hi, n), key
 
 
-def test_rollups_equal_min_mean_max_of_the_raw_samples_and_are_idempotent(ids):
+def test_rollups_equal_min_mean_max_of_the_raw_samples_and_are_idempotent(ids, settings):
     devices, counters = ids
     start = rollups.floor(datetime.now(tz=UTC), rollups.HOUR) - timedelta(hours=3, minutes=2)
     for n in range(40):  # 40 cycles, 5 s apart but for a few missed polls, across an hour's end
@@ -171,7 +171,7 @@ def test_rollups_equal_min_mean_max_of_the_raw_samples_and_are_idempotent(ids):
             samples.write_samples(cycle_rows(devices, counters, start + timedelta(seconds=5 * n), seed=n), "shard:0/1")
     for n in range(12):  # and a later hour, a minute apart
         samples.write_samples(cycle_rows(devices, counters, start + timedelta(hours=1, minutes=5 + n), seed=100 + n), "shard:0/1")
-    now = start + timedelta(hours=3)
+    now = start + timedelta(hours=3, seconds=5)
 
     rollups.roll_up(now=now)
     assert_same(rolled(SampleMinute), expected_rollups(rollups.MINUTE))
@@ -179,15 +179,18 @@ def test_rollups_equal_min_mean_max_of_the_raw_samples_and_are_idempotent(ids):
     assert_same(rolled(SampleHour), hours)
     assert len({k[2] for k in hours}) == 3
 
-    # Again: nothing changes. A late sample in the last minute rolled is counted by the next run.
+    # Again: nothing changes. A minute whose last poll slot has not passed yet is left for
+    # the next run, so that a cycle written late in its slot is counted.
     before = rolled(SampleMinute)
-    rollups.roll_up(now=now)
+    assert rollups.roll_up(now=now).rows == {"1m": 0, "1h": 0}
     assert rolled(SampleMinute) == before
-    last = rollups.floor(now, rollups.MINUTE) - rollups.MINUTE
-    samples.write_samples([samples.SampleRow(devices[0], counters[0], last + timedelta(seconds=59), 1e6)])
+    pending = rollups.floor(now, rollups.MINUTE) - rollups.MINUTE
+    assert now - pending < rollups.MINUTE + timedelta(seconds=2 * settings.POLL_INTERVAL)
+    assert not any(k[2] == pending for k in before)
+    samples.write_samples([samples.SampleRow(devices[0], counters[0], pending + timedelta(seconds=55), 1e6)])
     rollups.roll_up(now=now + timedelta(minutes=1))
     assert_same(rolled(SampleMinute), expected_rollups(rollups.MINUTE))
-    assert rolled(SampleMinute)[(devices[0], counters[0], last)][2] == 1e6
+    assert rolled(SampleMinute)[(devices[0], counters[0], pending)] == (1e6, 1e6, 1e6, 1)
 
 
 # --- Reading at the resolution of the range ------------------------------------------------
@@ -216,7 +219,7 @@ def history(ids):
     for n in range(360):
         ts = now - timedelta(seconds=20 * n)
         samples.write_samples([samples.SampleRow(devices[0], temperature, ts, 40 + n % 30)], "shard:0/1")
-    rollups.roll_up(now=now + timedelta(hours=1))
+    rollups.roll_up(now=now + timedelta(hours=2))  # every minute and hour of them complete
     return devices[0], now
 
 
@@ -276,7 +279,7 @@ counter = samples.counter_ids()["temperature_c"]
 now = rollups.floor(datetime.now(tz=UTC), rollups.MINUTE)
 rows = [samples.SampleRow(device.id, counter, now - timedelta(seconds=5 * n), float(n)) for n in range(1, 25)]
 sent = [samples.write_samples(rows, "shard:0/1"), samples.write_samples(rows, "shard:0/1")]
-rollups.roll_up(now=now)
+rollups.roll_up(now=now + timedelta(minutes=1))
 minutes = list(SampleMinute.objects.order_by("ts").values_list("min", "mean", "max", "count"))
 old = samples.SampleRow(device.id, counter, now - timedelta(days=30), 1.0)
 samples.write_samples([old])
