@@ -65,9 +65,9 @@ class Written:
     bytes: int
 
 
-def _launchers(trace: atrace.Trace) -> np.ndarray:
+def _launchers(trace: atrace.Trace, corr: atrace.Correlation | None = None) -> np.ndarray:
     """Per event: the framework operator whose runtime call launched it (-1 if none)."""
-    corr = atrace.correlate(trace)
+    corr = corr if corr is not None else atrace.correlate(trace)
     out = np.full(len(trace), -1, np.int64)
     has_op = corr.host_op >= 0
     out[corr.device_events[has_op]] = corr.host_op[has_op]
@@ -83,14 +83,18 @@ def _local_strings(trace: atrace.Trace, name_ids: np.ndarray) -> tuple[list[str]
     return [strings[i] for i in used.tolist()], lookup[name_ids]
 
 
-def write_results(storage, trace_id: int, trace: atrace.Trace, bd: atrace.Breakdown | None = None) -> Written:
-    """Analyse ``trace`` and store summary, instances and args; returns the sizes."""
+def write_results(
+    storage, trace_id: int, trace: atrace.Trace, bd: atrace.Breakdown | None = None,
+    corr: atrace.Correlation | None = None,
+) -> Written:
+    """Analyse ``trace`` and store summary, instances and args; returns the sizes (a
+    breakdown and correlation already computed are reused)."""
     bd = bd if bd is not None else atrace.operator_breakdown(trace)
     order = np.lexsort((-trace.dur[bd.events], bd.group))
     events = bd.events[order]
     group = bd.group[order]
 
-    launcher_ev = _launchers(trace)[events]
+    launcher_ev = _launchers(trace, corr)[events]
     name_ids = np.concatenate([trace.name[events], trace.name[np.maximum(launcher_ev, 0)]])
     strings, local = _local_strings(trace, name_ids)
 

@@ -34,6 +34,7 @@ from fleet.routing import capture_unavailable_reason
 from traces import atrace, queueing, results, trace_views
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.models import Trace
+from traces.upload_check import CheckedTrace, check_trace
 
 log = logging.getLogger(__name__)
 
@@ -301,28 +302,27 @@ def _raw_name(trace_id: int, original: str, head: bytes) -> str:
     return results.path(trace_id, f"raw.{suffix}")
 
 
-def check_trace_file(uploaded) -> tuple[atrace.Trace, str]:
-    """Read the whole upload with the engine; any problem is a BadTrace with its message."""
+def check_trace_file(uploaded) -> CheckedTrace:
+    """Scan the whole upload with the engine's streaming check (traces/upload_check.py):
+    any problem is a BadTrace with the engine's message, what and where."""
     if uploaded.size == 0:
         raise BadTrace(f"{uploaded.name}: the file is empty")
     uploaded.seek(0)
     try:
-        trace = atrace.read_trace(uploaded)
+        return check_trace(uploaded)
     except atrace.TraceError as exc:
         where = exc.where if exc.where and uploaded.name in exc.where else f"{uploaded.name}" + (f", {exc.where}" if exc.where else "")
         raise BadTrace(f"{where}: {exc.what}") from None
     finally:
         uploaded.seek(0)
-    return trace, trace.meta.get("source", "")
 
 
 def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: str = "") -> Trace:
     """Check the file, store it (streamed from the upload's temporary file) and queue its
     analysis. A bad file raises BadTrace and leaves no row and no file behind."""
     make_room(uploaded.size)
-    parsed, fmt = check_trace_file(uploaded)
-    meta = dict(parsed.meta)
-    del parsed
+    checked = check_trace_file(uploaded)
+    meta, fmt = checked.meta, checked.format
     created: list[int] = []
     try:
         with transaction.atomic():
@@ -383,9 +383,12 @@ def analyse(trace_id: int) -> None:
         with storage.open(trace.raw_file, "rb") as f:
             parsed = atrace.read_trace(f)
         bd = atrace.operator_breakdown(parsed)
-        written = results.write_results(storage, trace_id, parsed, bd)
+        corr = atrace.correlate(parsed)
+        written = results.write_results(storage, trace_id, parsed, bd, corr)
         path = results.critical_path_or_none(parsed)
-        views_bytes = trace_views.store_views(storage, trace_id, parsed, breakdown=bd, path=path)
+        views_bytes = trace_views.store_views(
+            storage, trace_id, parsed, breakdown=bd, path=path, correlation=corr
+        )
     except atrace.TraceError as exc:
         fail(trace_id, f"the trace cannot be analysed: {exc}")
         return
@@ -396,10 +399,18 @@ def analyse(trace_id: int) -> None:
         ready_at=timezone.now(), progress=1.0, events=written.events, span_us=written.span_us,
         started_at_us=written.start_us, stored_bytes=stored,
         workload=trace.workload or str(meta.get("workload", ""))[:64],
+        raw_format=_read_format(trace, meta),
     )
     # The download comes last: the pages need only what is above.
     size = results.write_chrome(storage, trace_id, parsed, path)
     Trace.objects.filter(pk=trace_id).update(stored_bytes=stored + size)
+
+
+def _read_format(trace: Trace, meta: dict) -> str:
+    """The format the reader found, for an upload (its request only scanned the file)."""
+    if trace.source == TraceSource.UPLOAD and meta.get("source"):
+        return str(meta["source"])[:16]
+    return trace.raw_format
 
 
 def chrome_ready(trace: Trace) -> bool:

@@ -47,9 +47,17 @@ class ViewsMissing(LookupError):
 def store_views(storage, trace_id: int, parsed: atrace.Trace, **known) -> int:
     """Compute and store every view of a parsed trace; returns the bytes stored.
 
-    ``known`` may pass a ``breakdown`` and ``path`` already computed, to reuse them.
+    ``known`` may pass a ``breakdown``, ``path`` and ``correlation`` already computed, to
+    reuse them. On a local file system the views are written in place (their names replace
+    those of an interrupted attempt); other storages get copies through the storage API.
     """
     views = compute_views(parsed, **known)
+    try:
+        folder = Path(storage.path(str(trace_id)))
+    except NotImplementedError:
+        folder = None
+    if folder is not None:
+        return sum((folder / name).stat().st_size for name in views.save(folder))
     total = 0
     with tempfile.TemporaryDirectory(prefix="asicmon-views-") as tmp:
         for name in views.save(tmp):

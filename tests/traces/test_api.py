@@ -208,7 +208,20 @@ BAD_FILES = {
     "wrong format": ("photo.json", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, ""),
     "not a trace": ("numbers.json", b'{"hello": [1, 2, 3]}', ""),
     "gzip bomb": ("bomb.json.gz", None, "gzip bomb"),
+    "truncated JSON": ("cut.json", None, "truncated"),
+    "malformed event deep in the file": ("broken.json", None, "malformed event JSON"),
+    "not an event object": ("numbers-in-events.json", None, "traceEvents"),
 }
+EVENT = b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.25, "args": {"shape": "[[1, 2]]"}}'
+
+
+def many_events(middle: bytes = b"", n: int = 60_000) -> bytes:
+    """A Kineto trace of ``n`` events (several MB, so the scan reads it in many chunks), with
+    ``middle`` put between two events half way."""
+    events = [EVENT] * n
+    if middle:
+        events.insert(n // 2, middle)
+    return b'{"schemaVersion": 1, "traceEvents": [\n' + b",\n".join(events) + b"\n]}"
 
 
 @pytest.mark.parametrize("case", list(BAD_FILES))
@@ -218,12 +231,41 @@ def test_bad_upload_is_400_with_the_engines_message_and_leaves_nothing(case, api
         data = real_trace("simple_add_kineto.json.gz").read_bytes()[:-200]
     if case == "gzip bomb":
         data = gzip_bytes(b'{"traceEvents": [' + b" " * (80 << 20))
+    if case == "truncated JSON":
+        data = many_events()[:-5000]
+    if case == "malformed event deep in the file":
+        data = many_events(b'{"ph": "X", "name": "bad" "dur": 1}')
+    if case == "not an event object":
+        data = many_events(b"[1, 2]")
     api_client.force_authenticate(operator)
     response = upload(api_client, upload_file(name, data))
     assert response.status_code == 400, response.content
     assert name in response.data["detail"] and words in response.data["detail"]
     assert not Trace.objects.exists()
     assert files_in(settings.TRACE_STORAGE_DIR) == []
+
+
+def test_an_upload_the_reader_refuses_past_the_requests_scan_fails_with_the_reason(api_client, operator, trace_storage):
+    """The request checks the file's structure only; an event with a negative duration is
+    well-formed JSON, so it is accepted and its analysis fails with the reader's message."""
+    api_client.force_authenticate(operator)
+    bad = b'{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "pid": 1, "tid": 1, "ts": 5, "dur": -3}'
+    response = upload(api_client, upload_file("negative.json", many_events(bad, n=100)))
+    assert response.status_code == 201, response.content
+    assert response.data["status"] == "queued"
+    services.analyse(response.data["id"])
+    trace = Trace.objects.get(pk=response.data["id"])
+    assert trace.status == TraceStatus.FAILED
+    assert "negative duration" in trace.error and "traceEvents[50]" in trace.error
+
+
+def test_upload_records_the_format_and_the_metadata_the_scan_found(api_client, operator, trace_storage):
+    api_client.force_authenticate(operator)
+    head = b'{"schemaVersion": 1, "sw_version": "2.7", "workload": "mm-bench", "traceEvents": [' + EVENT + b"]}"
+    response = upload(api_client, upload_file("meta.json", head))
+    assert response.status_code == 201, response.content
+    trace = Trace.objects.get(pk=response.data["id"])
+    assert (trace.raw_format, trace.sw_version, trace.workload) == ("kineto", "2.7", "mm-bench")
 
 
 @pytest.mark.parametrize("fmt", ["chrome-json", "chakra-et"])

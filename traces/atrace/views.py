@@ -20,6 +20,7 @@ import orjson
 
 from .breakdown import Breakdown, operator_breakdown
 from .comparison import op_table
+from .correlate import Correlation
 from .correlation_view import correlation_view
 from .critical_path import CriticalPath, critical_path
 from .errors import EmptyTraceError
@@ -71,9 +72,11 @@ def compute_views(
     *,
     breakdown: Breakdown | None = None,
     path: CriticalPath | None = None,
+    correlation: Correlation | None = None,
     max_steps: int = MAX_STEPS,
 ) -> TraceViews:
-    """All the stored views of one trace (reusing a breakdown and path already computed)."""
+    """All the stored views of one trace (reusing a breakdown, path and correlation already
+    computed)."""
     clock = _Clock()
     bd = breakdown if breakdown is not None else clock.time("breakdown", operator_breakdown, trace)
     if path is None:
@@ -93,7 +96,7 @@ def compute_views(
     documents = {
         "flame": clock.time("flame", lambda: flame(trace).to_dict(FLAME_MAX_NODES)),
         "paths": paths,
-        "correlation": clock.time("correlation", correlation_view, trace),
+        "correlation": clock.time("correlation", correlation_view, trace, correlation),
         "op_table": op_table(bd, len(paths["steps"]), representative, scope),
         "op_means": op_means(bd),
     }
