@@ -49,3 +49,32 @@ export function row(cells) {
 }
 
 export const plotConfig = { displaylogo: false, responsive: true, displayModeBar: "hover" };
+
+// Plotly (about 5 MB of script) on the trace page: fetched early by the page's
+// <link rel="preload" data-plotly> but run only when a chart is first drawn, so that the
+// page paints first. Pages that load it with a <script defer> get that one.
+let plotlyLoading = null;
+export function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!plotlyLoading) {
+    const link = document.querySelector("link[data-plotly]");
+    plotlyLoading = new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = link.href;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => reject(new Error(`Plotly could not be loaded from ${link.href}`));
+      document.head.appendChild(script);
+    });
+  }
+  return plotlyLoading;
+}
+
+// The breakdown chart is the first thing a person looks at: the other views of the trace
+// page draw after it (or after `waitMs` if it never comes).
+export function afterBreakdownDrawn(waitMs = 3000) {
+  if (performance.getEntriesByName("breakdown-drawn").length) return Promise.resolve();
+  return new Promise((resolve) => {
+    document.addEventListener("trace:breakdown-drawn", () => resolve(), { once: true });
+    setTimeout(resolve, waitMs);
+  });
+}
