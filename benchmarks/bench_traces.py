@@ -13,6 +13,7 @@ from the click (the POST) to the first progress message on the trace's channel g
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -215,6 +216,7 @@ def main() -> None:
             worker.terminate()
             worker.wait(timeout=30)
         teardown_databases(old, verbosity=0)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -43,9 +43,10 @@ MIN_CAPTURE_S, MAX_CAPTURE_S, DEFAULT_CAPTURE_S = 1, 60, 5
 MAX_ANALYSIS_ATTEMPTS = 3
 #: Extra seconds a capture may take beyond its duration before it counts as stuck.
 CAPTURE_GRACE_S = 60
-#: How often a running capture writes its progress to the row (pushes are more frequent).
+#: How often a running capture writes its progress to the row (pushes are more frequent:
+#: the page's socket opens after the click's answer, so it sees the first push after that).
 PROGRESS_ROW_EVERY_S = 1.0
-PROGRESS_PUSH_EVERY_S = 0.2
+PROGRESS_PUSH_EVERY_S = 0.1
 
 
 class TraceRefused(Exception):
