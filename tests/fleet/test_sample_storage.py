@@ -10,8 +10,9 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from fleet import partitions, rollups, samples
 from fleet.models import Sample, SampleHour, SampleMinute
@@ -140,6 +141,42 @@ def test_retention_drops_whole_partitions_and_keeps_everything_within_it(ids, se
     with connection.cursor() as cursor:  # and the next hours are ready for writes
         names = [p[0] for p in partitions.partitions(cursor.cursor, "fleet_sample")]
     assert partitions.partition_name("fleet_sample", now + timedelta(hours=2)) in names
+
+
+@postgres_only
+def test_the_migration_converts_a_plain_table_with_its_rows_and_back(monkeypatch):
+    """partition_table / unpartition_table (migration 0008) on a table shaped like fleet_sample."""
+    monkeypatch.setitem(partitions.WIDTHS, "conv_sample", timedelta(hours=1))
+    monkeypatch.setitem(partitions.NAME_FORMATS, "conv_sample", "%Y%m%d%H")
+    start = rollups.floor(datetime.now(tz=UTC), rollups.HOUR) - timedelta(hours=5)
+    with connection.cursor() as c:
+        cursor = c.cursor
+        cursor.execute("CREATE TABLE conv_sample (ts timestamptz NOT NULL, value float8 NOT NULL, "
+                       "counter_id smallint NOT NULL, device_id bigint NOT NULL, PRIMARY KEY (device_id, counter_id, ts))")
+        cursor.execute("CREATE INDEX conv_ts_idx ON conv_sample (ts)")
+        cursor.execute("INSERT INTO conv_sample SELECT %s + make_interval(mins => 7 * k), k, 1, 1 FROM generate_series(0, 40) k", [start])
+        cursor.execute("SELECT * FROM conv_sample ORDER BY ts")
+        before = cursor.fetchall()
+
+        partitions.partition_table(cursor, "conv_sample", "device_id, counter_id, ts", "conv_ts_idx")
+
+        assert partitions.is_partitioned(cursor, "conv_sample")
+        found = partitions.partitions(cursor, "conv_sample")
+        assert [p[1] for p in found[1:5]] == [start + timedelta(hours=h) for h in range(4)]
+        cursor.execute("SELECT * FROM conv_sample ORDER BY ts")
+        assert cursor.fetchall() == before
+        cursor.execute("SELECT count(*) FROM conv_sample_default")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT amname FROM pg_class JOIN pg_am ON pg_am.oid = relam WHERE relname = 'conv_ts_idx'")
+        assert cursor.fetchone()[0] == "brin"
+        with pytest.raises(psycopg.errors.UniqueViolation), transaction.atomic():  # still a primary key
+            cursor.execute("INSERT INTO conv_sample VALUES (%s, 0, 1, 1)", [start])
+
+        partitions.unpartition_table(cursor, "conv_sample", "device_id, counter_id, ts", "conv_ts_idx")
+
+        assert not partitions.is_partitioned(cursor, "conv_sample")
+        cursor.execute("SELECT * FROM conv_sample ORDER BY ts")
+        assert cursor.fetchall() == before
 
 
 # --- Rollups ----------------------------------------------------------------------------
