@@ -328,7 +328,7 @@ SAMPLE_RETENTION_HOURS = env_int("SAMPLE_RETENTION_HOURS", 24 * 7, minimum=1)
 SAMPLE_MINUTE_RETENTION_DAYS = env_int("SAMPLE_MINUTE_RETENTION_DAYS", 31, minimum=1)
 SAMPLE_HOUR_RETENTION_DAYS = env_int("SAMPLE_HOUR_RETENTION_DAYS", 400, minimum=1)
 # Whether a sample write waits for PostgreSQL's WAL flush at commit (docs/deploy.md).
-SAMPLES_SYNCHRONOUS_COMMIT = env_bool("SAMPLES_SYNCHRONOUS_COMMIT", False)
+SAMPLES_SYNCHRONOUS_COMMIT = env_bool("SAMPLES_SYNCHRONOUS_COMMIT", True)
 
 # --- Traces. ---
 TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)

@@ -91,9 +91,9 @@ def write_samples(rows: Iterable[SampleRow], scope: str = "") -> int:
             )
             return len(rows)
         if not settings.SAMPLES_SYNCHRONOUS_COMMIT:
-            # A server crash may lose the last fraction of a second of samples (their
-            # marker with them: nothing half-written); not waiting for the WAL flush
-            # at commit halves the time of a write (benchmarks/bench_fleet10k.py).
+            # Opt-in: a server crash may lose the last fraction of a second of samples
+            # (their marker with them: nothing half-written). Worth it only where the
+            # WAL's disk is slow to flush; no gain measured on the development machine.
             cursor.execute("SET LOCAL synchronous_commit = off")
         instants = {r.ts for r in rows}
         partitions.ensure(cursor.cursor, Sample._meta.db_table, instants)
