@@ -9,17 +9,20 @@ combined in int64 arithmetic. More than three decimals are rounded to the neares
 nanosecond (ties to even), like :func:`round` on the exact decimal value.
 
 The bulk path (:func:`us_texts_to_ns`) checks a whole batch with numpy (only digits and
-at most one point per number, at most three decimals) and converts the digits with
-``int``; a batch with anything else (exponents, signs, very long numbers, more decimals)
-goes through :func:`us_text_to_ns`, one number at a time, with Python's exact decimals.
+at most one point per number, at most three decimals) and converts the digits as one
+JSON array of integers; a batch with anything else (exponents, signs, very long numbers,
+more decimals) goes through :func:`us_text_to_ns`, one number at a time, with Python's
+exact decimals.
 """
 
 from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
+import msgspec
 import numpy as np
 
+_INTEGERS = msgspec.json.Decoder(list[int])
 _MAX_INT_DIGITS = 15  # 1e15 us = 1e18 ns, well inside int64
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 _NS = Decimal(1000)
@@ -111,8 +114,11 @@ def _common_case(blob: bytes, n: int) -> np.ndarray | None:
     int_digits = ends - starts - decimals - (per_text > 0)
     if (decimals > 3).any() or (int_digits > _MAX_INT_DIGITS).any():
         return None
-    digits = blob.replace(b".", b"").split(b",") if len(dots) else blob.split(b",")
-    values = np.fromiter(map(int, digits), np.int64, n)
+    digits = blob.replace(b".", b"") if len(dots) else blob
+    try:  # the digits as one JSON array of integers, parsed in C
+        values = np.array(_INTEGERS.decode(b"[" + digits + b"]"), np.int64)
+    except msgspec.DecodeError:  # leading zeros ("0.5" gives "05") are not JSON
+        values = np.fromiter(map(int, digits.split(b",")), np.int64, n)
     return values * _POW10[3 - decimals]
 
 
