@@ -53,16 +53,18 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None)
     dur = trace.dur[sel]
     end = ts + dur
     # Rank of each slice on its chain: by start, longer first (parents before children).
-    ev_order = np.lexsort((sel, -dur, ts, chain))
+    ties = (-dur,) if m < 2 or (sel[1:] > sel[:-1]).all() else (sel, -dur)  # a stable sort keeps sel's order
+    ev_order = np.lexsort((*ties, *_chain_time(chain, ts, end)))
     rank = np.empty(m, np.int64)
     rank[ev_order] = np.arange(m)
     zero = dur == 0
     pt_time = np.concatenate([ts, end])
     pt_chain = np.concatenate([chain, chain])
-    # type 0: end of a non-empty slice; type 1: starts, and ends of empty slices.
-    pt_type = np.concatenate([np.ones(m, np.int8), zero.astype(np.int8)])
+    # type 0: end of a non-empty slice; type 1: starts, and ends of empty slices; then by
+    # rank (starts in rank order, ends of non-empty slices in reverse).
+    pt_type = np.concatenate([np.ones(m, np.int64), zero.astype(np.int64)])
     pt_sec = np.concatenate([2 * rank, np.where(zero, 2 * rank + 1, -rank)])
-    order = np.lexsort((pt_sec, pt_type, pt_time, pt_chain))
+    order = np.lexsort((pt_type * (3 * m + 1) + pt_sec + m, *_chain_time(pt_chain, pt_time, pt_time)))
     local = order % m if m else order
     is_end = order >= m
     delta = np.where(is_end, -1, 1).astype(np.int64)
@@ -88,6 +90,20 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None)
         start_pos=start_pos,
         end_pos=end_pos,
     )
+
+
+def _chain_time(chain: np.ndarray, time: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Sort keys (least significant first) for "by chain, then by time": one int64 key when
+    chain and time offset fit in it together (they do for any trace shorter than days), else
+    two keys."""
+    if not len(time):
+        return time, chain
+    t0 = int(time.min())
+    span = int(end.max()) - t0 + 1
+    chains = int(chain.max()) + 1
+    if int(chain.min()) >= 0 and span * chains < (1 << 62):
+        return (chain.astype(np.int64) * span + (time - t0),)
+    return time, chain
 
 
 def _parents(depth: np.ndarray, start_pos: np.ndarray, chain: np.ndarray) -> np.ndarray:
