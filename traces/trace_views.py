@@ -21,7 +21,7 @@ from django.core.files import File
 
 from fleet import samples
 from fleet.models import Sample
-from traces import atrace
+from traces import atrace, results
 from traces.atrace.comparison import compare_tables
 from traces.atrace.timeline_view import MAX_WIDTH_PX, window
 from traces.atrace.versions import version_regressions
@@ -56,8 +56,8 @@ def store_views(storage, trace_id: int, parsed: atrace.Trace, **known) -> int:
         folder = Path(storage.path(str(trace_id)))
     except NotImplementedError:
         folder = None
-    if folder is not None:
-        return sum((folder / name).stat().st_size for name in views.save(folder))
+    if folder is not None:  # the timeline's event details read the args the drill-down stored
+        return sum((folder / name).stat().st_size for name in views.save(folder, args_file=results.ARGS))
     total = 0
     with tempfile.TemporaryDirectory(prefix="asicmon-views-") as tmp:
         for name in views.save(tmp):

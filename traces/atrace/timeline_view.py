@@ -67,18 +67,26 @@ class TimelineLayout:
         return len(self.columns["ts"])
 
     # -- storage ---------------------------------------------------------------------------
-    def save(self, directory: str | Path, prefix: str = "") -> None:
-        """Write the layout as ``<prefix>layout.json`` and one ``<prefix><column>.npy`` each."""
+    def save(self, directory: str | Path, prefix: str = "", *, args_file: str | None = None) -> None:
+        """Write the layout as ``<prefix>layout.json`` and one ``<prefix><column>.npy`` each.
+
+        ``args_file`` names a file in ``directory`` that already holds the argument bytes
+        (the trace's args blob, e.g. written beside it for the drill-down): the layout then
+        refers to it instead of writing them again.
+        """
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
+        if args_file is not None and not _holds(d / args_file, len(self.args_blob)):
+            args_file = None
         arrays = {
             **self.columns,
             "row_offsets": self.row_offsets,
             "position": self.position,
-            "args_blob": self.args_blob,
             "args_offsets": self.args_offsets,
             **{f"edge_{k}": v for k, v in self.edges.items()},
         }
+        if args_file is None:
+            arrays["args_blob"] = self.args_blob
         for name, arr in arrays.items():
             np.save(d / f"{prefix}{name}.npy", np.ascontiguousarray(arr))
         head = {
@@ -88,6 +96,7 @@ class TimelineLayout:
             "span_ns": list(self.span_ns),
             "meta": self.meta,
             "edge_columns": sorted(self.edges),
+            "args_file": args_file,
         }
         (d / f"{prefix}layout.json").write_bytes(orjson.dumps(head))
 
@@ -140,11 +149,22 @@ def load_layout(directory: str | Path, prefix: str = "", *, mmap: bool = True) -
         position=col("position"),
         edges={k: np.asarray(col(f"edge_{k}")) for k in head["edge_columns"]},
         edge_types=head["edge_types"],
-        args_blob=col("args_blob"),
+        args_blob=_bytes_of(d / head["args_file"], mmap) if head.get("args_file") else col("args_blob"),
         args_offsets=col("args_offsets"),
         span_ns=tuple(head["span_ns"]),
         meta=head["meta"],
     )
+
+
+def _holds(path: Path, size: int) -> bool:
+    return path.is_file() and path.stat().st_size == size
+
+
+def _bytes_of(path: Path, mmap: bool) -> np.ndarray:
+    """A file's bytes as a uint8 array (memory-mapped unless empty or told not to)."""
+    if mmap and path.stat().st_size:
+        return np.memmap(path, np.uint8, mode="r")
+    return np.fromfile(path, np.uint8)
 
 
 # -- building ------------------------------------------------------------------------------

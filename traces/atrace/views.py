@@ -42,13 +42,15 @@ class TraceViews:
     layout: TimelineLayout
     seconds: dict[str, float] = field(default_factory=dict)  # time spent per part
 
-    def save(self, directory: str | Path) -> list[str]:
-        """Write every view into ``directory``; returns the names of the files written."""
+    def save(self, directory: str | Path, *, args_file: str | None = None) -> list[str]:
+        """Write every view into ``directory``; returns the names of the files written.
+        ``args_file``: a file there already holding the trace's args blob (the timeline
+        refers to it rather than writing a copy)."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         for name, doc in self.documents.items():
             (d / f"{PREFIX}{name}.json").write_bytes(orjson.dumps(doc))
-        self.layout.save(d, TIMELINE_PREFIX)
+        self.layout.save(d, TIMELINE_PREFIX, args_file=args_file)
         return sorted(p.name for p in d.iterdir() if p.name.startswith(PREFIX))
 
 

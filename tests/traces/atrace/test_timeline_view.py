@@ -128,6 +128,23 @@ def test_saved_layout_answers_like_the_fresh_one_and_details_an_event(gpu_captur
         loaded.event_detail(len(trace) + 5)
 
 
+def test_saved_layout_reads_args_from_a_blob_already_stored_beside_it(gpu_capture, tmp_path):
+    trace, path = gpu_capture
+    layout = build_layout(trace, path)
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    (folder / "args.bin").write_bytes(bytes(trace.args.blob))
+    layout.save(folder, "view.timeline.", args_file="args.bin")
+    assert not (folder / "view.timeline.args_blob.npy").exists()
+    loaded = load_layout(folder, "view.timeline.")
+    for e in np.flatnonzero(trace.is_slice)[:: max(len(trace) // 50, 1)].tolist():
+        assert loaded.event_detail(e)["args"] == trace.args.get(e)
+    # A file that is not the blob (another size) is not trusted: the layout keeps its own copy.
+    (folder / "other.bin").write_bytes(b"{}")
+    layout.save(tmp_path / "copy", args_file="other.bin")
+    assert (tmp_path / "copy" / "args_blob.npy").exists()
+
+
 @pytest.mark.parametrize(
     ("start", "end", "width", "message"),
     [(10, 10, 100, "must be after start"), (0, 10, 0, "width_px"), (0, 10, 10**6, "width_px")],
