@@ -63,13 +63,14 @@ def path_table(cp: CriticalPath, *, index_map: np.ndarray | None = None, max_row
     t = cp.trace
     strings = t.strings.strings
     sel = cp.selected
-    on_path = np.zeros(len(sel), bool)
-    on_path[np.searchsorted(sel, np.unique(cp.events))] = True
+    marked = np.zeros(len(t), bool)
+    marked[cp.events] = True
+    on_path = marked[sel]
     n_str = len(strings) + 1
-    key = t.on_device[sel].astype(np.int64) * n_str + t.op[sel]
-    uniq, group = np.unique(key, return_inverse=True)
-    path_ns = np.zeros(len(uniq))
-    np.add.at(path_ns, np.searchsorted(uniq, key[np.searchsorted(sel, cp.events)]), cp.on_path_ns)
+    key = t.on_device.astype(np.int64) * n_str + t.op  # (side, operator) per event: small ints
+    uniq, lookup = _compact(key[sel], 2 * n_str)
+    group = lookup[key[sel]]
+    path_ns = np.bincount(lookup[key[cp.events]], weights=cp.on_path_ns, minlength=len(uniq)).astype(np.float64)
     off = ~on_path
     off_group = group[off]
     off_slack = cp.slack_ns[off].astype(np.float64)
@@ -106,6 +107,17 @@ def path_table(cp: CriticalPath, *, index_map: np.ndarray | None = None, max_row
         "rows": rows,
         "least_slack": summary["slack"]["least_slack_off_path"],
     }
+
+
+def _compact(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``keys`` (ints in [0, n)), sorted, and a table mapping each
+    value to its place among them: a counting pass, no sort or hash of the keys."""
+    present = np.zeros(n, bool)
+    present[keys] = True
+    uniq = np.flatnonzero(present)
+    lookup = np.full(n, -1, np.int64)
+    lookup[uniq] = np.arange(len(uniq))
+    return uniq, lookup
 
 
 def _global(index: int, index_map: np.ndarray | None) -> int:
@@ -159,7 +171,10 @@ def path_tables(
             continue
         inside = by_start[lo:hi]
         launched = link[inside]
-        part = np.unique(np.concatenate([inside, launched[launched >= 0]]))
+        member = np.zeros(len(trace), bool)
+        member[inside] = True
+        member[launched[launched >= 0]] = True
+        part = np.flatnonzero(member)
         budget -= len(part)
         try:
             cp = critical_path(light.take(part), window=(start, end))
