@@ -196,6 +196,37 @@ def socket_figures(client, lines: dict[int, list[dict]]) -> None:
               f"next cycles {statistics.median(per_cycle[1:]) / 1000:6.1f} kB")
 
 
+def publish_figures(lines: dict[int, list[dict]], listeners: int = 10) -> None:
+    """What publishing one cycle costs the worker with `listeners` fleet pages open (the
+    channel layer serialises and stores a group message once per channel)."""
+    import msgpack
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from dashboard import push
+
+    layer = get_channel_layer()
+    names = [async_to_sync(layer.new_channel)() for _ in range(listeners)]
+    for shard in lines:
+        for name in names:
+            async_to_sync(layer.group_add)(push.shard_group(shard), name)
+    base = time.time() // 5 * 5
+    wall, cpu = time.perf_counter(), time.process_time()
+    for shard, shard_lines in lines.items():
+        push.shard_polled(shard, base, shard_lines)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"  publish one cycle with {listeners} fleet pages open (worker side): {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU")
+    now = sum(len(msgpack.packb({"type": "fleet.polled", "poll": "0" * 32, "shard": s, "cycle": base, "ids": [x["id"] for x in ls]}))
+              for s, ls in lines.items())
+    before = sum(len(msgpack.packb({"type": "fleet.polled", "shard": s, "cycle": base, "devices": ls})) for s, ls in lines.items())
+    print(f"  channel layer, per fleet socket per cycle (what the web process reads and decodes): "
+          f"{now / 1000:.0f} kB of device ids (before: {before / 1e6:.2f} MB of lines)")
+    for shard in lines:
+        for name in names:
+            async_to_sync(layer.group_discard)(push.shard_group(shard), name)
+    async_to_sync(layer.flush)()
+
+
 def summary_figures(repeat: int) -> None:
     from fleet import queries
     from fleet.health_index import read
@@ -255,6 +286,7 @@ def main() -> None:
         client = viewer_client()
         page_figures(client, args.repeat)
         summary_figures(args.repeat)
+        publish_figures(lines)
         socket_figures(client, lines)
     finally:
         wipe_redis()

@@ -4,6 +4,7 @@ import asyncio
 import json
 import time
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -11,7 +12,7 @@ from django.contrib.auth.models import User
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from dashboard.push import shard_group, trace_group
+from dashboard.push import latest_lines, shard_group, trace_group
 from fleet import health_index, queries
 from fleet.models import Device
 from fleet.sharding import shard_of_host
@@ -116,13 +117,25 @@ class FleetConsumer(FleetEventsConsumer):
     async def fleet_polled(self, event):
         if not await self.still_allowed():
             return
-        lines = [line for line in event["devices"] if line["id"] in self.visible]
+        shown = [device_id for device_id in event["ids"] if device_id in self.visible]
+        lines = await lines_of(shown)
         message = {"type": "fleet.polled", "shard": event["shard"], "cycle": event["cycle"], "devices": lines}
         summary = await shared_summary(event["poll"])
         if summary is not None and summary != self.sent_summary:
             message["summary"] = self.sent_summary = summary
         if lines or "summary" in message:
             await self.send_json(message)
+
+
+async def lines_of(device_ids: list[int]) -> list:
+    """The poll lines of a few devices, from their latest snapshots (none on a Redis hiccup:
+    the next poll brings them)."""
+    if not device_ids:
+        return []
+    try:
+        return await sync_to_async(latest_lines, thread_sensitive=False)(device_ids)
+    except TRANSIENT_ERRORS:
+        return []
 
 
 def subscribed_devices(text: str | None) -> list[int] | str:
@@ -182,12 +195,10 @@ class DeviceConsumer(FleetEventsConsumer):
         return Device.objects.filter(pk=self.device_id).values_list("host_id", flat=True).first()
 
     async def fleet_polled(self, event):
-        if not await self.still_allowed():
+        if not await self.still_allowed() or self.device_id not in event["ids"]:
             return
-        for line in event["devices"]:
-            if line["id"] == self.device_id:
-                await self.send_json({"type": "device.polled", "cycle": event["cycle"], "device": line})
-                return
+        for line in await lines_of([self.device_id]):
+            await self.send_json({"type": "device.polled", "cycle": event["cycle"], "device": line})
 
 
 class TraceConsumer(FleetEventsConsumer):

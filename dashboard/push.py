@@ -2,6 +2,8 @@
 
 Workers call these after a write; websocket consumers forward what arrives. A poll
 of a shard produces exactly one message, whatever the number of devices and counters.
+The message names the polled devices, and each consumer reads the latest snapshots of
+the few it shows (`latest_lines`): a page's socket never carries, nor decodes, the fleet.
 """
 
 import uuid
@@ -10,7 +12,7 @@ from typing import Literal, TypedDict
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from fleet import health_index
+from fleet import health_index, snapshots
 from fleet.key_counters import key_counter_names
 
 
@@ -30,7 +32,7 @@ class ShardPolled(TypedDict):
     poll: str  # unique to this message: what consumers compute once per poll is keyed by it
     shard: int
     cycle: float
-    devices: list[DeviceLine]
+    ids: list[int]  # the devices polled; their lines are their snapshots (`latest_lines`)
 
 
 def shard_group(shard: int) -> str:
@@ -49,16 +51,23 @@ def device_line(device_id: int, snapshot: dict) -> DeviceLine:
     }
 
 
+def latest_lines(device_ids: list[int]) -> list[DeviceLine]:
+    """The lines of devices from their latest snapshots (one Redis call), in the order
+    asked; a device without a snapshot is left out."""
+    latest = snapshots.read_snapshots(device_ids)
+    return [device_line(i, latest[i]) for i in device_ids if i in latest]
+
+
 def shard_polled(shard: int, cycle: float, devices: list[DeviceLine]) -> None:
-    """Publishes a shard's poll; first records its devices' health in the fleet's health
-    index, which the fleet page's summaries read."""
+    """Publishes a shard's poll, written before (snapshots included); first records its
+    devices' health in the fleet's health index, which the fleet page's summaries read."""
     health_index.record(devices, cycle)
     message: ShardPolled = {
         "type": "fleet.polled",
         "poll": uuid.uuid4().hex,
         "shard": shard,
         "cycle": cycle,
-        "devices": devices,
+        "ids": [line["id"] for line in devices],
     }
     async_to_sync(get_channel_layer().group_send)(shard_group(shard), message)
 

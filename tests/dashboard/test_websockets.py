@@ -191,3 +191,21 @@ async def test_a_bad_subscribe_message_is_answered_with_an_error_and_the_socket_
     await communicator.send_json_to({"type": "subscribe", "devices": [seeded_fleet[0].id]})
     assert await communicator.receive_json_from(timeout=5) == {"type": "subscribed", "devices": 1}
     await communicator.disconnect()
+
+
+async def test_a_poll_message_names_its_devices_without_their_lines(seeded_fleet):
+    """What the channel layer carries to every fleet socket is the list of polled devices;
+    each socket reads the lines of the few rows it shows."""
+    from channels.layers import get_channel_layer
+
+    from dashboard.push import shard_group
+
+    layer = get_channel_layer()
+    listener = await layer.new_channel()
+    await layer.group_add(shard_group(0), listener)
+    result = await sync_to_async(services.poll_shard)(0, services.current_cycle())
+    message = await layer.receive(listener)
+    await layer.group_discard(shard_group(0), listener)
+    assert sorted(message["ids"]) == sorted(d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0)
+    assert len(message["ids"]) == result.devices
+    assert "devices" not in message
