@@ -72,7 +72,9 @@ def page_load(driver, url: str) -> dict[str, float]:
     timing = driver.execute_script(
         """const paint = performance.getEntriesByName("first-contentful-paint")[0];
         const nav = performance.getEntriesByType("navigation")[0];
-        return {fcp: paint ? paint.startTime : null, dom: nav.domContentLoadedEventEnd, load: nav.loadEventEnd};"""
+        const plotly = performance.getEntriesByType("resource").find((e) => e.name.includes("plotly"));
+        return {fcp: paint ? paint.startTime : null, dom: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
+                plotly: plotly ? plotly.responseEnd : null};"""
     )
     return {**timing, **{m: mark(driver, m) for m in MARKS}}
 
@@ -159,7 +161,7 @@ def main() -> None:
             print(
                 f"  run {k + 1}: FCP {run['fcp']:.0f}  DOMContentLoaded {run['dom']:.0f}  "
                 f"breakdown drawn {run['breakdown-drawn']:.0f}  timeline drawn {run['timeline-drawn']:.0f}  "
-                f"all views drawn {run['views-drawn']:.0f}",
+                f"all views drawn {run['views-drawn']:.0f}  (Plotly fetched by {run['plotly'] or 0:.0f})",
                 flush=True,
             )
         warm = runs[1:] or runs

@@ -5,7 +5,7 @@
 Runs against the database and Redis that the environment names (DATABASE_URL, REDIS_URL),
 on a throwaway database it creates and drops, with a real Celery worker on the traces
 queue (solo pool, so its peak RSS is the analysis's). For each generated Kineto trace it
-prints: the upload request (it reads the whole file to refuse a bad one), upload → ready
+prints: the upload request (it scans the whole file to refuse a bad one), upload → ready
 wall time, the worker's peak RSS, and the server time of the trace page, the breakdown
 API and a drill-down (median of --repeat, after one cold request). Then a 5 s capture:
 from the click (the POST) to the first progress message on the trace's channel group.
