@@ -33,6 +33,7 @@ MARKS = ("breakdown-drawn", "timeline-drawn", "views-drawn")
 
 
 def browser():
+    """Headless Chromium with a throwaway profile (``driver.profile``, removed by the caller)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -44,7 +45,9 @@ def browser():
                  f"--user-data-dir={profile}", "--window-size=1400,1000"):
         options.add_argument(flag)
     service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
-    return webdriver.Chrome(service=service, options=options)
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.profile = profile
+    return driver
 
 
 def sign_in(driver, url: str, username: str) -> None:
@@ -177,6 +180,7 @@ def main() -> None:
     finally:
         if driver is not None:
             driver.quit()
+            shutil.rmtree(driver.profile, ignore_errors=True)
         for service in reversed(services_started):
             service.stop()
         teardown_databases(old, verbosity=0)
