@@ -44,9 +44,11 @@ bench-atrace: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_atrace.py
 	$(BIN)/python benchmarks/bench_atrace_real.py
 
-# The trace page's stored views at 1M events: analysis cost, timeline/flame/comparison requests.
-bench-trace-views: $(VENV)/.dev
+# The trace page at 1M events: analysis cost, timeline/flame/comparison requests, and the
+# page in Chromium (first paint, charts drawn, capture click → first progress).
+bench-trace-views: $(VENV)/.dev browser-deps
 	$(BIN)/python benchmarks/bench_trace_views.py
+	$(BIN)/python benchmarks/bench_trace_page.py
 
 # Chakra .et / JSON export and import at 10k and 100k events (prints figures).
 bench-chakra: $(VENV)/.dev
