@@ -4,7 +4,8 @@
 
 Generates Kineto-format GPU training traces (traces.atrace.synthetic) of about each size
 under benchmarks/out/, then times each step in a fresh process (so peak memory, read from
-ru_maxrss, belongs to that step): load; operator breakdown (Asicmon does host operators with
+ru_maxrss, belongs to that step; a step under 2 s runs three times, on both sides, and the
+fastest run counts): load; operator breakdown (Asicmon does host operators with
 self time and device kernels in one pass; HTA's kernel breakdown and its CPU-operator
 breakdown with self time are timed separately); the critical path of one step and of the
 whole trace; then the multi-rank figure (8 ranks x 125k events: load, breakdown per rank,
@@ -93,6 +94,20 @@ def run_job(ranks: int, per_rank: int, timeout: int) -> None:
 
 
 def run_step(python: Path, worker: str, step: str | None, target: Path, timeout: int) -> dict:
+    """The step in a fresh process; a step under 2 s runs three times (each side alike) and
+    the fastest run counts: on a shared machine a short step's wall time is mostly waiting
+    for a core."""
+    best = _run_once(python, worker, step, target, timeout)
+    for _ in range(2):
+        if "error" in best or best["wall_s"] >= 2.0:
+            break
+        again = _run_once(python, worker, step, target, timeout)
+        if "error" not in again and again["wall_s"] < best["wall_s"]:
+            best = again
+    return best
+
+
+def _run_once(python: Path, worker: str, step: str | None, target: Path, timeout: int) -> dict:
     cmd = [str(python), str(HERE / worker), *([step] if step else []), str(target)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
