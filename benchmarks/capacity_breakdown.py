@@ -84,7 +84,7 @@ def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
     rows = clock.time("sample rows", lambda: [
         r for device_id, s in polled.items() for r in samples.rows_from_snapshot(device_id, cycle_ts, s, counter_ids)])
     clock.time("health rules", lambda: health_service.assess_polled(polled, kinds, now))
-    clock.time("samples write", lambda: samples.write_samples(rows))
+    clock.time("samples write", lambda: samples.write_samples(rows, f"shard:{shard}/{settings.POLL_SHARDS}"))
     clock.time("snapshots (Redis)", lambda: snapshots.write_snapshots(cycle, polled))
     clock.time("remediation", lambda: remediation.after_poll(polled))
     lines = clock.time("push", lambda: [push.device_line(device_id, s) for device_id, s in polled.items()])
