@@ -239,9 +239,6 @@ def summary_figures(repeat: int) -> None:
     size = len(json.dumps(queries.fleet_summary(read()).to_json()))
     print(f"  summary (health index + 2 queries), computed once per poll message per web process: "
           f"{statistics.median(walls) * 1000:.1f} ms, {size / 1000:.1f} kB as JSON")
-    t0 = time.perf_counter()
-    queries.fleet_overview()
-    print(f"  before: the old page's data read (every device, every snapshot): {(time.perf_counter() - t0) * 1000:.0f} ms")
 
 
 def profile() -> None:

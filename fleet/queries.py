@@ -27,37 +27,6 @@ class DeviceRow:
         return self.assessment.health
 
 
-@dataclass
-class FleetOverview:
-    rows: list[DeviceRow]  # the devices that pass every filter
-    health_counts: dict[str, int]  # by health, over the devices that pass the other filters
-    hosts: int
-    devices: int  # before the health filter
-    types: list[str]  # every device type in the fleet, for the filter
-    host_names: list[str]
-
-
-def fleet_overview(*, host: str = "", device_type: str = "", health: str = "") -> FleetOverview:
-    """Devices with their latest snapshots and health, filtered: two SQL queries, one Redis call.
-
-    Host and type filter in SQL; health filters after assessment, since it lives in Redis.
-    """
-    devices = list(Device.objects.for_dashboard().matching(host=host, device_type=device_type))
-    latest = snapshots.read_snapshots([d.id for d in devices])
-    now = time.time()
-    rows = [DeviceRow(d, latest.get(d.id), current_health(latest.get(d.id), now)) for d in devices]
-    counts = Counter(row.health.value for row in rows)
-    choices = Device.objects.order_by().values_list("device_type", "host__name").distinct()
-    return FleetOverview(
-        rows=[row for row in rows if not health or row.health.value == health],
-        health_counts={h.value: counts.get(h.value, 0) for h in Health},
-        hosts=len({d.host_id for d in devices}),
-        devices=len(devices),
-        types=sorted({t for t, _ in choices}),
-        host_names=sorted({h for _, h in choices}),
-    )
-
-
 # --- The fleet page: summaries of the whole fleet, and one page of its device table -----
 
 PAGE_SIZES = (25, 50, 100, 200)

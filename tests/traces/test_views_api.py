@@ -184,3 +184,30 @@ def test_openapi_schema_documents_every_view(api_client, viewer):
         "/api/traces/versions/",
     ]:
         assert path in schema["paths"] or path.replace("{id}", "{pk}") in schema["paths"], path
+
+
+def test_every_answer_comes_from_a_storage_without_local_paths(
+    api_client, viewer, operator, settings, tmp_path, django_capture_on_commit_callbacks,
+):
+    """An object store (no `path()`): results are read through the storage API and the views
+    from a local copy made once; nothing needs the storage to be a file system."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "traces": {"BACKEND": "tests.support.storage.NoLocalPathStorage", "OPTIONS": {"location": str(tmp_path / "store")}},
+    }
+    settings.VAR_DIR = tmp_path / "var"
+    a, b = emulated_trace(operator, version="2.0", seed=1), emulated_trace(operator, version="2.1", seed=2)
+    api_client.force_authenticate(viewer)
+    for url in [u.format(a=a.pk, b=b.pk) for u in VIEW_URLS if "metrics" not in u] + [
+        f"/api/traces/{a.pk}/breakdown/?side=device",
+        f"/api/traces/{a.pk}/instances/?side=device&op=bmm&group_by=Input Dims",
+        f"/api/traces/{a.pk}/download/?format=chrome",
+    ]:
+        response = api_client.get(url)
+        assert response.status_code == 200, (url, response.content[:300])
+    assert api_client.get(f"/api/traces/{a.pk}/instances/?side=device&op=bmm").json()["count"] > 0
+    assert list((tmp_path / "var" / "cache" / "trace-views").iterdir())  # the views' local copy
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_trace(Trace.objects.get(pk=a.pk))
+    left = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "store" / str(a.pk)).rglob("*"))
+    assert all(p.is_dir() for p in (tmp_path / "store" / str(a.pk)).rglob("*")), left
