@@ -57,10 +57,12 @@ def exact_totals_in_hta_scope(path: Path) -> dict[str, tuple[int, int]]:
     events = [e for e in (doc.get("traceEvents", []) if isinstance(doc, dict) else doc) if e.get("ph") == "X"]
     device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")]
     host = [e for e in events if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")]
-    steps = [Decimal(e["ts"]) for e in host if str(e.get("name", "")).startswith("ProfilerStep")]
-    if len(steps) > 1:
+    host = [e for e in host if not str(e.get("cat", "")).startswith("gpu_")]  # not device-side annotations
+    steps = [e for e in host if str(e.get("name", "")).startswith("ProfilerStep")]
+    if len({e["name"] for e in steps}) > 1:  # HTA counts distinct ProfilerStep names
+        last = max(Decimal(e["ts"]) for e in steps)
         launched = {e["args"]["correlation"] for e in host
-                    if "correlation" in e.get("args", {}) and Decimal(e["ts"]) < max(steps)}
+                    if "correlation" in e.get("args", {}) and Decimal(e["ts"]) < last}
         device = [e for e in device if e.get("args", {}).get("correlation") in launched]
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for e in device:
