@@ -112,9 +112,21 @@ def flame(trace: Trace, *, window: tuple[int, int] | None = None) -> Flame:
     path_of, p_parent, p_label = _paths(trace, host, parent, depth, roots)
     root_names = {i: trace.tracks[i].label for i in range(len(trace.tracks))}
     host_tree = _tree(trace, p_label, p_parent, root_names, host, path_of, trace.dur[host], selfs[host])
-
-    # Device: the launching host call path, then the device operator.
     dev = np.flatnonzero(in_win & trace.on_device & (trace.kind != Kind.ANNOTATION))
+    device_tree = _device_tree(trace, dev, path_of, p_parent, p_label, root_names)
+    return Flame(host=host_tree, device=device_tree)
+
+
+def _device_tree(
+    trace: Trace,
+    dev: np.ndarray,
+    path_of: np.ndarray,
+    p_parent: np.ndarray,
+    p_label: np.ndarray,
+    root_names: dict[int, str],
+) -> FlameTree:
+    """Device operators ``dev`` under the host call path that launched each (host paths
+    that lead to no device work left out), plus one root for unlaunched device work."""
     rt, dv = launch_pairs(trace)
     context = np.full(len(trace), -1, np.int64)
     context[dv] = path_of[rt]
@@ -160,8 +172,7 @@ def flame(trace: Trace, *, window: tuple[int, int] | None = None) -> Flame:
         np.add.at(tot, d_parent_a[at], tot[at])
     strings = trace.strings.strings
     labels = [strings[-x - 1] if x < 0 else root_names.get(int(x), str(x)) for x in d_label_a.tolist()]
-    device_tree = FlameTree(labels, d_parent_a, tot, slf, cnt)
-    return Flame(host=host_tree, device=device_tree)
+    return FlameTree(labels, d_parent_a, tot, slf, cnt)
 
 
 @dataclass
