@@ -122,14 +122,19 @@ _TS, _TEMP, _POWER, _USED, _ECC_C, _ECC_U, _UTIL, _POWER_LIMIT, _CLOCK = range(l
 
 
 def observe(window: dict | None, snapshot: dict, limits: Limits = DEFAULT_LIMITS) -> tuple[Assessment, dict]:
-    """Adds a freshly polled snapshot to the device's window and runs every rule."""
-    window = _extend(window or {}, snapshot, limits)
+    """Adds a freshly polled snapshot to the device's window and runs every rule. The window
+    rules run when the window gains a point (at most once per `window_step_s`); between,
+    their findings are held, so that polling more often does not test the same trend more
+    often and raise more false alarms."""
+    window, stepped = _extend(window or {}, snapshot, limits)
     findings = snapshot_findings(snapshot, limits)
     if snapshot.get("driver_status") == "ok":
-        for rule in WINDOW_RULES:
-            finding = rule(window, snapshot, limits)
-            if finding is not None:
-                findings.append(finding)
+        if stepped or "held" not in window:
+            held = [found for rule in WINDOW_RULES if (found := rule(window, snapshot, limits)) is not None]
+            window["held"] = [f.to_json() for f in held]
+        else:
+            held = [Finding.from_json(f) for f in window["held"]]
+        findings.extend(held)
     return summarise(findings), window
 
 
@@ -139,16 +144,21 @@ def _point(snapshot: dict) -> list:
     return [snapshot.get(name) for name in POINT[:-1]] + [clock_share]
 
 
-def _extend(window: dict, snapshot: dict, limits: Limits) -> dict:
-    """The window with this snapshot's point at its end (replacing a point of the same
-    time, so that two workers polling the same cycle leave one point)."""
+def _extend(window: dict, snapshot: dict, limits: Limits) -> tuple[dict, bool]:
+    """The window with this snapshot's point at its end. It replaces a point of the same
+    time (two workers polling the same cycle leave one point), and the newest point while
+    this one is less than `window_step_s` after the one before that (polled more often, the
+    window still spans the same time). Also says whether the window gained a point."""
     points = list(window.get("points", []))
     cores = list(window.get("cores", []))
     point = _point(snapshot)
-    if snapshot.get("driver_status") != "ok":
+    ok = snapshot.get("driver_status") == "ok"
+    stepped = ok
+    if not ok:
         points, cores = [], []  # an outage or a reboot starts the window again
     else:
-        if points and points[-1][_TS] is not None and points[-1][_TS] >= point[_TS]:
+        if points and _replaces_newest(points, point[_TS], limits.window_step_s):
+            stepped = False
             points.pop()
             if cores:
                 cores.pop()
@@ -162,12 +172,22 @@ def _extend(window: dict, snapshot: dict, limits: Limits) -> dict:
         "pcie_gen_max": best_gen,
         "memory_total": snapshot.get("memory_total_bytes") or window.get("memory_total"),
     }
-    for name in ("work_base", "work_seen", "work_recent"):
+    for name in ("work_base", "work_seen", "work_recent") + (("held",) if ok else ()):
         if name in window:
             extended[name] = window[name]
-    if snapshot.get("driver_status") == "ok":
+    if ok:
         _learn_work(extended, snapshot, limits)
-    return extended
+    return extended, stepped
+
+
+def _replaces_newest(points: list[list], ts: float | None, step_s: float) -> bool:
+    newest = points[-1][_TS]
+    if ts is None or newest is None:
+        return False
+    if newest >= ts:
+        return True
+    before = points[-2][_TS] if len(points) >= 2 else None
+    return before is not None and ts - before < step_s
 
 
 def snapshot_findings(snapshot: dict, limits: Limits = DEFAULT_LIMITS) -> list[Finding]:
@@ -263,16 +283,28 @@ def leak_rule(window: dict, snapshot: dict, limits: Limits) -> Finding | None:
         return None
     fits = [_trend(rows[-n:]) for n in _spans(len(rows), limits.leak_min_polls)]
     slope, error = max(fits, key=lambda fit: fit[0] / fit[1] if fit[1] > 0 else math.inf)
-    if slope < limits.leak_min_share_per_s * total or slope < limits.leak_sigmas * error:
+    if not _leaking(slope, error, total, limits):
         return None
     free = max(0.0, total - rows[-1][2])
     seconds = free / slope
-    level = Health.CRITICAL if seconds <= limits.leak_critical_s else Health.WARNING
+    # Critical (a reboot) only for a leak the whole window shows, over a long enough time: a
+    # load that climbs for a while can look like a fast leak on the latest points.
+    whole_slope, whole_error = fits[0]
+    imminent = (
+        rows[-1][0] - rows[0][0] >= limits.leak_critical_span_s
+        and _leaking(whole_slope, whole_error, total, limits)
+        and free / whole_slope <= limits.leak_critical_s
+    )
+    level = Health.CRITICAL if imminent else Health.WARNING
     return Finding(
         "memory_leak", level,
         f"memory leak: {_mib(slope)} MiB/s, out of memory in {_duration(seconds)}",
         {"leak_bytes_per_s": round(slope), "seconds_to_exhaustion": round(seconds), "memory_free_bytes": round(free)},
     )
+
+
+def _leaking(slope: float, error: float, total: float, limits: Limits) -> bool:
+    return slope >= limits.leak_min_share_per_s * total and slope >= limits.leak_sigmas * error
 
 
 def _spans(available: int, shortest: int) -> list[int]:

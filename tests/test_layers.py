@@ -38,7 +38,8 @@ ALLOWED_EDGES = {
 }
 
 MAX_LINES = 500
-LONG_MODULES_ALLOWED = ("migrations", "traces/atrace/")  # the Atrace issue splits readers.py
+# Issue 7 leaves the Atrace engine out of the bound (critical_path.py and chakra.py are longer).
+LONG_MODULES_ALLOWED = ("migrations", "traces/atrace/")
 
 
 def _modules() -> dict[str, Path]:

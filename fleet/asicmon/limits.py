@@ -27,11 +27,12 @@ class Limits:
     # memory leak: used memory rising over the window while power (the load) does not
     # explain it; the slope must be `leak_sigmas` standard errors above zero and above
     # `leak_min_share_per_s` of the device's memory. Critical when it runs out within
-    # `leak_critical_s`.
+    # `leak_critical_s`, by the whole window's trend over at least `leak_critical_span_s`.
     leak_min_polls: int = 8
     leak_min_share_per_s: float = 0.0002
     leak_sigmas: float = 5.0
     leak_critical_s: float = 300.0
+    leak_critical_span_s: float = 60.0
     # a core stuck busy: busy in each of the last `core_stuck_polls` polls while its
     # siblings average less; where the device reports no per-core activity, utilization
     # pinned at the top while power says the device is far from fully loaded.
@@ -45,8 +46,13 @@ class Limits:
     slow_work_min_polls: int = 12
     slow_work_polls: int = 3
     slow_work_min_utilization: float = 0.1
-    # how many polls a window keeps, and when data counts as stale (in poll intervals)
+    # how many points a window keeps, at least `window_step_s` apart: polled more often, the
+    # newest point stands in for the polls since the last kept one, so that the "polls" of
+    # the rules above keep meaning seconds (a window of 8 polls of 0.5 s would span 3.5 s,
+    # and a job allocating memory for 10 s would look like a leak); and when data counts as
+    # stale (in poll intervals)
     window_polls: int = 24
+    window_step_s: float = 4.5
     stale_after_intervals: int = 3
 
 

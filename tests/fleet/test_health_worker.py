@@ -19,9 +19,12 @@ from tests.support.processes import child_env, start_worker
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 POLL = 2.0
-# A fault is found within this many polls of 2 s (the leak needs points for a trend; a failed
-# cooler needs the die to heat up, about 30 s of thermal lag whatever the poll interval).
-WITHIN_POLLS = {"hang": 2, "ecc_storm": 3, "pcie_degraded": 2, "overheat": 16, "core_stuck": 6, "memory_leak": 20}
+# A fault is found within this many seconds, polled every 2 s. The window rules count points
+# about 5 s apart whatever the interval (docs/health.md), so these are test_health.py's bounds
+# at 5 s polls plus a poll: the leak needs points for a trend; a failed cooler needs the die
+# to heat up, about 30 s of thermal lag.
+WITHIN_S = {"hang": 4, "ecc_storm": 12, "pcie_degraded": 4, "overheat": 34, "core_stuck": 30, "memory_leak": 66}
+WITHIN_POLLS = {fault: round(seconds / POLL) for fault, seconds in WITHIN_S.items()}
 RULE_OF = {"hang": "driver", "ecc_storm": "ecc", "pcie_degraded": "pcie", "overheat": "cooling",
            "core_stuck": "core_stuck", "memory_leak": "memory_leak"}
 
@@ -79,8 +82,12 @@ def test_every_fault_is_found_and_hung_ecc_and_leaking_devices_come_back_healthy
         driver = Driver(len(fast_fleet))
         for _ in range(4):
             driver.poll()
-        # One device per fault, each type of device getting several faults.
-        targets = dict(zip(RULE_OF, [d for d in fast_fleet if d.device_type != "gpu"][:4] + [d for d in fast_fleet if d.device_type == "gpu"][:2], strict=True))
+        # One device per fault, each type of device getting some. A stuck core goes to a
+        # device that reports per-core activity: on a GPU it shows only while the GPU is not
+        # busy anyway (docs/health.md), which depends on the hour.
+        others = [d for d in fast_fleet if d.device_type != "gpu"]
+        gpus = [d for d in fast_fleet if d.device_type == "gpu"]
+        targets = dict(zip(RULE_OF, others[:5] + gpus[:1], strict=True))
         injected_at = time.time()
         for fault, device in targets.items():
             services.host_monitor(device.host.name).inject_fault(device.serial, fault)
@@ -112,9 +119,12 @@ def test_every_fault_is_found_and_hung_ecc_and_leaking_devices_come_back_healthy
         for fault in rebooted:
             assert Device.objects.get(id=targets[fault].id).state == DeviceState.IN_SERVICE
             assert Action.objects.filter(device=targets[fault], kind=ActionKind.REBOOT).count() == 1
-        # Warnings are watched, not rebooted.
+        # Warnings are watched, not rebooted; an overheating device left alone long enough
+        # reaches the critical temperature, and that is rebooted.
         for fault in set(targets) - rebooted:
-            assert not Action.objects.filter(device=targets[fault]).exists(), fault
+            actions = list(Action.objects.filter(device=targets[fault]).values_list("kind", "rule"))
+            allowed = [(ActionKind.REBOOT, "temperature")] if fault == "overheat" else []
+            assert all(action in allowed for action in actions), (fault, actions)
     finally:
         worker.stop()
 
