@@ -43,7 +43,7 @@ class Correlation:
     launcher: np.ndarray  # runtime call per device event
     host_op: np.ndarray  # framework operator per device event (-1 if none)
     latency_ns: np.ndarray  # device start - launch start
-    unmatched_device: int
+    unmatched_device: int  # device work (kernels, copies, sets, collectives) with no launcher
     states: dict[str, int]  # ns per state over the trace span
     intervals: list[tuple[int, int, str]]  # (start ns, end ns, state), merged runs
     bubbles: list[dict[str, Any]] = field(default_factory=list)
@@ -114,7 +114,7 @@ def correlate(trace: Trace, *, top_bubbles: int = 10) -> Correlation:
         launcher=launcher,
         host_op=host_op,
         latency_ns=latency,
-        unmatched_device=int(all_dev.sum()) - len(dev),
+        unmatched_device=int(all_dev.sum() - all_dev[dev].sum()),  # linked syncs are not device work
         states=states,
         intervals=intervals,
         bubbles=_bubbles(trace, all_dev, top_bubbles),

@@ -100,3 +100,14 @@ def totals_by(events: list[Slice], key) -> dict:
         row[1] += s.dur
         row[2] += s.self_ns
     return {k: tuple(v) for k, v in out.items()}
+
+
+DEVICE_WORK_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "mtia_runtime"}
+
+
+def unlaunched_device_work(events: list[Slice]) -> tuple[int, int]:
+    """(device work events, those whose correlation id no runtime call carries)."""
+    launched = {s.args.get("correlation") for s in events if s.cat in LAUNCH_CATS} - {None}
+    work = [s for s in events if s.cat in DEVICE_WORK_CATS]
+    return len(work), sum(1 for s in work if s.args.get("correlation") not in launched)
