@@ -172,7 +172,7 @@ def _extend(window: dict, snapshot: dict, limits: Limits) -> tuple[dict, bool]:
         "pcie_gen_max": best_gen,
         "memory_total": snapshot.get("memory_total_bytes") or window.get("memory_total"),
     }
-    for name in ("work_base", "work_seen", "work_recent") + (("held",) if ok else ()):
+    for name in ("work_base", "work_seen", "work_recent", "held"):
         if name in window:
             extended[name] = window[name]
     if ok:

@@ -141,20 +141,24 @@ def gpu_too_busy_to_tell(fleet: Fleet, serial: str) -> bool:
     return fleet.types[serial] == "gpu" and state.load > 0.75
 
 
+def missed_after_injecting(fleet: Fleet, fault: str, seconds: float) -> list[str]:
+    """Injects ``fault`` into every device and polls for ``seconds``: the types of the
+    devices its rule did not find (a GPU too busy to tell a stuck core excused)."""
+    for serial in fleet.monitor.serials:
+        fleet.monitor.host.inject_fault(serial, fault)
+    found = set()
+    for _ in range(round(seconds / fleet.interval)):
+        for serial, result in fleet.poll().items():
+            if any(f.rule == RULE_OF[fault] for f in result.findings):
+                found.add(serial)
+    excused = {s for s in fleet.monitor.serials if fault == "core_stuck" and gpu_too_busy_to_tell(fleet, s)}
+    return [fleet.types[s] for s in fleet.monitor.serials if s not in found | excused]
+
+
 @pytest.mark.parametrize("hour", HOURS)
 @pytest.mark.parametrize("fault", list(RULE_OF))
 def test_every_fault_is_found_within_a_few_polls_at_any_hour(fault, hour):
-    fleet = warmed_fleet(hour)
-    for serial in fleet.monitor.serials:
-        fleet.monitor.host.inject_fault(serial, fault)
-    found = {}
-    for poll in range(1, WITHIN_POLLS[fault] + 1):
-        for serial, result in fleet.poll().items():
-            if serial not in found and any(f.rule == RULE_OF[fault] for f in result.findings):
-                found[serial] = poll
-    missed = [fleet.types[s] for s in fleet.monitor.serials if s not in found]
-    if fault == "core_stuck":
-        missed = [fleet.types[s] for s in fleet.monitor.serials if s not in found and not gpu_too_busy_to_tell(fleet, s)]
+    missed = missed_after_injecting(warmed_fleet(hour), fault, WITHIN_POLLS[fault] * POLL)
     assert missed == [], f"{fault} at {hour}:00 not found within {WITHIN_POLLS[fault]} polls on {missed}"
 
 
@@ -206,16 +210,5 @@ def test_short_poll_intervals_find_nothing_critical_on_healthy_devices(hour, pol
 
 @pytest.mark.parametrize("fault", list(RULE_OF))
 def test_faults_are_found_as_soon_at_a_short_poll_interval(fault):
-    poll = 1.0
-    fleet = warmed_fleet(9, poll)
-    for serial in fleet.monitor.serials:
-        fleet.monitor.host.inject_fault(serial, fault)
-    found = {}
-    for i in range(1, int(WITHIN_POLLS[fault] * POLL / poll) + 1):
-        for serial, result in fleet.poll().items():
-            if serial not in found and any(f.rule == RULE_OF[fault] for f in result.findings):
-                found[serial] = i * poll
-    missed = [fleet.types[s] for s in fleet.monitor.serials if s not in found]
-    if fault == "core_stuck":
-        missed = [fleet.types[s] for s in fleet.monitor.serials if s not in found and not gpu_too_busy_to_tell(fleet, s)]
+    missed = missed_after_injecting(warmed_fleet(9, poll=1.0), fault, WITHIN_POLLS[fault] * POLL)
     assert missed == [], f"{fault} not found within {WITHIN_POLLS[fault] * POLL:g} s on {missed}"

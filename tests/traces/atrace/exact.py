@@ -106,8 +106,7 @@ DEVICE_WORK_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "mtia_runtime"}
 
 
-def unlaunched_device_work(events: list[Slice]) -> tuple[int, int]:
-    """(device work events, those whose correlation id no runtime call carries)."""
+def unlaunched_device_work(events: list[Slice]) -> int:
+    """How many device work events carry a correlation id that no runtime call carries."""
     launched = {s.args.get("correlation") for s in events if s.cat in LAUNCH_CATS} - {None}
-    work = [s for s in events if s.cat in DEVICE_WORK_CATS]
-    return len(work), sum(1 for s in work if s.args.get("correlation") not in launched)
+    return sum(1 for s in events if s.cat in DEVICE_WORK_CATS and s.args.get("correlation") not in launched)
