@@ -19,7 +19,7 @@ device type's Asimov spec may change some of them with ``health NAME = value`` s
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from fleet.asicmon.limits import DEFAULT_LIMITS, Limits
 from fleet.choices import Health
@@ -59,7 +59,7 @@ class Finding:
     values: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "level": self.level.value}
+        return {"rule": self.rule, "level": self.level.value, "reason": self.reason, "values": self.values}
 
     @classmethod
     def from_json(cls, data: dict) -> Finding:
