@@ -83,7 +83,9 @@ def test_a_worker_process_killed_mid_cycle_loses_and_duplicates_nothing(seeded_f
     # A hung device makes its shard's task block for the driver's 2 s: time to kill it.
     hung = seeded_fleet[0]
     services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
-    worker = start_worker(child_env(PROBE_TIMEOUT="5"))
+    # The shard tasks expire after 0.9 poll intervals: a long interval for this worker keeps
+    # the redelivered task alive however slowly a loaded machine brings the new child up.
+    worker = start_worker(child_env(PROBE_TIMEOUT="5", POLL_INTERVAL="60"))
     try:
         cycle = services.current_cycle()
         poll_fleet.delay(cycle)
