@@ -55,7 +55,7 @@ bench-chakra: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_chakra.py
 
 # Regenerate the Chakra protobuf module from its vendored schema (commit the result).
-CHAKRA_SCHEMA := traces/atrace/chakra_schema
+CHAKRA_SCHEMA := traces/atrace/io/chakra_schema
 proto: $(VENV)/.dev
 	$(BIN)/python -m grpc_tools.protoc -I $(CHAKRA_SCHEMA) --python_out=$(CHAKRA_SCHEMA) \
 	  --pyi_out=$(CHAKRA_SCHEMA) $(CHAKRA_SCHEMA)/et_def.proto

@@ -30,7 +30,7 @@ REAL = ROOT.parent / "shared" / "data" / "real-traces"
 sys.path.insert(0, str(ROOT))
 
 from traces.atrace import communication, critical_path, read_trace  # noqa: E402
-from traces.atrace.model import DEVICE_KINDS  # noqa: E402
+from traces.atrace.model.trace import DEVICE_KINDS  # noqa: E402
 
 
 def _read(path: Path) -> bytes:

@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from traces.atrace import critical_path, operator_breakdown, read_trace  # noqa: E402
-from traces.atrace.comparison import compare_tables  # noqa: E402
+from traces.atrace.analysis.comparison import compare_tables  # noqa: E402
+from traces.atrace.render.page_data import compute_views, load_timeline, load_view  # noqa: E402
+from traces.atrace.render.timeline_layout import window  # noqa: E402
 from traces.atrace.synthetic import write_kineto_trace  # noqa: E402
-from traces.atrace.timeline_view import window  # noqa: E402
-from traces.atrace.views import compute_views, load_timeline, load_view  # noqa: E402
 
 # The generator writes flow and metadata records too; this many written make ~1 read.
 WRITTEN_PER_EVENT = 1.53

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 from emulator.devices import DEVICE_TYPES, FAULTS
 from emulator.workloads import OpNode, op_time_us, workload_for
-from traces.atrace.builder import TraceBuilder
-from traces.atrace.model import EdgeKind, Kind, Trace
+from traces.atrace.model.builder import TraceBuilder
+from traces.atrace.model.trace import EdgeKind, Kind, Trace
 
 __all__ = ["capture", "capture_live", "DeviceNow", "DeviceHung", "MAX_EVENTS"]
 

@@ -2,7 +2,7 @@
 and the device's metrics around a capture — stored once by the analysis, read per request.
 
 :func:`store_views` runs in the worker (from ``services.analyse``): it computes every view
-with :func:`traces.atrace.views.compute_views` and stores the files flat in the trace's
+with :func:`traces.atrace.render.page_data.compute_views` and stores the files flat in the trace's
 folder (names ``view.*``, so deleting the trace deletes them). The readers below answer the
 pages and the API from those files alone; bad parameters raise :class:`BadRequest` with what
 was wrong.
@@ -22,10 +22,10 @@ from django.core.files import File
 from fleet import samples
 from fleet.models import Sample
 from traces import atrace, results
-from traces.atrace.comparison import compare_tables
-from traces.atrace.timeline_view import MAX_WIDTH_PX, window
-from traces.atrace.versions import version_regressions
-from traces.atrace.views import PREFIX, compute_views, load_timeline, load_view
+from traces.atrace.analysis.comparison import compare_tables
+from traces.atrace.analysis.versions import version_regressions
+from traces.atrace.render.page_data import PREFIX, compute_views, load_timeline, load_view
+from traces.atrace.render.timeline_layout import MAX_WIDTH_PX, window
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
 

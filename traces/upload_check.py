@@ -16,10 +16,10 @@ from typing import BinaryIO
 
 import msgspec
 
-from traces.atrace.chakra import read_chakra
-from traces.atrace.chakra_et import looks_like_chakra_et, read_chakra_et
-from traces.atrace.jsonstream import ChromeEventStream
-from traces.atrace.opening import Peeked, open_trace_stream, sniff_format
+from traces.atrace.io.chakra_et import looks_like_chakra_et, read_chakra_et
+from traces.atrace.io.chakra_graph import read_chakra
+from traces.atrace.io.jsonstream import ChromeEventStream
+from traces.atrace.io.opening import Peeked, open_trace_stream, sniff_format
 
 HEAD_BYTES = 1 << 16
 KINETO_KEYS = ("schemaVersion", "distributedInfo", "deviceProperties")

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from traces import trace_views
 from traces.api.permissions import CanViewTraces
 from traces.api.views import NotReady, ready_trace
-from traces.atrace.comparison import LEVELS, RANKS
+from traces.atrace.analysis.comparison import LEVELS, RANKS
 from traces.models import Trace
 
 BAD = OpenApiResponse(description="A bad parameter: the message says which and why")

@@ -9,14 +9,12 @@ timeline views, comparison of two traces) and write it back out (Chrome JSON, Ch
 See docs/atrace.md.
 """
 
-from .breakdown import Breakdown, operator_breakdown
-from .builder import TraceBuilder
-from .chakra import read_chakra
-from .chakra_et import chakra_et_bytes, read_chakra_et, write_chakra, write_chakra_et
-from .communication import communication
-from .compare import Comparison, compare
-from .correlate import Correlation, correlate
-from .critical_path import CriticalPath, critical_path, step_window, steps
+from .analysis.breakdown import Breakdown, operator_breakdown
+from .analysis.communication import communication
+from .analysis.compare import Comparison, compare
+from .analysis.correlation import Correlation, correlate
+from .analysis.critical_path import CriticalPath, critical_path, step_window, steps
+from .analysis.multirank import Job, analyse_job, cross_rank_critical_path
 from .errors import (
     EmptyTraceError,
     TraceError,
@@ -24,14 +22,16 @@ from .errors import (
     TraceGraphError,
     TraceTooLargeError,
 )
-from .flame import Flame, Timeline, flame, timeline
-from .host_et import link_host_et
-from .jobs import read_job
-from .kinds import WORK_CLASSES, collective, runtime_name, work_class
-from .model import EdgeKind, Kind, Trace, Track
-from .multirank import Job, analyse_job, cross_rank_critical_path
-from .readers import read_trace
-from .writers import chrome_trace_bytes, write_chrome_trace
+from .io.chakra_et import chakra_et_bytes, read_chakra_et, write_chakra, write_chakra_et
+from .io.chakra_graph import read_chakra
+from .io.chrome_reader import read_trace
+from .io.chrome_writer import chrome_trace_bytes, write_chrome_trace
+from .io.host_et import link_host_et
+from .io.jobs import read_job
+from .model.builder import TraceBuilder
+from .model.kinds import WORK_CLASSES, collective, runtime_name, work_class
+from .model.trace import EdgeKind, Kind, Trace, Track
+from .render.flame import Flame, Timeline, flame, timeline
 
 __all__ = [
     "Breakdown",

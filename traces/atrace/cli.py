@@ -9,18 +9,18 @@ from typing import Any
 
 import orjson
 
-from .breakdown import operator_breakdown
-from .chakra_et import write_chakra, write_chakra_et
-from .communication import communication
-from .compare import OPERATOR_KINDS, compare
-from .correlate import correlate
-from .critical_path import critical_path
+from .analysis.breakdown import operator_breakdown
+from .analysis.communication import communication
+from .analysis.compare import OPERATOR_KINDS, compare
+from .analysis.correlation import correlate
+from .analysis.critical_path import critical_path
+from .analysis.multirank import analyse_job, cross_rank_critical_path
 from .errors import TraceError
-from .host_et import link_host_et
-from .jobs import read_job
-from .multirank import analyse_job, cross_rank_critical_path
-from .readers import read_trace
-from .writers import write_chrome_trace
+from .io.chakra_et import write_chakra, write_chakra_et
+from .io.chrome_reader import read_trace
+from .io.chrome_writer import write_chrome_trace
+from .io.host_et import link_host_et
+from .io.jobs import read_job
 
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], width: int = 48) -> str:

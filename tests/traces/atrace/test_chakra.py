@@ -6,9 +6,9 @@ import orjson
 import pytest
 
 from traces.atrace import EdgeKind, Kind, TraceFormatError, TraceGraphError, read_trace
-from traces.atrace.chakra import chakra_dict, micros
-from traces.atrace.communication import communication
-from traces.atrace.kinds import collective
+from traces.atrace.analysis.communication import communication
+from traces.atrace.io.chakra_graph import chakra_dict, micros
+from traces.atrace.model.kinds import collective
 
 
 def _read(nodes: list[dict]):

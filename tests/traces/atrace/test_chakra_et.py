@@ -26,13 +26,13 @@ from traces.atrace import (
     write_chakra,
     write_chakra_et,
 )
-from traces.atrace.chakra_schema import et_def_pb2 as pb
-from traces.atrace.communication import communication
+from traces.atrace.analysis.communication import communication
+from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT.parent / "shared" / "data" / "real-traces"
 FEEDER = REAL / "chakra_feeder.0.et"
-SCHEMA = ROOT / "traces" / "atrace" / "chakra_schema"
+SCHEMA = ROOT / "traces" / "atrace" / "io" / "chakra_schema"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from traces.atrace import TraceError, read_trace
-from traces.atrace.chakra_schema import et_def_pb2 as pb
+from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=True),

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from traces.atrace import TraceFormatError, chakra_et_bytes, link_host_et, read_trace
-from traces.atrace.chakra_schema import et_def_pb2 as pb
+from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
 from .test_chakra_et import attrs_of, decode
 

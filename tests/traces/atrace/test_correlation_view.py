@@ -7,7 +7,7 @@ import pytest
 
 from emulator.tracing import capture
 from traces.atrace import correlate
-from traces.atrace.correlation_view import STATES, correlation_view, states_over_time
+from traces.atrace.render.correlation_view import STATES, correlation_view, states_over_time
 
 
 @pytest.fixture(scope="module")

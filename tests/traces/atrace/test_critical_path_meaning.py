@@ -6,7 +6,7 @@ import numpy as np
 
 from tests.traces.atrace import exact
 from traces.atrace import critical_path, read_trace
-from traces.atrace.model import Kind
+from traces.atrace.model.trace import Kind
 
 
 def _doc(events):

@@ -16,7 +16,7 @@ from traces.atrace import (
     write_chakra,
     write_chrome_trace,
 )
-from traces.atrace.model import Kind
+from traces.atrace.model.trace import Kind
 
 
 @pytest.mark.parametrize("device", ["video", "inference", "gpu"])

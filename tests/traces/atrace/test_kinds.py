@@ -7,9 +7,9 @@ import pytest
 
 from tests.traces.atrace import exact
 from traces.atrace import operator_breakdown, read_trace
-from traces.atrace.communication import communication
-from traces.atrace.kinds import collective, runtime_name
-from traces.atrace.model import Kind
+from traces.atrace.analysis.communication import communication
+from traces.atrace.model.kinds import collective, runtime_name
+from traces.atrace.model.trace import Kind
 
 FILES = exact.chrome_trace_files()
 IDS = [p.name.split(".")[0] for p in FILES]

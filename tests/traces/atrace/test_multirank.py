@@ -10,15 +10,15 @@ import pytest
 
 from tests.traces.atrace import exact
 from traces.atrace import read_trace
-from traces.atrace.errors import TraceFormatError
-from traces.atrace.jobs import read_job
-from traces.atrace.multirank import (
+from traces.atrace.analysis.multirank import (
     RULE_NAME_ORDER,
     RULE_PG_SEQ,
     analyse_job,
     cross_rank_critical_path,
     merge_ranks,
 )
+from traces.atrace.errors import TraceFormatError
+from traces.atrace.io.jobs import read_job
 
 RANKS = 4
 STRAGGLER = 2

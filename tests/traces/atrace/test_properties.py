@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from traces.atrace import Kind, TraceBuilder, critical_path
-from traces.atrace.chakra import chakra_from_dict
-from traces.atrace.critical_path import _longest
+from traces.atrace.analysis.critical_path import _longest
+from traces.atrace.io.chakra_graph import chakra_from_dict
 
 
 @st.composite

@@ -25,9 +25,9 @@ from traces.atrace import (
     step_window,
     steps,
 )
-from traces.atrace.critical_path import BOUNDS, EDGE_TYPES, PATH_KINDS
-from traces.atrace.model import FLAG_SYNC, Kind
-from traces.atrace.structure import self_times
+from traces.atrace.analysis.critical_path import BOUNDS, EDGE_TYPES, PATH_KINDS
+from traces.atrace.model.nesting import self_times
+from traces.atrace.model.trace import FLAG_SYNC, Kind
 
 FILES = exact.chrome_trace_files()
 IDS = [p.name.split(".")[0] for p in FILES]

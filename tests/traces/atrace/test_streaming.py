@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from traces.atrace import operator_breakdown, read_trace
-from traces.atrace.jsonstream import ChromeEventStream
-from traces.atrace.readers import _EVENTS_DECODER, read_chrome
+from traces.atrace.io.chrome_reader import _EVENTS_DECODER, read_chrome
+from traces.atrace.io.jsonstream import ChromeEventStream
 from traces.atrace.synthetic import write_kineto_trace
 
 TRICKY = [

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from emulator.tracing import capture
 from traces.atrace import Kind, TraceBuilder, critical_path
-from traces.atrace.timeline_view import build_layout, load_layout, window
+from traces.atrace.render.timeline_layout import build_layout, load_layout, window
 
 
 @st.composite

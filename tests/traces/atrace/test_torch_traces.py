@@ -18,8 +18,8 @@ from traces.atrace import (
     steps,
     timeline,
 )
-from traces.atrace.critical_path import EDGE_TYPES
-from traces.atrace.model import FLAG_SYNC, WORK_KINDS
+from traces.atrace.analysis.critical_path import EDGE_TYPES
+from traces.atrace.model.trace import FLAG_SYNC, WORK_KINDS
 
 MODELS = ["mlp", "cnn", "transformer"]
 

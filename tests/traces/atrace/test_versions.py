@@ -8,10 +8,10 @@ import pytest
 from emulator.config import FleetConfig, fleet_layout
 from emulator.tracing import capture
 from traces.atrace import compare, operator_breakdown
-from traces.atrace.comparison import compare_tables, op_table
-from traces.atrace.path_table import path_tables
-from traces.atrace.versions import op_means, version_key, version_regressions
-from traces.atrace.views import compute_views, load_timeline, load_view
+from traces.atrace.analysis.comparison import compare_tables, op_table
+from traces.atrace.analysis.path_tables import path_tables
+from traces.atrace.analysis.versions import op_means, version_key, version_regressions
+from traces.atrace.render.page_data import compute_views, load_timeline, load_view
 
 DURATION_S = 0.04
 

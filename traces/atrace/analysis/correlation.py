@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .links import launch_pairs
-from .model import DEVICE_KINDS, FLAG_SYNC, Kind, Trace
-from .stats import covered, distribution, merge_intervals, us
+from ..model.links import launch_pairs
+from ..model.stats import covered, distribution, merge_intervals, us
+from ..model.trace import DEVICE_KINDS, FLAG_SYNC, Kind, Trace
 
 __all__ = ["Correlation", "correlate", "host_operator_of", "launch_pairs"]
 

@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import TraceFormatError, TraceTooLargeError
+from ..errors import TraceFormatError, TraceTooLargeError
 
 #: Refuse inputs that decompress to more than this many bytes.
 MAX_DECOMPRESSED_BYTES = 32 << 30

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import EmptyTraceError, TraceGraphError
-from .links import launch_pairs
-from .model import FLAG_SYNC, KIND_NAMES, Kind, Trace
-from .stats import covered, distribution, merge_intervals, us
-from .structure import Points, order_points
+from ..errors import EmptyTraceError, TraceGraphError
+from ..model.links import launch_pairs
+from ..model.nesting import Points, order_points
+from ..model.stats import covered, distribution, merge_intervals, us
+from ..model.trace import FLAG_SYNC, KIND_NAMES, Kind, Trace
 
 EDGE_TYPES = ("sequence", "nested", "launch", "sync", "data", "control", "flow", "queue", "collective")
 #: What the path runs through: operators, runtime calls and device work (not frames).

@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .correlate import launch_pairs
-from .model import KIND_NAMES, Kind, Trace
-from .stats import us
+from ..analysis.correlation import launch_pairs
+from ..model.stats import us
+from ..model.trace import KIND_NAMES, Kind, Trace
 
 MAX_BARS = 5000
 MAX_EDGES = 2000

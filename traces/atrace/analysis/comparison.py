@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.stats import us
 from .breakdown import Breakdown
-from .stats import us
 from .versions import WAIT_NAME
 
 LEVELS = ("operator", "all")

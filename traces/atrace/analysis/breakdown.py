@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .model import DEVICE_KINDS, KIND_NAMES, Kind, Trace
-from .stats import group_percentiles, merge_intervals, us
-from .structure import compute_nesting, self_times
+from ..model.nesting import compute_nesting, self_times
+from ..model.stats import group_percentiles, merge_intervals, us
+from ..model.trace import DEVICE_KINDS, KIND_NAMES, Kind, Trace
 
 SIDES = ("host", "device")
 #: Device rows that are work, and those that are context (ranges, recorded waits).

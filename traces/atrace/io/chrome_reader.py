@@ -24,13 +24,13 @@ import msgspec
 import numpy as np
 import orjson
 
-from .builder import TraceBuilder
+from ..errors import TraceFormatError
+from ..model.builder import TraceBuilder
+from ..model.kinds import classify_device_work
+from ..model.trace import NO_ID, Kind, Trace
 from .chakra_et import looks_like_chakra_et, read_chakra_et
 from .chrome_flows import resolve_flows
-from .errors import TraceFormatError
 from .jsonstream import ChromeEventStream
-from .kinds import classify_device_work
-from .model import NO_ID, Kind, Trace
 from .opening import (  # noqa: F401 - open_trace_stream and sniff_format are read from here too
     MAX_DECOMPRESSED_BYTES,
     MAX_GZIP_RATIO,
@@ -150,7 +150,7 @@ def read_trace(
         if fmt == "chakra-et":
             return read_chakra_et(full, where)
         if fmt == "chakra":
-            from .chakra import read_chakra
+            from .chakra_graph import read_chakra
 
             return read_chakra(full, where)
         if fmt not in ("chrome", "kineto"):
@@ -417,7 +417,7 @@ class _ChromeReader:
         trace = b.build(finish=False)
         _generic_op_names(trace)
         _resolve_unset_kinds(trace)
-        from .builder import finish_trace
+        from ..model.builder import finish_trace
 
         finish_trace(trace)
         classify_device_work(trace)
@@ -454,7 +454,7 @@ def _resolve_unset_kinds(trace: Trace) -> None:
     unset = trace.kind == _UNSET_KIND
     if unset.any():
         # Before tracks are classified: a track is a device track by its process name.
-        from .builder import _DEVICE_PROCESS
+        from ..model.builder import _DEVICE_PROCESS
 
         dev = np.array([bool(_DEVICE_PROCESS.match(t.process_name or "")) for t in trace.tracks], bool)
         on_dev = dev[trace.track[unset]] if len(dev) else np.zeros(int(unset.sum()), bool)

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .correlate import launch_pairs
+from ..errors import EmptyTraceError
+from ..model.stats import group_percentiles, us
+from ..model.trace import ArgStore, Trace
+from .correlation import launch_pairs
 from .critical_path import CriticalPath, critical_path
-from .errors import EmptyTraceError
-from .model import ArgStore, Trace
-from .stats import group_percentiles, us
 
 MAX_STEPS = 64  # steps whose critical path is precomputed (evenly spread over the trace)
 MAX_STEP_EVENTS = 250_000  # events of those steps together (a bound on their cost)

@@ -17,7 +17,9 @@ from google.protobuf.internal.decoder import _DecodeVarint32
 from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError, Message
 
-from .chakra import (
+from ..errors import EmptyTraceError, TraceFormatError
+from ..model.trace import Trace
+from .chakra_graph import (
     ChakraNode,
     chakra_dict,
     chakra_trace,
@@ -27,8 +29,6 @@ from .chakra import (
     write_chakra_json,
 )
 from .chakra_schema import et_def_pb2 as pb
-from .errors import EmptyTraceError, TraceFormatError
-from .model import Trace
 
 _MESSAGE_TAGS = (0x0A, 0x12)  # GlobalMetadata's first field: version (1) or attr (2)
 _LISTS = frozenset(f.name for f in pb.AttributeProto.DESCRIPTOR.fields if f.name.endswith("_list"))

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .correlate import Correlation, correlate
-from .model import Trace
-from .stats import us
+from ..analysis.correlation import Correlation, correlate
+from ..model.stats import us
+from ..model.trace import Trace
 
 STATES = ("device_bound", "device_busy", "host_bound", "idle")
 BINS = 200

@@ -39,11 +39,11 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from .builder import TraceBuilder
-from .errors import EmptyTraceError, TraceFormatError, TraceGraphError
-from .kinds import collective, device_kind
-from .links import launch_pairs
-from .model import FLAG_SYNC, WORK_KINDS, EdgeKind, Kind, Trace
+from ..errors import EmptyTraceError, TraceFormatError, TraceGraphError
+from ..model.builder import TraceBuilder
+from ..model.kinds import collective, device_kind
+from ..model.links import launch_pairs
+from ..model.trace import FLAG_SYNC, WORK_KINDS, EdgeKind, Kind, Trace
 
 NODE_TYPES = [
     "INVALID_NODE",

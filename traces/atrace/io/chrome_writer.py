@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from .links import launch_pairs
-from .model import DEVICE_KINDS, EdgeKind, Kind, Trace
+from ..model.links import launch_pairs
+from ..model.trace import DEVICE_KINDS, EdgeKind, Kind, Trace
 from .timeparse import ns_to_us_text
 
 _BATCH = 20_000

@@ -295,7 +295,7 @@ class Trace:
         """(parent, depth) per event: the enclosing slice on the same track (-1 if none)."""
         cached = self._cache.get("nesting")
         if cached is None:
-            from .structure import compute_nesting
+            from .nesting import compute_nesting
 
             cached = self._cache["nesting"] = compute_nesting(self, self.is_slice)
         return cached

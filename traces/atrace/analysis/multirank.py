@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from ..model.builder import finish_trace
+from ..model.kinds import collective
+from ..model.stats import us
+from ..model.trace import ArgStore, EdgeKind, Kind, StringTable, Trace, Track
 from .breakdown import operator_breakdown
-from .builder import finish_trace
 from .communication import communication
 from .critical_path import CriticalPath, critical_path
-from .kinds import collective
-from .model import ArgStore, EdgeKind, Kind, StringTable, Trace, Track
-from .stats import us
 
 RULE_PG_SEQ = "process group + sequence number"
 RULE_NAME_ORDER = "collective name + order on the communication stream"

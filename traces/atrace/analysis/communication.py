@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .kinds import COMMUNICATION, COMPUTATION, WORK_CLASSES, collective, work_classes
-from .model import Trace
-from .stats import merge_intervals, us
+from ..model.kinds import COMMUNICATION, COMPUTATION, WORK_CLASSES, collective, work_classes
+from ..model.stats import merge_intervals, us
+from ..model.trace import Trace
 
 
 def _intersection(a_s, a_e, b_s, b_e) -> int:

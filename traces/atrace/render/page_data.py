@@ -18,17 +18,17 @@ from typing import Any
 
 import orjson
 
-from .breakdown import Breakdown, operator_breakdown
-from .comparison import op_table
-from .correlate import Correlation
+from ..analysis.breakdown import Breakdown, operator_breakdown
+from ..analysis.comparison import op_table
+from ..analysis.correlation import Correlation
+from ..analysis.critical_path import CriticalPath, critical_path
+from ..analysis.path_tables import MAX_STEPS, path_tables, step_list
+from ..analysis.versions import op_means
+from ..errors import EmptyTraceError
+from ..model.trace import Trace
 from .correlation_view import correlation_view
-from .critical_path import CriticalPath, critical_path
-from .errors import EmptyTraceError
 from .flame import flame
-from .model import Trace
-from .path_table import MAX_STEPS, path_tables, step_list
-from .timeline_view import TimelineLayout, build_layout, load_layout
-from .versions import op_means
+from .timeline_layout import TimelineLayout, build_layout, load_layout
 
 VIEW_NAMES = ("flame", "paths", "correlation", "op_table", "op_means")
 FLAME_MAX_NODES = 5000

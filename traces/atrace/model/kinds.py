@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import Kind, Trace
+from .trace import Kind, Trace
 
 COMPUTATION = "computation"
 COMMUNICATION = "communication"

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .errors import TraceFormatError
-from .model import NO_ID, ArgStore, Kind, Trace
-from .readers import open_trace_stream, read_trace
+from ..errors import TraceFormatError
+from ..model.trace import NO_ID, ArgStore, Kind, Trace
+from .chrome_reader import open_trace_stream, read_trace
 
 _HOST_KINDS = (Kind.HOST_OP, Kind.ANNOTATION)
 _IO_KEYS = {

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .links import launch_pairs
-from .model import KIND_NAMES, Kind, Trace
-from .stats import merge_intervals, us
-from .structure import self_times
+from ..model.links import launch_pairs
+from ..model.nesting import self_times
+from ..model.stats import merge_intervals, us
+from ..model.trace import KIND_NAMES, Kind, Trace
 
 
 @dataclass

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..model.stats import us
 from .breakdown import Breakdown
-from .stats import us
 
 MIN_CHANGE = 0.05  # a slowdown under 5% is never flagged
 _SKIPPED_KINDS = ("python", "annotation")

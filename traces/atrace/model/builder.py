@@ -15,8 +15,8 @@ import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it on first use: 15 ms inside the first load)
 import orjson
 
-from .errors import EmptyTraceError, TraceFormatError
-from .model import (
+from ..errors import EmptyTraceError, TraceFormatError
+from .trace import (
     DEVICE_KINDS,
     FLAG_LAUNCH,
     FLAG_SYNC,

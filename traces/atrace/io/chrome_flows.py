@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .builder import finish_trace
-from .model import EdgeKind, Trace
+from ..model.builder import finish_trace
+from ..model.trace import EdgeKind, Trace
 from .timeparse import NotANumber, us_text_to_ns
 
 _EDGE_KIND_BY_FLOW_CAT = {"dependency": EdgeKind.DATA, "control": EdgeKind.CONTROL}

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import EmptyTraceError
+from ..model.kinds import runtime_name
+from ..model.stats import us
+from ..model.trace import Trace
 from .breakdown import Breakdown, operator_breakdown
 from .critical_path import CriticalPath, critical_path, steps
-from .errors import EmptyTraceError
-from .kinds import runtime_name
-from .model import Trace
-from .stats import us
 
 #: What ``compare`` compares by default: operators, runtime calls and device work. Python
 #: frames (keyed by file and line) and annotations only drown the operators' changes.

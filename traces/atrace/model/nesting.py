@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # annotations only: model.py loads this module lazily
-    from .model import Trace
+    from .trace import Trace
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import Kind, Trace
+from .trace import Kind, Trace
 
 
 def launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
