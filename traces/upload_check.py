@@ -17,7 +17,7 @@ from typing import BinaryIO
 import msgspec
 
 from traces.atrace.io.chakra_et import looks_like_chakra_et, read_chakra_et
-from traces.atrace.io.chakra_graph import read_chakra
+from traces.atrace.io.chakra_json import read_chakra
 from traces.atrace.io.jsonstream import ChromeEventStream
 from traces.atrace.io.opening import Peeked, open_trace_stream, sniff_format
 

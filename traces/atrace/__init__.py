@@ -23,11 +23,11 @@ from .errors import (
     TraceTooLargeError,
 )
 from .io.chakra_et import chakra_et_bytes, read_chakra_et, write_chakra, write_chakra_et
-from .io.chakra_graph import read_chakra
-from .io.chrome_reader import read_trace
+from .io.chakra_json import read_chakra
 from .io.chrome_writer import chrome_trace_bytes, write_chrome_trace
 from .io.host_et import link_host_et
 from .io.jobs import read_job
+from .io.reader import read_trace
 from .model.builder import TraceBuilder
 from .model.kinds import WORK_CLASSES, collective, runtime_name, work_class
 from .model.trace import EdgeKind, Kind, Trace, Track

@@ -17,10 +17,10 @@ from .analysis.critical_path import critical_path
 from .analysis.multirank import analyse_job, cross_rank_critical_path
 from .errors import TraceError
 from .io.chakra_et import write_chakra, write_chakra_et
-from .io.chrome_reader import read_trace
 from .io.chrome_writer import write_chrome_trace
 from .io.host_et import link_host_et
 from .io.jobs import read_job
+from .io.reader import read_trace
 
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], width: int = 48) -> str:

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from traces.atrace import Kind, TraceBuilder, critical_path
-from traces.atrace.analysis.critical_path import _longest
-from traces.atrace.io.chakra_graph import chakra_from_dict
+from traces.atrace.analysis.longest_path import longest_paths
+from traces.atrace.io.chakra_json import chakra_from_dict
 
 
 @st.composite
@@ -227,7 +227,7 @@ def test_longest_paths_match_a_node_by_node_pass(dag):
     src = np.array([e[0] for e in edges], np.int64)
     dst = np.array([e[1] for e in edges], np.int64)
     weight = np.array([e[2] for e in edges], np.int64)
-    dist, pred, pred_edge, tail = _longest(np.array(order, np.int64), src, dst, weight, n)
+    dist, pred, pred_edge, tail = longest_paths(np.array(order, np.int64), src, dst, weight, n)
     want_dist, want_edge, want_tail = _longest_reference(order, src.tolist(), dst.tolist(), weight.tolist(), n)
     assert dist.tolist() == want_dist
     assert pred_edge.tolist() == want_edge

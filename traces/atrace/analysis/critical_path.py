@@ -35,19 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EmptyTraceError, TraceGraphError
+from ..errors import EmptyTraceError
 from ..model.links import launch_pairs
-from ..model.nesting import Points, order_points
+from ..model.nesting import Points
 from ..model.stats import covered, distribution, merge_intervals, us
 from ..model.trace import FLAG_SYNC, KIND_NAMES, Kind, Trace
+from .longest_path import longest_paths, topological_order
+from .path_graph import EDGE_TYPES, LAUNCH, QUEUE, SYNC, PathGraph, build_graph, distinct
 
-EDGE_TYPES = ("sequence", "nested", "launch", "sync", "data", "control", "flow", "queue", "collective")
 #: What the path runs through: operators, runtime calls and device work (not frames).
 PATH_KINDS = (Kind.HOST_OP, Kind.RUNTIME, Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)
 #: What bounds the path at each moment (see ``CriticalPath.bounds_ns``).
 BOUNDS = ("host", "device", "launch_queueing", "sync_wait", "idle")
-_LAUNCH, _SYNC, _QUEUE = 2, 3, 7
-_EXPLICIT = {0: 4, 1: 5, 2: 6, 3: 8}  # EdgeKind -> edge type
 
 
 @dataclass
@@ -213,22 +212,6 @@ def _select(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.ndarra
     return np.flatnonzero(host | dev_sel | unlaunched)
 
 
-@dataclass
-class _Graph:
-    """The condensed graph: anchors (points where chains meet cross edges) and edges."""
-
-    pts: Points
-    sel: np.ndarray
-    weight: np.ndarray  # per point: work weight of the piece after it
-    owner: np.ndarray  # per point: local index of the slice open after it (-1: none)
-    work_before: np.ndarray  # per point: work done on its chain before it
-    anchors: np.ndarray  # point positions
-    e_src: np.ndarray  # anchor indices
-    e_dst: np.ndarray
-    e_w: np.ndarray
-    e_type: np.ndarray
-
-
 def critical_path(
     trace: Trace, *, step: int | str | None = None, window: tuple[int, int] | None = None
 ) -> CriticalPath:
@@ -239,10 +222,10 @@ def critical_path(
     sel = _select(trace, window, pairs)
     if not len(sel):
         raise EmptyTraceError("no work events to build a critical path from")
-    g = _build_graph(trace, sel, pairs)
+    g = build_graph(trace, sel, pairs)
     na = len(g.anchors)
-    order = _topological_order(g.anchors, g.pts.time, g.e_src, g.e_dst, na)
-    dist, pred, pred_edge, tail = _longest(order, g.e_src, g.e_dst, g.e_w, na)
+    order = topological_order(g.anchors, g.pts.time, g.e_src, g.e_dst, na)
+    dist, pred, pred_edge, tail = longest_paths(order, g.e_src, g.e_dst, g.e_w, na)
     best = int(np.argmax(dist))
     length = int(dist[best])
     hops = _anchor_path(best, pred, pred_edge)
@@ -258,57 +241,6 @@ def critical_path(
         window=window if window is not None else trace.span(),
         bounds_ns=_bounds(trace, hops, g),
     )
-
-
-def _build_graph(trace: Trace, sel: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> _Graph:
-    pts = order_points(trace, sel)
-    weight, owner = _chain_weights(trace, sel, pts)
-    prefix = np.zeros(len(weight) + 1, np.int64)
-    np.cumsum(weight, out=prefix[1:])
-    work_before = prefix[:-1]
-    loc = np.full(len(trace), -1, np.int64)
-    loc[sel] = np.arange(len(sel))
-    src, dst, etype, ew = _cross_edges(trace, sel, loc, pts, pairs)
-    same_chain = np.zeros(len(pts.time), bool)
-    same_chain[:-1] = pts.chain[1:] == pts.chain[:-1]
-    chain_first = np.ones(len(pts.time), bool)
-    chain_first[1:] = ~same_chain[:-1]
-    is_anchor = chain_first | ~same_chain
-    is_anchor[src] = True
-    is_anchor[dst] = True
-    anchors = np.flatnonzero(is_anchor)
-    along = np.flatnonzero(pts.chain[anchors[1:]] == pts.chain[anchors[:-1]])
-    c_w = work_before[anchors[along + 1]] - work_before[anchors[along]]
-    return _Graph(
-        pts=pts, sel=sel, weight=weight, owner=owner, work_before=work_before, anchors=anchors,
-        e_src=np.concatenate([along, np.searchsorted(anchors, src)]),
-        e_dst=np.concatenate([along + 1, np.searchsorted(anchors, dst)]),
-        e_w=np.concatenate([c_w, ew]),
-        e_type=np.concatenate([np.zeros(len(along), np.int64), etype]),
-    )
-
-
-def _chain_weights(trace: Trace, sel: np.ndarray, pts: Points) -> tuple[np.ndarray, np.ndarray]:
-    """Per point: the work weight of the piece after it, and the slice that owns it.
-
-    A piece weighs its length when a slice is open over it (the innermost open slice owns
-    it: its self time), nothing when the chain is idle or the open slice is a
-    synchronisation call (waiting is not work).
-    """
-    n_pts = len(pts.time)
-    loc = np.full(len(trace), -1, np.int64)
-    loc[sel] = np.arange(len(sel))
-    parent_local = np.where(pts.parent >= 0, loc[np.maximum(pts.parent, 0)], -1)
-    owner = np.where(pts.is_end, parent_local[pts.local], pts.local)
-    same_chain = np.zeros(n_pts, bool)
-    same_chain[:-1] = pts.chain[1:] == pts.chain[:-1]
-    gap = np.zeros(n_pts, np.int64)
-    gap[:-1] = pts.time[1:] - pts.time[:-1]
-    owner = np.where(same_chain, owner, -1)
-    is_sync = (trace.flags[sel] & FLAG_SYNC) != 0
-    works = owner >= 0
-    works[works] &= ~is_sync[owner[works]]
-    return np.where(works, gap, 0), owner
 
 
 def _anchor_path(best: int, pred: np.ndarray, pred_edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -333,7 +265,7 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(total)
 
 
-def _slack(g: _Graph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.ndarray:
+def _slack(g: PathGraph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.ndarray:
     """Per selected slice: path length minus the longest path through it."""
     W, anchors = g.work_before, g.anchors
     n_pts = len(W)
@@ -355,7 +287,7 @@ def _slack(g: _Graph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.nda
     return np.maximum(length - best_through, 0)
 
 
-def _bounds(trace: Trace, hops: tuple[np.ndarray, np.ndarray], g: _Graph) -> dict[str, int]:
+def _bounds(trace: Trace, hops: tuple[np.ndarray, np.ndarray], g: PathGraph) -> dict[str, int]:
     """What bounds the path, moment by moment, from its first point to its last (ns).
 
     Along a chain: its work is host or device time, a synchronisation call's wait is a sync
@@ -369,11 +301,11 @@ def _bounds(trace: Trace, hops: tuple[np.ndarray, np.ndarray], g: _Graph) -> dic
     pa, pb = g.anchors[path[:-1]], g.anchors[path[1:]]
     etype = g.e_type[edge_in[1:]]
     span = pts.time[pb] - pts.time[pa]
-    queued = (etype == _LAUNCH) | (etype == _QUEUE)
+    queued = (etype == LAUNCH) | (etype == QUEUE)
     out = dict.fromkeys(BOUNDS, 0)
     out["launch_queueing"] = int(span[queued].sum())
-    out["sync_wait"] = int(span[etype == _SYNC].sum())
-    out["idle"] = int(span[~queued & (etype != _SYNC) & (etype != 0)].sum())
+    out["sync_wait"] = int(span[etype == SYNC].sum())
+    out["idle"] = int(span[~queued & (etype != SYNC) & (etype != 0)].sum())
     # Along chains: every piece between the hop's two points.
     seg = _ranges(pa[etype == 0], pb[etype == 0])
     gap = pts.time[seg + 1] - pts.time[seg]
@@ -401,7 +333,7 @@ def _inside_context(trace: Trace, pts: Points, pieces: np.ndarray) -> np.ndarray
     track = trace.track[pts.event[pieces]]
     host = ~trace.on_device[pts.event[pieces]]
     context = trace.is_slice & trace.kind_mask(Kind.PYTHON, Kind.ANNOTATION, Kind.HOST_OP)
-    for t in _distinct(track[host]):
+    for t in distinct(track[host]):
         mine = np.flatnonzero(host & (track == t))
         ev = np.flatnonzero(context & (trace.track == t))
         starts, ends = merge_intervals(trace.ts[ev], trace.end[ev])
@@ -410,251 +342,10 @@ def _inside_context(trace: Trace, pts: Points, pieces: np.ndarray) -> np.ndarray
     return out
 
 
-def _cross_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, pairs):
-    """(source point, target point, edge type, weight) of the edges between chains."""
-    parts = [_explicit_edges(trace, loc, pts)]
-    arrived = np.full(len(trace), np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(arrived, pts.event[parts[0][1]], pts.time[parts[0][0]])
-    parts.append(_launch_edges(trace, sel, loc, pts, arrived, pairs))
-    parts.append(_sync_edges(trace, sel, loc, pts, pairs))
-    return tuple(np.concatenate([part[k] for part in parts]) for k in range(4))
-
-
-def _from_point(trace: Trace, loc: np.ndarray, pts: Points, a: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """End of ``a`` if it ended before ``z`` started, else its start; -1 if neither."""
-    la = loc[a]
-    p = np.where(trace.end[a] <= trace.ts[z], pts.end_pos[la], pts.start_pos[la])
-    return np.where(trace.ts[a] <= trace.ts[z], p, -1)
-
-
-def _edges(src, dst, etype, weight=None):
-    src = np.asarray(src, np.int64)
-    n = len(src)
-    weight = np.zeros(n, np.int64) if weight is None else np.asarray(weight, np.int64)
-    return src, np.asarray(dst, np.int64), np.broadcast_to(np.asarray(etype, np.int64), (n,)).copy(), weight
-
-
-def _explicit_edges(trace: Trace, loc: np.ndarray, pts: Points):
-    """The source's dependencies (model graph, flows, collectives): end (or start) -> start."""
-    a, z = trace.edge_src, trace.edge_dst
-    keep = (loc[a] >= 0) & (loc[z] >= 0) & (a != z) if len(a) else np.zeros(0, bool)
-    a, z, kind = a[keep], z[keep], trace.edge_kind[keep]
-    p = _from_point(trace, loc, pts, a, z)
-    ok = p >= 0
-    types = np.array([_EXPLICIT[int(x)] for x in kind[ok].tolist()], np.int64)
-    return _edges(p[ok], pts.start_pos[loc[z[ok]]], types)
-
-
-def _launch_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, arrived: np.ndarray, pairs):
-    """Launch -> device work, weighing the launch queueing; queue edges for work that
-    waited behind other work on its device.
-
-    The queueing runs from the launch call (its end, or its start if the work began before
-    the call returned), or from when earlier work on the device ended, or from when a
-    dependency arrived, whichever is latest, to the start of the device work.
-    """
-    rt, dev = pairs
-    keep = (loc[rt] >= 0) & (loc[dev] >= 0)
-    rt, dev = rt[keep], dev[keep]
-    p = _from_point(trace, loc, pts, rt, dev)
-    ok = p >= 0
-    dev, p = dev[ok], p[ok]
-    before = _last_done_on_device(trace, sel, dev)
-    done = trace.end[np.maximum(before, 0)]
-    waited = (before >= 0) & (done > pts.time[p])
-    ready = np.maximum(np.where(waited, done, pts.time[p]), arrived[dev])
-    launch = _edges(p, pts.start_pos[loc[dev]], _LAUNCH, np.maximum(trace.ts[dev] - ready, 0))
-    queue = _edges(pts.end_pos[loc[before[waited]]], pts.start_pos[loc[dev[waited]]], _QUEUE)
-    return tuple(np.concatenate([x, y]) for x, y in zip(launch, queue))
-
-
-def _sync_edges(trace: Trace, sel: np.ndarray, loc: np.ndarray, pts: Points, pairs):
-    """The last device work (of the calling process) to finish while a sync call waited ->
-    that call's end."""
-    sync = sel[((trace.flags[sel] & FLAG_SYNC) != 0) & ~trace.on_device[sel]]
-    devs = sel[trace.on_device[sel]]
-    if not len(sync) or not len(devs):
-        return _edges([], [], _SYNC)
-    a, z = _sync_pairs(trace, sync, devs, _launching_process(trace, devs, pairs))
-    return _edges(pts.end_pos[loc[a]], pts.end_pos[loc[z]], _SYNC)
-
-
-def _process_numbers(trace: Trace) -> np.ndarray:
-    """Per track: a number for its process (pid)."""
-    seen: dict = {}
-    return np.array([seen.setdefault(t.pid, len(seen)) for t in trace.tracks], np.int64)
-
-
-def _launching_process(trace: Trace, devs: np.ndarray, pairs) -> np.ndarray:
-    """Per device event: the process number of the call that launched it (-1: unknown)."""
-    proc = _process_numbers(trace)
-    rt, dev = pairs
-    launcher = np.full(len(trace), -1, np.int64)
-    launcher[dev] = proc[trace.track[rt]]
-    return launcher[devs]
-
-
-def _sync_pairs(trace: Trace, sync: np.ndarray, devs: np.ndarray, dev_proc: np.ndarray):
-    """(device event, sync call) pairs: per call, the last device work of its process (or of
-    unknown origin) to end while it waited."""
-    ts, end = trace.ts, trace.end
-    proc = _process_numbers(trace)[trace.track[sync]]
-    src, dst = [], []
-    for p in _distinct(proc):
-        calls = sync[proc == p]
-        mine = devs[(dev_proc == p) | (dev_proc < 0)]
-        if not len(mine):
-            continue
-        mine = mine[np.argsort(end[mine], kind="stable")]
-        k = np.searchsorted(end[mine], end[calls], "right") - 1
-        ok = k >= 0
-        ok[ok] &= end[mine[k[ok]]] > ts[calls[ok]]
-        src.append(mine[k[ok]])
-        dst.append(calls[ok])
-    if not src:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(src), np.concatenate(dst)
-
-
-def _last_done_on_device(trace: Trace, sel: np.ndarray, dev: np.ndarray) -> np.ndarray:
-    """Per device event: the selected device work on the same device that ended last
-    before it started (-1 if none). Work launched early waits behind it in the queue."""
-    out = np.full(len(dev), -1, np.int64)
-    on_dev = sel[trace.on_device[sel]]
-    if not len(on_dev) or not len(dev):
-        return out
-    device = _device_numbers(trace)
-    order = np.lexsort((trace.end[on_dev], device[trace.track[on_dev]]))
-    done, done_dev = on_dev[order], device[trace.track[on_dev[order]]]
-    for d in _distinct(device[trace.track[dev]]):
-        lo, hi = np.searchsorted(done_dev, d, "left"), np.searchsorted(done_dev, d, "right")
-        mine = np.flatnonzero(device[trace.track[dev]] == d)
-        k = lo + np.searchsorted(trace.end[done[lo:hi]], trace.ts[dev[mine]], "right") - 1
-        ok = k >= lo
-        # Only work that began strictly earlier (never itself, no loops between empty slices).
-        ok[ok] &= trace.ts[done[k[ok]]] < trace.ts[dev[mine[ok]]]
-        out[mine[ok]] = done[k[ok]]
-    return out
-
-
-def _device_numbers(trace: Trace) -> np.ndarray:
-    """Per track: a number for its device (the track's device id, else one per process)."""
-    seen: dict = {}
-    return np.array([seen.setdefault(t.device if t.device >= 0 else ("pid", t.pid), len(seen))
-                     for t in trace.tracks], np.int64)
-
-
-def _distinct(small: np.ndarray) -> list[int]:
-    """The distinct values of an array of small non-negative integers (track, device or
-    process numbers), in order; counting them beats hashing a long array."""
-    return np.flatnonzero(np.bincount(small)).tolist() if len(small) else []
-
-
-def _topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:
-    """Anchors in an order where every edge goes forward (time order, or Kahn on ties)."""
-    order = np.lexsort((anchors, time[anchors]))
-    rank = np.empty(na, np.int64)
-    rank[order] = np.arange(na)
-    if not len(e_src) or (rank[e_src] < rank[e_dst]).all():
-        return order
-    # Ties in time that the simple order gets wrong: Kahn's algorithm.
-    indeg = np.bincount(e_dst, minlength=na).tolist()
-    by_src = np.argsort(e_src, kind="stable")
-    ptr = np.searchsorted(e_src[by_src], np.arange(na + 1)).tolist()
-    dst_sorted = e_dst[by_src].tolist()
-    ready = [int(x) for x in order.tolist() if indeg[x] == 0][::-1]
-    out = []
-    while ready:
-        u = ready.pop()
-        out.append(u)
-        for j in range(ptr[u], ptr[u + 1]):
-            v = dst_sorted[j]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-    if len(out) != na:
-        raise TraceGraphError("the dependency graph has a cycle (edges contradict the timeline)")
-    return np.array(out, np.int64)
-
-
-def _longest(order, e_src, e_dst, e_w, na: int):
-    """Longest path ending at (dist) and starting from (tail) each anchor, and per anchor
-    the edge of its best path in (pred, pred_edge: the first in-edge that reaches ``dist``).
-
-    Most anchors have a single edge in (a chain's next point) or out: their distance is the
-    other end's plus the weight. Those edges form a forest, summed by pointer jumping; only
-    anchors where several edges meet are visited one by one, in topological order.
-    """
-    by_dst = np.argsort(e_dst, kind="stable")
-    dst_sorted = e_dst[by_dst]
-    in_ptr = np.searchsorted(dst_sorted, np.arange(na + 1))
-    indeg = np.diff(in_ptr)
-    pred = np.full(na, -1, np.int64)
-    pred_edge = np.full(na, -1, np.int64)
-    single = np.flatnonzero(indeg == 1)
-    only = by_dst[in_ptr[single]]
-    pred[single], pred_edge[single] = e_src[only], only
-    root, off = _forest(single, e_src[only], e_w[only], na)
-    meet = order[indeg[order] >= 2]
-    best_at, best_edge = _meet(meet, in_ptr, (root[e_src] , off[e_src] + e_w), by_dst, na)
-    pred_edge[meet] = best_edge
-    pred[meet] = e_src[best_edge]
-    dist = best_at[root] + off
-
-    by_src = np.argsort(e_src, kind="stable")
-    out_ptr = np.searchsorted(e_src[by_src], np.arange(na + 1))
-    outdeg = np.diff(out_ptr)
-    single = np.flatnonzero(outdeg == 1)
-    only = by_src[out_ptr[single]]
-    root, off = _forest(single, e_dst[only], e_w[only], na)
-    meet = order[::-1][outdeg[order[::-1]] >= 2]
-    tail_at, _ = _meet(meet, out_ptr, (root[e_dst], off[e_dst] + e_w), by_src, na)
-    return dist, pred, pred_edge, tail_at[root] + off
-
-
-def _forest(child: np.ndarray, up_of: np.ndarray, weight: np.ndarray, na: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each anchor's root (following ``child -> up_of`` links up) and the weight summed on
-    the way, by pointer jumping: log2(depth) numpy passes."""
-    up = np.arange(na)
-    acc = np.zeros(na, np.int64)
-    up[child] = up_of
-    acc[child] = weight
-    while True:
-        nxt = up[up]
-        if np.array_equal(nxt, up):
-            return up, acc
-        acc = acc + acc[up]
-        up = nxt
-
-
-def _meet(meet: np.ndarray, ptr: np.ndarray, far: tuple[np.ndarray, np.ndarray], edges: np.ndarray, na: int):
-    """Best distance at anchors where several edges meet, visited in the given order.
-
-    ``far`` gives per edge the root of its far end and the far end's offset from that root
-    plus the edge's weight; ``edges`` lists the edges grouped by anchor (``ptr``). Returns
-    per anchor the best distance (roots only are meaningful) and, per ``meet`` anchor, the
-    first edge reaching it.
-    """
-    far_root = far[0][edges].tolist()
-    far_add = far[1][edges].tolist()
-    best_at = [0] * na
-    chosen = []
-    choose = chosen.append
-    for v, first, stop in zip(meet.tolist(), ptr[meet].tolist(), ptr[meet + 1].tolist()):
-        best, bj = best_at[far_root[first]] + far_add[first], first
-        for j in range(first + 1, stop):
-            d = best_at[far_root[j]] + far_add[j]
-            if d > best:
-                best, bj = d, j
-        best_at[v] = best
-        choose(bj)
-    return np.array(best_at, np.int64), edges[np.array(chosen, np.int64)]
-
-
 _CHAIN = -1  # a step reached along its chain: "nested" or "sequence", decided afterwards
 
 
-def _walk(hops: tuple[np.ndarray, np.ndarray], g: _Graph):
+def _walk(hops: tuple[np.ndarray, np.ndarray], g: PathGraph):
     """Expand the anchor path into the ordered events it passes through.
 
     Each hop along a chain visits the owners of its pieces that carry work, then the point
@@ -699,7 +390,7 @@ def _walk(hops: tuple[np.ndarray, np.ndarray], g: _Graph):
     return g.sel[steps_local], on_path.astype(np.int64), via
 
 
-def _parent_local(g: _Graph) -> np.ndarray:
+def _parent_local(g: PathGraph) -> np.ndarray:
     """Per selected slice: the local index of its enclosing selected slice (-1: none)."""
     parent = g.pts.parent
     return np.where(parent >= 0, np.searchsorted(g.sel, parent), -1)  # sel is sorted

@@ -3,7 +3,7 @@
 A ``.et`` file is a sequence of length-delimited messages of the Chakra schema
 (``chakra_schema/et_def.proto``): one ``GlobalMetadata``, then one ``Node`` per node. Each
 length is a base-128 varint, encoded and decoded with the protobuf library's own helpers.
-Nodes are turned into the graph model of :mod:`.chakra` and read with the same rules as
+Nodes are turned into the graph model of :mod:`.chakra_graph` and read with the same rules as
 the JSON form (parent links, missing nodes, scheduling).
 """
 
@@ -19,16 +19,9 @@ from google.protobuf.message import DecodeError, Message
 
 from ..errors import EmptyTraceError, TraceFormatError
 from ..model.trace import Trace
-from .chakra_graph import (
-    ChakraNode,
-    chakra_dict,
-    chakra_trace,
-    duration_ns,
-    start_ns,
-    write_bytes,
-    write_chakra_json,
-)
+from .chakra_graph import ChakraNode, chakra_trace, duration_ns, start_ns
 from .chakra_schema import et_def_pb2 as pb
+from .chakra_writer import chakra_dict, write_bytes, write_chakra_json
 
 _MESSAGE_TAGS = (0x0A, 0x12)  # GlobalMetadata's first field: version (1) or attr (2)
 _LISTS = frozenset(f.name for f in pb.AttributeProto.DESCRIPTOR.fields if f.name.endswith("_list"))

@@ -1,11 +1,11 @@
 """Chakra execution traces (MLCommons Chakra ET schema, ``et_def.proto``): the graph model
-shared by the JSON form (this module) and the protobuf form (:mod:`.chakra_et`).
+shared by the JSON form (:mod:`.chakra_json`) and the protobuf form (:mod:`.chakra_et`), and
+how a graph of nodes becomes a trace.
 
 A Chakra trace is a graph: nodes with an id, name, type (COMP_NODE, COMM_COLL_NODE,
 MEM_LOAD_NODE ...), ``data_deps`` and ``ctrl_deps``, ``duration_micros``, optionally
 ``start_time_micros``, and typed attributes (``attr``: ``is_cpu_op``, ``comm_type``,
-``comm_size`` ...). Both the proto field names (``data_deps``) and protobuf's JSON names
-(``dataDeps``) are accepted.
+``comm_size`` ...).
 
 How the graph is read:
 
@@ -21,29 +21,25 @@ How the graph is read:
 * Without start times every node is scheduled as soon as its dependencies allow (the trace
   then shows the graph's ideal timing), on lanes that carry no ordering.
 
-A PyTorch *host* execution trace (nodes with ``parent`` and ``rf_id`` but no durations) is
-a different format and is refused with a message saying so.
+Writing goes the other way (:mod:`.chakra_writer`).
 """
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections import deque
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from operator import attrgetter
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import orjson
 
 from ..errors import EmptyTraceError, TraceFormatError, TraceGraphError
 from ..model.builder import TraceBuilder
-from ..model.kinds import collective, device_kind
-from ..model.links import launch_pairs
-from ..model.trace import FLAG_SYNC, WORK_KINDS, EdgeKind, Kind, Trace
+from ..model.kinds import device_kind
+from ..model.trace import EdgeKind, Kind, Trace
 
 NODE_TYPES = [
     "INVALID_NODE",
@@ -60,16 +56,8 @@ COLLECTIVES = [
     "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "BARRIER",
 ]
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)
-_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _NOT_LETTER = re.compile(r"[^a-z]")
 _TRACK_ATTRS = ("pid", "tid", "process_name", "thread_name", "unordered")
-
-HOST_ET_MESSAGE = (
-    "this is a PyTorch host execution trace (nodes with 'parent' and 'rf_id', no durations), "
-    "not a Chakra ET: it records which operators ran and their tensors but not how long they "
-    "took. Load the Kineto trace recorded with it instead, or link the two: python -m "
-    "traces.atrace convert KINETO OUT.et --host-et HOST_ET"
-)
 
 
 @dataclass(slots=True)
@@ -129,108 +117,13 @@ class GraphReport:
         return out
 
 
-# -- reading: JSON ----------------------------------------------------------------------
-def read_chakra(stream: BinaryIO, where: str = "trace") -> Trace:
-    """Read a Chakra ET JSON document (the whole document is parsed at once)."""
-    data = stream.read()
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise TraceFormatError(f"malformed JSON ({exc.msg})", f"{where}, byte {exc.pos}") from None
-    if isinstance(doc, list):
-        doc = {"nodes": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
-        raise TraceFormatError("a Chakra trace needs a 'nodes' list", where)
-    return chakra_from_dict(doc, where)
 
-
-def chakra_from_dict(doc: dict, where: str = "trace") -> Trace:
-    """A trace from a Chakra ET JSON document already parsed into Python objects."""
-    raw_nodes = doc["nodes"]
-    if is_host_execution_trace(raw_nodes):
-        raise TraceFormatError(HOST_ET_MESSAGE, where)
-    nodes = [_node_from_json(raw, f"{where}, nodes[{k}]") for k, raw in enumerate(raw_nodes)]
-    meta = {k: v for k, v in doc.items() if k != "nodes"}
-    return chakra_trace(nodes, meta, where)
-
-
-def is_host_execution_trace(raw_nodes: list) -> bool:
-    """True for PyTorch's host execution trace: a parent id per node (``parent``, or since
-    schema 1.0.3 an integer ``ctrl_deps``), record-function ids, and no timing."""
-    sample = [n for n in raw_nodes[:50] if isinstance(n, dict)]
-    if not sample:
-        return False
-    timed = any(k in n for n in sample for k in ("duration_micros", "durationMicros", "dur"))
-    return not timed and all(_host_et_node(n) for n in sample)
-
-
-def _host_et_node(n: dict) -> bool:
-    has_parent = "parent" in n or isinstance(n.get("ctrl_deps"), int)
-    attrs = n.get("attrs")
-    names = {a.get("name") for a in attrs if isinstance(a, dict)} if isinstance(attrs, list) else set()
-    return has_parent and bool({"rf_id", "op_schema"} & (n.keys() | names))
-
-
-def _node_from_json(raw: Any, at: str) -> ChakraNode:
-    if not isinstance(raw, dict):
-        raise TraceFormatError("a node must be an object", at)
-    n = {_snake(key): v for key, v in raw.items()}
-    attrs = _json_attrs(n.get("attr") or n.get("attrs") or [], at)
-    attrs.update(_io_attrs(n.get("inputs"), "input"))
-    attrs.update(_io_attrs(n.get("outputs"), "output"))
-    ctrl = n.get("ctrl_deps")
-    if isinstance(ctrl, int) and ctrl < 0:
-        ctrl = []  # PyTorch ET: ctrl_deps is the parent id, -1 for none
-    return ChakraNode(
-        id=_node_id(n, at),
-        name=str(n.get("name", "")),
-        type=_node_type(n.get("type"), at),
-        data=_int_list(n.get("data_deps"), "data_deps", at),
-        ctrl=_int_list(ctrl, "ctrl_deps", at),
-        dur=duration_ns(n.get("duration_micros"), attrs, at),
-        start=start_ns(n.get("start_time_micros"), attrs, at),
-        attrs=attrs,
-        where=at,
-    )
-
-
-def _snake(key: str) -> str:
-    return _CAMEL.sub("_", key).lower()
-
-
-def _node_id(n: dict, at: str) -> int:
-    if "id" not in n:
-        raise TraceFormatError("node has no 'id'", at)
-    return _checked_int(n["id"], "node id", at)
-
-
-def _json_attrs(raw_attrs: Any, at: str) -> dict[str, Any]:
-    attrs = {}
-    for a in raw_attrs if isinstance(raw_attrs, list) else []:
-        if isinstance(a, dict) and "name" in a:
-            attrs[str(a["name"])] = _attr_value(a, at)
-    return attrs
-
-
-def _attr_value(attr: dict, at: str) -> Any:
-    for k, v in attr.items():
-        k = _snake(k)
-        if k in ("name", "doc_string"):
-            continue
-        if k.endswith("_list") and isinstance(v, dict):
-            return v.get("values", [])
-        if k.endswith("_val") or k == "value":
-            if k.startswith(("int", "uint", "sint", "fixed", "sfixed")) and isinstance(v, str):
-                return _checked_int(v, f"attribute {attr['name']!r}", at)  # JSON's 64-bit ints
-            return v
-    return None
-
-
+# -- node fields, whichever form they came in ---------------------------------------------
 #: Times and ids must fit the trace's int64 columns; 2**62 ns is 146 years.
 MAX_NS = 2**62
 
 
-def _checked_int(value: Any, what: str, at: str, lo: int = -(2**63), hi: int = 2**64 - 1) -> int:
+def checked_int(value: Any, what: str, at: str, lo: int = -(2**63), hi: int = 2**64 - 1) -> int:
     """``value`` as an int in [lo, hi] (an int, or a string of one), or a TraceFormatError."""
     try:
         number = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
@@ -239,33 +132,6 @@ def _checked_int(value: Any, what: str, at: str, lo: int = -(2**63), hi: int = 2
     if number is None or not lo <= number <= hi:
         raise TraceFormatError(f"{what} {value!r} is not an integer in [{lo}, {hi}]", at or None)
     return number
-
-
-def _io_attrs(info: Any, prefix: str) -> dict[str, str]:
-    """Shapes and types of an ``inputs``/``outputs`` IOInfo (values, tensor ids, are dropped)."""
-    if not isinstance(info, dict):
-        return {}
-    return {f"{prefix}_{k}": str(info[k]) for k in ("shapes", "types") if info.get(k)}
-
-
-def _node_type(value: Any, where: str) -> str:
-    if isinstance(value, int) and 0 <= value < len(NODE_TYPES):
-        return NODE_TYPES[value]
-    if isinstance(value, str) and value in NODE_TYPES:
-        return value
-    if value is None:
-        return "COMP_NODE"
-    raise TraceFormatError(f"unknown node type {value!r}", where)
-
-
-def _int_list(value: Any, what: str, where: str) -> list[int]:
-    if value is None:
-        return []
-    if isinstance(value, int):
-        return [value]
-    if not isinstance(value, list) or not all(isinstance(x, int | str) for x in value):
-        raise TraceFormatError(f"'{what}' must be a list of node ids", where)
-    return [_checked_int(x, f"'{what}' entry", where) for x in value]
 
 
 def _micros_to_ns(value: Any, what: str, at: str) -> int:
@@ -286,7 +152,7 @@ def duration_ns(micros_value: Any, attrs: dict, at: str) -> int:
     dur_ns = attrs.pop("duration_ns", None)
     if dur_ns is None:
         dur_ns = _micros_to_ns(micros_value or attrs.get("dur", 0) or 0, "duration", at)
-    dur_ns = _checked_int(dur_ns, "duration (ns)", at, -MAX_NS, MAX_NS)
+    dur_ns = checked_int(dur_ns, "duration (ns)", at, -MAX_NS, MAX_NS)
     if dur_ns < 0:
         raise TraceFormatError(f"negative duration {dur_ns} ns", at)
     return dur_ns
@@ -297,7 +163,7 @@ def start_ns(micros_value: Any, attrs: dict, at: str) -> int | None:
     start = attrs.pop("start_time_ns", None)
     if start is None and micros_value is not None:
         start = _micros_to_ns(micros_value, "start time", at)
-    return None if start is None else _checked_int(start, "start time (ns)", at, -MAX_NS, MAX_NS)
+    return None if start is None else checked_int(start, "start time (ns)", at, -MAX_NS, MAX_NS)
 
 
 # -- reading: the graph, whichever form it came in ---------------------------------------
@@ -501,7 +367,7 @@ def _add_event(b: TraceBuilder, node: ChakraNode, kind: Kind, timed: bool) -> in
         kind=kind,
         cat=str(attrs.get("category", _CATEGORY.get(kind, ""))),
         op=str(attrs["op_type"]) if attrs.get("op_type") else None,
-        corr=_checked_int(attrs.get("correlation", -1), "correlation", node.where, -1, 2**63 - 1),
+        corr=checked_int(attrs.get("correlation", -1), "correlation", node.where, -1, 2**63 - 1),
         args=args,
     )
 
@@ -552,18 +418,6 @@ def _add_edges(b: TraceBuilder, nodes: list[ChakraNode], index: dict[int, int], 
             b.add_edges(np.array(src, np.int64), np.array(dst, np.int64), kind)
 
 
-# -- writing ------------------------------------------------------------------------------
-_NODE_TYPE_OF = {
-    Kind.HOST_OP: "COMP_NODE",
-    Kind.PYTHON: "COMP_NODE",
-    Kind.RUNTIME: "COMP_NODE",
-    Kind.KERNEL: "COMP_NODE",
-    Kind.MEMCPY: "MEM_LOAD_NODE",
-    Kind.MEMSET: "MEM_STORE_NODE",
-    Kind.COMM: "COMM_COLL_NODE",
-}
-#: Collective names as runtimes spell them (letters only, lower case) -> Chakra's enum, the
-#: longest names first so that "reducescatter" is not taken for "reduce".
 _COLLECTIVE_WORDS = [
     ("reducescatterblock", "REDUCE_SCATTER_BLOCK"),
     ("reducescatter", "REDUCE_SCATTER"),
@@ -591,151 +445,3 @@ def collective_comm_type(text: Any) -> int | None:
         if word in letters:
             return COLLECTIVES.index(name)
     return None
-
-
-def micros(ns: int) -> int:
-    """Whole microseconds for Chakra's integer fields: nearest, and never 0 for a
-    non-zero duration (the exact nanoseconds travel in ``*_ns`` attributes)."""
-    if ns <= 0:
-        return 0
-    return max(1, (ns + 500) // 1000)
-
-
-def _attr(name: str, value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"name": name, "bool_val": value}
-    if isinstance(value, int):
-        return {"name": name, "int64_val": value}
-    if isinstance(value, float):
-        return {"name": name, "double_val": value}
-    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-        return {"name": name, "int64_list": {"values": value}}
-    return {"name": name, "string_val": value if isinstance(value, str) else orjson.dumps(value).decode()}
-
-
-def chakra_dict(trace: Trace) -> dict[str, Any]:
-    """The trace's work events as a Chakra ET graph (JSON-ready dict)."""
-    sel = np.flatnonzero(trace.kind_mask(*WORK_KINDS, Kind.ANNOTATION) & trace.is_slice)
-    node_id = np.full(len(trace), -1, np.int64)
-    node_id[sel] = np.arange(len(sel))
-    data, ctrl = _dependencies(trace, sel, node_id)
-    nodes = [_node_dict(trace, e, int(node_id[e]), data.get(e, []), ctrl.get(e, [])) for e in sel.tolist()]
-    return {
-        "schema": "chakra-et-json",
-        "global_metadata": {"version": "0.0.4", "attr": [_attr("source", trace.meta.get("source", ""))]},
-        "nodes": nodes,
-    }
-
-
-def _dependencies(trace: Trace, sel: np.ndarray, node_id: np.ndarray) -> tuple[dict, dict]:
-    """(data, ctrl): event -> node ids it depends on. Data: explicit data edges, launches and
-    same-track order of top-level slices; ctrl: the nesting parent and explicit control edges."""
-    parent, _ = trace.nesting()
-    data: dict[int, list[int]] = {}
-    ctrl: dict[int, list[int]] = {}
-    top = sel[(parent[sel] < 0) | (node_id[np.maximum(parent[sel], 0)] < 0)]
-    top = top[np.lexsort((trace.ts[top], trace.track[top]))]
-    ordered = np.array([t.ordered for t in trace.tracks], bool)
-    same = (trace.track[top][1:] == trace.track[top][:-1]) & ordered[trace.track[top][1:]]
-    for a, z in zip(top[:-1][same].tolist(), top[1:][same].tolist()):
-        data.setdefault(z, []).append(int(node_id[a]))
-    for e in sel.tolist():
-        p = int(parent[e])
-        if p >= 0 and node_id[p] >= 0:
-            ctrl.setdefault(e, []).append(int(node_id[p]))
-    rt, dev = launch_pairs(trace)
-    for a, z in zip(rt.tolist(), dev.tolist()):
-        if node_id[a] >= 0 and node_id[z] >= 0:
-            data.setdefault(z, []).append(int(node_id[a]))
-    for a, z, k in zip(trace.edge_src.tolist(), trace.edge_dst.tolist(), trace.edge_kind.tolist()):
-        if node_id[a] >= 0 and node_id[z] >= 0:
-            (ctrl if k == EdgeKind.CONTROL else data).setdefault(z, []).append(int(node_id[a]))
-    return data, ctrl
-
-
-def _node_dict(trace: Trace, e: int, nid: int, data: list[int], ctrl: list[int]) -> dict[str, Any]:
-    kind = Kind(int(trace.kind[e]))
-    args = trace.args.get(e)
-    name = trace.strings.strings[trace.name[e]]
-    node_type, comm = _comm_node(name, args) if kind == Kind.COMM else (_NODE_TYPE_OF.get(kind, "COMP_NODE"), [])
-    ctrl = list(dict.fromkeys(ctrl))  # the parent link first: readers take it as the parent
-    return {
-        "id": nid,
-        "name": name,
-        "type": node_type,
-        "ctrl_deps": ctrl,
-        "data_deps": sorted(set(data) - set(ctrl)),
-        "start_time_micros": micros(int(trace.ts[e])),
-        "duration_micros": micros(int(trace.dur[e])),
-        "attr": _node_attrs(trace, e, kind, args) + comm,
-    }
-
-
-def _node_attrs(trace: Trace, e: int, kind: Kind, args: dict[str, Any]) -> list[dict[str, Any]]:
-    strings = trace.strings.strings
-    tr = trace.tracks[int(trace.track[e])]
-    on_dev = bool(trace.on_device[e])
-    attrs = [
-        _attr("is_cpu_op", not on_dev),
-        _attr("kind", kind.name.lower()),
-        _attr("op_type", strings[trace.op[e]]),
-        _attr("category", strings[trace.cat[e]]),
-        _attr("start_time_ns", int(trace.ts[e])),
-        _attr("duration_ns", int(trace.dur[e])),
-        _attr("pid", tr.pid if isinstance(tr.pid, int | str) else str(tr.pid)),
-        _attr("stream" if on_dev else "tid", tr.tid if isinstance(tr.tid, int | str) else str(tr.tid)),
-        _attr("process_name", tr.process_name),
-        _attr("thread_name", tr.thread_name),
-    ]
-    if not tr.ordered:
-        attrs.append(_attr("unordered", True))
-    if trace.corr[e] >= 0:
-        attrs.append(_attr("correlation", int(trace.corr[e])))
-    if trace.flags[e] & FLAG_SYNC:
-        attrs.append(_attr("sync", True))
-    for key in ("comm_src", "comm_dst", "comm_tag", "op_schema", "input_shapes", "input_types",
-                "output_shapes", "output_types"):
-        if key in args:
-            attrs.append(_attr(key, args[key]))
-    return attrs
-
-
-def _comm_node(name: str, args: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """Node type and attributes of communication: ``COMM_COLL_NODE`` with ``comm_type``
-    (Chakra's enum) and ``comm_size`` (bytes, when known); ``COMM_SEND_NODE`` /
-    ``COMM_RECV_NODE`` for point-to-point; ``COMP_NODE`` when the collective is unknown (a
-    collective node without its type would read as an all-reduce)."""
-    info = collective(name, args) or {}
-    comm_type = collective_comm_type(args.get("comm_type"))
-    if comm_type is None:
-        comm_type = collective_comm_type(info.get("collective") or name)
-    size = args.get("comm_size")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        size = info.get("bytes")
-    attrs = [] if size is None else [_attr("comm_size", size)]
-    if info.get("group") is not None:
-        attrs.append(_attr("pg_name", info["group"]))
-    if info.get("collective") in ("send", "recv"):
-        return f"COMM_{info['collective'].upper()}_NODE", attrs
-    if comm_type is None:
-        return "COMP_NODE", attrs
-    return "COMM_COLL_NODE", [_attr("comm_type", comm_type), *attrs]
-
-
-def write_bytes(data: bytes, target) -> None:
-    """Write ``data`` to a path (``.gz`` compresses) or a binary file."""
-    if isinstance(target, str | Path):
-        path = Path(target)
-        if path.suffix == ".gz":
-            with gzip.open(path, "wb", compresslevel=4) as f:
-                f.write(data)
-        else:
-            path.write_bytes(data)
-    else:
-        target.write(data)
-
-
-def write_chakra_json(trace: Trace, target) -> None:
-    """Write the trace as Chakra ET JSON to a path (``.gz`` compresses) or a binary file
-    (:func:`.chakra_et.write_chakra` picks this or the protobuf form by the path's name)."""
-    write_bytes(orjson.dumps(chakra_dict(trace)), target)

@@ -1,19 +1,14 @@
-"""Reading traces: Chrome trace event JSON, PyTorch profiler (Kineto) JSON, Chakra JSON and
-Chakra protobuf (``.et``).
+"""Reading Chrome trace event JSON and PyTorch profiler (Kineto) JSON.
 
-:func:`read_trace` takes a path, bytes or a binary file, plain or gzipped, finds out which
-format it holds and returns a :class:`~traces.atrace.model.Trace`. It reads Chrome and
-Kineto JSON as a stream (see :mod:`traces.atrace.jsonstream`), so memory grows with the
-number of events kept in columns, not with the size of the JSON text.
-
-Any problem raises a :class:`~traces.atrace.errors.TraceError` naming what and where; no
-partial trace is ever returned.
+:func:`read_chrome` reads the events as a stream (see :mod:`.jsonstream`), a batch at a
+time into column chunks, so memory grows with the number of events kept, not with the size
+of the JSON text. Categories map onto :class:`~traces.atrace.model.trace.Kind`; flow events
+become launch links and dependency edges (:mod:`.chrome_flows`).
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import re
 from collections import defaultdict
 from itertools import repeat
@@ -28,16 +23,8 @@ from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
 from ..model.kinds import classify_device_work
 from ..model.trace import NO_ID, Kind, Trace
-from .chakra_et import looks_like_chakra_et, read_chakra_et
 from .chrome_flows import resolve_flows
 from .jsonstream import ChromeEventStream
-from .opening import (  # noqa: F401 - open_trace_stream and sniff_format are read from here too
-    MAX_DECOMPRESSED_BYTES,
-    MAX_GZIP_RATIO,
-    Peeked,
-    open_trace_stream,
-    sniff_format,
-)
 from .timeparse import NotANumber, us_text_to_ns, us_texts_to_ns, us_to_ns
 
 KIND_BY_CATEGORY = {
@@ -132,36 +119,6 @@ def _as_dict(e: _Event, where: str, ordinal: int) -> dict[str, Any]:
     return d
 
 
-def read_trace(
-    source: str | os.PathLike | bytes | BinaryIO,
-    *,
-    format: str | None = None,  # noqa: A002 - the natural name
-    max_bytes: int = MAX_DECOMPRESSED_BYTES,
-    chunk_size: int | None = None,
-) -> Trace:
-    """Read a trace in any supported format (plain or gzipped) into a :class:`Trace`."""
-    stream, where, closers = open_trace_stream(source, max_bytes=max_bytes)
-    try:
-        head = stream.read(1 << 16)
-        fmt = format or sniff_format(head)
-        full = Peeked(head, stream)
-        if format is None and looks_like_chakra_et(head, where):
-            fmt = "chakra-et"
-        if fmt == "chakra-et":
-            return read_chakra_et(full, where)
-        if fmt == "chakra":
-            from .chakra_graph import read_chakra
-
-            return read_chakra(full, where)
-        if fmt not in ("chrome", "kineto"):
-            raise TraceFormatError(f"unknown format {fmt!r}", where)
-        return read_chrome(full, where, chunk_size=chunk_size)
-    finally:
-        for c in reversed(closers):
-            c.close()
-
-
-# -- Chrome / Kineto -------------------------------------------------------------------
 class _ChromeReader:
     def __init__(self, where: str):
         self.where = where

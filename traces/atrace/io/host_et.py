@@ -21,7 +21,8 @@ import orjson
 
 from ..errors import TraceFormatError
 from ..model.trace import NO_ID, ArgStore, Kind, Trace
-from .chrome_reader import open_trace_stream, read_trace
+from .opening import open_trace_stream
+from .reader import read_trace
 
 _HOST_KINDS = (Kind.HOST_OP, Kind.ANNOTATION)
 _IO_KEYS = {

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import TraceFormatError
 from ..model.trace import Trace
-from .chrome_reader import read_trace
+from .reader import read_trace
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
