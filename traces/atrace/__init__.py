@@ -11,7 +11,7 @@ See docs/atrace.md.
 
 from .analysis.breakdown import Breakdown, operator_breakdown
 from .analysis.communication import communication
-from .analysis.compare import Comparison, compare
+from .analysis.comparison import Comparison, compare
 from .analysis.correlation import Correlation, correlate
 from .analysis.critical_path import CriticalPath, critical_path, step_window, steps
 from .analysis.multirank import Job, analyse_job, cross_rank_critical_path

@@ -11,7 +11,7 @@ import orjson
 
 from .analysis.breakdown import operator_breakdown
 from .analysis.communication import communication
-from .analysis.compare import OPERATOR_KINDS, compare
+from .analysis.comparison import OPERATOR_KINDS, compare
 from .analysis.correlation import correlate
 from .analysis.critical_path import critical_path
 from .analysis.multirank import analyse_job, cross_rank_critical_path

@@ -1,33 +1,43 @@
-"""Comparison of two traces from their stored operator tables, without re-reading either.
+"""Comparison of two traces (two software versions, two devices, before and after a fix).
 
-:func:`traces.atrace.compare.compare` compares two loaded traces. A page comparing two
-stored million-event traces must not load them, so the worker keeps, once per trace, an
-:func:`op_table` — per (side, kind, operator type) count, total and self time, the number
-of steps, the span, and the critical-path table of a representative step (or of the whole
-trace) — and :func:`compare_tables` answers from two of those, the same way ``compare``
-does: per-step totals when the step counts differ, deltas B minus A ranked by their impact
-on the total (or on the critical path), new and vanished operators as tables, and the
-difference of the critical paths. By default it compares at the operator level: Python
-frames (keyed by file and line) and annotations are left out, so they cannot drown the
-operators, and synchronisation calls — which only wait longer when the device slows — go to
-a table of their own (``waits``); ``level="all"`` keeps them all in the ranking.
+There is one algorithm, :func:`compare_tables`, and it works on *op tables*: what a
+comparison needs of one trace (:func:`op_table`) — per (side, kind, operator type) count,
+total and self time, the number of steps, the span, and the critical path of a
+representative step (or of the whole trace) by operator. A page comparing two stored
+million-event traces must not load them, so the worker keeps one op table per trace;
+:func:`compare` builds the op tables of two loaded traces and compares them the same way.
+
+The comparison gives per-step totals when the step counts differ, deltas B minus A ranked by
+their impact on the total (or on the critical path), new and vanished operators as tables,
+and the difference of the critical paths. At the default operator level Python frames (keyed
+by file and line) and annotations are left out, so they cannot drown the operators, and
+synchronisation calls — which only wait longer when the device slows — go to a table of
+their own (``waits``); ``level="all"`` keeps them all in the ranking.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from ..errors import EmptyTraceError
+from ..model.kinds import runtime_name
 from ..model.stats import us
-from .breakdown import Breakdown
+from ..model.trace import Trace
+from .breakdown import Breakdown, operator_breakdown
+from .critical_path import CriticalPath, critical_path, steps
 from .versions import WAIT_NAME
 
 LEVELS = ("operator", "all")
 RANKS = ("total", "path")
 _SKIPPED_AT_OPERATOR_LEVEL = ("python", "annotation")
+#: What :func:`compare` compares by default: operators, runtime calls and device work.
+OPERATOR_KINDS = ("host_op", "runtime", "kernel", "memcpy", "memset", "comm")
 
 
 def op_table(bd: Breakdown, steps: int, path: dict[str, Any] | None, path_scope: str) -> dict[str, Any]:
-    """What a comparison needs of one trace (``path``: a :func:`path_table` result)."""
+    """What a comparison needs of one trace (``path``: a :func:`path_table` result, or
+    anything with its ``length_us`` and ``rows`` of ``side``, ``op`` and ``path_us``)."""
     return {
         "span_ns": int(bd.span_ns),
         "steps": steps,
@@ -151,3 +161,76 @@ def _path_difference(pa: dict | None, pb: dict | None) -> dict[str, Any] | None:
         "only_in_a": [r["op"] for r in by_op if r["path_b_us"] == 0][:50],
         "only_in_b": [r["op"] for r in by_op if r["path_a_us"] == 0][:50],
     }
+
+
+@dataclass
+class Comparison:
+    """Two loaded traces compared: :func:`compare_tables`' answer for their op tables."""
+
+    result: dict[str, Any]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.result["rows"]
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        r = self.result
+        return {
+            "labels": r["labels"],
+            "normalized_by": r["normalized_by"],
+            "span_us": r["span_us"],
+            "rows": r["rows"][:top] if top else r["rows"],
+            "new": r["new"],
+            "vanished": r["vanished"],
+            "critical_path": r["critical_path"],
+        }
+
+
+def compare(
+    a: Trace, b: Trace, *, labels: tuple[str, str] = ("A", "B"), with_critical_path: bool = True,
+    kinds: tuple[str, ...] | None = OPERATOR_KINDS,
+) -> Comparison:
+    """Compare two loaded traces: their op tables, compared by :func:`compare_tables`.
+
+    ``kinds`` (kind names) limits what is compared; the default is operators, runtime calls
+    and device work; None compares all. ROCm and CUDA runtime calls compare as one
+    (``hipLaunchKernel`` is ``cudaLaunchKernel``). The critical paths compared are those of
+    the middle step of each trace when both have steps, else of the whole traces.
+    """
+    steps_a, steps_b = steps(a), steps(b)
+    one_step = bool(steps_a and steps_b)
+    paths = _critical_paths(a, b, steps_a, steps_b) if with_critical_path else (None, None)
+    scope = "one step" if one_step else "whole trace"
+    tables = [
+        _trace_table(trace, len(names), path, scope, kinds)
+        for trace, names, path in ((a, steps_a, paths[0]), (b, steps_b, paths[1]))
+    ]
+    return Comparison(compare_tables(*tables, labels=labels, level="all"))
+
+
+def _critical_paths(a: Trace, b: Trace, steps_a: list[str], steps_b: list[str]):
+    """The paths of one step in the middle of each trace (comparable lengths), or of the
+    whole traces; (None, None) when either has none."""
+    try:
+        if steps_a and steps_b:
+            return (critical_path(a, step=steps_a[len(steps_a) // 2]),
+                    critical_path(b, step=steps_b[len(steps_b) // 2]))
+        return critical_path(a), critical_path(b)
+    except EmptyTraceError:
+        return None, None
+
+
+def _trace_table(trace: Trace, n_steps: int, path: CriticalPath | None, scope: str,
+                 kinds: tuple[str, ...] | None) -> dict[str, Any]:
+    """The op table of a loaded trace, of ``kinds`` only, ROCm runtime calls named as CUDA's."""
+    rows = None
+    if path is not None:
+        rows = {"length_us": us(path.length_ns),
+                "rows": [{"side": r["side"], "op": r["op"], "path_us": r["time_us"]} for r in path.by_op()]}
+    table = op_table(operator_breakdown(trace), n_steps, rows, scope)
+    table["ops"] = [
+        [side, kind, runtime_name(op) if kind == "runtime" else op, *figures]
+        for side, kind, op, *figures in table["ops"]
+        if kinds is None or kind in kinds
+    ]
+    return table
