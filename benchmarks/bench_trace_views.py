@@ -33,9 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from traces.atrace import critical_path, operator_breakdown, read_trace  # noqa: E402
 from traces.atrace.analysis.comparison import compare_tables  # noqa: E402
-from traces.atrace.render.page_data import compute_views, load_timeline, load_view  # noqa: E402
-from traces.atrace.render.timeline_layout import window  # noqa: E402
+from traces.atrace.render.page_data import compute_page_data, load_document, load_timeline  # noqa: E402
+from traces.atrace.render.timeline import window  # noqa: E402
 from traces.atrace.synthetic import write_kineto_trace  # noqa: E402
+from traces.page_limits import MAX_BARS, MAX_EDGES, STORED  # noqa: E402
 
 # The generator writes flow and metadata records too; this many written make ~1 read.
 WRITTEN_PER_EVENT = 1.53
@@ -64,7 +65,7 @@ def prepare(directory: Path, events: int, seed: int) -> Path:
     trace, t_read = _timed(lambda: read_trace(raw))
     bd, t_bd = _timed(lambda: operator_breakdown(trace))
     cp, t_cp = _timed(lambda: critical_path(trace))
-    views_obj, t_views = _timed(lambda: compute_views(trace, breakdown=bd, path=cp))
+    views_obj, t_views = _timed(lambda: compute_page_data(trace, STORED, breakdown=bd, path=cp))
     shutil.rmtree(views, ignore_errors=True)  # no files of an earlier run counted
     _, t_save = _timed(lambda: views_obj.save(views))
     cpu = time.process_time() - cpu0
@@ -90,7 +91,7 @@ def requests(views_a: Path, views_b: Path, repeat: int) -> None:
 
         def one(start=start, end=end):
             lay = load_timeline(views_a)  # as a request would: memory-mapped, not cached
-            return orjson.dumps(window(lay, start, end, 1600).to_dict())
+            return orjson.dumps(window(lay, start, end, 1600, max_bars=MAX_BARS, max_edges=MAX_EDGES).to_dict())
 
         med, worst, body = _repeat(one, repeat)
         doc = orjson.loads(body)
@@ -99,16 +100,16 @@ def requests(views_a: Path, views_b: Path, repeat: int) -> None:
             f"{len(doc['bars']['row']):,} bars for {doc['events_in_window']:,} events, "
             f"{len(body) / 1e3:.0f} kB"
         )
-    med, worst, body = _repeat(lambda: orjson.dumps(load_view(views_a, "flame")), repeat)
+    med, worst, body = _repeat(lambda: orjson.dumps(load_document(views_a, "flame")), repeat)
     print(f"  flame (both sides): {med:6.1f} / {worst:6.1f} ms, {len(body) / 1e3:.0f} kB")
 
     def compare_stored():
-        a, b = load_view(views_a, "op_table"), load_view(views_b, "op_table")
+        a, b = load_document(views_a, "op_table"), load_document(views_b, "op_table")
         return orjson.dumps(compare_tables(a, b))
 
     med, worst, body = _repeat(compare_stored, repeat)
     print(f"  comparison of the two traces: {med:6.1f} / {worst:6.1f} ms, {len(body) / 1e3:.0f} kB")
-    med, worst, _ = _repeat(lambda: orjson.dumps(load_view(views_a, "paths")["whole"]), repeat)
+    med, worst, _ = _repeat(lambda: orjson.dumps(load_document(views_a, "paths")["whole"]), repeat)
     print(f"  critical-path table: {med:6.1f} / {worst:6.1f} ms")
     event = int(layout.columns["event"][len(layout) // 2])
     med, worst, _ = _repeat(lambda: orjson.dumps(load_timeline(views_a).event_detail(event)), repeat)

@@ -2,10 +2,10 @@
 and the device's metrics around a capture — stored once by the analysis, read per request.
 
 :func:`store_views` runs in the worker (from ``services.analyse``): it computes every view
-with :func:`traces.atrace.render.page_data.compute_views` and stores the files flat in the trace's
-folder (names ``view.*``, so deleting the trace deletes them). The readers below answer the
-pages and the API from those files alone; bad parameters raise :class:`BadRequest` with what
-was wrong.
+with :func:`traces.atrace.render.page_data.compute_page_data`, within the page's limits
+(``traces.page_limits``), and stores the files flat in the trace's folder (names
+``view.*``, so deleting the trace deletes them). The readers below answer the pages and the
+API from those files alone; bad parameters raise :class:`BadRequest` with what was wrong.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from fleet.models import Sample
 from traces import atrace, results
 from traces.atrace.analysis.comparison import compare_tables
 from traces.atrace.analysis.versions import version_regressions
-from traces.atrace.render.page_data import PREFIX, compute_views, load_timeline, load_view
-from traces.atrace.render.timeline_layout import MAX_WIDTH_PX, window
+from traces.atrace.render.page_data import PREFIX, compute_page_data, load_document, load_timeline
+from traces.atrace.render.timeline import window
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
+from traces.page_limits import MAX_BARS, MAX_EDGES, MAX_WIDTH_PX, STORED
 
 SIDES = ("host", "device")
 METRICS = ("device_utilization", "temperature_c", "power_w", "memory_used_bytes")
@@ -51,7 +52,7 @@ def store_views(storage, trace_id: int, parsed: atrace.Trace, **known) -> int:
     reuse them. On a local file system the views are written in place (their names replace
     those of an interrupted attempt); other storages get copies through the storage API.
     """
-    views = compute_views(parsed, **known)
+    views = compute_page_data(parsed, STORED, **known)
     try:
         folder = Path(storage.path(str(trace_id)))
     except NotImplementedError:
@@ -106,7 +107,7 @@ def _cached_copy(storage, trace: Trace) -> Path:
 
 
 def flame(trace: Trace, side: str = "") -> dict[str, Any]:
-    doc = load_view(views_folder(trace), "flame")
+    doc = load_document(views_folder(trace), "flame")
     if not side:
         return doc
     if side not in SIDES:
@@ -136,7 +137,9 @@ def timeline(trace: Trace, query) -> dict[str, Any]:
         raise BadRequest(f"width_px must be between 1 and {MAX_WIDTH_PX}, not {width}")
     if end_us <= start_us:
         raise BadRequest(f"end_us ({end_us:g}) must be after start_us ({start_us:g})")
-    return window(layout, round(start_us * 1000), round(end_us * 1000), width).to_dict()
+    return window(
+        layout, round(start_us * 1000), round(end_us * 1000), width, max_bars=MAX_BARS, max_edges=MAX_EDGES
+    ).to_dict()
 
 
 def event(trace: Trace, index: int) -> dict[str, Any]:
@@ -148,7 +151,7 @@ def event(trace: Trace, index: int) -> dict[str, Any]:
 
 def critical_path(trace: Trace, step: str = "") -> dict[str, Any]:
     """The critical-path table of the whole trace, or of one of its valid steps."""
-    doc = load_view(views_folder(trace), "paths")
+    doc = load_document(views_folder(trace), "paths")
     valid = doc["valid_steps"]
     if step:
         name = _step_name(step, valid)
@@ -169,7 +172,7 @@ def _step_name(step: str, valid: list[str]) -> str:
 
 
 def correlation(trace: Trace) -> dict[str, Any]:
-    return load_view(views_folder(trace), "correlation")
+    return load_document(views_folder(trace), "correlation")
 
 
 def metrics(trace: Trace) -> dict[str, Any]:
@@ -199,8 +202,8 @@ def metrics(trace: Trace) -> dict[str, Any]:
 def compare(a: Trace, b: Trace, *, level: str = "operator", rank: str = "total") -> dict[str, Any]:
     try:
         result = compare_tables(
-            load_view(views_folder(a), "op_table"),
-            load_view(views_folder(b), "op_table"),
+            load_document(views_folder(a), "op_table"),
+            load_document(views_folder(b), "op_table"),
             labels=(_label(a), _label(b)),
             level=level,
             rank=rank,
@@ -256,7 +259,7 @@ def versions(workload: str, device_type: str) -> dict[str, Any]:
     records = []
     for t in traces:
         try:
-            records.append({"id": t.pk, "version": t.sw_version, "ops": load_view(views_folder(t), "op_means")})
+            records.append({"id": t.pk, "version": t.sw_version, "ops": load_document(views_folder(t), "op_means")})
         except (ViewsMissing, FileNotFoundError):
             continue
     result = version_regressions(records)

@@ -82,6 +82,7 @@ def test_timeline_windows_narrow_on_request_and_bad_windows_are_refused(api_clie
         ("start_us=abc", "start_us must be a number"),
         (f"start_us={end}&end_us={start}", "must be after start_us"),
         ("width_px=0", "width_px must be between"),
+        ("width_px=20001", "width_px must be between 1 and 20000"),  # the page's limit, not the engine's
         ("width_px=1.5", "width_px must be an integer"),
     ]:
         response = api_client.get(f"/api/traces/{a.pk}/timeline/?{query}")

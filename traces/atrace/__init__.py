@@ -31,7 +31,8 @@ from .io.reader import read_trace
 from .model.builder import TraceBuilder
 from .model.kinds import WORK_CLASSES, collective, runtime_name, work_class
 from .model.trace import EdgeKind, Kind, Trace, Track
-from .render.flame import Flame, Timeline, flame, timeline
+from .render.flame import Flame, flame
+from .render.timeline import Timeline, timeline
 
 __all__ = [
     "Breakdown",

@@ -31,7 +31,7 @@ def test_state_shares_cover_each_slice_and_add_up_to_the_state_totals(gpu):
 
 def test_latency_histogram_counts_every_launched_device_event(gpu):
     trace, corr = gpu
-    view = correlation_view(trace, corr)
+    view = correlation_view(trace, corr, bins=200)
     hist = view["launch_latency_histogram"]
     # The top bin holds everything from the 99th percentile up (values are clipped into it).
     assert sum(hist["counts"]) == view["matched"] == len(corr.device_events) > 0
@@ -40,7 +40,7 @@ def test_latency_histogram_counts_every_launched_device_event(gpu):
 
 def test_idle_gaps_are_listed_per_accelerator_stream(gpu):
     trace, corr = gpu
-    view = correlation_view(trace, corr)
+    view = correlation_view(trace, corr, bins=200)
     device_tracks = {i for i, t in enumerate(trace.tracks) if t.is_device}
     assert {g["track"] for g in view["idle_gaps"]} <= device_tracks
     assert view["idle_gaps"] and all(0 <= g["utilization"] <= 1 for g in view["idle_gaps"])

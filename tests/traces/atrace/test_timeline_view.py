@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from emulator.tracing import capture
 from traces.atrace import Kind, TraceBuilder, critical_path
-from traces.atrace.render.timeline_layout import build_layout, load_layout, window
+from traces.atrace.render.timeline import timeline, window
+from traces.atrace.render.timeline_layout import build_layout, load_layout
 
 
 @st.composite
@@ -91,7 +92,7 @@ def gpu_capture():
 def test_whole_capture_fits_a_1600_pixel_window_and_zoom_shows_single_events(gpu_capture):
     trace, path = gpu_capture
     layout = build_layout(trace, path)
-    whole = window(layout, width_px=1600)
+    whole = window(layout, width_px=1600, max_bars=5000)
     assert len(whole.bars) <= 5000
     assert whole.bars.count.sum() == int(trace.is_slice.sum())
     assert (whole.bars.count > 1).any(), "a whole capture at 1,600 px must merge something"
@@ -147,10 +148,24 @@ def test_saved_layout_reads_args_from_a_blob_already_stored_beside_it(gpu_captur
 
 @pytest.mark.parametrize(
     ("start", "end", "width", "message"),
-    [(10, 10, 100, "must be after start"), (0, 10, 0, "width_px"), (0, 10, 10**6, "width_px")],
+    [(10, 10, 100, "must be after start"), (5, 0, 100, "must be after start"), (0, 10, 0, "width_px")],
 )
 def test_bad_window_is_refused_with_what_is_wrong(gpu_capture, start, end, width, message):
     trace, path = gpu_capture
     layout = build_layout(trace, path)
     with pytest.raises(ValueError, match=message):
         window(layout, start, end, width)
+
+
+def test_timeline_of_a_loaded_trace_is_its_layouts_window(gpu_capture):
+    trace, path = gpu_capture
+    t0, t1 = trace.span()
+    start, end = t0 + (t1 - t0) // 4, t0 + (t1 - t0) // 2
+    direct = timeline(trace, start_ns=start, end_ns=end, width_px=700, max_bars=300, max_edges=50, path=path)
+    stored = window(build_layout(trace, path), start, end, 700, max_bars=300, max_edges=50)
+    assert direct.to_dict() == stored.to_dict()
+    assert len(direct.bars) <= 300 and len(direct.edges["src"]) <= 50 < direct.edges_total
+    # Without limits (the caller gives none): merged at one pixel, every path edge kept.
+    free = timeline(trace, path=path)
+    assert free.merge_px == 1.0 and len(free.edges["src"]) == free.edges_total
+

@@ -170,13 +170,14 @@ def test_flame_and_timeline(torch_traces, gpu_trace):
     assert "aten::addmm" in host["labels"]
     g = flame(read_trace(gpu_trace)).to_dict()
     assert "ampere_sgemm_128x64_tn" in g["device"]["labels"]
-    tl = timeline(trace, max_events=50, bins=100).to_dict()
+    tl = timeline(trace, width_px=100, max_bars=50).to_dict()
     json.dumps(tl)
-    assert len(tl["events"]["index"]) == 50
-    assert all(len(t["busy"]) == 100 and max(t["busy"]) <= 1.0001 for t in tl["tracks"])
+    assert len(tl["bars"]["row"]) <= 50 and tl["merged_bars"] > 0
+    assert 0 < tl["events_in_window"] <= int(trace.is_slice.sum())
     t0, t1 = trace.span()
     zoom = timeline(trace, start_ns=t0, end_ns=t0 + (t1 - t0) // 10).to_dict()
-    assert all(s <= zoom["end_us"] for s in zoom["events"]["start_us"])
+    assert all(zoom["start_us"] <= s <= e <= zoom["end_us"]
+               for s, e in zip(zoom["bars"]["start_us"], zoom["bars"]["end_us"]))
 
 
 def test_drill_down_and_group_by_arg(torch_traces):

@@ -11,9 +11,16 @@ from traces.atrace import compare, operator_breakdown
 from traces.atrace.analysis.comparison import compare_tables, op_table
 from traces.atrace.analysis.path_tables import path_tables
 from traces.atrace.analysis.versions import op_means, version_key, version_regressions
-from traces.atrace.render.page_data import compute_views, load_timeline, load_view
+from traces.atrace.render.page_data import (
+    PageLimits,
+    compute_page_data,
+    load_document,
+    load_timeline,
+)
 
 DURATION_S = 0.04
+LIMITS = PageLimits(flame_nodes=5000, path_rows=200, least_slack=20, steps=4, step_events=250_000,
+                    correlation_bins=200, launched_by=20)
 
 
 @pytest.fixture(scope="module")
@@ -120,15 +127,32 @@ def test_new_and_vanished_operators_are_tables_and_python_frames_stay_out(gpu_tr
 
 def test_compute_views_stores_every_view_and_reads_them_back(gpu_traces, tmp_path):
     trace = gpu_traces[("2.1", 1)]
-    views = compute_views(trace, max_steps=4)
+    views = compute_page_data(trace, LIMITS)
     files = views.save(tmp_path)
     assert "view.flame.json" in files and "view.timeline.ts.npy" in files
     assert sorted(p.name for p in tmp_path.iterdir()) == files  # flat, all named view.*
-    assert load_view(tmp_path, "paths")["valid_steps"] == views.documents["paths"]["valid_steps"]
-    assert len(load_view(tmp_path, "paths")["valid_steps"]) == 4
-    assert load_view(tmp_path, "op_means")["device/bmm"]["count"] > 0
-    assert load_view(tmp_path, "flame")["device"]["labels"]
-    assert load_view(tmp_path, "correlation")["matched"] > 0
+    assert load_document(tmp_path, "paths")["valid_steps"] == views.documents["paths"]["valid_steps"]
+    assert len(load_document(tmp_path, "paths")["valid_steps"]) == 4
+    assert load_document(tmp_path, "op_means")["device/bmm"]["count"] > 0
+    assert load_document(tmp_path, "flame")["device"]["labels"]
+    assert load_document(tmp_path, "correlation")["matched"] > 0
     assert len(load_timeline(tmp_path)) == int(trace.is_slice.sum())
     with pytest.raises(KeyError, match="no view named"):
-        load_view(tmp_path, "secrets")
+        load_document(tmp_path, "secrets")
+
+
+def test_page_data_keeps_within_the_limits_it_is_given(gpu_traces):
+    trace = gpu_traces[("2.0", 1)]
+    tight = PageLimits(flame_nodes=40, path_rows=5, least_slack=3, steps=2, step_events=250_000,
+                       correlation_bins=30, launched_by=4)
+    docs = compute_page_data(trace, tight).documents
+    assert all(len(docs["flame"][side]["ids"]) <= 40 for side in ("host", "device"))
+    paths = docs["paths"]
+    assert len(paths["valid_steps"]) == 2
+    for table in [paths["whole"], *paths["step_paths"].values()]:
+        assert len(table["rows"]) == 5 and table["rows_truncated"]
+        assert len(table["least_slack"]) == 3
+    assert len(docs["correlation"]["states_over_time"]["idle"]) == 30
+    assert len(docs["correlation"]["launched_by"]) == 4
+    roomy = compute_page_data(trace, LIMITS).documents
+    assert len(roomy["paths"]["whole"]["rows"]) > 5 and len(roomy["correlation"]["launched_by"]) > 4

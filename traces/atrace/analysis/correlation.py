@@ -52,7 +52,7 @@ class Correlation:
         k = np.flatnonzero(self.device_events == device_event)
         return int(self.launcher[k[0]]) if len(k) else -1
 
-    def to_dict(self, top: int = 20, max_intervals: int = 2000) -> dict[str, Any]:
+    def to_dict(self, top: int | None = 20, max_intervals: int = 2000) -> dict[str, Any]:
         s = self.trace.strings.strings
         pairs: dict[tuple[int, int], list] = {}
         ops = np.where(self.host_op >= 0, self.trace.op[np.maximum(self.host_op, 0)], -1)

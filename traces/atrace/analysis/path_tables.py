@@ -8,7 +8,7 @@ for the instances off it, their least and median slack (how much longer they cou
 before the path grows). :func:`path_tables` computes it once for the whole trace and for
 up to ``max_steps`` steps holding up to ``max_step_events`` events together, each on a slice
 of the trace around that step, so the worker stores them all and a request for ``?step=``
-only reads.
+only reads. Every limit is the caller's (the trace page passes its own); None: no limit.
 """
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ from ..model.trace import ArgStore, Trace
 from .correlation import launch_pairs
 from .critical_path import CriticalPath, critical_path
 
-MAX_STEPS = 64  # steps whose critical path is precomputed (evenly spread over the trace)
-MAX_STEP_EVENTS = 250_000  # events of those steps together (a bound on their cost)
-MAX_ROWS = 200
 _STEP_NAME = re.compile(r"^(ProfilerStep#|step#)(\d+)$")
 
 
@@ -58,8 +55,15 @@ def step_list(trace: Trace) -> list[dict[str, Any]]:
     return out
 
 
-def path_table(cp: CriticalPath, *, index_map: np.ndarray | None = None, max_rows: int = MAX_ROWS) -> dict[str, Any]:
-    """The critical-path table of one path (``index_map`` maps a sliced trace's events back)."""
+def path_table(
+    cp: CriticalPath,
+    *,
+    index_map: np.ndarray | None = None,
+    max_rows: int | None = None,
+    least_slack: int | None = None,
+) -> dict[str, Any]:
+    """The critical-path table of one path (``index_map`` maps a sliced trace's events back):
+    at most ``max_rows`` operator rows and ``least_slack`` events of least slack."""
     t = cp.trace
     strings = t.strings.strings
     sel = cp.selected
@@ -94,7 +98,7 @@ def path_table(cp: CriticalPath, *, index_map: np.ndarray | None = None, max_row
                 "median_slack_us": us(median[g]) if n_off[g] else None,
             }
         )
-    summary = cp.to_dict(max_steps=0, top_slack=20)
+    summary = cp.to_dict(max_steps=0, top_slack=len(cp.selected) if least_slack is None else least_slack)
     for row in summary["slack"]["least_slack_off_path"]:
         row["index"] = _global(row["index"], index_map)
     return {
@@ -103,7 +107,7 @@ def path_table(cp: CriticalPath, *, index_map: np.ndarray | None = None, max_row
         "by_side": summary["by_side"],
         "events_on_path": int(on_path.sum()),
         "operators": len(uniq),
-        "rows_truncated": len(uniq) > max_rows,
+        "rows_truncated": max_rows is not None and len(uniq) > max_rows,
         "rows": rows,
         "least_slack": summary["slack"]["least_slack_off_path"],
     }
@@ -142,8 +146,10 @@ def path_tables(
     trace: Trace,
     whole: CriticalPath | None = None,
     *,
-    max_steps: int = MAX_STEPS,
-    max_step_events: int = MAX_STEP_EVENTS,
+    max_steps: int | None = None,
+    max_step_events: int | None = None,
+    max_rows: int | None = None,
+    least_slack: int | None = None,
 ) -> dict[str, Any]:
     """The critical-path table of the whole trace and of some of its steps.
 
@@ -162,8 +168,8 @@ def path_tables(
     link[rt] = dev
     light = replace(trace, args=_NoArgs(), _cache={})  # a step's path never reads args
     tables: dict[int, dict[str, Any]] = {}
-    budget = max_step_events
-    for k in _priority(len(steps), max_steps):
+    budget = float("inf") if max_step_events is None else max_step_events
+    for k in _priority(len(steps), len(steps) if max_steps is None else max_steps):
         step = steps[k]
         start, end = _ns(step["start_us"]), _ns(step["end_us"])
         lo, hi = np.searchsorted(ts_sorted, [start, end], "left")
@@ -180,10 +186,10 @@ def path_tables(
             cp = critical_path(light.take(part), window=(start, end))
         except EmptyTraceError:
             continue
-        tables[k] = path_table(cp, index_map=part)
+        tables[k] = path_table(cp, index_map=part, max_rows=max_rows, least_slack=least_slack)
     ordered = sorted(tables)
     return {
-        "whole": path_table(whole),
+        "whole": path_table(whole, max_rows=max_rows, least_slack=least_slack),
         "steps": steps,
         "step_paths": {steps[k]["name"]: tables[k] for k in ordered},
         "valid_steps": [steps[k]["name"] for k in ordered],

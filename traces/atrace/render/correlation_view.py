@@ -1,7 +1,7 @@
 """The correlation view: launch-to-start latency, bound/idle states over time, idle gaps.
 
-Built once from :func:`traces.atrace.correlate.correlate` and stored; the page draws the
-launch latency histogram, a stacked chart of the share of each state (device-bound,
+Built once from :func:`traces.atrace.analysis.correlation.correlate` and stored; the page
+draws the launch latency histogram, a stacked chart of the share of each state (device-bound,
 device-busy, host-bound, idle) in ``bins`` equal slices of the trace, and the idle gaps of
 each accelerator stream.
 """
@@ -17,12 +17,15 @@ from ..model.stats import us
 from ..model.trace import Trace
 
 STATES = ("device_bound", "device_busy", "host_bound", "idle")
-BINS = 200
 
 
-def correlation_view(trace: Trace, corr: Correlation | None = None, *, bins: int = BINS) -> dict[str, Any]:
+def correlation_view(
+    trace: Trace, corr: Correlation | None = None, *, bins: int, launched_by: int | None = None
+) -> dict[str, Any]:
+    """The view, its states over time in ``bins`` slices, listing at most ``launched_by``
+    (host operator, device operator) pairs (None: all)."""
     c = corr if corr is not None else correlate(trace)
-    base = c.to_dict(top=20, max_intervals=0)
+    base = c.to_dict(top=launched_by, max_intervals=0)
     base.pop("intervals")
     gaps = base.pop("bubbles")
     return {

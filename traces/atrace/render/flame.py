@@ -1,4 +1,5 @@
-"""View models for display: flame (icicle) data by call path, and a windowed timeline."""
+"""Flame (icicle) trees: host call stacks by call path, device work under the host path that
+launched it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import numpy as np
 
 from ..model.links import launch_pairs
 from ..model.nesting import self_times
-from ..model.stats import merge_intervals, us
-from ..model.trace import KIND_NAMES, Kind, Trace
+from ..model.stats import us
+from ..model.trace import Kind, Trace
 
 
 @dataclass
@@ -173,81 +174,3 @@ def _device_tree(
     strings = trace.strings.strings
     labels = [strings[-x - 1] if x < 0 else root_names.get(int(x), str(x)) for x in d_label_a.tolist()]
     return FlameTree(labels, d_parent_a, tot, slf, cnt)
-
-
-@dataclass
-class Timeline:
-    start_ns: int
-    end_ns: int
-    bins: int
-    tracks: list[dict[str, Any]]
-    events: dict[str, list]
-    names: list[str]
-    dropped: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "start_us": us(self.start_ns),
-            "end_us": us(self.end_ns),
-            "bin_us": us((self.end_ns - self.start_ns) / self.bins),
-            "tracks": self.tracks,
-            "names": self.names,
-            "events": self.events,
-            "dropped_events": self.dropped,
-        }
-
-
-def timeline(
-    trace: Trace,
-    *,
-    start_ns: int | None = None,
-    end_ns: int | None = None,
-    max_events: int = 5000,
-    bins: int = 400,
-) -> Timeline:
-    """A display model of a time window: per-track busy fraction in ``bins`` buckets, and
-    the longest slices in the window (at most ``max_events``; shorter ones are summed
-    into the busy fractions only)."""
-    t0, t1 = trace.span()
-    start = t0 if start_ns is None else int(start_ns)
-    end = t1 if end_ns is None else int(end_ns)
-    end = max(end, start + 1)
-    edges = np.linspace(start, end, bins + 1)
-    parent, depth = trace.nesting()
-    slices = trace.is_slice & (trace.ts < end) & (trace.end > start)
-    tracks = []
-    for i, t in enumerate(trace.tracks):
-        m = slices & (trace.track == i) & (trace.kind != Kind.ANNOTATION)
-        if not m.any():
-            continue
-        s, e = merge_intervals(np.maximum(trace.ts[m], start), np.minimum(trace.end[m], end))
-        # Busy time before each bin edge, from the cumulative busy time of merged runs.
-        before = np.concatenate([[0], np.cumsum(e - s)])
-        k = np.searchsorted(s, edges, "right")
-        inside = np.clip(edges - s[np.maximum(k - 1, 0)], 0, (e - s)[np.maximum(k - 1, 0)])
-        busy_before = before[np.maximum(k - 1, 0)] + np.where(k > 0, inside, 0)
-        per_bin = np.diff(busy_before) / np.diff(edges)
-        tracks.append({"index": i, **t.to_dict(), "busy": np.round(per_bin, 4).tolist()})
-    cand = np.flatnonzero(slices)
-    order = cand[np.argsort(-trace.dur[cand], kind="stable")]
-    shown = np.sort(order[:max_events])
-    names, inv = np.unique(trace.name[shown], return_inverse=True)
-    strings = trace.strings.strings
-    events = {
-        "index": shown.tolist(),
-        "track": trace.track[shown].tolist(),
-        "start_us": (trace.ts[shown] / 1000.0).round(3).tolist(),
-        "dur_us": (trace.dur[shown] / 1000.0).round(3).tolist(),
-        "name": inv.tolist(),
-        "depth": depth[shown].tolist(),
-        "kind": [KIND_NAMES[Kind(k)] for k in trace.kind[shown].tolist()],
-    }
-    return Timeline(
-        start_ns=start,
-        end_ns=end,
-        bins=bins,
-        tracks=tracks,
-        events=events,
-        names=[strings[i] for i in names.tolist()],
-        dropped=len(cand) - len(shown),
-    )

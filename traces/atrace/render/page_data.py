@@ -1,12 +1,16 @@
-"""Every view of the trace page, computed once (in the worker) and stored beside the trace.
+"""The trace page's data: every view of the page, computed once (in the worker) and stored
+beside the trace.
 
-:func:`compute_views` runs the analyses the trace page and the comparison need and
-:meth:`TraceViews.save` writes them into one directory: small JSON documents (flame,
+:func:`compute_page_data` runs the analyses the trace page and the comparison need and
+:meth:`PageData.save` writes them into one directory: small JSON documents (flame,
 critical-path tables with the steps, correlation, the operator table a comparison reads,
 the per-operator means the versions view reads) and the timeline layout's columns. A
-request then reads one JSON file or slices the memory-mapped layout; it never parses or
-re-analyses the raw trace. Every file name starts with ``view.``, so the views sit flat in the
-trace's own folder and leave with it.
+request then reads one document (:func:`load_document`) or slices the memory-mapped layout
+(:func:`load_timeline`); it never parses or re-analyses the raw trace. Every file name
+starts with ``view.``, so the views sit flat in the trace's own folder and leave with it.
+
+How much of each view is stored is the page's choice, not the engine's: the caller passes
+its :class:`PageLimits`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from ..analysis.breakdown import Breakdown, operator_breakdown
 from ..analysis.comparison import op_table
 from ..analysis.correlation import Correlation
 from ..analysis.critical_path import CriticalPath, critical_path
-from ..analysis.path_tables import MAX_STEPS, path_tables, step_list
+from ..analysis.path_tables import path_tables, step_list
 from ..analysis.versions import op_means
 from ..errors import EmptyTraceError
 from ..model.trace import Trace
@@ -30,15 +34,27 @@ from .correlation_view import correlation_view
 from .flame import flame
 from .timeline_layout import TimelineLayout, build_layout, load_layout
 
-VIEW_NAMES = ("flame", "paths", "correlation", "op_table", "op_means")
-FLAME_MAX_NODES = 5000
+DOCUMENTS = ("flame", "paths", "correlation", "op_table", "op_means")
 PREFIX = "view."  # every stored file's name starts with it: views sit flat beside the trace
 TIMELINE_PREFIX = f"{PREFIX}timeline."
 
 
+@dataclass(frozen=True)
+class PageLimits:
+    """How much of each view the page stores (the page's presentation limits)."""
+
+    flame_nodes: int  # nodes per flame tree (host, device)
+    path_rows: int  # operator rows of each critical-path table
+    least_slack: int  # events in each table's least-slack list
+    steps: int  # steps whose critical path is stored (evenly spread over the trace)
+    step_events: int  # events of those steps together (a bound on their cost)
+    correlation_bins: int  # equal slices of the trace in the states-over-time chart
+    launched_by: int  # (host operator, device operator) pairs in the correlation view
+
+
 @dataclass
-class TraceViews:
-    documents: dict[str, dict[str, Any]]  # VIEW_NAMES -> JSON-ready dict
+class PageData:
+    documents: dict[str, dict[str, Any]]  # DOCUMENTS -> JSON-ready dict
     layout: TimelineLayout
     seconds: dict[str, float] = field(default_factory=dict)  # time spent per part
 
@@ -49,19 +65,19 @@ class TraceViews:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         for name, doc in self.documents.items():
-            (d / f"{PREFIX}{name}.json").write_bytes(orjson.dumps(doc))
+            (d / document_file(name)).write_bytes(orjson.dumps(doc))
         self.layout.save(d, TIMELINE_PREFIX, args_file=args_file)
         return sorted(p.name for p in d.iterdir() if p.name.startswith(PREFIX))
 
 
-def load_view(directory: str | Path, name: str) -> dict[str, Any]:
-    """One stored view document by name (one of VIEW_NAMES)."""
-    if name not in VIEW_NAMES:
-        raise KeyError(f"no view named {name!r}; views: {', '.join(VIEW_NAMES)}")
-    return orjson.loads((Path(directory) / view_file(name)).read_bytes())
+def load_document(directory: str | Path, name: str) -> dict[str, Any]:
+    """One stored document by name (one of DOCUMENTS)."""
+    if name not in DOCUMENTS:
+        raise KeyError(f"no view named {name!r}; views: {', '.join(DOCUMENTS)}")
+    return orjson.loads((Path(directory) / document_file(name)).read_bytes())
 
 
-def view_file(name: str) -> str:
+def document_file(name: str) -> str:
     return f"{PREFIX}{name}.json"
 
 
@@ -69,16 +85,16 @@ def load_timeline(directory: str | Path) -> TimelineLayout:
     return load_layout(directory, TIMELINE_PREFIX)
 
 
-def compute_views(
+def compute_page_data(
     trace: Trace,
+    limits: PageLimits,
     *,
     breakdown: Breakdown | None = None,
     path: CriticalPath | None = None,
     correlation: Correlation | None = None,
-    max_steps: int = MAX_STEPS,
-) -> TraceViews:
-    """All the stored views of one trace (reusing a breakdown, path and correlation already
-    computed)."""
+) -> PageData:
+    """All the stored views of one trace, within ``limits`` (reusing a breakdown, path and
+    correlation already computed)."""
     clock = _Clock()
     bd = breakdown if breakdown is not None else clock.time("breakdown", operator_breakdown, trace)
     if path is None:
@@ -87,7 +103,10 @@ def compute_views(
         except EmptyTraceError:
             path = None
     if path is not None:
-        paths = clock.time("step_paths", path_tables, trace, path, max_steps=max_steps)
+        paths = clock.time(
+            "step_paths", path_tables, trace, path, max_steps=limits.steps, max_step_events=limits.step_events,
+            max_rows=limits.path_rows, least_slack=limits.least_slack,
+        )
     else:
         paths = _no_path(trace)
     valid = paths["valid_steps"]
@@ -96,14 +115,17 @@ def compute_views(
     else:
         representative, scope = paths["whole"], "whole trace"
     documents = {
-        "flame": clock.time("flame", lambda: flame(trace).to_dict(FLAME_MAX_NODES)),
+        "flame": clock.time("flame", lambda: flame(trace).to_dict(limits.flame_nodes)),
         "paths": paths,
-        "correlation": clock.time("correlation", correlation_view, trace, correlation),
+        "correlation": clock.time(
+            "correlation", correlation_view, trace, correlation, bins=limits.correlation_bins,
+            launched_by=limits.launched_by,
+        ),
         "op_table": op_table(bd, len(paths["steps"]), representative, scope),
         "op_means": op_means(bd),
     }
     layout = clock.time("timeline", build_layout, trace, path)
-    return TraceViews(documents, layout, clock.seconds)
+    return PageData(documents, layout, clock.seconds)
 
 
 class _Clock:
