@@ -38,8 +38,7 @@ ALLOWED_EDGES = {
 }
 
 MAX_LINES = 500
-# Issue 7 leaves the Atrace engine out of the bound (critical_path.py and chakra.py are longer).
-LONG_MODULES_ALLOWED = ("migrations", "traces/atrace/")
+LONG_MODULES_ALLOWED = ("migrations",)
 
 
 def _modules() -> dict[str, Path]:

@@ -29,7 +29,7 @@ from traces.atrace import (
 from traces.atrace.analysis.communication import communication
 from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 REAL = ROOT.parent / "shared" / "data" / "real-traces"
 FEEDER = REAL / "chakra_feeder.0.et"
 SCHEMA = ROOT / "traces" / "atrace" / "io" / "chakra_schema"

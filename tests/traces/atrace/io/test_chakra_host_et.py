@@ -13,7 +13,7 @@ from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
 from .test_chakra_et import attrs_of, decode
 
-REAL = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "real-traces"
+REAL = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "real-traces"
 HOST_ET = REAL / "simple_add_host_et.json.gz"
 KINETO = REAL / "simple_add_kineto.json.gz"
 
