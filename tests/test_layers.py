@@ -37,6 +37,9 @@ ALLOWED_EDGES = {
     ("dashboard", "traces"),
 }
 
+# Inside Atrace, each subpackage imports only those before it here (and errors.py).
+ATRACE_SUBPACKAGES = ("model", "io", "analysis", "render")
+
 MAX_LINES = 500
 LONG_MODULES_ALLOWED = ("migrations",)
 
@@ -120,6 +123,26 @@ def test_asicmon_knows_neither_asimov_nor_the_emulator():
         if _layer(module) == "fleet.asicmon":
             targets = {_layer(t) for t in _imports(module, path, top_level_only=False)}
             assert targets <= {"fleet.asicmon"}, f"{module} imports {targets}"
+
+
+def _atrace_subpackage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["traces", "atrace"] and len(parts) > 2 and parts[2] in ATRACE_SUBPACKAGES else None
+
+
+def test_atrace_subpackages_import_only_those_before_them():
+    checked = 0
+    for module, path in MODULES.items():
+        mine = _atrace_subpackage(module)
+        if mine is None:
+            continue
+        allowed = set(ATRACE_SUBPACKAGES[: ATRACE_SUBPACKAGES.index(mine) + 1])
+        for target in _imports(module, path, top_level_only=False):
+            if _layer(target) != "traces.atrace" or target == "traces.atrace.errors":
+                continue
+            assert _atrace_subpackage(target) in allowed, f"{module} imports {target}"
+            checked += 1
+    assert checked > 50  # the walk saw Atrace's imports
 
 
 def test_no_import_cycle_between_modules():

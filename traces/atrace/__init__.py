@@ -1,12 +1,10 @@
 """Atrace: the Django-free trace engine of Asicmon.
 
 Read a trace (Chrome JSON, PyTorch profiler / Kineto JSON, Chakra JSON or protobuf, plain
-or gzipped), analyse it (operator breakdown, critical path, correlation, flame and timeline
-views, comparison of two traces) and write it back out (Chrome JSON, Chakra JSON or .et).
-Read a trace (Chrome JSON, PyTorch profiler / Kineto JSON, Chakra JSON, plain or gzipped),
-analyse it (operator breakdown, communication, critical path, correlation, flame and
-timeline views, comparison of two traces) and write it back out (Chrome JSON, Chakra JSON).
-See docs/atrace.md.
+or gzipped), analyse it (operator breakdown, communication, critical path, correlation,
+comparison of two traces, distributed jobs), lay it out for display (flame, timeline) and
+write it back out (Chrome JSON, Chakra JSON or .et). Its subpackages: ``io`` (readers and
+writers), ``model`` (the trace model), ``analysis`` and ``render``. See docs/atrace.md.
 """
 
 from .analysis.breakdown import Breakdown, operator_breakdown

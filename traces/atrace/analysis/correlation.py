@@ -17,8 +17,6 @@ from ..model.links import launch_pairs
 from ..model.stats import covered, distribution, merge_intervals, us
 from ..model.trace import DEVICE_KINDS, FLAG_SYNC, Kind, Trace
 
-__all__ = ["Correlation", "correlate", "host_operator_of", "launch_pairs"]
-
 
 def host_operator_of(trace: Trace, events: np.ndarray) -> np.ndarray:
     """The innermost framework operator (HOST_OP) enclosing each event, -1 if none."""

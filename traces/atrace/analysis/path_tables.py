@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import EmptyTraceError
+from ..model.links import launch_pairs
 from ..model.stats import group_percentiles, us
 from ..model.trace import ArgStore, Trace
-from .correlation import launch_pairs
 from .critical_path import CriticalPath, critical_path
 
 _STEP_NAME = re.compile(r"^(ProfilerStep#|step#)(\d+)$")

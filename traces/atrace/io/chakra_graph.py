@@ -338,7 +338,7 @@ _CATEGORY = {
 
 def _collective_args(attrs: dict[str, Any]) -> dict[str, Any]:
     """A Chakra collective's facts under the arg names PyTorch writes, so that the
-    communication analysis (:func:`.kinds.collective`) reads them as it reads Kineto's:
+    communication analysis (:func:`traces.atrace.model.kinds.collective`) reads them as it reads Kineto's:
     ``Collective name``, and the size as ``In msg nelems`` of dtype ``Byte``."""
     out: dict[str, Any] = {}
     comm_type = collective_comm_type(attrs.get("comm_type"))

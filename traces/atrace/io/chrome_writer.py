@@ -49,7 +49,7 @@ def write_chrome_trace(
 ) -> None:
     """Write ``trace`` as Chrome trace JSON to a path (``.gz`` compresses) or a binary file.
 
-    ``critical_path`` is an optional :class:`~traces.atrace.critical_path.CriticalPath`
+    ``critical_path`` is an optional :class:`~traces.atrace.analysis.critical_path.CriticalPath`
     whose events are marked in the output.
     """
     out, raw = _open_out(target, gzip_output)

@@ -1,7 +1,7 @@
 """Building traces: from Python code (the emulator, Chakra, tests) and from reader batches.
 
 :class:`TraceBuilder` collects events a batch at a time into column chunks and turns them
-into a :class:`~traces.atrace.model.Trace` at the end; :func:`finish_trace` then fills in
+into a :class:`~traces.atrace.model.trace.Trace` at the end; :func:`finish_trace` then fills in
 what is derived from the whole trace (which tracks are accelerators, which runtime calls
 launched device work or waited for it).
 """

@@ -1,8 +1,7 @@
 """Links inside the trace model: which runtime call launched which device work.
 
 Part of the model, not an analysis: readers, writers (Chrome ``ac2g`` arrows, Chakra
-dependencies) and analyses all need it. ``traces.atrace.correlate.launch_pairs`` stays as a
-name for it.
+dependencies) and analyses all need it.
 """
 
 from __future__ import annotations

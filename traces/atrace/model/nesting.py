@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # annotations only: model.py loads this module lazily
+if TYPE_CHECKING:  # annotations only: trace.py loads this module lazily
     from .trace import Trace
 
 
