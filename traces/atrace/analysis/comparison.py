@@ -223,11 +223,11 @@ def _critical_paths(a: Trace, b: Trace, steps_a: list[str], steps_b: list[str]):
 def _trace_table(trace: Trace, n_steps: int, path: CriticalPath | None, scope: str,
                  kinds: tuple[str, ...] | None) -> dict[str, Any]:
     """The op table of a loaded trace, of ``kinds`` only, ROCm runtime calls named as CUDA's."""
-    rows = None
+    on_path = None
     if path is not None:
-        rows = {"length_us": us(path.length_ns),
-                "rows": [{"side": r["side"], "op": r["op"], "path_us": r["time_us"]} for r in path.by_op()]}
-    table = op_table(operator_breakdown(trace), n_steps, rows, scope)
+        on_path = {"length_us": us(path.length_ns),
+                   "rows": [{"side": r["side"], "op": r["op"], "path_us": r["time_us"]} for r in path.by_op()]}
+    table = op_table(operator_breakdown(trace), n_steps, on_path, scope)
     table["ops"] = [
         [side, kind, runtime_name(op) if kind == "runtime" else op, *figures]
         for side, kind, op, *figures in table["ops"]
