@@ -1,0 +1,103 @@
+"""The advisor: what to fix in a trace, with the evidence and the time each fix could save.
+
+``advise(trace)`` analyses the trace's steps (see :mod:`.context`), runs every rule and
+returns :class:`Findings`: a verdict in one line (host-, device-, communication- or
+input-bound, or mixed) and the findings by estimated saving. Each finding's saving is a
+what-if on the critical path (:mod:`..whatif`): how much shorter the path of each step
+gets with the offending time removed or overlapped — an upper bound of what fixing it
+recovers, never the raw total of the offending time. ``advise_job(job)`` does the same
+for every rank of a distributed job and adds the stragglers rule. Every threshold is a
+field of :class:`AdviceLimits`. Deterministic: the same trace gives the same findings.
+"""
+
+from __future__ import annotations
+
+from ...model.stats import us
+from ...model.trace import Trace
+from ..whatif import communication_on_path
+from .context import Context, build_context
+from .device import communication_rule, copies_rule, hotspot_rule
+from .findings import BOUNDS, RULES, VERDICTS, Evidence, Finding, Findings, summary_line, verdict
+from .host import host_bound_rules, sync_rule
+from .inputs import input_rule, stall_intervals
+from .job import advise_job
+from .limits import ADVICE_LIMIT_NAMES, DEFAULT_ADVICE_LIMITS, AdviceLimits
+
+__all__ = [
+    "ADVICE_LIMIT_NAMES",
+    "BOUNDS",
+    "DEFAULT_ADVICE_LIMITS",
+    "RULES",
+    "VERDICTS",
+    "AdviceLimits",
+    "Evidence",
+    "Finding",
+    "Findings",
+    "advise",
+    "advise_job",
+]
+
+
+def advise(trace: Trace, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Findings:
+    """The findings of one trace (one rank), largest estimated saving first."""
+    ctx = build_context(trace, limits)
+    shares = path_shares(ctx)
+    found = [
+        *host_bound_rules(ctx),
+        sync_rule(ctx),
+        communication_rule(ctx),
+        input_rule(ctx),
+        copies_rule(ctx),
+        hotspot_rule(ctx, shares.get("device", 0.0)),
+    ]
+    findings = sorted((f for f in found if f is not None), key=lambda f: (-f.saving_ns, RULES.index(f.rule)))
+    word = verdict(shares, limits)
+    busy = _device_busy(ctx)
+    return Findings(
+        verdict=word,
+        summary=summary_line(word, shares, findings, busy),
+        shares=shares,
+        findings=findings,
+        scope=scope(ctx, busy),
+    )
+
+
+def path_shares(ctx: Context) -> dict[str, float]:
+    """How the critical path of the analysed windows splits between the bounds: host
+    (operators, framework time, launch queueing), device (computation and copies, and the
+    host's waits for them), communication, input (rule 4's stalls); idle time aside."""
+    total = dict.fromkeys(BOUNDS, 0.0)
+    for w in ctx.windows:
+        b = w.model.bounds_ns
+        comm = communication_on_path(w.model)
+        stall = stall_intervals(ctx, w)
+        stall_ns = float((stall[1] - stall[0]).sum())
+        host = b["host"] + b["launch_queueing"]
+        total["input"] += min(stall_ns, host) if host else stall_ns
+        total["host"] += max(host - stall_ns, 0)
+        total["communication"] += min(comm, b["device"])
+        total["device"] += max(b["device"] - comm, 0) + b["sync_wait"]
+    busy = sum(total.values())
+    return {k: v / busy for k, v in total.items()} if busy else {}
+
+
+def _device_busy(ctx: Context) -> float | None:
+    busy = sum(w.busy_ns for w in ctx.windows)
+    elapsed = sum(w.elapsed_ns for w in ctx.windows)
+    has_device = any(len(w.dev) for w in ctx.windows)
+    return busy / elapsed if has_device and elapsed else None
+
+
+def scope(ctx: Context, busy: float | None) -> dict:
+    return {
+        "steps": len(ctx.step_names) if ctx.has_steps else 0,
+        "windows_analysed": [w.name for w in ctx.windows],
+        "scale": round(ctx.scale, 4),
+        "path_us": us(sum(w.model.length_ns for w in ctx.windows)),
+        "elapsed_us": us(sum(w.elapsed_ns for w in ctx.windows)),
+        "device_busy_share": round(busy, 4) if busy is not None else None,
+        "limits": {name: getattr(ctx.limits, name) for name in ADVICE_LIMIT_NAMES},
+    }
+
+
+__all__ += ["Context", "path_shares"]

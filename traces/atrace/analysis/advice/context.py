@@ -1,0 +1,214 @@
+"""What every rule reads: the trace's steps, the windows analysed (each with its path model)
+and the facts shared between rules (who launched what, the input code of each step).
+
+A window is a step (``ProfilerStep#N``, the emulator's ``step#N``), or the whole trace when
+it has none (cut into parts when it is too big). At most ``max_windows`` windows holding
+``max_window_events`` work events together are analysed, evenly spaced; a rule's saving
+over the trace is its saving over those windows scaled by the time of every window over the
+time of the analysed ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from ...model.links import graph_launches, launch_pairs
+from ...model.stats import merge_intervals
+from ...model.trace import DEVICE_KINDS, Kind, Trace
+from ..critical_path import PATH_KINDS
+from ..whatif import PathModel, path_model
+from .limits import AdviceLimits
+
+_STEP = re.compile(r"^(ProfilerStep#|step#)(\d+)$")
+#: Host code that loads or copies input (the data loader, collation, pinning, copies).
+INPUT_CODE = re.compile(
+    r"DataLoader|dataloader|data_loader|_next_data|__next__|collate|pin_memory|get_batch|"
+    r"load_batch|next_batch|aten::to\b|aten::_to_copy|aten::copy_|Memcpy|memcpy",
+)
+
+
+@dataclass
+class Window:
+    """One analysed window: its time, its path model and its device work."""
+
+    name: str
+    start: int
+    end: int
+    model: PathModel
+    dev: np.ndarray  # device work the window selected
+    host: np.ndarray  # host slices it selected
+    drivers: list[int]  # host tracks that launch its device work (and the step's own)
+
+    @cached_property
+    def device_end(self) -> int:
+        return int(max(self.end, self.model.trace.end[self.dev].max())) if len(self.dev) else self.end
+
+    @cached_property
+    def busy_ns(self) -> int:
+        t = self.model.trace
+        s, e = merge_intervals(t.ts[self.dev], t.end[self.dev])
+        return int((e - s).sum())
+
+    @property
+    def elapsed_ns(self) -> int:
+        return max(self.device_end - self.start, 1)
+
+    @property
+    def device_busy(self) -> float:
+        return self.busy_ns / self.elapsed_ns
+
+
+@dataclass
+class Context:
+    trace: Trace
+    limits: AdviceLimits
+    launcher: np.ndarray  # per event: the runtime call that launched it (-1: none)
+    is_graph_launch: np.ndarray  # per event: a CUDA/HIP graph launch call
+    step_names: list[str]  # every step (or window) of the trace, in time order
+    window_ns: np.ndarray  # per step: its duration
+    windows: list[Window]  # those analysed
+    scale: float  # time of every window / time of those analysed
+    _input: dict = field(default_factory=dict)
+
+    @property
+    def has_steps(self) -> bool:
+        return bool(self.step_names)
+
+    @property
+    def of_each(self) -> str:
+        """How a title says "per window": of each step, or of the time."""
+        return "of each step" if self.has_steps else "of the time"
+
+    def input_intervals(self, w: Window) -> tuple[np.ndarray, np.ndarray]:
+        """Merged time intervals of input code on the window's driving threads."""
+        key = (w.start, w.end)
+        got = self._input.get(key)
+        if got is None:
+            ev = self.input_events()
+            ev = ev[np.isin(self.trace.track[ev], w.drivers) & (self.trace.end[ev] > w.start)
+                    & (self.trace.ts[ev] < w.device_end)]
+            got = self._input[key] = merge_intervals(self.trace.ts[ev], self.trace.end[ev])
+        return got
+
+    def input_events(self) -> np.ndarray:
+        got = self._input.get("events")
+        if got is None:
+            t = self.trace
+            ids = [i for i, s in enumerate(t.strings.strings) if INPUT_CODE.search(s)]
+            got = np.flatnonzero(np.isin(t.name, ids) & t.is_slice & ~t.on_device) if ids else np.zeros(0, np.int64)
+            self._input["events"] = got
+        return got
+
+
+def build_context(trace: Trace, limits: AdviceLimits) -> Context:
+    pairs = launch_pairs(trace)
+    launcher = np.full(len(trace), -1, np.int64)
+    launcher[pairs[1]] = pairs[0]
+    is_graph = np.zeros(len(trace), bool)
+    is_graph[graph_launches(trace)] = True
+    names, spans = step_spans(trace)
+    whole = not names
+    if whole:
+        names, spans = _parts(trace, limits)
+    counts = _work_counts(trace, spans)
+    chosen = _choose(counts, limits)
+    windows = []
+    for k in chosen.tolist():
+        start, end = int(spans[k, 0]), int(spans[k, 1])
+        w = _window(trace, names[k], (start, end), None if whole and len(names) == 1 else (start, end), pairs)
+        if w is not None:
+            windows.append(w)
+    durations = (spans[:, 1] - spans[:, 0]).astype(np.float64)
+    analysed = float(sum(durations[k] for k in chosen.tolist()))
+    return Context(
+        trace=trace,
+        limits=limits,
+        launcher=launcher,
+        is_graph_launch=is_graph,
+        step_names=[] if whole else names,
+        window_ns=durations,
+        windows=windows,
+        scale=float(durations.sum()) / analysed if analysed > 0 else 1.0,
+    )
+
+
+def _window(trace: Trace, name: str, span: tuple[int, int], window, pairs) -> Window | None:
+    own = _track_of(trace, name)
+    model = path_model(trace, window, pairs, also_drivers=() if own is None else (own,))
+    if model is None:
+        return None
+    sel = model.sel
+    on_dev = trace.on_device[sel]
+    return Window(name, span[0], span[1], model, sel[on_dev], sel[~on_dev], model.drivers)
+
+
+def _track_of(trace: Trace, name: str) -> int | None:
+    i = trace.find_name(name)
+    if i < 0:
+        return None
+    hits = np.flatnonzero(trace.name == i)
+    return int(trace.track[hits[np.argmax(trace.dur[hits])]]) if len(hits) else None
+
+
+def step_spans(trace: Trace) -> tuple[list[str], np.ndarray]:
+    """The step annotations, in time order: names and (start, end) in ns."""
+    strings = trace.strings.strings
+    ids = [i for i, s in enumerate(strings) if _STEP.match(s)]
+    if not ids:
+        return [], np.zeros((0, 2), np.int64)
+    hits = np.flatnonzero(np.isin(trace.name, np.array(ids, np.int32)) & trace.is_slice & ~trace.on_device)
+    hits = hits[np.lexsort((-trace.dur[hits], trace.name[hits]))]
+    _, first = np.unique(trace.name[hits], return_index=True)
+    steps = hits[first]
+    steps = steps[np.argsort(trace.ts[steps], kind="stable")]
+    return [strings[trace.name[e]] for e in steps.tolist()], np.stack([trace.ts[steps], trace.end[steps]], axis=1)
+
+
+def _parts(trace: Trace, limits: AdviceLimits) -> tuple[list[str], np.ndarray]:
+    """A trace without steps: one window, or equal parts of about ``max_window_events``."""
+    work = trace.kind_mask(*PATH_KINDS) & trace.is_slice
+    n = int(work.sum())
+    if not n:
+        return ["trace"], np.array([trace.span()], np.int64)
+    ts = np.sort(trace.ts[work])
+    k = max(1, -(-n // limits.max_window_events))
+    if k == 1:
+        return ["trace"], np.array([[int(ts[0]), int(trace.end[work].max())]], np.int64)
+    cuts = ts[(np.arange(k) * n) // k].tolist() + [int(trace.end[work].max())]
+    return [f"part {i + 1} of {k}" for i in range(k)], np.array(list(zip(cuts[:-1], cuts[1:])), np.int64)
+
+
+def _work_counts(trace: Trace, spans: np.ndarray) -> np.ndarray:
+    """Per window: how many work events start in it."""
+    if not len(spans):
+        return np.zeros(0, np.int64)
+    work = trace.kind_mask(*PATH_KINDS) & trace.is_slice & ~trace.on_device
+    k = np.searchsorted(spans[:, 0], trace.ts[work], "right") - 1
+    inside = (k >= 0) & (trace.ts[work] < spans[np.maximum(k, 0), 1])
+    host = np.bincount(k[inside], minlength=len(spans))
+    return host * 2  # device work roughly follows its launches
+
+
+def _choose(counts: np.ndarray, limits: AdviceLimits) -> np.ndarray:
+    """The windows analysed: all if they fit, else evenly spaced ones that do."""
+    n = len(counts)
+    if not n:
+        return np.zeros(0, np.int64)
+    if n <= limits.max_windows and counts.sum() <= limits.max_window_events:
+        return np.arange(n)
+    mean = max(float(counts.mean()), 1.0)
+    k = int(max(1, min(limits.max_windows, n, limits.max_window_events // mean)))
+    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
+
+
+def device_work(trace: Trace) -> np.ndarray:
+    """Mask of device work slices (kernels, copies, fills, collectives)."""
+    return trace.on_device & trace.is_slice & trace.kind_mask(*DEVICE_KINDS)
+
+
+def kind_of(trace: Trace, events: np.ndarray, kind: Kind) -> np.ndarray:
+    return events[trace.kind[events] == kind]
