@@ -52,6 +52,7 @@ class PathModel:
     bounds_ns: dict[str, int]
     on_path_ns: np.ndarray  # per selected slice: its work on the critical path
     context_on_path_ns: int
+    queued_busy_ns: int = 0  # launch queueing on the path while the devices were busy
     _n_along: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -142,11 +143,14 @@ class PathModel:
 
 
 def path_model(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.ndarray, np.ndarray],
-               *, also_drivers: tuple[int, ...] = ()) -> PathModel | None:
+               *, also_drivers: tuple[int, ...] = (), busy: tuple[np.ndarray, np.ndarray] | None = None,
+               ) -> PathModel | None:
     """The path model of a window (None: the whole trace); None if it holds no work.
 
     The host tracks whose framework time weighs (the *drivers*) are those that launch
-    device work in the window, and ``also_drivers`` (the step's own thread)."""
+    device work in the window, and ``also_drivers`` (the step's own thread). ``busy``, the
+    union of the trace's device work, tells launch queueing that waited behind busy
+    devices (work from before the window) from launch latency (``queued_busy_ns``)."""
     sel = select_work(trace, window, pairs)
     if not len(sel):
         return None
@@ -164,6 +168,7 @@ def path_model(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.nda
     hops = anchor_path(best, pred, pred_edge)
     on_path, ctx_on_path = _work_on_path(g, hops, weight, context)
     return PathModel(
+        queued_busy_ns=_queued_while_busy(g, hops, busy),
         trace=trace,
         window=window,
         sel=sel,
@@ -208,6 +213,26 @@ def _context_pieces(trace: Trace, g: PathGraph, tracks: list[int]) -> np.ndarray
         starts, ends = merge_intervals(trace.ts[ev], trace.end[ev])
         out[mine[covered(starts, ends, pts.time[mine] + gap[mine] // 2)]] = True
     return out
+
+
+def _queued_while_busy(g: PathGraph, hops, busy) -> int:
+    """The launch queueing on the path during which device work ran (the launch waited
+    behind it: device-bound time, not launch latency)."""
+    path, edge_in = hops
+    if busy is None or len(path) < 2 or not len(busy[0]):
+        return 0
+    launch = g.e_type[edge_in[1:]] == LAUNCH
+    a = g.pts.time[g.anchors[path[:-1]][launch]]
+    b = g.pts.time[g.anchors[path[1:]][launch]]
+    starts, ends = busy
+    cum = np.concatenate([[0], np.cumsum(ends - starts)])
+
+    def before(x):
+        k = np.searchsorted(starts, x, "right") - 1
+        inside = np.clip(x - starts[np.maximum(k, 0)], 0, (ends - starts)[np.maximum(k, 0)])
+        return np.where(k >= 0, cum[np.maximum(k, 0)] + inside, 0)
+
+    return int((before(b) - before(a)).sum())
 
 
 def _edge_weights(g: PathGraph, weight: np.ndarray, n_along: int) -> np.ndarray:

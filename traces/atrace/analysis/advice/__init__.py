@@ -72,11 +72,12 @@ def path_shares(ctx: Context) -> dict[str, float]:
         comm = communication_on_path(w.model)
         stall = stall_intervals(ctx, w)
         stall_ns = float((stall[1] - stall[0]).sum())
-        host = b["host"] + b["launch_queueing"]
+        queued = min(w.model.queued_busy_ns, b["launch_queueing"])
+        host = b["host"] + b["launch_queueing"] - queued
         total["input"] += min(stall_ns, host) if host else stall_ns
         total["host"] += max(host - stall_ns, 0)
         total["communication"] += min(comm, b["device"])
-        total["device"] += max(b["device"] - comm, 0) + b["sync_wait"]
+        total["device"] += max(b["device"] - comm, 0) + b["sync_wait"] + queued
     busy = sum(total.values())
     return {k: v / busy for k, v in total.items()} if busy else {}
 

@@ -42,6 +42,7 @@ class Window:
     dev: np.ndarray  # device work the window selected
     host: np.ndarray  # host slices it selected
     drivers: list[int]  # host tracks that launch its device work (and the step's own)
+    device_from: int = 0  # when the device finished work from before the window (>= start)
 
     @cached_property
     def device_end(self) -> int:
@@ -55,7 +56,9 @@ class Window:
 
     @property
     def elapsed_ns(self) -> int:
-        return max(self.device_end - self.start, 1)
+        """From the window's start (or, if the device was still busy with earlier work, from
+        when it finished that) to the end of the window's device work."""
+        return max(self.device_end - max(self.start, self.device_from), 1)
 
     @property
     def device_busy(self) -> float:
@@ -72,6 +75,7 @@ class Context:
     window_ns: np.ndarray  # per step: its duration
     windows: list[Window]  # those analysed
     scale: float  # time of every window / time of those analysed
+    tail: DeviceTail | None = None
     _input: dict = field(default_factory=dict)
 
     @property
@@ -111,39 +115,65 @@ def build_context(trace: Trace, limits: AdviceLimits) -> Context:
     is_graph = np.zeros(len(trace), bool)
     is_graph[graph_launches(trace)] = True
     names, spans = step_spans(trace)
-    whole = not names
-    if whole:
+    tail = DeviceTail(trace)
+    windows, chosen = _windows(trace, names, spans, limits, pairs, tail, whole=False)
+    if not windows:  # no steps, or steps that hold no work: the whole trace
         names, spans = _parts(trace, limits)
-    counts = _work_counts(trace, spans)
-    chosen = _choose(counts, limits)
-    windows = []
-    for k in chosen.tolist():
-        start, end = int(spans[k, 0]), int(spans[k, 1])
-        w = _window(trace, names[k], (start, end), None if whole and len(names) == 1 else (start, end), pairs)
-        if w is not None:
-            windows.append(w)
+        windows, chosen = _windows(trace, names, spans, limits, pairs, tail, whole=True)
+        steps = []
+    else:
+        steps = names
     durations = (spans[:, 1] - spans[:, 0]).astype(np.float64)
-    analysed = float(sum(durations[k] for k in chosen.tolist()))
+    analysed = float(durations[chosen].sum())
     return Context(
         trace=trace,
         limits=limits,
         launcher=launcher,
         is_graph_launch=is_graph,
-        step_names=[] if whole else names,
+        step_names=steps,
         window_ns=durations,
         windows=windows,
+        tail=tail,
         scale=float(durations.sum()) / analysed if analysed > 0 else 1.0,
     )
 
 
-def _window(trace: Trace, name: str, span: tuple[int, int], window, pairs) -> Window | None:
+def _windows(trace: Trace, names: list[str], spans: np.ndarray, limits: AdviceLimits, pairs, tail, *, whole: bool):
+    chosen = _choose(_work_counts(trace, spans), limits)
+    windows = []
+    for k in chosen.tolist():
+        start, end = int(spans[k, 0]), int(spans[k, 1])
+        w = _window(trace, names[k], (start, end), None if whole and len(names) == 1 else (start, end), pairs, tail)
+        if w is not None:
+            windows.append(w)
+    return windows, chosen
+
+
+def _window(trace: Trace, name: str, span: tuple[int, int], window, pairs, tail: DeviceTail) -> Window | None:
     own = _track_of(trace, name)
-    model = path_model(trace, window, pairs, also_drivers=() if own is None else (own,))
+    model = path_model(trace, window, pairs, also_drivers=() if own is None else (own,), busy=tail.union)
     if model is None:
         return None
     sel = model.sel
     on_dev = trace.on_device[sel]
-    return Window(name, span[0], span[1], model, sel[on_dev], sel[~on_dev], model.drivers)
+    dev = sel[on_dev]
+    device_from = min(tail.busy_until(span[0]), int(trace.ts[dev].min())) if len(dev) else span[0]
+    return Window(name, span[0], span[1], model, dev, sel[~on_dev], model.drivers, max(device_from, span[0]))
+
+
+class DeviceTail:
+    """When the device finished the work begun before a time; the union of device work."""
+
+    def __init__(self, trace: Trace):
+        dev = np.flatnonzero(device_work(trace))
+        dev = dev[np.argsort(trace.ts[dev], kind="stable")]
+        self.starts = trace.ts[dev]
+        self.ends = np.maximum.accumulate(trace.end[dev]) if len(dev) else trace.end[dev]
+        self.union = merge_intervals(trace.ts[dev], trace.end[dev])
+
+    def busy_until(self, t0: int) -> int:
+        k = int(np.searchsorted(self.starts, t0, "left")) - 1
+        return int(self.ends[k]) if k >= 0 else t0
 
 
 def _track_of(trace: Trace, name: str) -> int | None:

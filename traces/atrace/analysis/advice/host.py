@@ -19,7 +19,8 @@ _ITEM_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "ate
 def _host_free(ctx: Context, w: Window) -> tuple[Hit, str, dict] | None:
     """The saving if the host dispatched the window's device work in no time: every
     operator, runtime call and framework time of its driving threads weighs nothing (but
-    the input stall, rule 4's), and the launches queue for nothing."""
+    the input stall, rule 4's). Launch queueing stays: it is the device's latency, or
+    work waiting behind earlier work."""
     t = ctx.trace
     launched = w.dev[ctx.launcher[w.dev] >= 0]
     if not len(launched) or w.device_busy >= ctx.limits.launch_bound_device_busy_below:
@@ -31,7 +32,7 @@ def _host_free(ctx: Context, w: Window) -> tuple[Hit, str, dict] | None:
     if len(stalls[0]):
         host = host[~covered(stalls[0], stalls[1], t.ts[host])]
     model = w.model
-    saving = model.saving(work=host, pieces=model.context_pieces(outside=stalls), launches=launched)
+    saving = model.saving(work=host, pieces=model.context_pieces(outside=stalls))
     eager = launched[~graph]
     first = eager[np.argsort(t.ts[eager], kind="stable")[:25]] if mode == "eager" else \
         launched[graph][np.argsort(t.ts[launched[graph]], kind="stable")[:25]]
@@ -165,7 +166,8 @@ def sync_rule(ctx: Context) -> Finding | None:
         "calls": sorted({t.strings[t.name[s]] for s in syncs.tolist()}),
     }
     top = ops[0]["op"] if ops else "synchronisation"
-    title = (f"The host waits for the device {len(syncs) / n:.0f} time{'s' if len(syncs) != n else ''} per step "
+    times = "once" if len(syncs) == n else f"{len(syncs) / n:.0f} times"
+    title = (f"The host waits for the device {times} {'per step' if ctx.has_steps else 'in the trace'} "
              f"({measured['wait_per_step_us']:,.0f} µs per step) in {top}")
     return make_finding(ctx, "host_sync", hits, title=title, measured=measured, operators=ops,
                         action=_sync_action([r["op"] for r in ops]))

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...model.stats import us
 from .common import Hit, make_finding, op_rows, pct
-from .context import Context, Window, device_work
+from .context import Context, Window
 from .findings import Finding
 
 
@@ -30,7 +30,7 @@ def stall_intervals(ctx: Context, w: Window) -> tuple[np.ndarray, np.ndarray]:
     got = empty
     if len(w.dev) and ctx.has_steps:  # without steps, the trace's start is setup, not input
         first = int(t.ts[w.dev].min())
-        lead_start = max(w.start, _device_busy_until(ctx, w.start))
+        lead_start = max(w.start, ctx.tail.busy_until(w.start))
         if first > lead_start:
             s, e = ctx.input_intervals(w)
             s, e = np.maximum(s, lead_start), np.minimum(e, first)
@@ -38,19 +38,6 @@ def stall_intervals(ctx: Context, w: Window) -> tuple[np.ndarray, np.ndarray]:
             got = (s[keep], e[keep])
     ctx._input[key] = got
     return got
-
-
-def _device_busy_until(ctx: Context, t0: int) -> int:
-    """When the device work begun before ``t0`` ended (the previous step's tail)."""
-    got = ctx._input.get("device_ends")
-    t = ctx.trace
-    if got is None:
-        dev = np.flatnonzero(device_work(t))
-        dev = dev[np.argsort(t.ts[dev], kind="stable")]
-        got = ctx._input["device_ends"] = (t.ts[dev], np.maximum.accumulate(t.end[dev]) if len(dev) else t.end[dev])
-    starts, ends = got
-    k = int(np.searchsorted(starts, t0, "left")) - 1
-    return int(ends[k]) if k >= 0 else t0
 
 
 def input_rule(ctx: Context) -> Finding | None:
