@@ -97,31 +97,30 @@ def _host_finding(ctx: Context, mode: str, rows: list) -> Finding | None:
         "framework_time_share_of_path": round(sum(m.context_on_path_ns for m in models) / path, 4),
         "windows": n,
     }
+    cpu = cpu_ns > dispatch_ns
+    ops = op_rows(t, *_unique_roots(cat("cpu_roots" if cpu else "roots"), cat("cpu_weight" if cpu else "root_weight")))
+    top = ops[0]["op"] if ops else "host code"
     slow_host = measured["host_per_launch_us"] > ctx.limits.launch_bound_host_per_launch_us
-    if cpu_ns > dispatch_ns or (slow_host and mode == "eager"):
-        cpu = cpu_ns > dispatch_ns
-        ops = op_rows(t, *_unique_roots(cat("cpu_roots" if cpu else "roots"), cat("cpu_weight" if cpu else "root_weight")))
-        top = ops[0]["op"] if ops else "host code"
+    if mode == "graph":
+        title = (f"The device is idle {pct(1 - busy)} {ctx.of_each} between CUDA/HIP graph replays "
+                 f"({measured['graph_launches_per_step']:.0f} per step) while the host works, mostly in {top}")
+        action = ("Keep the host ahead of the graph replays: move the host work between replays off the "
+                  "path (asynchronous scheduling, prepare the next inputs while the device runs), capture it "
+                  "in the graph too, and read no device value between replays.")
+    elif cpu or slow_host:
         title = (f"Host-bound: the device is idle {pct(1 - busy)} {ctx.of_each} while the host runs "
                  + (f"CPU work, mostly {top}" if cpu else
                     f"{measured['host_per_launch_us']:,.0f} µs of host code per kernel it launches, mostly in {top}"))
         action = ("Move the CPU work out of the step: do it once before the loop, in the data loader's workers or a "
-                  "background thread, or on the device (create tensors there: torch.rand(..., device='cuda')).")
-    elif mode == "eager":
-        ops = op_rows(t, *_unique_roots(cat("roots"), cat("root_weight")))
+                  "background thread, or on the device (create tensors there: torch.rand(..., device='cuda')); "
+                  "profile the host code of the top operators.")
+    else:
         title = (f"Launch-bound: the device is idle {pct(1 - busy)} {ctx.of_each} while the host launches "
                  f"{len(eager) / n:.0f} kernels one by one, {measured['host_per_launch_us']:,.0f} µs of host time each"
                  + (f" (median kernel {measured['median_kernel_us']:,.1f} µs)" if len(kernels) else ""))
         action = ("Launch the step once instead of kernel by kernel: capture it as a CUDA/HIP graph "
                   "(torch.compile(mode='reduce-overhead'), or torch.cuda.CUDAGraph for a decode loop); fuse "
                   "small kernels (torch.compile); give each kernel more work (a larger batch).")
-    else:
-        ops = op_rows(t, *_unique_roots(cat("roots"), cat("root_weight")))
-        title = (f"The device is idle {pct(1 - busy)} {ctx.of_each} between CUDA/HIP graph replays while "
-                 f"the host works ({measured['graph_launches_per_step']:.0f} replays per step)")
-        action = ("Keep the host ahead of the graph replays: move the host work between replays off the "
-                  "path (asynchronous scheduling, prepare the next inputs while the device runs), capture it "
-                  "in the graph too, and read no device value between replays.")
     rule = "graph_replays" if mode == "graph" else "launch_bound"
     return make_finding(ctx, rule, hits, title=title, measured=measured, operators=ops, action=action)
 
