@@ -153,3 +153,25 @@ def test_no_straggler_no_finding():
     found = advise_job(analyse_job(traces))
     assert found.findings == [] and found.verdict == "device-bound"
     assert found.scope["ranks"] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("link", ["external", "args"])
+def test_graph_replays_count_as_launched_in_the_exact_reference_too(tmp_path, link):
+    """The independent reference (exact.py) agrees: replayed work is not unlaunched, in a
+    Kineto file that links it by external id or graph args only."""
+    from tests.traces.atrace import exact
+    from traces.atrace import read_trace, write_chrome_trace
+
+    t = ka.graph_loop(host_ahead=False, link=link).trace
+    t.corr[t.kind == Kind.KERNEL] = -1
+    path = tmp_path / "graphs.json"
+    write_chrome_trace(t, path)
+    raw = exact.load_raw(path)
+    for e in raw["traceEvents"]:  # as a tracer that writes no ac2g arrows for replays
+        if e.get("cat") == "kernel":
+            e.get("args", {}).pop("correlation", None)
+    raw["traceEvents"] = [e for e in raw["traceEvents"] if e.get("cat") != "ac2g"]
+    path.write_text(__import__("json").dumps(raw, default=str))
+    ref = exact.slices(exact.load_raw(path))
+    again = read_trace(path)
+    assert exact.unlaunched_device_work(ref) == correlate(again).unmatched_device == 0
