@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import EmptyTraceError
 from ..model.links import launch_pairs
 from ..model.nesting import Points
-from ..model.stats import covered, distribution, merge_intervals, us
+from ..model.stats import covered, distribution, us
 from ..model.trace import FLAG_SYNC, KIND_NAMES, Kind, Trace
 from .longest_path import longest_paths, topological_order
 from .path_graph import EDGE_TYPES, LAUNCH, QUEUE, SYNC, PathGraph, build_graph, distinct
@@ -332,11 +332,9 @@ def _inside_context(trace: Trace, pts: Points, pieces: np.ndarray) -> np.ndarray
     out = np.zeros(len(pieces), bool)
     track = trace.track[pts.event[pieces]]
     host = ~trace.on_device[pts.event[pieces]]
-    context = trace.is_slice & trace.kind_mask(Kind.PYTHON, Kind.ANNOTATION, Kind.HOST_OP)
     for t in distinct(track[host]):
         mine = np.flatnonzero(host & (track == t))
-        ev = np.flatnonzero(context & (trace.track == t))
-        starts, ends = merge_intervals(trace.ts[ev], trace.end[ev])
+        starts, ends = trace.context_intervals(t)
         mid = pts.time[pieces[mine]] + (pts.time[pieces[mine] + 1] - pts.time[pieces[mine]]) // 2
         out[mine] = covered(starts, ends, mid)
     return out

@@ -36,6 +36,19 @@ def topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:
     return np.array(out, np.int64)
 
 
+def longest_distances(order, e_src, e_dst, e_w, na: int) -> np.ndarray:
+    """The longest path ending at each anchor (the first half of :func:`longest_paths`)."""
+    by_dst = np.argsort(e_dst, kind="stable")
+    in_ptr = np.searchsorted(e_dst[by_dst], np.arange(na + 1))
+    indeg = np.diff(in_ptr)
+    single = np.flatnonzero(indeg == 1)
+    only = by_dst[in_ptr[single]]
+    root, off = _forest(single, e_src[only], e_w[only], na)
+    meet = order[indeg[order] >= 2]
+    best_at, _ = _meet(meet, in_ptr, (root[e_src], off[e_src] + e_w), by_dst, na)
+    return best_at[root] + off
+
+
 def longest_paths(order, e_src, e_dst, e_w, na: int):
     """Longest path ending at (dist) and starting from (tail) each anchor, and per anchor
     the edge of its best path in (pred, pred_edge: the first in-edge that reaches ``dist``).

@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.stats import covered, merge_intervals
+from ..model.stats import covered
 from ..model.trace import FLAG_LAUNCH, Kind, Trace
 from .critical_path import anchor_path, path_bounds, select_work
-from .longest_path import longest_paths, topological_order
+from .longest_path import longest_distances, longest_paths, topological_order
 from .path_graph import LAUNCH, SYNC, PathGraph, build_graph
-
-_CONTEXT_KINDS = (Kind.PYTHON, Kind.ANNOTATION, Kind.HOST_OP)
 
 
 @dataclass
@@ -53,6 +51,8 @@ class PathModel:
     on_path_ns: np.ndarray  # per selected slice: its work on the critical path
     context_on_path_ns: int
     queued_busy_ns: int = 0  # launch queueing on the path while the devices were busy
+    path_points: np.ndarray | None = None  # per point: its piece is on the critical path
+    path_edges: np.ndarray | None = None  # per edge: the critical path takes it
     _n_along: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -125,16 +125,24 @@ class PathModel:
         zero = np.zeros(len(self.weight), bool) if pieces is None else pieces.copy()
         if work is not None and len(work):
             zero |= self.pieces_of(work)
-        weight = np.where(zero, 0, self.weight)
-        e_w = _edge_weights(g, weight, self._n_along)
+        touched = bool((zero & self.path_points).any())
         target = g.pts.event[g.anchors[g.e_dst]]
+        hit = drop = None
         if launches is not None and len(launches):
-            e_w[(g.e_type == LAUNCH) & np.isin(target, launches)] = 0
-        src, dst = g.e_src, g.e_dst
+            hit = (g.e_type == LAUNCH) & np.isin(target, launches)
+            touched |= bool((hit & self.path_edges).any())
         if syncs is not None and len(syncs):
-            keep = ~((g.e_type == SYNC) & np.isin(target, syncs))
-            src, dst, e_w = src[keep], dst[keep], e_w[keep]
-        dist = longest_paths(self.order, src, dst, e_w, len(g.anchors))[0]
+            drop = (g.e_type == SYNC) & np.isin(target, syncs)
+            touched |= bool((drop & self.path_edges).any())
+        if not touched:  # nothing the critical path uses: it stays the longest
+            return self.length_ns
+        e_w = _edge_weights(g, np.where(zero, 0, self.weight), self._n_along)
+        if hit is not None:
+            e_w[hit] = 0
+        src, dst = g.e_src, g.e_dst
+        if drop is not None:
+            src, dst, e_w = src[~drop], dst[~drop], e_w[~drop]
+        dist = longest_distances(self.order, src, dst, e_w, len(g.anchors))
         return int(dist.max()) if len(dist) else 0
 
     def saving(self, **what: np.ndarray | None) -> int:
@@ -167,7 +175,10 @@ def path_model(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.nda
     best = int(np.argmax(dist))
     hops = anchor_path(best, pred, pred_edge)
     on_path, ctx_on_path = _work_on_path(g, hops, weight, context)
+    points, edges = _path_use(g, hops)
     return PathModel(
+        path_points=points,
+        path_edges=edges,
         queued_busy_ns=_queued_while_busy(g, hops, busy),
         trace=trace,
         window=window,
@@ -204,15 +215,29 @@ def _context_pieces(trace: Trace, g: PathGraph, tracks: list[int]) -> np.ndarray
     gap = _gaps(g)
     candidates = np.flatnonzero((g.owner < 0) & (gap > 0))
     track = trace.track[pts.event[candidates]]
-    context = trace.is_slice & trace.kind_mask(*_CONTEXT_KINDS)
     for t in tracks:
         mine = candidates[track == t]
         if not len(mine):
             continue
-        ev = np.flatnonzero(context & (trace.track == t))
-        starts, ends = merge_intervals(trace.ts[ev], trace.end[ev])
+        starts, ends = trace.context_intervals(t)
         out[mine[covered(starts, ends, pts.time[mine] + gap[mine] // 2)]] = True
     return out
+
+
+def _path_use(g: PathGraph, hops) -> tuple[np.ndarray, np.ndarray]:
+    """Which pieces and which edges the critical path uses."""
+    path, edge_in = hops
+    points = np.zeros(len(g.pts.time), bool)
+    edges = np.zeros(len(g.e_src), bool)
+    if len(path) < 2:
+        return points, edges
+    edges[edge_in[1:]] = True
+    pa, pb = g.anchors[path[:-1]], g.anchors[path[1:]]
+    along = g.e_type[edge_in[1:]] == 0
+    n = pb[along] - pa[along]
+    if n.sum():
+        points[np.repeat(pa[along] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))] = True
+    return points, edges
 
 
 def _queued_while_busy(g: PathGraph, hops, busy) -> int:

@@ -64,20 +64,28 @@ def advise(trace: Trace, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Fin
 
 def path_shares(ctx: Context) -> dict[str, float]:
     """How the critical path of the analysed windows splits between the bounds: host
-    (operators, framework time, launch queueing), device (computation and copies, and the
-    host's waits for them), communication, input (rule 4's stalls); idle time aside."""
+    (operators, framework time, launch latency), device (computation and copies, the host's
+    waits for them, launches queued behind busy devices), communication, input (rule 4's
+    stalls); idle time aside.
+
+    The host (input included) is blamed for at most the time the devices were idle: while
+    one is busy, a faster host would not end the window sooner than its work does."""
     total = dict.fromkeys(BOUNDS, 0.0)
     for w in ctx.windows:
         b = w.model.bounds_ns
-        comm = communication_on_path(w.model)
+        comm = min(communication_on_path(w.model), b["device"])
         stall = stall_intervals(ctx, w)
         stall_ns = float((stall[1] - stall[0]).sum())
         queued = min(w.model.queued_busy_ns, b["launch_queueing"])
         host = b["host"] + b["launch_queueing"] - queued
-        total["input"] += min(stall_ns, host) if host else stall_ns
-        total["host"] += max(host - stall_ns, 0)
-        total["communication"] += min(comm, b["device"])
-        total["device"] += max(b["device"] - comm, 0) + b["sync_wait"] + queued
+        device = max(b["device"] - comm, 0) + b["sync_wait"] + queued
+        idle = max(w.elapsed_ns - w.busy_ns, 0) if len(w.dev) else host + stall_ns
+        inputs = min(stall_ns, host, idle) if host else min(stall_ns, idle)
+        blamed = min(max(host - inputs, 0), idle - inputs)
+        total["input"] += inputs
+        total["host"] += blamed
+        total["communication"] += comm
+        total["device"] += device + (host - inputs - blamed if host > inputs else 0)
     busy = sum(total.values())
     return {k: v / busy for k, v in total.items()} if busy else {}
 
