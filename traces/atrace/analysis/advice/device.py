@@ -118,8 +118,9 @@ def _buckets(t: Trace, comm: np.ndarray, exposed: np.ndarray, top: int = 10) -> 
 def copies_rule(ctx: Context) -> Finding | None:
     """Rule 5: host-device copies that cost the path: pageable or blocking ones (the host
     waits in the copy call), ones on a stream that runs kernels (they serialise with them),
-    and many small ones. The saving is the path's with those copies and their blocking
-    calls taking no time."""
+    and many small ones. The saving is the path's with the blocking calls taking no time
+    (the copy itself still takes its time), the copies on a kernel stream taking none there,
+    and the small copies and their calls taking none."""
     t = ctx.trace
     lim = ctx.limits
     hits, counts = [], {"copies": 0, "pageable_or_blocking": 0, "compute_stream": 0, "small": 0}
@@ -144,7 +145,10 @@ def copies_rule(ctx: Context) -> Finding | None:
         if not bad.any():
             continue
         offenders = mem[bad]
-        work = np.concatenate([offenders, calls[bad & blocking & has]])
+        # Pinned and asynchronous, a copy still takes its time on its engine, but the host no
+        # longer waits in the call; on its own stream it no longer holds up the kernels;
+        # batched, small copies cost no launch each.
+        work = np.concatenate([calls[(blocking | small) & has], mem[same_stream | small]])
         saving = w.model.saving(work=work)
         order = np.argsort(-t.dur[offenders], kind="stable")
         events = np.unique(np.concatenate([offenders[order][:25], calls[bad & has][:25]]))

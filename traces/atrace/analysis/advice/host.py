@@ -23,11 +23,13 @@ def _host_free(ctx: Context, w: Window) -> tuple[Hit, str, dict] | None:
     work waiting behind earlier work."""
     t = ctx.trace
     launched = w.dev[ctx.launcher[w.dev] >= 0]
-    if not len(launched) or w.device_busy >= ctx.limits.launch_bound_device_busy_below:
+    stalls = stall_intervals(ctx, w)
+    # How busy the device is outside the input stall (that is rule 4's).
+    busy = w.busy_ns / max(w.elapsed_ns - int((stalls[1] - stalls[0]).sum()), 1)
+    if not len(launched) or busy >= ctx.limits.launch_bound_device_busy_below:
         return None
     graph = ctx.is_graph_launch[ctx.launcher[launched]]
     mode = "graph" if graph.sum() > (~graph).sum() else "eager"
-    stalls = stall_intervals(ctx, w)
     host = w.host[np.isin(t.track[w.host], w.drivers)]
     if len(stalls[0]):
         host = host[~covered(stalls[0], stalls[1], t.ts[host])]
@@ -41,7 +43,7 @@ def _host_free(ctx: Context, w: Window) -> tuple[Hit, str, dict] | None:
     roots = model.roots()[local]
     dispatch = np.isin(roots, model.roots()[model.local(ctx.launcher[launched])])
     on_path = model.on_path_ns[local]
-    info = {"launched": launched, "eager": eager, "graph": launched[graph], "roots": model.sel[roots],
+    info = {"busy": busy, "launched": launched, "eager": eager, "graph": launched[graph], "roots": model.sel[roots],
             "root_weight": on_path, "dispatch_ns": int(on_path[dispatch].sum()) + model.context_on_path_ns,
             "cpu_ns": int(on_path[~dispatch].sum()), "cpu_roots": model.sel[roots[~dispatch]],
             "cpu_weight": on_path[~dispatch]}
@@ -76,10 +78,10 @@ def _host_finding(ctx: Context, mode: str, rows: list) -> Finding | None:
     eager, graph = cat("eager"), cat("graph")
     dispatch_ns = sum(info["dispatch_ns"] for _, info in rows)
     cpu_ns = sum(info["cpu_ns"] for _, info in rows)
-    busy = float(np.mean([h.window.device_busy for h in hits]))
+    busy = float(np.mean([info["busy"] for _, info in rows]))
     kernels = eager[t.kind[eager] == Kind.KERNEL]
     calls = ctx.launcher[kernels]
-    shorter = float((t.dur[kernels] < t.dur[calls]).mean()) if len(kernels) else 0.0
+    shorter = float((t.dur[kernels] < _launch_interval(t, calls)).mean()) if len(kernels) else 0.0
     models = [h.window.model for h in hits]
     path = max(sum(m.length_ns for m in models), 1)
     launched = len(eager) if mode == "eager" else len(np.unique(ctx.launcher[graph]))
@@ -90,7 +92,7 @@ def _host_finding(ctx: Context, mode: str, rows: list) -> Finding | None:
         "graph_launches_per_step": round(len(np.unique(ctx.launcher[graph])) / n, 1),
         "median_kernel_us": us(np.median(t.dur[kernels])) if len(kernels) else None,
         "median_launch_call_us": us(np.median(t.dur[calls])) if len(calls) else None,
-        "kernels_shorter_than_launch_share": round(shorter, 4),
+        "kernels_shorter_than_launch_share": round(shorter, 4),  # than the host's time per launch
         "host_per_launch_us": us(dispatch_ns / max(launched, 1)),
         "dispatch_share_of_path": round(dispatch_ns / path, 4),
         "cpu_work_share_of_path": round(cpu_ns / path, 4),
@@ -123,6 +125,21 @@ def _host_finding(ctx: Context, mode: str, rows: list) -> Finding | None:
                   "small kernels (torch.compile); give each kernel more work (a larger batch).")
     rule = "graph_replays" if mode == "graph" else "launch_bound"
     return make_finding(ctx, rule, hits, title=title, measured=measured, operators=ops, action=action)
+
+
+def _launch_interval(t, calls: np.ndarray) -> np.ndarray:
+    """Per launch call: the host's time from it to the next launch on its thread (what the
+    host spends per launch; the call's own time for the last one)."""
+    order = np.lexsort((t.ts[calls], t.track[calls]))
+    c = calls[order]
+    nxt = np.empty(len(c), np.int64)
+    nxt[:-1] = t.ts[c[1:]] - t.ts[c[:-1]]
+    same = np.zeros(len(c), bool)
+    same[:-1] = t.track[c[1:]] == t.track[c[:-1]]
+    gap = np.where(same, nxt, t.dur[c])
+    out = np.empty(len(c), np.int64)
+    out[order] = gap
+    return out
 
 
 def _unique_roots(roots: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
