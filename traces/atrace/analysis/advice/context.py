@@ -170,6 +170,8 @@ class DeviceTail:
         self.starts = trace.ts[dev]
         self.ends = np.maximum.accumulate(trace.end[dev]) if len(dev) else trace.end[dev]
         self.union = merge_intervals(trace.ts[dev], trace.end[dev])
+        work = dev[trace.kind[dev] != Kind.COMM]
+        self.work_union = merge_intervals(trace.ts[work], trace.end[work])  # communication aside
 
     def busy_until(self, t0: int) -> int:
         k = int(np.searchsorted(self.starts, t0, "left")) - 1

@@ -150,7 +150,8 @@ def _unique_roots(roots: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, n
 
 def sync_rule(ctx: Context) -> Finding | None:
     """Rule 2: synchronisation calls inside a step that block the host, and what the step
-    would save if they did not wait (their sync edges dropped)."""
+    would save if they did not wait: their sync edges dropped, or the device's idle time
+    after each (see :func:`_idle_after`), whichever is more."""
     t = ctx.trace
     hits, syncs_all, parents_all = [], [], []
     min_ns = ctx.limits.sync_min_wait_us * 1000
@@ -159,7 +160,7 @@ def sync_rule(ctx: Context) -> Finding | None:
         syncs = host[((t.flags[host] & FLAG_SYNC) != 0) & (t.dur[host] >= min_ns)]
         if not len(syncs):
             continue
-        saving = w.model.saving(syncs=syncs)
+        saving = max(w.model.saving(syncs=syncs), _idle_after(ctx, w, syncs))
         m = w.model
         parent = m.parents()[m.local(syncs)]
         op = np.where(parent >= 0, m.sel[np.maximum(parent, 0)], syncs)
@@ -187,6 +188,23 @@ def sync_rule(ctx: Context) -> Finding | None:
              f"({measured['wait_per_step_us']:,.0f} µs per step) in {top}")
     return make_finding(ctx, "host_sync", hits, title=title, measured=measured, operators=ops,
                         action=_sync_action([r["op"] for r in ops]))
+
+
+def _idle_after(ctx: Context, w: Window, syncs: np.ndarray) -> int:
+    """Per sync, the least of its wait and how long the device then idles (in the window)
+    before it gets work again, summed: had the host not waited, the work it did after the
+    sync could have been queued behind the device's backlog. This sees what the path
+    graph cannot: work the sync delays on another thread (the autograd engine's). The
+    device idles while it computes and copies nothing (a collective may run meanwhile)."""
+    t = ctx.trace
+    starts, ends = ctx.tail.work_union
+    after = t.end[syncs]
+    k = np.searchsorted(starts, after, "right") - 1
+    busy = (k >= 0) & (after < ends[np.maximum(k, 0)])
+    nxt = np.searchsorted(starts, after, "left")
+    resume = np.where(nxt < len(starts), starts[np.minimum(nxt, len(starts) - 1)], w.device_end)
+    idle = np.where(busy, 0, np.minimum(resume, w.device_end) - after)
+    return int(np.minimum(np.maximum(idle, 0), t.dur[syncs]).sum())
 
 
 def _sync_action(ops: list[str]) -> str:

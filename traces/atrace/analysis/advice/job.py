@@ -22,6 +22,7 @@ from ...model.trace import Kind
 from .context import step_spans
 from .findings import BOUNDS, Evidence, Finding, Findings, severity, summary_line, verdict
 from .limits import DEFAULT_ADVICE_LIMITS, AdviceLimits
+from .run import advise
 
 if TYPE_CHECKING:
     from ..multirank import Job
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 def advise_job(job: Job, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Findings:
     """The findings of a job: the straggler (if any), then each rule's largest per-rank
     finding, tagged with its rank (``measured["ranks"]`` lists every rank that has it)."""
-    from . import advise
-
     per_rank = {r: advise(t, limits=limits) for r, t in zip(job.ranks, job.traces)}
     by_rule: dict[str, list[Finding]] = defaultdict(list)
     for r, found in per_rank.items():
