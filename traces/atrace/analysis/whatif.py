@@ -171,7 +171,7 @@ def path_model(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.nda
     e_w = _edge_weights(g, weight, n_along)
     na = len(g.anchors)
     order = topological_order(g.anchors, g.pts.time, g.e_src, g.e_dst, na)
-    dist, pred, pred_edge, _ = longest_paths(order, g.e_src, g.e_dst, e_w, na)
+    dist, pred, pred_edge, _ = longest_paths(order, g.e_src, g.e_dst, e_w, na, with_tail=False)
     best = int(np.argmax(dist))
     hops = anchor_path(best, pred, pred_edge)
     on_path, ctx_on_path = _work_on_path(g, hops, weight, context)

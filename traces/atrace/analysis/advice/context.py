@@ -215,14 +215,14 @@ def _parts(trace: Trace, limits: AdviceLimits) -> tuple[list[str], np.ndarray]:
 
 
 def _work_counts(trace: Trace, spans: np.ndarray) -> np.ndarray:
-    """Per window: how many work events start in it."""
+    """Per window: how many work events (operators, runtime calls, device work) start in it."""
     if not len(spans):
         return np.zeros(0, np.int64)
-    work = trace.kind_mask(*PATH_KINDS) & trace.is_slice & ~trace.on_device
-    k = np.searchsorted(spans[:, 0], trace.ts[work], "right") - 1
-    inside = (k >= 0) & (trace.ts[work] < spans[np.maximum(k, 0), 1])
-    host = np.bincount(k[inside], minlength=len(spans))
-    return host * 2  # device work roughly follows its launches
+    work = trace.kind_mask(*PATH_KINDS) & trace.is_slice
+    ts = trace.ts[work]
+    k = np.searchsorted(spans[:, 0], ts, "right") - 1
+    inside = (k >= 0) & (ts < spans[np.maximum(k, 0), 1])
+    return np.bincount(k[inside], minlength=len(spans))
 
 
 def _choose(counts: np.ndarray, limits: AdviceLimits) -> np.ndarray:
