@@ -14,47 +14,7 @@ import dataclasses
 
 from lark import Token, Transformer, v_args
 
-from fleet.asimov.nodes import (
-    Action,
-    Annotation,
-    Attr,
-    Binding,
-    BinOp,
-    Boolean,
-    BoolOp,
-    Call,
-    CallGen,
-    CallStatement,
-    Compare,
-    Const,
-    Device,
-    DictExpr,
-    Discover,
-    ErrorCode,
-    Expr,
-    For,
-    Health,
-    Ident,
-    IfElse,
-    Keyword,
-    ListComp,
-    ListExpr,
-    Name,
-    Neg,
-    Node,
-    NoneLiteral,
-    Not,
-    Number,
-    Out,
-    Pair,
-    Span,
-    Spec,
-    Stat,
-    Statement,
-    StatsAssign,
-    String,
-    Subscript,
-)
+from fleet.asimov import nodes
 
 __all__ = ["LiteralError", "TreeBuilder", "string_value"]
 
@@ -75,7 +35,7 @@ class _Group:
 
     __slots__ = ("node", "span")
 
-    def __init__(self, node: Expr, span: Span) -> None:
+    def __init__(self, node: nodes.Expr, span: nodes.Span) -> None:
         self.node = node
         self.span = span
 
@@ -96,21 +56,21 @@ def _end(part) -> tuple[int, int]:
     return part.span.end_line, part.span.end_column
 
 
-def _span(first, last) -> Span:
-    return Span(*_start(first), *_end(last))
+def _span(first, last) -> nodes.Span:
+    return nodes.Span(*_start(first), *_end(last))
 
 
-def _expr(part) -> Expr:
+def _expr(part) -> nodes.Expr:
     return part.node if isinstance(part, _Group) else part
 
 
-def _ident(token: Token) -> Ident:
-    return Ident(str(token), span=_span(token, token))
+def _ident(token: Token) -> nodes.Ident:
+    return nodes.Ident(str(token), span=_span(token, token))
 
 
 def _parts(parts) -> tuple:
     """The nodes among a rule's parts (leaving out separators and empty optional parts)."""
-    return tuple(_expr(p) for p in parts if isinstance(p, (Node, _Group)))
+    return tuple(_expr(p) for p in parts if isinstance(p, (nodes.Node, _Group)))
 
 
 def string_value(token: Token) -> str:
@@ -139,12 +99,12 @@ def number_value(token: Token) -> int | float:
     return float(text) if any(ch in text for ch in ".eE") else int(text)
 
 
-def _string(token: Token) -> String:
-    return String(string_value(token), span=_span(token, token))
+def _string(token: Token) -> nodes.String:
+    return nodes.String(string_value(token), span=_span(token, token))
 
 
-def _binary(self, left, op, right) -> BinOp:
-    return BinOp(str(op), _expr(left), _expr(right), span=_span(left, right))
+def _binary(self, left, op, right) -> nodes.BinOp:
+    return nodes.BinOp(str(op), _expr(left), _expr(right), span=_span(left, right))
 
 
 @v_args(inline=True)
@@ -153,126 +113,126 @@ class TreeBuilder(Transformer):
 
     # -- statements --------------------------------------------------------------------------
 
-    def start(self, *parts) -> Spec:
-        statements = tuple(p for p in parts if isinstance(p, Statement))
-        span = _span(statements[0], statements[-1]) if statements else Span(1, 1, 1, 1)
-        return Spec(statements, span=span)
+    def start(self, *parts) -> nodes.Spec:
+        statements = tuple(p for p in parts if isinstance(p, nodes.Statement))
+        span = _span(statements[0], statements[-1]) if statements else nodes.Span(1, 1, 1, 1)
+        return nodes.Spec(statements, span=span)
 
-    def device_stmt(self, keyword, name) -> Device:
-        return Device(_ident(name), span=_span(keyword, name))
+    def device_stmt(self, keyword, name) -> nodes.Device:
+        return nodes.Device(_ident(name), span=_span(keyword, name))
 
-    def discover_stmt(self, keyword, rule) -> Discover:
-        return Discover(_expr(rule), span=_span(keyword, rule))
+    def discover_stmt(self, keyword, rule) -> nodes.Discover:
+        return nodes.Discover(_expr(rule), span=_span(keyword, rule))
 
-    def health_stmt(self, keyword, name, _eq, value) -> Health:
-        return Health(_ident(name), _expr(value), span=_span(keyword, value))
+    def health_stmt(self, keyword, name, _eq, value) -> nodes.Health:
+        return nodes.Health(_ident(name), _expr(value), span=_span(keyword, value))
 
-    def action_stmt(self, keyword, name, _eq, call) -> Action:
-        return Action(_ident(name), _expr(call), span=_span(keyword, call))
+    def action_stmt(self, keyword, name, _eq, call) -> nodes.Action:
+        return nodes.Action(_ident(name), _expr(call), span=_span(keyword, call))
 
-    def const_stmt(self, keyword, name, _eq, value) -> Const:
-        return Const(_ident(name), _expr(value), span=_span(keyword, value))
+    def const_stmt(self, keyword, name, _eq, value) -> nodes.Const:
+        return nodes.Const(_ident(name), _expr(value), span=_span(keyword, value))
 
-    def error_stmt(self, keyword, code, _means, status) -> ErrorCode:
-        return ErrorCode(_expr(code), _string(status), span=_span(keyword, status))
+    def error_stmt(self, keyword, code, _means, status) -> nodes.ErrorCode:
+        return nodes.ErrorCode(_expr(code), _string(status), span=_span(keyword, status))
 
-    def once_stmt(self, keyword, statement) -> Binding | CallStatement:
+    def once_stmt(self, keyword, statement) -> nodes.Binding | nodes.CallStatement:
         return dataclasses.replace(statement, once=True, span=_span(keyword, statement))
 
-    def assign_stmt(self, targets, annotation, _eq, value) -> Binding:
-        return Binding(targets, annotation, _expr(value), span=_span(targets, value))
+    def assign_stmt(self, targets, annotation, _eq, value) -> nodes.Binding:
+        return nodes.Binding(targets, annotation, _expr(value), span=_span(targets, value))
 
-    def targets(self, *parts) -> tuple[Ident, ...]:
+    def targets(self, *parts) -> tuple[nodes.Ident, ...]:
         return tuple(_ident(p) for p in parts if p.type == "NAME")
 
-    def annotation(self, colon, unit) -> Annotation:
+    def annotation(self, colon, unit) -> nodes.Annotation:
         text = string_value(unit) if unit.type == "STRING" else str(unit)
-        return Annotation(Ident(text, span=_span(unit, unit)), span=_span(colon, unit))
+        return nodes.Annotation(nodes.Ident(text, span=_span(unit, unit)), span=_span(colon, unit))
 
-    def stats_stmt(self, keyword, _dot, name, _eq, value) -> StatsAssign:
-        return StatsAssign(_ident(name), _expr(value), span=_span(keyword, value))
+    def stats_stmt(self, keyword, _dot, name, _eq, value) -> nodes.StatsAssign:
+        return nodes.StatsAssign(_ident(name), _expr(value), span=_span(keyword, value))
 
-    def expr_stmt(self, value) -> CallStatement:
-        return CallStatement(_expr(value), span=_span(value, value))
+    def expr_stmt(self, value) -> nodes.CallStatement:
+        return nodes.CallStatement(_expr(value), span=_span(value, value))
 
     # -- expressions -------------------------------------------------------------------------
 
-    def ternary(self, body, _if, test, _else, orelse) -> IfElse:
-        return IfElse(_expr(body), _expr(test), _expr(orelse), span=_span(body, orelse))
+    def ternary(self, body, _if, test, _else, orelse) -> nodes.IfElse:
+        return nodes.IfElse(_expr(body), _expr(test), _expr(orelse), span=_span(body, orelse))
 
-    def or_(self, left, op, right) -> BoolOp:
-        return BoolOp(str(op), _expr(left), _expr(right), span=_span(left, right))
+    def or_(self, left, op, right) -> nodes.BoolOp:
+        return nodes.BoolOp(str(op), _expr(left), _expr(right), span=_span(left, right))
 
     and_ = or_
 
-    def not_(self, keyword, operand) -> Not:
-        return Not(_expr(operand), span=_span(keyword, operand))
+    def not_(self, keyword, operand) -> nodes.Not:
+        return nodes.Not(_expr(operand), span=_span(keyword, operand))
 
-    def compare(self, left, op, right) -> Compare:
-        return Compare(str(op), _expr(left), _expr(right), span=_span(left, right))
+    def compare(self, left, op, right) -> nodes.Compare:
+        return nodes.Compare(str(op), _expr(left), _expr(right), span=_span(left, right))
 
     bit_or = bit_and = lshift = rshift = add = sub = mul = div = floordiv = mod = pow = _binary
 
-    def neg(self, minus, operand) -> Neg:
-        return Neg(_expr(operand), span=_span(minus, operand))
+    def neg(self, minus, operand) -> nodes.Neg:
+        return nodes.Neg(_expr(operand), span=_span(minus, operand))
 
-    def attr(self, obj, _dot, name) -> Attr:
-        return Attr(_expr(obj), _ident(name), span=_span(obj, name))
+    def attr(self, obj, _dot, name) -> nodes.Attr:
+        return nodes.Attr(_expr(obj), _ident(name), span=_span(obj, name))
 
-    def subscript(self, obj, _open, index, close) -> Subscript:
-        return Subscript(_expr(obj), _expr(index), span=_span(obj, close))
+    def subscript(self, obj, _open, index, close) -> nodes.Subscript:
+        return nodes.Subscript(_expr(obj), _expr(index), span=_span(obj, close))
 
-    def call(self, func, _open, arguments, close) -> Call:
-        return Call(_expr(func), arguments or (), span=_span(func, close))
+    def call(self, func, _open, arguments, close) -> nodes.Call:
+        return nodes.Call(_expr(func), arguments or (), span=_span(func, close))
 
-    def call_gen(self, func, _open, element, loop, close) -> CallGen:
-        return CallGen(_expr(func), _expr(element), loop, span=_span(func, close))
+    def call_gen(self, func, _open, element, loop, close) -> nodes.CallGen:
+        return nodes.CallGen(_expr(func), _expr(element), loop, span=_span(func, close))
 
     def arguments(self, *parts) -> tuple:
         return _parts(parts)
 
-    def out_arg(self, keyword) -> Out:
-        return Out(span=_span(keyword, keyword))
+    def out_arg(self, keyword) -> nodes.Out:
+        return nodes.Out(span=_span(keyword, keyword))
 
-    def kwarg(self, name, _eq, value) -> Keyword:
-        return Keyword(_ident(name), _expr(value), span=_span(name, value))
+    def kwarg(self, name, _eq, value) -> nodes.Keyword:
+        return nodes.Keyword(_ident(name), _expr(value), span=_span(name, value))
 
     def atom(self, open_, inner, close) -> _Group:
         """``( expr )``: the only rule of ``?atom`` with no alias."""
         return _Group(_expr(inner), _span(open_, close))
 
-    def name(self, token) -> Name:
-        return Name(str(token), span=_span(token, token))
+    def name(self, token) -> nodes.Name:
+        return nodes.Name(str(token), span=_span(token, token))
 
-    def number(self, token) -> Number:
-        return Number(number_value(token), str(token), span=_span(token, token))
+    def number(self, token) -> nodes.Number:
+        return nodes.Number(number_value(token), str(token), span=_span(token, token))
 
-    def string(self, token) -> String:
+    def string(self, token) -> nodes.String:
         return _string(token)
 
-    def true(self, token) -> Boolean:
-        return Boolean(True, span=_span(token, token))
+    def true(self, token) -> nodes.Boolean:
+        return nodes.Boolean(True, span=_span(token, token))
 
-    def false(self, token) -> Boolean:
-        return Boolean(False, span=_span(token, token))
+    def false(self, token) -> nodes.Boolean:
+        return nodes.Boolean(False, span=_span(token, token))
 
-    def none(self, token) -> NoneLiteral:
-        return NoneLiteral(span=_span(token, token))
+    def none(self, token) -> nodes.NoneLiteral:
+        return nodes.NoneLiteral(span=_span(token, token))
 
-    def stat(self, keyword, _dot, name) -> Stat:
-        return Stat(_ident(name), span=_span(keyword, name))
+    def stat(self, keyword, _dot, name) -> nodes.Stat:
+        return nodes.Stat(_ident(name), span=_span(keyword, name))
 
-    def list_(self, open_, *rest) -> ListExpr:
-        return ListExpr(_parts(rest), span=_span(open_, rest[-1]))
+    def list_(self, open_, *rest) -> nodes.ListExpr:
+        return nodes.ListExpr(_parts(rest), span=_span(open_, rest[-1]))
 
-    def listcomp(self, open_, element, loop, close) -> ListComp:
-        return ListComp(_expr(element), loop, span=_span(open_, close))
+    def listcomp(self, open_, element, loop, close) -> nodes.ListComp:
+        return nodes.ListComp(_expr(element), loop, span=_span(open_, close))
 
-    def dict_(self, open_, *rest) -> DictExpr:
-        return DictExpr(_parts(rest), span=_span(open_, rest[-1]))
+    def dict_(self, open_, *rest) -> nodes.DictExpr:
+        return nodes.DictExpr(_parts(rest), span=_span(open_, rest[-1]))
 
-    def pair(self, key, _colon, value) -> Pair:
-        return Pair(_expr(key), _expr(value), span=_span(key, value))
+    def pair(self, key, _colon, value) -> nodes.Pair:
+        return nodes.Pair(_expr(key), _expr(value), span=_span(key, value))
 
-    def comp_for(self, keyword, var, _in, iterable) -> For:
-        return For(_ident(var), _expr(iterable), span=_span(keyword, iterable))
+    def comp_for(self, keyword, var, _in, iterable) -> nodes.For:
+        return nodes.For(_ident(var), _expr(iterable), span=_span(keyword, iterable))

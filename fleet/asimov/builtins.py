@@ -205,7 +205,9 @@ def convert_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx:
     value_node, unit_node = args
     val = c.expr(value_node, ctx)
     if not isinstance(unit_node, String):
-        raise c.error(unit_node, "convert() needs the target unit as a string", 'a unit such as "W"')
+        raise c.error(
+            unit_node, "convert() needs the target unit as a string", 'a unit such as "W"'
+        )
     try:
         target = parse_unit(unit_node.value)
     except UnitError as exc:

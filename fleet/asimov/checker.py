@@ -59,7 +59,8 @@ class Checker:
         self.lines = text.splitlines()
         self.errors: list[AsimovError] = []
         self.scope: dict[str, Symbol] = {
-            name: Symbol(name, "special", vtype, unit) for name, (vtype, unit) in SPECIAL_NAMES.items()
+            name: Symbol(name, "special", vtype, unit)
+            for name, (vtype, unit) in SPECIAL_NAMES.items()
         }
         self.used: set[Symbol] = set()
         self.stats: dict[str, tuple[Symbol, Ident]] = {}  # counter -> (symbol, its name)
@@ -130,7 +131,9 @@ class Checker:
         old = self.scope.get(name.text)
         if name.text in self.reserved:
             raise self.error(
-                name, f"'{name.text}' is a built-in function and cannot be redefined", "another name"
+                name,
+                f"'{name.text}' is a built-in function and cannot be redefined",
+                "another name",
             )
         if old is not None and name.text != "_":
             where = f" (line {old.where.line})" if old.where is not None else ""
@@ -153,7 +156,11 @@ class Checker:
 
     def check_reads_used(self) -> None:
         for sym in self.scope.values():
-            if sym.kind in ("binding", "once") and sym not in self.used and not sym.name.startswith("_"):
+            if (
+                sym.kind in ("binding", "once")
+                and sym not in self.used
+                and not sym.name.startswith("_")
+            ):
                 self.error(
                     sym.where,
                     f"'{sym.name}' is read from the driver but never used",

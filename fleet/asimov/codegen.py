@@ -15,39 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from fleet.asimov import nodes
 from fleet.asimov.builtins import PARSERS, FileParser, FileRead
-from fleet.asimov.checker import CheckedSpec
-from fleet.asimov.nodes import (
-    Action,
-    Attr,
-    Binding,
-    BinOp,
-    Boolean,
-    BoolOp,
-    Call,
-    CallGen,
-    CallStatement,
-    Compare,
-    DictExpr,
-    Expr,
-    For,
-    IfElse,
-    ListComp,
-    ListExpr,
-    Name,
-    Neg,
-    NoneLiteral,
-    Not,
-    Number,
-    Out,
-    Stat,
-    StatsAssign,
-    String,
-    Subscript,
-    read_form,
-)
 from fleet.asimov.values import NO, Symbol, Value
+
+if TYPE_CHECKING:
+    from fleet.asimov.checker import CheckedSpec
 
 __all__ = ["VALUE_ERRORS", "emit", "guarded", "python_name"]
 
@@ -92,7 +67,7 @@ class Emitter:
         self.slot = 0  # rate/delta slots used
         self.tmp = 0  # out-parameter temporaries used
 
-    def expr(self, node: Expr) -> str:
+    def expr(self, node: nodes.Expr) -> str:
         return EXPRESSIONS[type(node)](self, node)
 
     def module_const(self, code: str) -> str:
@@ -160,13 +135,13 @@ class Emitter:
 # -- statements -----------------------------------------------------------------------------
 
 
-def stats_assign(e: Emitter, stmt: StatsAssign) -> None:
+def stats_assign(e: Emitter, stmt: nodes.StatsAssign) -> None:
     code = e.expr(stmt.value)
     e.probe_lines += e.take_pending()
     e.probe_lines += guarded(f"s_{stmt.counter.text}", code)
 
 
-def binding(e: Emitter, stmt: Binding) -> None:
+def binding(e: Emitter, stmt: nodes.Binding) -> None:
     lines = e.open_lines if stmt.once else e.probe_lines
     prefix = "o_" if stmt.once else "b_"
     targets = [f"{prefix}{t.text}" if t.text != "_" else "_" for t in stmt.targets]
@@ -177,7 +152,7 @@ def binding(e: Emitter, stmt: Binding) -> None:
         lines += [f"self._{target} = {target}" for target in targets if target != "_"]
 
 
-def call_statement(e: Emitter, stmt: CallStatement) -> None:
+def call_statement(e: Emitter, stmt: nodes.CallStatement) -> None:
     lines = e.open_lines if stmt.once else e.probe_lines
     if stmt.value.out_count:
         call, _ = out_call(e, stmt.value)
@@ -187,7 +162,7 @@ def call_statement(e: Emitter, stmt: CallStatement) -> None:
     lines += call
 
 
-def action(e: Emitter, stmt: Action) -> None:
+def action(e: Emitter, stmt: nodes.Action) -> None:
     call = stmt.call
     args = [action_argument(e, arg) for arg in call.args]
     if call.function_name == "write":
@@ -197,10 +172,10 @@ def action(e: Emitter, stmt: Action) -> None:
         e.actions[stmt.name.text] = f"lib.{call.lib_function}({', '.join(args)})"
 
 
-def action_argument(e: Emitter, node: Expr) -> str:
-    if isinstance(node, String):
+def action_argument(e: Emitter, node: nodes.Expr) -> str:
+    if isinstance(node, nodes.String):
         return repr(node.value)
-    if isinstance(node, Number):
+    if isinstance(node, nodes.Number):
         return node.text
     if node.id == "index":
         return "index"
@@ -208,9 +183,9 @@ def action_argument(e: Emitter, node: Expr) -> str:
     return f"self._{python_name(symbol)}" if symbol.kind == "once" else python_name(symbol)
 
 
-def read_lines(e: Emitter, node: Expr, targets: list[str]) -> list[str]:
+def read_lines(e: Emitter, node: nodes.Expr, targets: list[str]) -> list[str]:
     """The lines that read a binding's value into ``targets``."""
-    form = read_form(node)
+    form = nodes.read_form(node)
     if form == "optional":
         (inner,) = node.args
         body = ["try:"] + ["    " + line for line in read_lines(e, inner, targets)]
@@ -229,12 +204,12 @@ def read_lines(e: Emitter, node: Expr, targets: list[str]) -> list[str]:
     return [f"{target} = {e.expr(node)}"]
 
 
-def out_call(e: Emitter, node: Call) -> tuple[list[str], list[str]]:
+def out_call(e: Emitter, node: nodes.Call) -> tuple[list[str], list[str]]:
     """A C-style call: returns a status, fills out-parameters. Its lines, and its out values."""
     fn = node.lib_function
     args, outs = [], []
     for arg in node.args:
-        if isinstance(arg, Out):
+        if isinstance(arg, nodes.Out):
             e.tmp += 1
             outs.append(f"_o{e.tmp}")
             args.append(outs[-1])
@@ -246,7 +221,7 @@ def out_call(e: Emitter, node: Call) -> tuple[list[str], list[str]]:
     return lines, [f"{o}.value" for o in outs]
 
 
-def out_call_loop(e: Emitter, node: ListComp, targets: list[str]) -> list[str]:
+def out_call_loop(e: Emitter, node: nodes.ListComp, targets: list[str]) -> list[str]:
     iterable = e.expr(node.loop.iterable)
     var = f"v_{node.loop.var.text}"
     e.loops.append((var, iterable))
@@ -262,40 +237,40 @@ def out_call_loop(e: Emitter, node: ListComp, targets: list[str]) -> list[str]:
 
 
 STATEMENTS: dict[type, Callable] = {
-    StatsAssign: stats_assign,
-    Binding: binding,
-    CallStatement: call_statement,
-    Action: action,
+    nodes.StatsAssign: stats_assign,
+    nodes.Binding: binding,
+    nodes.CallStatement: call_statement,
+    nodes.Action: action,
 }  # the other statements are class attributes (error_status, health, discovery)
 
 
 # -- expressions ----------------------------------------------------------------------------
 
 
-def folded(e: Emitter, node: Expr) -> str | None:
+def folded(e: Emitter, node: nodes.Expr) -> str | None:
     """The constant the checker computed for an arithmetic node, as code (or None)."""
     value: Value = e.facts[node]
     return repr(value.const) if value.vtype == "num" and value.const is not NO else None
 
 
-def binary(e: Emitter, node: BinOp) -> str:
+def binary(e: Emitter, node: nodes.BinOp) -> str:
     return folded(e, node) or f"({e.expr(node.left)} {node.op} {e.expr(node.right)})"
 
 
-def neg(e: Emitter, node: Neg) -> str:
+def neg(e: Emitter, node: nodes.Neg) -> str:
     return folded(e, node) or f"(-{e.expr(node.operand)})"
 
 
-def operation(e: Emitter, node: Compare | BoolOp) -> str:
+def operation(e: Emitter, node: nodes.Compare | nodes.BoolOp) -> str:
     return f"({e.expr(node.left)} {node.op} {e.expr(node.right)})"
 
 
-def if_else(e: Emitter, node: IfElse) -> str:
+def if_else(e: Emitter, node: nodes.IfElse) -> str:
     body, test, orelse = e.expr(node.body), e.expr(node.test), e.expr(node.orelse)
     return f"({body} if {test} else {orelse})"
 
 
-def comprehension(e: Emitter, element: Expr, loop: For) -> str:
+def comprehension(e: Emitter, element: nodes.Expr, loop: nodes.For) -> str:
     """``element for v_var in iterable``."""
     iterable = e.expr(loop.iterable)
     var = f"v_{loop.var.text}"
@@ -307,32 +282,40 @@ def comprehension(e: Emitter, element: Expr, loop: For) -> str:
     return f"{code} for {var} in {iterable}"
 
 
-def call(e: Emitter, node: Call) -> str:
+def dict_display(e: Emitter, node: nodes.DictExpr) -> str:
+    return "{" + ", ".join(f"{e.expr(p.key)}: {e.expr(p.value)}" for p in node.pairs) + "}"
+
+
+def call_generator(e: Emitter, node: nodes.CallGen) -> str:
+    return aggregate(node.func.id, f"({comprehension(e, node.element, node.loop)})")
+
+
+def call(e: Emitter, node: nodes.Call) -> str:
     if node.lib_function is not None:
         return f"lib.{node.lib_function}({', '.join(e.expr(arg) for arg in node.args)})"
     return BUILTINS[node.function_name](e, node)
 
 
 EXPRESSIONS: dict[type, Callable] = {
-    Number: lambda e, node: repr(node.value),
-    String: lambda e, node: repr(node.value),
-    Boolean: lambda e, node: repr(node.value),
-    NoneLiteral: lambda e, node: "None",
-    Name: lambda e, node: python_name(e.facts[node].ref),
-    Stat: lambda e, node: f"s_{node.counter.text}",
-    Attr: lambda e, node: f"{e.expr(node.obj)}.{node.attr.text}",
-    Subscript: lambda e, node: f"{e.expr(node.obj)}[{e.expr(node.index)}]",
-    ListExpr: lambda e, node: "[" + ", ".join(e.expr(item) for item in node.items) + "]",
-    DictExpr: lambda e, node: "{" + ", ".join(f"{e.expr(p.key)}: {e.expr(p.value)}" for p in node.pairs) + "}",
-    ListComp: lambda e, node: f"[{comprehension(e, node.element, node.loop)}]",
-    CallGen: lambda e, node: aggregate(node.func.id, f"({comprehension(e, node.element, node.loop)})"),
-    Call: call,
-    BinOp: binary,
-    Neg: neg,
-    Compare: operation,
-    BoolOp: operation,
-    Not: lambda e, node: f"(not {e.expr(node.operand)})",
-    IfElse: if_else,
+    nodes.Number: lambda e, node: repr(node.value),
+    nodes.String: lambda e, node: repr(node.value),
+    nodes.Boolean: lambda e, node: repr(node.value),
+    nodes.NoneLiteral: lambda e, node: "None",
+    nodes.Name: lambda e, node: python_name(e.facts[node].ref),
+    nodes.Stat: lambda e, node: f"s_{node.counter.text}",
+    nodes.Attr: lambda e, node: f"{e.expr(node.obj)}.{node.attr.text}",
+    nodes.Subscript: lambda e, node: f"{e.expr(node.obj)}[{e.expr(node.index)}]",
+    nodes.ListExpr: lambda e, node: "[" + ", ".join(e.expr(item) for item in node.items) + "]",
+    nodes.DictExpr: dict_display,
+    nodes.ListComp: lambda e, node: f"[{comprehension(e, node.element, node.loop)}]",
+    nodes.CallGen: call_generator,
+    nodes.Call: call,
+    nodes.BinOp: binary,
+    nodes.Neg: neg,
+    nodes.Compare: operation,
+    nodes.BoolOp: operation,
+    nodes.Not: lambda e, node: f"(not {e.expr(node.operand)})",
+    nodes.IfElse: if_else,
 }
 
 
@@ -343,16 +326,17 @@ def aggregate(fn: str, sequence: str) -> str:
     return f"{'_rt.mean' if fn == 'mean' else fn}({sequence})"
 
 
-def plain_call(e: Emitter, node: Call) -> str:
+def plain_call(e: Emitter, node: nodes.Call) -> str:
     """``fn(args)``: the built-ins that are Python's own (or the runtime's)."""
     fn = {"mean": "_rt.mean", "clamp": "_rt.clamp"}.get(node.function_name, node.function_name)
     return f"{fn}({', '.join(e.expr(arg) for arg in node.args)})"
 
 
-def file_read(e: Emitter, node: Call) -> str:
+def file_read(e: Emitter, node: nodes.Call) -> str:
     read: FileRead = e.facts[node].ref
     fmt = "".join(
-        literal.replace("%", "%%") + ("%s" if field is not None else "") for literal, field in read.path
+        literal.replace("%", "%%") + ("%s" if field is not None else "")
+        for literal, field in read.path
     )
     fields = [python_name(field) for _, field in read.path if field is not None]
     path = f"{fmt!r} % ({', '.join(fields)},)" if fields else repr(fmt.replace("%%", "%"))
@@ -371,7 +355,7 @@ def file_parse(e: Emitter, parser: FileParser, text: str) -> str:
     return f"_rt.regex_field({pattern}, {text}, {convert})"
 
 
-def rate_or_delta(e: Emitter, node: Call) -> str:
+def rate_or_delta(e: Emitter, node: nodes.Call) -> str:
     """A rate or delta, updated before the statement it is in (so that the previous value
     of every counter, every core's in a loop, is updated on every refresh even when the
     expression around it fails); the expression reads the result."""
@@ -394,26 +378,26 @@ def rate_or_delta(e: Emitter, node: Call) -> str:
     return code
 
 
-def convert(e: Emitter, node: Call) -> str:
+def convert(e: Emitter, node: nodes.Call) -> str:
     value_node, _unit = node.args
     value = e.expr(value_node)
     factor = e.facts[node].ref
     return value if factor == 1 else f"({value}) * {factor!r}"
 
 
-def flags(e: Emitter, node: Call) -> str:
+def flags(e: Emitter, node: nodes.Call) -> str:
     mask_node, *_names = node.args
     mask = e.expr(mask_node)
     names, none = e.facts[node].ref
     return f"_rt.flags({mask}, {e.module_const(repr(names))}, {none!r})"
 
 
-BUILTINS: dict[str, Callable[[Emitter, Call], str]] = {
+BUILTINS: dict[str, Callable[[Emitter, nodes.Call], str]] = {
     **dict.fromkeys(
-        ("abs", "all", "any", "bool", "clamp", "float", "int", "len", "max", "mean", "min"),
+        ("abs", "all", "any", "bool", "clamp", "float", "int", "len", "max", "mean", "min")
+        + ("range", "round", "str", "sum"),
         plain_call,
     ),
-    **dict.fromkeys(("range", "round", "str", "sum"), plain_call),
     "convert": convert,
     "delta": rate_or_delta,
     "file": file_read,

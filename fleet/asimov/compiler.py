@@ -49,7 +49,11 @@ def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
     """Compiles spec text; raises `AsimovError` (syntax) or `SpecErrors` (checks)."""
     checked = check(parse(text, filename), text, filename)
     return CompiledSpec(
-        checked.device, checked.filename, emit(checked), checked.counters, dict(checked.error_status)
+        checked.device,
+        checked.filename,
+        emit(checked),
+        checked.counters,
+        dict(checked.error_status),
     )
 
 

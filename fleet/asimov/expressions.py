@@ -11,33 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fleet.asicmon.catalogue import CATALOGUE, RUNTIME_COUNTERS
+from fleet.asimov import nodes
 from fleet.asimov.builtins import AGGREGATES, BUILTINS, aggregate
 from fleet.asimov.checks import check_iterable, require_numbers, same_unit, suggest
-from fleet.asimov.nodes import (
-    Attr,
-    BinOp,
-    Boolean,
-    BoolOp,
-    Call,
-    CallGen,
-    Compare,
-    DictExpr,
-    Expr,
-    For,
-    IfElse,
-    Keyword,
-    ListComp,
-    ListExpr,
-    Name,
-    Neg,
-    NoneLiteral,
-    Not,
-    Number,
-    Out,
-    Stat,
-    String,
-    Subscript,
-)
 from fleet.asimov.values import ANY, NO, Ctx, Value, describe, fold, mul_units
 
 if TYPE_CHECKING:
@@ -46,28 +22,28 @@ if TYPE_CHECKING:
 __all__ = ["EXPRESSIONS"]
 
 
-def number(c: Checker, node: Number, ctx: Ctx) -> Value:
+def number(c: Checker, node: nodes.Number, ctx: Ctx) -> Value:
     return Value("num", None, const=node.value)
 
 
-def string(c: Checker, node: String, ctx: Ctx) -> Value:
+def string(c: Checker, node: nodes.String, ctx: Ctx) -> Value:
     return Value("str", ANY, literals=(node.value,), const=node.value)
 
 
-def boolean(c: Checker, node: Boolean, ctx: Ctx) -> Value:
+def boolean(c: Checker, node: nodes.Boolean, ctx: Ctx) -> Value:
     return Value("bool", None, const=node.value)
 
 
-def none(c: Checker, node: NoneLiteral, ctx: Ctx) -> Value:
+def none(c: Checker, node: nodes.NoneLiteral, ctx: Ctx) -> Value:
     return Value("none", ANY, const=None)
 
 
-def name(c: Checker, node: Name, ctx: Ctx) -> Value:
+def name(c: Checker, node: nodes.Name, ctx: Ctx) -> Value:
     sym = c.resolve(node.id, node, ctx)
     return Value(sym.vtype, sym.unit, sym.elem, const=sym.value, ref=sym)
 
 
-def stat(c: Checker, node: Stat, ctx: Ctx) -> Value:
+def stat(c: Checker, node: nodes.Stat, ctx: Ctx) -> Value:
     where, name = node.counter, node.counter.text
     if name not in CATALOGUE:
         raise c.error(
@@ -95,7 +71,7 @@ def stat(c: Checker, node: Stat, ctx: Ctx) -> Value:
     return Value(sym.vtype, sym.unit, sym.elem, stat_kind=CATALOGUE[name].kind, ref=sym)
 
 
-def attr(c: Checker, node: Attr, ctx: Ctx) -> Value:
+def attr(c: Checker, node: nodes.Attr, ctx: Ctx) -> Value:
     obj = c.expr(node.obj, ctx)
     if obj.vtype not in ("any", "lib"):
         raise c.error(
@@ -106,7 +82,7 @@ def attr(c: Checker, node: Attr, ctx: Ctx) -> Value:
     return Value("any", ANY)
 
 
-def subscript(c: Checker, node: Subscript, ctx: Ctx) -> Value:
+def subscript(c: Checker, node: nodes.Subscript, ctx: Ctx) -> Value:
     obj = c.expr(node.obj, ctx)
     idx = c.expr(node.index, ctx)
     if obj.vtype not in ("any", "list", "dict"):
@@ -118,19 +94,23 @@ def subscript(c: Checker, node: Subscript, ctx: Ctx) -> Value:
     return Value(obj.elem if obj.vtype == "list" else "any", obj.unit, stat_kind=obj.stat_kind)
 
 
-def list_display(c: Checker, node: ListExpr, ctx: Ctx) -> Value:
+def list_display(c: Checker, node: nodes.ListExpr, ctx: Ctx) -> Value:
     items = [c.expr(item, ctx) for item in node.items]
     unit = same_unit(c, node, items, "list items") if items else ANY
     elem = items[0].vtype if items and all(i.vtype == items[0].vtype for i in items) else "any"
     return Value("list", unit, elem)
 
 
-def dict_display(c: Checker, node: DictExpr, ctx: Ctx) -> Value:
+def dict_display(c: Checker, node: nodes.DictExpr, ctx: Ctx) -> Value:
     const: dict | None = {}
     for pair in node.pairs:
         key = c.expr(pair.key, ctx)
         if key.vtype in ("list", "dict"):
-            raise c.error(pair.key, f"a dictionary key cannot be {describe(key.vtype)}", "a number or a string")
+            raise c.error(
+                pair.key,
+                f"a dictionary key cannot be {describe(key.vtype)}",
+                "a number or a string",
+            )
         value = c.expr(pair.value, ctx)
         if const is not None and key.const is not NO and value.const is not NO:
             const[key.const] = value.const
@@ -139,13 +119,13 @@ def dict_display(c: Checker, node: DictExpr, ctx: Ctx) -> Value:
     return Value("dict", ANY, const=const if const is not None else NO)
 
 
-def comprehension(c: Checker, element: Expr, loop: For, ctx: Ctx) -> Value:
+def comprehension(c: Checker, element: nodes.Expr, loop: nodes.For, ctx: Ctx) -> Value:
     """``element for var in iterable``: what is known of the element."""
     it = c.expr(loop.iterable, ctx)
     check_iterable(c, loop.iterable, it)
     with c.loop_var(loop.var):
         elem = c.expr(element, ctx)
-    if isinstance(element, Call) and element.out_count:
+    if isinstance(element, nodes.Call) and element.out_count:
         raise c.error(
             element,
             "a call with out-parameters must be the whole right-hand side of a binding",
@@ -154,13 +134,13 @@ def comprehension(c: Checker, element: Expr, loop: For, ctx: Ctx) -> Value:
     return elem
 
 
-def list_comprehension(c: Checker, node: ListComp, ctx: Ctx) -> Value:
+def list_comprehension(c: Checker, node: nodes.ListComp, ctx: Ctx) -> Value:
     elem = comprehension(c, node.element, node.loop, ctx)
     return Value("list", elem.unit, elem.vtype, is_rate=elem.is_rate)
 
 
-def call_generator(c: Checker, node: CallGen, ctx: Ctx) -> Value:
-    fn = node.func.id if isinstance(node.func, Name) else None
+def call_generator(c: Checker, node: nodes.CallGen, ctx: Ctx) -> Value:
+    fn = node.func.id if isinstance(node.func, nodes.Name) else None
     if fn not in AGGREGATES:
         raise c.error(
             node.func,
@@ -171,7 +151,7 @@ def call_generator(c: Checker, node: CallGen, ctx: Ctx) -> Value:
     return aggregate(c, node, fn, Value("list", elem.unit, elem.vtype, is_rate=elem.is_rate))
 
 
-def call(c: Checker, node: Call, ctx: Ctx) -> Value:
+def call(c: Checker, node: nodes.Call, ctx: Ctx) -> Value:
     if node.lib_function is not None:
         if not ctx.reads:
             raise c.error(
@@ -197,7 +177,7 @@ def call(c: Checker, node: Call, ctx: Ctx) -> Value:
             "one of " + ", ".join(BUILTINS),
         )
     for arg in node.args:
-        if isinstance(arg, Out):
+        if isinstance(arg, nodes.Out):
             raise c.error(arg, "only library calls take out-parameters", "an expression")
     handler = BUILTINS.get(fn)
     if handler is None:
@@ -210,11 +190,11 @@ def call(c: Checker, node: Call, ctx: Ctx) -> Value:
             f"unknown function '{fn}'",
             suggest(fn, BUILTINS, "a built-in function or lib.<function>"),
         )
-    keywords = {arg.name.text: arg.value for arg in node.args if isinstance(arg, Keyword)}
+    keywords = {arg.name.text: arg.value for arg in node.args if isinstance(arg, nodes.Keyword)}
     return handler(c, fn, node, node.positional, keywords, ctx)
 
 
-def binary(c: Checker, node: BinOp, ctx: Ctx) -> Value:
+def binary(c: Checker, node: nodes.BinOp, ctx: Ctx) -> Value:
     op = node.op
     left, right = c.expr(node.left, ctx), c.expr(node.right, ctx)
     if op == "+" and left.vtype == "str" and right.vtype == "str":
@@ -240,32 +220,32 @@ def binary(c: Checker, node: BinOp, ctx: Ctx) -> Value:
     return Value("num", unit, is_rate=left.is_rate or right.is_rate, const=const)
 
 
-def neg(c: Checker, node: Neg, ctx: Ctx) -> Value:
+def neg(c: Checker, node: nodes.Neg, ctx: Ctx) -> Value:
     v = c.expr(node.operand, ctx)
     require_numbers(c, [node.operand], [v], "-")
     const = -v.const if v.const is not NO else NO
     return Value("num", v.unit, is_rate=v.is_rate, const=const)
 
 
-def compare(c: Checker, node: Compare, ctx: Ctx) -> Value:
+def compare(c: Checker, node: nodes.Compare, ctx: Ctx) -> Value:
     left, right = c.expr(node.left, ctx), c.expr(node.right, ctx)
     if {left.vtype, right.vtype} <= {"num", "bool", "any"}:
         same_unit(c, node, [left, right], f"the operands of '{node.op}'")
     return Value("bool", None)
 
 
-def not_(c: Checker, node: Not, ctx: Ctx) -> Value:
+def not_(c: Checker, node: nodes.Not, ctx: Ctx) -> Value:
     c.expr(node.operand, ctx)
     return Value("bool", None)
 
 
-def logic(c: Checker, node: BoolOp, ctx: Ctx) -> Value:
+def logic(c: Checker, node: nodes.BoolOp, ctx: Ctx) -> Value:
     left, right = c.expr(node.left, ctx), c.expr(node.right, ctx)
     vtype = left.vtype if left.vtype == right.vtype else "any"
     return Value(vtype, left.unit if left.unit == right.unit else ANY)
 
 
-def if_else(c: Checker, node: IfElse, ctx: Ctx) -> Value:
+def if_else(c: Checker, node: nodes.IfElse, ctx: Ctx) -> Value:
     a, _, b = c.expr(node.body, ctx), c.expr(node.test, ctx), c.expr(node.orelse, ctx)
     if a.vtype in ("num", "any") and b.vtype in ("num", "any"):
         unit = same_unit(c, node, [a, b], "the two branches")
@@ -283,26 +263,26 @@ def if_else(c: Checker, node: IfElse, ctx: Ctx) -> Value:
     return Value(vtype, unit, a.elem, a.is_rate or b.is_rate, literals)
 
 
-Expression = Callable[["Checker", Expr, Ctx], Value]
+Expression = Callable[["Checker", nodes.Expr, Ctx], Value]
 
 EXPRESSIONS: dict[type, Expression] = {
-    Number: number,
-    String: string,
-    Boolean: boolean,
-    NoneLiteral: none,
-    Name: name,
-    Stat: stat,
-    Attr: attr,
-    Subscript: subscript,
-    ListExpr: list_display,
-    DictExpr: dict_display,
-    ListComp: list_comprehension,
-    CallGen: call_generator,
-    Call: call,
-    BinOp: binary,
-    Neg: neg,
-    Compare: compare,
-    Not: not_,
-    BoolOp: logic,
-    IfElse: if_else,
+    nodes.Number: number,
+    nodes.String: string,
+    nodes.Boolean: boolean,
+    nodes.NoneLiteral: none,
+    nodes.Name: name,
+    nodes.Stat: stat,
+    nodes.Attr: attr,
+    nodes.Subscript: subscript,
+    nodes.ListExpr: list_display,
+    nodes.DictExpr: dict_display,
+    nodes.ListComp: list_comprehension,
+    nodes.CallGen: call_generator,
+    nodes.Call: call,
+    nodes.BinOp: binary,
+    nodes.Neg: neg,
+    nodes.Compare: compare,
+    nodes.Not: not_,
+    nodes.BoolOp: logic,
+    nodes.IfElse: if_else,
 }

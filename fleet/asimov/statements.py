@@ -119,7 +119,9 @@ def health_stmt(c: Checker, stmt: Health, index: int) -> None:
     where, name = stmt.limit, stmt.limit.text
     default = getattr(DEFAULT_LIMITS, name, None) if name in LIMIT_NAMES else None
     if name not in LIMIT_NAMES:
-        raise c.error(where, f"unknown health limit {name!r}", suggest(name, LIMIT_NAMES, "a health limit"))
+        raise c.error(
+            where, f"unknown health limit {name!r}", suggest(name, LIMIT_NAMES, "a health limit")
+        )
     if name in c.health:
         raise c.error(where, f"health {name} is set twice", "one value per limit")
     val = c.expr(stmt.value, Ctx())

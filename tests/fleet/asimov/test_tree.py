@@ -29,13 +29,18 @@ def _walk(node):
 
 
 def test_the_parser_builds_typed_nodes_with_named_parts_and_positions():
-    spec = parse('device x\nonce h, _: mW = lib.open(index, out, out)\nstats.power_w = (h + 1) * 2\n')
+    spec = parse(
+        "device x\nonce h, _: mW = lib.open(index, out, out)\nstats.power_w = (h + 1) * 2\n"
+    )
     device, read, stat = spec.statements
     assert isinstance(device, nodes.Device) and device.name.text == "x"
     assert isinstance(read, nodes.Binding) and read.once
     assert [t.text for t in read.targets] == ["h", "_"]
     assert (read.targets[1].line, read.targets[1].column) == (2, 9)
-    assert read.annotation.unit.text == "mW" and (read.annotation.line, read.annotation.column) == (2, 10)
+    assert read.annotation.unit.text == "mW" and (read.annotation.line, read.annotation.column) == (
+        2,
+        10,
+    )
     assert read.value.lib_function == "open" and read.value.out_count == 2
     assert isinstance(stat, nodes.StatsAssign) and stat.counter.text == "power_w"
     product = stat.value
@@ -54,8 +59,13 @@ def test_a_shipped_spec_becomes_a_tree_of_frozen_nodes_only():
             for f in dataclasses.fields(node):
                 value = getattr(node, f.name)
                 parts = value if isinstance(value, tuple) else (value,)
-                assert all(isinstance(p, (nodes.Node, nodes.Span, str, int, float, bool, type(None))) for p in parts), (
-                    type(node).__name__, f.name, value,
+                assert all(
+                    isinstance(p, (nodes.Node, nodes.Span, str, int, float, bool, type(None)))
+                    for p in parts
+                ), (
+                    type(node).__name__,
+                    f.name,
+                    value,
                 )
         with pytest.raises(dataclasses.FrozenInstanceError):
             spec.statements[0].name = "other"
