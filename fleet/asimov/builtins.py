@@ -118,14 +118,15 @@ def file_parser(c: Checker, node: Node) -> tuple[FileParser, str, Any]:
         return FileParser("plain", node.id), "str" if node.id == "str" else "num", ANY
     if isinstance(node, Call):
         fn, args = node.function_name, node.args
-        if fn == "unit" and len(args) == 1 and isinstance(args[0], String):
-            text = args[0].value
+        first = args[0] if args else None
+        if fn == "unit" and len(args) == 1 and isinstance(first, String):
+            text = first.value
             try:
                 unit = parse_unit(text)
             except UnitError as exc:
-                raise c.error(args[0], str(exc), "a unit such as mW, W, MHz, mC") from None
+                raise c.error(first, str(exc), "a unit such as mW, W, MHz, mC") from None
             return FileParser("unit", argument=text), "num", unit
-        if fn in ("regex", "field", "words") and len(args) == 2 and isinstance(args[0], String):
+        if fn in ("regex", "field", "words") and len(args) == 2 and isinstance(first, String):
             pattern_node, conv_node = args
             pattern = pattern_node.value
             if not (isinstance(conv_node, Name) and conv_node.id in PARSERS):
@@ -172,16 +173,17 @@ def rate_or_delta(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx
             f"{fn}() compares two refreshes and cannot be used in a once statement",
             "a per-refresh binding or counter",
         )
-    val = c.expr(args[0], ctx)
+    (counter,) = args
+    val = c.expr(counter, ctx)
     if val.stat_kind is not None and val.stat_kind != "counter":
         raise c.error(
-            args[0],
+            counter,
             f"{fn}() needs a monotonic counter, but this is a {val.stat_kind}",
             "a counter: a binding read from the driver or a stats counter of kind counter",
         )
     if val.vtype not in ("num", "any"):
         raise c.error(
-            args[0], f"{fn}() needs a number, not {describe(val.vtype)}", "a monotonic counter"
+            counter, f"{fn}() needs a number, not {describe(val.vtype)}", "a monotonic counter"
         )
     wrap = None
     if "wrap" in kwargs:
@@ -277,12 +279,14 @@ def min_or_max(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: C
 
 def over_sequence(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1)
-    return aggregate(c, node, fn, c.expr(args[0], ctx))
+    (sequence,) = args
+    return aggregate(c, node, fn, c.expr(sequence, ctx))
 
 
 def abs_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1)
-    v = c.expr(args[0], ctx)
+    (arg,) = args
+    v = c.expr(arg, ctx)
     return Value("num", v.unit, is_rate=v.is_rate)
 
 
@@ -295,7 +299,8 @@ def round_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: C
 def conversion(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     vtype = CONVERSIONS[fn]
     check_arity(c, node, fn, args, kwargs, 1)
-    v = c.expr(args[0], ctx)
+    (arg,) = args
+    v = c.expr(arg, ctx)
     unit = v.unit if vtype == "num" else ANY
     literals = (str(v.const),) if vtype == "str" and v.const is not NO else None
     return Value(vtype, unit, is_rate=v.is_rate and vtype == "num", literals=literals)

@@ -63,7 +63,7 @@ class Checker:
             for name, (vtype, unit) in SPECIAL_NAMES.items()
         }
         self.used: set[Symbol] = set()
-        self.stats: dict[str, tuple[Symbol, Ident]] = {}  # counter -> (symbol, its name)
+        self.stats: dict[str, Symbol] = {}  # counters assigned so far
         self.facts: dict[Node, Value] = {}
         self.device = Path(filename).stem
         self.error_status: dict[int, str] = {}

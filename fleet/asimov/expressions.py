@@ -67,7 +67,7 @@ def stat(c: Checker, node: nodes.Stat, ctx: Ctx) -> Value:
             f"stats.{name} is used before it is assigned",
             f"an assignment to stats.{name} above this line",
         )
-    sym = c.stats[name][0]
+    sym = c.stats[name]
     return Value(sym.vtype, sym.unit, sym.elem, stat_kind=CATALOGUE[name].kind, ref=sym)
 
 

@@ -100,10 +100,9 @@ def stats_stmt(c: Checker, stmt: StatsAssign, index: int) -> None:
             "another counter",
         )
     if name in c.stats:
-        first = c.stats[name][1]
         raise c.error(
             where,
-            f"stats.{name} is assigned twice (first on line {first.line})",
+            f"stats.{name} is assigned twice (first on line {c.stats[name].where.line})",
             "one assignment per counter",
         )
     val = c.expr(stmt.value, Ctx())
@@ -111,7 +110,7 @@ def stats_stmt(c: Checker, stmt: StatsAssign, index: int) -> None:
     unit = parse_unit(counter.unit)
     vtype = "list" if counter.per_core else ("num" if counter.is_numeric else "str")
     elem = "num" if counter.per_core else "any"
-    c.stats[name] = (Symbol(name, "stat", vtype, unit, elem, where=where), where)
+    c.stats[name] = Symbol(name, "stat", vtype, unit, elem, where=where)
 
 
 def health_stmt(c: Checker, stmt: Health, index: int) -> None:
