@@ -5,15 +5,17 @@ brought to light (each reproduced here: they crashed or generated broken code be
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import pytest
+from lark import Lark, Tree
 
 from fleet.asimov import nodes
 from fleet.asimov.checker import check
 from fleet.asimov.codegen import emit
 from fleet.asimov.compiler import check_spec, compile_spec
 from fleet.asimov.loader import SPECS_DIR, monitor_class_from_text
-from fleet.asimov.parser import parse
+from fleet.asimov.parser import GRAMMAR, _BracketNewlines, parse
 from fleet.local import FileRoot
 
 T0 = 1_700_000_000.0
@@ -50,6 +52,50 @@ def test_the_parser_builds_typed_nodes_with_named_parts_and_positions():
     assert product.span == nodes.Span(3, 17, 3, 28)
     assert product.left.span == nodes.Span(3, 18, 3, 23)
     assert isinstance(product.left.left, nodes.Name) and product.left.left.id == "h"
+
+
+def _lark_spans(tree, out, parent=None):
+    """Spans of lark's own parse tree with positions, for the rules that are nodes."""
+    if isinstance(tree, Tree):
+        if tree.data not in ("targets", "arguments", "start") and parent != "once_stmt":
+            m = tree.meta
+            out[(m.line, m.column, m.end_line, m.end_column)] += 1
+        for child in tree.children:
+            _lark_spans(child, out, tree.data)
+    return out
+
+
+def _node_spans(spec):
+    out = Counter()
+    for node in _walk(spec):
+        if not isinstance(node, (nodes.Ident, nodes.Spec)):
+            out[(node.span.line, node.span.column, node.span.end_line, node.span.end_column)] += 1
+        if isinstance(node, nodes.ErrorCode):  # its status is a token to lark
+            out[
+                (
+                    node.status.span.line,
+                    node.status.span.column,
+                    node.status.span.end_line,
+                    node.status.span.end_column,
+                )
+            ] -= 1
+    return +out
+
+
+def test_every_node_spans_what_lark_positions_would_give_it():
+    lark = Lark(
+        GRAMMAR.read_text(),
+        parser="lalr",
+        postlex=_BracketNewlines(),
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+    texts = [path.read_text() for path in sorted(SPECS_DIR.glob("*.asimov"))]
+    texts.append(
+        "device x\nonce a, b = lib.f(((index)), out, out)\nstats.core_count = ((a) + -b) * [c for c in (range(2))][0]\n"
+    )
+    for text in texts:
+        assert _node_spans(parse(text)) == _lark_spans(lark.parse(text), Counter())
 
 
 def test_a_shipped_spec_becomes_a_tree_of_frozen_nodes_only():
