@@ -186,10 +186,10 @@ def ingestion(args, snaps) -> None:
 
 
 def push_figures(args, snaps) -> None:
-    from dashboard import push
+    from fleet import events
 
     devices = args.hosts * 8
-    lines = [push.device_line(i, {**snaps[i % len(snaps)], "health": "ok", "health_reasons": []}) for i in range(devices)]
+    lines = [events.device_line(i, {**snaps[i % len(snaps)], "health": "ok", "health_reasons": []}) for i in range(devices)]
     size = len(json.dumps({"type": "fleet.polled", "cycle": 0.0, "devices": lines}))
     print(f"  push: one cycle's fleet message {size / 1e6:.2f} MB to every fleet-page socket "
           f"({size / devices:.0f} B/device)")

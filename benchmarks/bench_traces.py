@@ -140,8 +140,8 @@ def bench_capture(client) -> None:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from dashboard.push import trace_group
     from fleet.models import Device
+    from traces.events import trace_group
 
     layer = get_channel_layer()
     device = Device.objects.first()

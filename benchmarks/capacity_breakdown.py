@@ -65,8 +65,15 @@ def _poll_host_phases(clock: Clock, monitor, now: float) -> dict:
 def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
     from django.conf import settings
 
-    from dashboard import push
-    from fleet import health_service, remediation, samples, services, snapshots
+    from fleet import (
+        events,
+        health_index,
+        health_service,
+        remediation,
+        samples,
+        services,
+        snapshots,
+    )
     from fleet.models import Host
 
     hosts = clock.time("database reads", lambda: list(
@@ -87,8 +94,8 @@ def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
     clock.time("samples write", lambda: samples.write_samples(rows, f"shard:{shard}/{settings.POLL_SHARDS}"))
     clock.time("snapshots (Redis)", lambda: snapshots.write_snapshots(cycle, polled))
     clock.time("remediation", lambda: remediation.after_poll(polled))
-    lines = clock.time("push", lambda: [push.device_line(device_id, s) for device_id, s in polled.items()])
-    clock.time("push", lambda: push.shard_polled(shard, cycle, lines))
+    clock.time("health index", lambda: health_index.record(polled, cycle))
+    clock.time("push", lambda: events.shard_polled(shard, cycle, list(polled)))
     return len(polled)
 
 

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from dashboard.push import latest_lines, shard_group, trace_group
 from fleet import health_index, queries
+from fleet.events import latest_lines, shard_group
 from fleet.models import Device
 from fleet.sharding import shard_of_host
 
@@ -207,6 +207,7 @@ class TraceConsumer(FleetEventsConsumer):
     permission = "traces.view_trace"
 
     async def groups_for_connection(self):
+        from traces.events import trace_group
         from traces.models import Trace
 
         trace_id = self.scope["url_route"]["kwargs"]["trace_id"]

@@ -15,9 +15,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.db import connection as db_connection
 
-from dashboard import push
 from emulator import FleetConfig, fleet_layout
-from fleet import health_service, remediation, samples, snapshots
+from fleet import events, health_index, health_service, remediation, samples, snapshots
 from fleet.models import Device, Host
 from fleet.monitors import fleet_config, host_monitor  # also reached as services.host_monitor
 from fleet.sharding import shard_of_host
@@ -125,7 +124,7 @@ def poll_agent_host(host_id: int, cycle: float) -> ShardPollResult | None:
 def _poll_hosts(
     shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of, *, label: str, scope: str
 ) -> ShardPollResult:
-    """Probe the hosts, then write their health, samples, snapshots and one message.
+    """Probe the hosts, then write their health, samples, snapshots, health index and one message.
 
     A transient database or Redis error is retried until the cycle's slot ends; if it is
     still failing then, the cycle is a gap for these hosts: their samples are written
@@ -145,8 +144,8 @@ def _poll_hosts(
         written = retry_transient(lambda: samples.write_samples(rows, scope), deadline)
         retry_transient(lambda: snapshots.write_snapshots(cycle, polled), deadline)
         _remediate(polled)
-        lines = [push.device_line(device_id, s) for device_id, s in polled.items()]
-        retry_transient(lambda: push.shard_polled(shard, cycle, lines), deadline)
+        retry_transient(lambda: health_index.record(polled, cycle), deadline)
+        retry_transient(lambda: events.shard_polled(shard, cycle, list(polled)), deadline)
     except SlotPassed as exc:
         return _gap(shard, cycle, label, started, exc)
     result = ShardPollResult(shard, cycle, len(polled), written, time.perf_counter() - started)

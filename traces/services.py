@@ -24,14 +24,13 @@ from django.db.models import Sum
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from dashboard import push
 from emulator import EmulatedHost
 from emulator.config import find_host
 from emulator.tracing import DeviceHung, DeviceNow, capture_live
 from emulator.workloads import workload_for
 from fleet.monitors import fleet_config
 from fleet.routing import capture_unavailable_reason
-from traces import atrace, queueing, results, trace_views
+from traces import atrace, events, queueing, results, trace_views
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.models import Trace
 from traces.upload_check import CheckedTrace, check_trace
@@ -86,7 +85,7 @@ def move(trace_id: int, from_statuses, to: str, **fields) -> bool:
     )
     if changed:
         trace = Trace.objects.get(pk=trace_id)
-        _tell_pages(push.trace_changed, trace_id, to, trace.progress, trace.error, url=trace.get_absolute_url())
+        _tell_pages(events.trace_changed, trace_id, to, trace.progress, trace.error, url=trace.get_absolute_url())
     return bool(changed)
 
 
@@ -215,11 +214,11 @@ class _Progress:
         self.trace_id = trace_id
         self.pushed = self.saved = 0.0
 
-    def __call__(self, fraction: float, events: int) -> None:
+    def __call__(self, fraction: float, captured: int) -> None:
         now = time.monotonic()
         if now - self.pushed >= PROGRESS_PUSH_EVERY_S or fraction >= 1.0:
             self.pushed = now
-            push.trace_progress(self.trace_id, TraceStatus.CAPTURING, fraction, events)
+            events.trace_progress(self.trace_id, TraceStatus.CAPTURING, fraction, captured)
         if now - self.saved >= PROGRESS_ROW_EVERY_S:
             self.saved = now
             Trace.objects.filter(pk=self.trace_id, status=TraceStatus.CAPTURING).update(progress=fraction)
@@ -378,7 +377,7 @@ def analyse(trace_id: int) -> None:
     )
     if not claimed:
         return
-    push.trace_changed(trace_id, TraceStatus.ANALYSING, 0.0, "", url=trace.get_absolute_url())
+    events.trace_changed(trace_id, TraceStatus.ANALYSING, 0.0, "", url=trace.get_absolute_url())
     storage = trace_storage()
     try:
         with storage.open(trace.raw_file, "rb") as f:

@@ -198,7 +198,7 @@ async def test_a_poll_message_names_its_devices_without_their_lines(seeded_fleet
     each socket reads the lines of the few rows it shows."""
     from channels.layers import get_channel_layer
 
-    from dashboard.push import shard_group
+    from fleet.events import shard_group
 
     layer = get_channel_layer()
     listener = await layer.new_channel()
