@@ -344,7 +344,7 @@ TRACE_WORKER_CONCURRENCY = env_int("TRACE_WORKER_CONCURRENCY", 3, minimum=1)
 
 # --- Auth, REST API. ---
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "dashboard:fleet"
+LOGIN_REDIRECT_URL = "fleet:fleet"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

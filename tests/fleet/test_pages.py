@@ -62,7 +62,7 @@ def test_plotly_is_served_from_our_static_files(client):
     [(None, "–"), (0.30195473427, "0.302"), ([0.5, 0.25], "0.5, 0.25"), (1400, 1400), ("ok", "ok")],
 )
 def test_counter_values_are_shown_readably(value, shown):
-    from dashboard.templatetags.asicmon import counter_value
+    from fleet.templatetags.fleet_tags import counter_value
 
     assert counter_value(value) == shown
 
@@ -148,7 +148,7 @@ def test_device_page_shows_events_actions_human_units_and_the_counters_behind_it
 
 
 def test_graphs_break_where_polls_stopped():
-    from dashboard.charts import counter_figure
+    from fleet.charts import counter_figure
 
     figure = counter_figure("temperature_c", [(0.0, 50.0), (5.0, 51.0), (60.0, 52.0)], gap_s=12.5)
     assert figure["data"][0]["y"] == [50.0, 51.0, None, 52.0]

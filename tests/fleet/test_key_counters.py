@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from dashboard.charts import counter_figure
 from fleet import events, key_counters
+from fleet.charts import counter_figure
 from fleet.key_counters import KEY_COUNTERS, KeyCounter
 
 pytestmark = pytest.mark.django_db
