@@ -47,10 +47,10 @@ def setup(args) -> None:
 def probe_figures(args) -> tuple[float, list[dict]]:
     """Seconds per device for emulator + refresh, and a sample of snapshots."""
     from emulator import fleet_layout
-    from fleet import services
+    from fleet import emulated_fleet
 
-    names = [h.name for h in fleet_layout(services.fleet_config())][: args.probe_hosts]
-    monitors = [services.host_monitor(n) for n in names]
+    names = [h.name for h in fleet_layout(emulated_fleet.fleet_config())][: args.probe_hosts]
+    monitors = [emulated_fleet.host_monitor(n) for n in names]
     now = time.time()
     for m in monitors:
         m.poll(now - 5)  # warm: rates need a previous refresh

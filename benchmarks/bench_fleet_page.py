@@ -58,9 +58,9 @@ def wipe_redis() -> None:
 
 def real_snapshots() -> list[dict]:
     from emulator import fleet_layout
-    from fleet import services
+    from fleet import emulated_fleet
 
-    monitors = [services.host_monitor(h.name) for h in fleet_layout(services.fleet_config())]
+    monitors = [emulated_fleet.host_monitor(h.name) for h in fleet_layout(emulated_fleet.fleet_config())]
     now = time.time()
     for m in monitors:
         m.poll(now - 5)

@@ -192,8 +192,8 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import setup_databases, teardown_databases
 
+    from fleet.emulated_fleet import seed_fleet
     from fleet.roles import ensure_roles
-    from fleet.services import seed_fleet
     from traces.tasks import trace_queue
 
     old = setup_databases(verbosity=0, interactive=False)

@@ -28,7 +28,7 @@ from emulator import EmulatedHost
 from emulator.config import find_host
 from emulator.tracing import DeviceHung, DeviceNow, capture_live
 from emulator.workloads import workload_for
-from fleet.monitors import fleet_config
+from fleet.emulated_fleet import fleet_config
 from fleet.routing import capture_unavailable_reason
 from traces import atrace, events, queueing, results, trace_views
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus

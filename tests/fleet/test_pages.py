@@ -2,7 +2,7 @@
 
 import pytest
 
-from fleet import services
+from fleet import emulated_fleet, polling
 
 pytestmark = pytest.mark.django_db
 
@@ -69,11 +69,11 @@ def test_counter_values_are_shown_readably(value, shown):
 
 def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer, seeded_fleet, fleet_settings):
     fleet_settings.PROBE_TIMEOUT = 0.2
-    services.host_monitor.cache_clear()
+    emulated_fleet.host_monitor.cache_clear()
     hung = seeded_fleet[0]
-    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
-    for shard in services.shards():
-        services.poll_shard(shard, services.current_cycle())
+    emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+    for shard in polling.shards():
+        polling.poll_shard(shard, polling.current_cycle())
     client.force_login(viewer)
 
     fleet_html = client.get("/").content.decode()

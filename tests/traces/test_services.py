@@ -68,7 +68,7 @@ def test_run_capture_of_a_seeded_device_stores_raw_and_queues_analysis(seeded_fl
 
 
 def test_a_hung_device_fails_the_capture_with_a_reason(seeded_fleet, operator, trace_storage):
-    from fleet.services import host_monitor
+    from fleet.emulated_fleet import host_monitor
 
     device = seeded_fleet[0]
     emulated = host_monitor(device.host.name).host

@@ -1,6 +1,7 @@
-"""The writers of the fleet: seeding the emulated fleet and polling it.
+"""Polling: every cycle, each shard of emulated hosts (and each host with an agent) is
+probed, and its health, samples, snapshots, health index and one message are written.
 
-Celery tasks are thin wrappers over these functions; tests call them directly too.
+Celery tasks (fleet/tasks.py) are thin wrappers over these functions; tests call them too.
 """
 
 import logging
@@ -12,48 +13,16 @@ from datetime import UTC, datetime
 
 import redis
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError
 from django.db import connection as db_connection
 
-from emulator import FleetConfig, fleet_layout
 from fleet import events, health_index, health_service, remediation, samples, snapshots
+from fleet.emulated_fleet import host_monitor
 from fleet.models import Device, Host
-from fleet.monitors import fleet_config, host_monitor  # also reached as services.host_monitor
 from fleet.sharding import shard_of_host
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class SeedResult:
-    hosts_created: int
-    devices_created: int
-    devices_total: int
-
-
-@transaction.atomic
-def seed_fleet(config: FleetConfig | None = None) -> SeedResult:
-    """Create the Host and Device rows of the emulated fleet; running it again adds nothing."""
-    config = config or fleet_config()
-    hosts_created = devices_created = 0
-    for host_spec in fleet_layout(config):
-        host, created = Host.objects.get_or_create(name=host_spec.name)
-        hosts_created += created
-        for spec in host_spec.devices:
-            _, created = Device.objects.get_or_create(
-                serial=spec.serial,
-                defaults={
-                    "host": host,
-                    "device_type": spec.type,
-                    "model": spec.model,
-                    "index": spec.index,
-                },
-            )
-            devices_created += created
-    return SeedResult(hosts_created, devices_created, Device.objects.count())
-
-
-# --- Polling -------------------------------------------------------------------------
 
 def current_cycle(now: float | None = None) -> float:
     """The start of the poll slot that `now` falls in: the key of a cycle's samples."""
@@ -236,9 +205,3 @@ def retry_transient(step, deadline: float, *, first_wait: float = 0.05, max_wait
             time.sleep(wait)
             wait = min(wait * 2, max_wait)
 
-
-def prune_samples(older_than_hours: int | None = None):
-    """Retention of samples and rollups (fleet/rollups.py): whole partitions on PostgreSQL."""
-    from fleet import rollups
-
-    return rollups.prune(raw_hours=older_than_hours)
