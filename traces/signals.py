@@ -8,6 +8,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from fleet.signals import capture_wanted
+from traces.files import TraceFiles
 from traces.models import Trace
 
 log = logging.getLogger(__name__)
@@ -15,10 +16,8 @@ log = logging.getLogger(__name__)
 
 @receiver(post_delete, sender=Trace)
 def delete_trace_files(sender, instance: Trace, **kwargs):
-    from traces.services import delete_files
-
-    trace_id = instance.pk
-    transaction.on_commit(lambda: delete_files(trace_id))
+    files = TraceFiles(instance.pk)
+    transaction.on_commit(files.delete_all)
 
 
 @receiver(capture_wanted)

@@ -1,9 +1,18 @@
 from django import template
+from django.utils.html import json_script
 
 from fleet.routing import capture_unavailable_reason
+from traces.choices import TraceStatus
 from traces.models import Trace
 
 register = template.Library()
+
+
+@register.simple_tag
+def trace_statuses_script():
+    """The trace states' labels as JSON for the page JavaScript (``<script id="trace-statuses">``),
+    as base.html gives the key counters: the labels live in traces/choices.py only."""
+    return json_script(dict(TraceStatus.choices), "trace-statuses")
 
 
 @register.inclusion_tag("traces/device_traces.html", takes_context=True)

@@ -1,6 +1,6 @@
 // Device page: the device's ready captures as marks on its graphs' time axis; clicking a
 // mark's label opens the trace.
-import { fetchJSON } from "../lib/trace_kit.js";
+import { fetchJSON } from "../lib/http.js";
 
 const head = document.getElementById("device");
 const charts = () => [...document.querySelectorAll("#charts .chart.js-plotly-plot")];

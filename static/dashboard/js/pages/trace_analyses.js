@@ -1,7 +1,8 @@
-// Trace page views: flame, timeline with the critical path (windows asked from the server on
+// The trace page's analyses: flame, timeline with the critical path (windows asked from the server on
 // zoom and pan), critical-path table, event details, correlation, device metrics around a
-// capture. Everything is read from the trace's stored views through the API.
-import { afterBreakdownDrawn, cell, fetchJSON, errorMessage, loadPlotly, pct, plotConfig, row, us } from "../lib/trace_kit.js";
+// capture. Everything is read from the trace's stored analyses through the API.
+import { errorMessage, fetchJSON } from "../lib/http.js";
+import { afterBreakdownDrawn, cell, loadPlotly, pct, plotConfig, row, us } from "../lib/trace_kit.js";
 
 const views = document.getElementById("trace-views");
 const base = views.dataset.apiBase;

@@ -1,5 +1,5 @@
-"""The trace views API: flame, timeline, events, critical path, correlation, metrics,
-comparison, versions — permissions, answers from stored views, bad parameters."""
+"""The API of the trace analyses: flame, timeline, events, critical path, correlation, metrics,
+comparison, versions — permissions, answers from stored files, bad parameters."""
 
 from datetime import timedelta
 from pathlib import Path
