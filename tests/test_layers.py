@@ -35,6 +35,7 @@ ALLOWED_EDGES = {
     ("traces", "fleet"),  # a trace belongs to a device; its socket is a fleet.consumers one
     ("dashboard", "fleet"),  # the shell's routing includes each app's
     ("dashboard", "traces"),
+    ("dashboard", "emulator"),  # the settings' default fleet types are the emulator's
 }
 
 MAX_LINES = 500
