@@ -6,7 +6,7 @@ Celery tasks (fleet/tasks.py) are thin wrappers over these functions; tests call
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +18,7 @@ from django.db import connection as db_connection
 
 from fleet import events, health_index, health_service, remediation, samples, snapshots
 from fleet.emulated_fleet import host_monitor
+from fleet.hosts import PolledHost
 from fleet.models import Device, Host
 from fleet.sharding import shard_of_host
 
@@ -91,7 +92,8 @@ def poll_agent_host(host_id: int, cycle: float) -> ShardPollResult | None:
 
 
 def _poll_hosts(
-    shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of, *, label: str, scope: str
+    shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of: Callable[[str], PolledHost], *,
+    label: str, scope: str,
 ) -> ShardPollResult:
     """Probe the hosts, then write their health, samples, snapshots, health index and one message.
 
@@ -165,7 +167,7 @@ def _probe(hosts, devices: dict[str, int], cycle: float, counter_ids: dict[str, 
 _host_pool: ThreadPoolExecutor | None = None
 
 
-def poll_hosts_concurrently(monitors: list) -> Iterator[dict[str, dict]]:
+def poll_hosts_concurrently(monitors: list[PolledHost]) -> Iterator[dict[str, dict]]:
     """Each host's snapshots, hosts polled side by side: a host waiting out the time budget
     of a newly hung device does not hold up the next host, so newly hung devices on many
     hosts cost their shard about one probe timeout, not one per host. (A device already
