@@ -350,8 +350,10 @@ def analyse(trace_id: int) -> None:
         return
     events.trace_changed(trace_id, TraceStatus.ANALYSING, 0.0, "", url=trace.get_absolute_url())
     files = TraceFiles(trace_id)
+    stored_as = ""
     try:
         with files.storage.open(trace.raw_file, "rb") as f:
+            stored_as = f.name
             parsed = atrace.read_trace(f)
         bd = atrace.operator_breakdown(parsed)
         corr = atrace.correlate(parsed)
@@ -359,7 +361,9 @@ def analyse(trace_id: int) -> None:
         path = results.critical_path_or_none(parsed)
         analyses_bytes = analyses.store_analyses(files, parsed, breakdown=bd, path=path, correlation=corr)
     except atrace.TraceError as exc:
-        fail(trace_id, f"the trace cannot be analysed: {exc}")
+        # The engine names the file it read: the upload's name for people, not the storage's path.
+        reason = str(exc).replace(stored_as, trace.name) if stored_as else str(exc)
+        fail(trace_id, f"the trace cannot be analysed: {reason}")
         return
     meta = parsed.meta
     stored = trace.raw_bytes + written.bytes + analyses_bytes
