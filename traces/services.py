@@ -26,6 +26,7 @@ from emulator import EmulatedHost
 from emulator.config import find_host
 from emulator.tracing import DeviceHung, DeviceNow, capture_live
 from emulator.workloads import workload_for
+from fleet.durations import human_duration
 from fleet.emulated_fleet import fleet_config
 from fleet.routing import capture_unavailable_reason
 from traces import analyses, atrace, events, queueing, results
@@ -401,7 +402,7 @@ def expire_stuck(now=None) -> int:
     for trace in Trace.objects.filter(status=TraceStatus.CAPTURING):
         limit = trace.params.get("duration_s", MAX_CAPTURE_S) + CAPTURE_GRACE_S
         if trace.status_changed_at < now - timedelta(seconds=limit):
-            expired += fail(trace.pk, f"the capture did not finish within {limit:.0f} s", [TraceStatus.CAPTURING])
+            expired += fail(trace.pk, f"the capture did not finish within {human_duration(limit)}", [TraceStatus.CAPTURING])
     analysis_limit = now - timedelta(seconds=settings.TRACE_ANALYSIS_TIMEOUT_S)
     for trace_id in Trace.objects.filter(status=TraceStatus.ANALYSING, status_changed_at__lt=analysis_limit).values_list("pk", flat=True):
         expired += fail(trace_id, f"the analysis did not finish within {settings.TRACE_ANALYSIS_TIMEOUT_S} s", [TraceStatus.ANALYSING])

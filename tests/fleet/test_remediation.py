@@ -97,7 +97,7 @@ def test_more_reboots_than_allowed_in_the_window_send_a_device_to_repair(fleet):
     poll_all()
     assert state_of(flaky) == DeviceState.REPAIR
     repair = Action.objects.get(device=flaky, kind=ActionKind.REPAIR)
-    assert "2 reboots within 60 min" in repair.reason
+    assert "2 reboots within 1 h" in repair.reason
     assert Action.objects.filter(device=flaky, kind=ActionKind.REBOOT).count() == 2
 
 
