@@ -129,7 +129,28 @@ def critical_path(trace: Trace, step: str = "") -> dict[str, Any]:
         table = doc["step_paths"][name]
     else:
         name, table = None, doc["whole"]
+    if table is not None:
+        table = {**table, "least_slack_by_op": slack_by_operator(table["least_slack"])}
     return {"step": name, "steps": doc["steps"], "valid_steps": valid, "table": table}
+
+
+def slack_by_operator(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The events off the path with the least slack (least first), as the page shows them:
+    one row per operator (how many of its events are listed, the least slack, the duration
+    of that event and its index for the event's details), zero-length events left out: they
+    cannot lengthen the path, and dozens of them (or of one synchronisation) would fill the
+    table with nothing that helps."""
+    rows: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if not event["dur_us"]:
+            continue
+        row = rows.get(event["name"])
+        if row is None:
+            rows[event["name"]] = {**event, "events": 1}
+        else:
+            row["events"] += 1
+    shown = sum(row["events"] for row in rows.values())
+    return {"rows": list(rows.values()), "zero_length_hidden": len(events) - shown}
 
 
 def _step_name(step: str, valid: list[str]) -> str:

@@ -81,7 +81,9 @@ class CriticalPathView(AnalysisView):
     @extend_schema(
         summary="Critical-path table",
         description="Per operator type: time on the path and share of it, instances on and off "
-        "the path, least and median slack off it. The steps and the valid steps are listed.",
+        "the path, least and median slack off it; the events off the path with the least slack, "
+        "and the same grouped by operator without zero-length events (least_slack_by_op). The "
+        "steps and the valid steps are listed.",
         parameters=[OpenApiParameter("step", str, description="A valid step (name, or its number); default the whole trace")],
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )

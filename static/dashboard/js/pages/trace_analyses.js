@@ -177,8 +177,11 @@ async function loadPath(step) {
     cell(pct(r.share), "num"), cell(r.off_path.toLocaleString("en-US"), "num"),
     cell(us(r.min_slack_us), "num"), cell(us(r.median_slack_us), "num"),
   ])));
-  $("slack-table").tBodies[0].replaceChildren(...t.least_slack.map((r) => {
-    const tr = row([cell(r.name), cell(us(r.dur_us), "num"), cell(us(r.slack_us), "num")]);
+  const slack = t.least_slack_by_op;
+  $("slack-summary").textContent = slack.zero_length_hidden
+    ? `(${slack.zero_length_hidden.toLocaleString("en-US")} zero-length events hidden)` : "";
+  $("slack-table").tBodies[0].replaceChildren(...slack.rows.map((r) => {
+    const tr = row([cell(r.name), cell(r.events.toLocaleString("en-US"), "num"), cell(us(r.slack_us), "num"), cell(us(r.dur_us), "num")]);
     tr.className = "clickable";
     tr.addEventListener("click", () => showEvent(r.index));
     return tr;
