@@ -235,6 +235,13 @@ async function loadMetrics() {
   const { ok, data } = await fetchJSON(`${base}metrics/`);
   if (!ok) return;
   $("metrics-card").hidden = false;
+  if (!Object.values(data.series).some((points) => points.length)) {
+    const p = document.createElement("p");
+    p.className = "chart-empty";
+    p.textContent = "No samples of the device around this capture.";
+    $("metrics-chart").replaceChildren(p);
+    return;
+  }
   const names = { device_utilization: ["Utilization", 100, "%"], temperature_c: ["Temperature", 1, "°C"], power_w: ["Power", 1, "W"], memory_used_bytes: ["Memory", 1 / 2 ** 30, "GiB"] };
   const keys = Object.keys(names);
   const traces = keys.map((k, i) => ({
