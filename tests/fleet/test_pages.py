@@ -1,5 +1,7 @@
 """Server-rendered pages: sign-in, permissions, content, query counts."""
 
+from pathlib import Path
+
 import pytest
 
 from fleet import emulated_fleet, polling
@@ -153,3 +155,28 @@ def test_graphs_break_where_polls_stopped():
     figure = counter_figure("temperature_c", [(0.0, 50.0), (5.0, 51.0), (60.0, 52.0)], gap_s=12.5)
     assert figure["data"][0]["y"] == [50.0, 51.0, None, 52.0]
     assert figure["data"][0]["connectgaps"] is False
+
+
+def test_the_readme_describes_the_fleet_page_there_is(client, viewer, polled_fleet):
+    """The README promised "a tile per device grouped by host"; the page is a table with
+    summaries above it (issue 20). What the README says the page has, the page has."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("Open http://127.0.0.1:8000/")
+    described = readme[start : readme.index("\n\n", start)].replace("\n", " ")
+    assert "tile" not in readme.lower()
+    client.force_login(viewer)
+    html = client.get("/").content.decode()
+    parts = {
+        "healthy, warning, critical or unknown": 'data-health-count="critical"',
+        "the hosts with a device that is not healthy": 'id="problem-hosts"',
+        "a table of the devices": 'id="fleet-table"',
+        "paged": 'id="fleet-pager"',
+        "search, host, type, health, state": 'name="q"',
+        "sorted by the server": 'name="sort"',
+        "updated in place at every poll": 'data-ws-path="/ws/fleet/"',
+    }
+    for words, element in parts.items():
+        assert words in described, words
+        assert element in html, element
+    for field in ("host", "type", "health", "state"):
+        assert f'name="{field}"' in html
