@@ -80,7 +80,7 @@ def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer,
 
     fleet_html = client.get("/").content.decode()
     assert 'title="driver hung"' in fleet_html
-    assert fleet_html.count("health-critical") >= 2  # the tile and the badge
+    assert fleet_html.count("health-critical") >= 2  # the summary count and the row's badge
     device_html = client.get(f"/devices/{hung.id}/").content.decode()
     assert 'data-field="reasons">driver hung<' in device_html
 
