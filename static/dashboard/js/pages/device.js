@@ -1,5 +1,6 @@
 // Device page: draw the history, then extend every graph of raw samples with each poll. A
 // graph with no samples yet is a sentence (the server's), drawn from its first live sample.
+// Each graph drawn is announced ("device:chart-drawn") for the capture marks.
 import { appendPoint, draw } from "../lib/charts.js";
 import { connect } from "../lib/live.js";
 import { setHealthBadge } from "../lib/format.js";
@@ -7,6 +8,13 @@ import { setHealthBadge } from "../lib/format.js";
 const head = document.getElementById("device");
 const figures = JSON.parse(document.getElementById("device-figures").textContent);
 const deviceId = Number(head.dataset.deviceId);
+
+function drawChart(id, figure) {
+  draw(id, figure).then((div) => {
+    div.dataset.points = div.data[0].x.length;
+    document.dispatchEvent(new CustomEvent("device:chart-drawn", { detail: div }));
+  });
+}
 
 function applyPoll(message) {
   if (message.type !== "device.polled" || message.device.id !== deviceId) return;
@@ -21,7 +29,7 @@ function applyPoll(message) {
       figure.data[0].x = [when];
       figure.data[0].y = [value * figure.scale];
       document.getElementById(id).replaceChildren();
-      draw(id, figure).then((div) => (div.dataset.points = div.data[0].x.length));
+      drawChart(id, figure);
     } else {
       appendPoint(id, when, value * figure.scale);
     }
@@ -31,6 +39,6 @@ function applyPoll(message) {
 }
 
 for (const figure of figures) {
-  if (figure.data[0].x.length) draw(`chart-${figure.counter}`, figure);
+  if (figure.data[0].x.length) drawChart(`chart-${figure.counter}`, figure);
 }
 connect(head.dataset.wsPath, applyPoll);
