@@ -175,3 +175,17 @@ def test_graph_replays_count_as_launched_in_the_exact_reference_too(tmp_path, li
     ref = exact.slices(exact.load_raw(path))
     again = read_trace(path)
     assert exact.unlaunched_device_work(ref) == correlate(again).unmatched_device == 0
+
+
+def test_compare_findings_names_what_appeared_went_away_and_stayed(cases, clean):
+    from traces.atrace.analysis.advice import compare_findings
+
+    a = advise(clean["clean"].trace).to_dict()
+    b = advise(cases["input_stall"].trace).to_dict()
+    diff = compare_findings(a, b)
+    assert [f["rule"] for f in diff["appeared"]] == ["input_stall"] and diff["went_away"] == []
+    back = compare_findings(b, a)
+    assert [f["rule"] for f in back["went_away"]] == ["input_stall"] and back["appeared"] == []
+    same = compare_findings(b, b)
+    assert [f["rule"] for f in same["in_both"]] == ["input_stall"] and same["in_both"][0]["delta_us"] == 0
+    assert diff["verdict_a"] == a["verdict"] and diff["verdict_b"] == b["verdict"]

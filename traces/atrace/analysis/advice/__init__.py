@@ -12,7 +12,7 @@ field of :class:`AdviceLimits`. Deterministic: the same trace gives the same fin
 
 from __future__ import annotations
 
-from .findings import BOUNDS, RULES, VERDICTS, Evidence, Finding, Findings
+from .findings import BOUNDS, RULES, VERDICTS, Evidence, Finding, Findings, compare_findings
 from .job import advise_job
 from .limits import ADVICE_LIMIT_NAMES, DEFAULT_ADVICE_LIMITS, AdviceLimits
 from .run import advise, path_shares
@@ -29,5 +29,6 @@ __all__ = [
     "Findings",
     "advise",
     "advise_job",
+    "compare_findings",
     "path_shares",
 ]

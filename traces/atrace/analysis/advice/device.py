@@ -84,7 +84,7 @@ def communication_rule(ctx: Context) -> Finding | None:
               "(a smaller bucket_cap_mb, gradient_as_bucket_view=True) and skip them with no_sync() across "
               "gradient accumulation; with FSDP prefetch (backward_prefetch, forward_prefetch); keep the "
               "collectives on their own stream and free of host synchronisation.")
-    ops = [{"op": r["collective"], "side": "device", "count": r["count"], "time_us": r["exposed_us"]} for r in rows[:5]]
+    ops = op_rows(t, comm, exposed.astype(np.float64))  # the collectives' kernels, by exposed time
     return make_finding(ctx, "exposed_communication", hits, title=title, measured=measured, operators=ops,
                         action=action, cap_ns=int(exposed.sum()))
 

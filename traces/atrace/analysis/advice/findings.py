@@ -125,3 +125,28 @@ def summary_line(word: str, shares: dict[str, float], findings: list[Finding], d
     head = "Mixed: no single bound holds half the time" if word == "mixed" else word.capitalize()
     top = f". Top finding: {findings[0].title}" if findings else ". No finding above the thresholds"
     return f"{head} ({parts}){busy}{top}"
+
+
+def compare_findings(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Which findings appeared in B, which went away, which both have (with their savings),
+    from two stored ``Findings.to_dict()``. A finding is its rule (and its rank, in a job)."""
+
+    def keyed(doc):
+        return {(f["rule"], f.get("rank")): f for f in doc.get("findings", [])}
+
+    fa, fb = keyed(a), keyed(b)
+
+    def brief(f):
+        return {"rule": f["rule"], "rank": f.get("rank"), "title": f["title"], "severity": f["severity"],
+                "saving_us": f["saving_us"], "saving_share": f["saving_share"]}
+
+    both = [{"rule": k[0], "rank": k[1], "title": fb[k]["title"], "saving_a_us": fa[k]["saving_us"],
+             "saving_b_us": fb[k]["saving_us"], "delta_us": round(fb[k]["saving_us"] - fa[k]["saving_us"], 3)}
+            for k in fb if k in fa]
+    return {
+        "verdict_a": a.get("verdict"),
+        "verdict_b": b.get("verdict"),
+        "appeared": sorted((brief(fb[k]) for k in fb if k not in fa), key=lambda f: -f["saving_us"]),
+        "went_away": sorted((brief(fa[k]) for k in fa if k not in fb), key=lambda f: -f["saving_us"]),
+        "in_both": sorted(both, key=lambda f: -abs(f["delta_us"])),
+    }
