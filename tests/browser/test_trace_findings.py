@@ -84,10 +84,17 @@ def test_the_panel_shows_the_verdict_and_a_click_opens_the_evidence(browser, tra
 
 
 def test_a_live_capture_with_an_input_stall_gets_the_finding(browser, trace_stack, operator, seeded_fleet):  # noqa: F811
+    """The page is open while the device is captured: the panel is drawn when the trace
+    becomes ready (fetched, not drawn with the page)."""
     device = next(d for d in seeded_fleet if d.device_type == "gpu")
-    trace = _ready(services.request_capture(device, operator, 2, problems=["input_stall"]))
     sign_in(browser, trace_stack, "otto")
-    wait = _open_findings(browser, trace_stack, trace)
+    trace = services.request_capture(device, operator, 4, problems=["input_stall"])
+    browser.get(f"{trace_stack}/traces/{trace.pk}/")
+    assert _attr(browser, "trace", "data-status") != "ready"
+    wait = WebDriverWait(browser, 120, poll_frequency=0.1)
+    wait.until(lambda b: _attr(b, "findings-card", "data-loaded") == "1")
+    assert not browser.find_elements(By.ID, "findings-data")  # drawn by the page's script
+    trace = _ready(trace)
     rules = [li.get_attribute("data-rule") for li in browser.find_elements(By.CSS_SELECTOR, "#findings-list li")]
     assert "input_stall" in rules
     stall = analyses.findings(trace, {"rule": "input_stall"})["findings"][0]

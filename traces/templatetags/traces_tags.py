@@ -49,6 +49,12 @@ def us_human(value):
 
 
 @register.filter
+def percent(share):
+    """A share (0..1) as a percentage with one decimal."""
+    return "–" if share is None else f"{100 * float(share):.1f}%"
+
+
+@register.filter
 def bytes_human(value):
     value = float(value or 0)
     for unit in ("B", "KB", "MB", "GB"):
