@@ -38,9 +38,9 @@ class Reference:
         self.slices = exact.slices(exact.load_raw(path))
         by_name: dict[str, exact.Slice] = {}
         for s in self.slices:
-            if _STEP.match(s.name) and s.cat not in exact.DEVICE_WORK_CATS:
-                if s.name not in by_name or s.dur > by_name[s.name].dur:
-                    by_name[s.name] = s
+            step = _STEP.match(s.name) and s.cat not in exact.DEVICE_WORK_CATS
+            if step and (s.name not in by_name or s.dur > by_name[s.name].dur):
+                by_name[s.name] = s
         steps = sorted(by_name.values(), key=lambda s: s.ts)
         self.device = [s for s in self.slices if s.cat in exact.DEVICE_WORK_CATS]
         launches = {s.args.get("correlation"): s for s in self.slices if s.cat in exact.LAUNCH_CATS}

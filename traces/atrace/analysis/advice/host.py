@@ -195,7 +195,8 @@ def _idle_after(ctx: Context, w: Window, syncs: np.ndarray) -> int:
     before it gets work again, summed: had the host not waited, the work it did after the
     sync could have been queued behind the device's backlog. This sees what the path
     graph cannot: work the sync delays on another thread (the autograd engine's). The
-    device idles while it computes and copies nothing (a collective may run meanwhile)."""
+    device idles while it computes and copies nothing (a collective may run meanwhile);
+    only idle time that ends in the window's own device work counts."""
     t = ctx.trace
     starts, ends = ctx.tail.work_union
     after = t.end[syncs]
@@ -203,7 +204,10 @@ def _idle_after(ctx: Context, w: Window, syncs: np.ndarray) -> int:
     busy = (k >= 0) & (after < ends[np.maximum(k, 0)])
     nxt = np.searchsorted(starts, after, "left")
     resume = np.where(nxt < len(starts), starts[np.minimum(nxt, len(starts) - 1)], w.device_end)
-    idle = np.where(busy, 0, np.minimum(resume, w.device_end) - after)
+    # Only a wait the window's own later device work sits behind: after a sync that ends a
+    # step the device's next work is the next step's.
+    later = resume < w.device_end
+    idle = np.where(busy | ~later, 0, resume - after)
     return int(np.minimum(np.maximum(idle, 0), t.dur[syncs]).sum())
 
 
