@@ -188,3 +188,12 @@ def test_compare_findings_names_what_appeared_went_away_and_stayed(cases, clean)
     same = compare_findings(b, b)
     assert [f["rule"] for f in same["in_both"]] == ["input_stall"] and same["in_both"][0]["delta_us"] == 0
     assert diff["verdict_a"] == a["verdict"] and diff["verdict_b"] == b["verdict"]
+
+
+def test_a_straggler_between_two_ranks():
+    """With two ranks the other's lateness is the yardstick (a median of both could never be
+    exceeded twice over)."""
+    traces, late = ka.straggler_job(late_us=500, straggler=1, ranks=2)
+    f = advise_job(analyse_job(traces)).rule("straggler")
+    assert f is not None and f.rank == 1
+    assert abs(f.saving_ns - late * ka.STEPS) <= 0.10 * late * ka.STEPS

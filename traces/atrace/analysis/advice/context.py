@@ -60,10 +60,6 @@ class Window:
         when it finished that) to the end of the window's device work."""
         return max(self.device_end - max(self.start, self.device_from), 1)
 
-    @property
-    def device_busy(self) -> float:
-        return self.busy_ns / self.elapsed_ns
-
 
 @dataclass
 class Context:
@@ -76,7 +72,7 @@ class Context:
     windows: list[Window]  # those analysed
     scale: float  # time of every window / time of those analysed
     tail: DeviceTail | None = None
-    _input: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)
 
     @property
     def has_steps(self) -> bool:
@@ -90,21 +86,21 @@ class Context:
     def input_intervals(self, w: Window) -> tuple[np.ndarray, np.ndarray]:
         """Merged time intervals of input code on the window's driving threads."""
         key = (w.start, w.end)
-        got = self._input.get(key)
+        got = self.cache.get(key)
         if got is None:
             ev = self.input_events()
             ev = ev[np.isin(self.trace.track[ev], w.drivers) & (self.trace.end[ev] > w.start)
                     & (self.trace.ts[ev] < w.device_end)]
-            got = self._input[key] = merge_intervals(self.trace.ts[ev], self.trace.end[ev])
+            got = self.cache[key] = merge_intervals(self.trace.ts[ev], self.trace.end[ev])
         return got
 
     def input_events(self) -> np.ndarray:
-        got = self._input.get("events")
+        got = self.cache.get("events")
         if got is None:
             t = self.trace
             ids = [i for i, s in enumerate(t.strings.strings) if INPUT_CODE.search(s)]
             got = np.flatnonzero(np.isin(t.name, ids) & t.is_slice & ~t.on_device) if ids else np.zeros(0, np.int64)
-            self._input["events"] = got
+            self.cache["events"] = got
         return got
 
 
@@ -240,7 +236,3 @@ def _choose(counts: np.ndarray, limits: AdviceLimits) -> np.ndarray:
 def device_work(trace: Trace) -> np.ndarray:
     """Mask of device work slices (kernels, copies, fills, collectives)."""
     return trace.on_device & trace.is_slice & trace.kind_mask(*DEVICE_KINDS)
-
-
-def kind_of(trace: Trace, events: np.ndarray, kind: Kind) -> np.ndarray:
-    return events[trace.kind[events] == kind]

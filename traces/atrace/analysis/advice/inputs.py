@@ -22,7 +22,7 @@ from .findings import Finding
 def stall_intervals(ctx: Context, w: Window) -> tuple[np.ndarray, np.ndarray]:
     """The window's input stall, as sorted disjoint (start, end) arrays (ns)."""
     key = ("stall", w.start, w.end)
-    got = ctx._input.get(key)
+    got = ctx.cache.get(key)
     if got is not None:
         return got
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -36,7 +36,7 @@ def stall_intervals(ctx: Context, w: Window) -> tuple[np.ndarray, np.ndarray]:
             s, e = np.maximum(s, lead_start), np.minimum(e, first)
             keep = e > s
             got = (s[keep], e[keep])
-    ctx._input[key] = got
+    ctx.cache[key] = got
     return got
 
 

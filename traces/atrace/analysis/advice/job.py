@@ -3,7 +3,7 @@ others wait at collectives.
 
 A rank is a straggler when it arrives last at ``straggler_last_share`` of the matched
 collectives or more and its lateness (its arrival after the first rank's, summed) is over
-``straggler_lateness_ratio`` times the ranks' median. The waiting it causes at a collective
+``straggler_lateness_ratio`` times the other ranks' median (with two ranks, the other's). The waiting it causes at a collective
 where it arrived last is the sum over the other ranks of how long each waited for it; the
 saving is what the collectives would gain if it arrived with the next-latest rank: its
 arrival minus the second-latest arrival, summed (an upper bound of the job time recovered,
@@ -96,9 +96,12 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
     for c in job.collectives:
         last[c.last_rank] += 1
     n = len(job.collectives)
-    median = float(np.median(list(late.values())))
+
+    def others(r):  # the other ranks' median lateness (with two ranks: the other's)
+        return float(np.median([v for k, v in late.items() if k != r]))
+
     candidates = [r for r in job.ranks if last[r] / n >= limits.straggler_last_share
-                  and late[r] > limits.straggler_lateness_ratio * median and late[r] > 0]
+                  and late[r] > limits.straggler_lateness_ratio * others(r) and late[r] > 0]
     if not candidates:
         return None
     rank = max(candidates, key=lambda r: late[r])

@@ -43,7 +43,7 @@ class AdviceLimits:
     hotspot_kernel_share: float = 0.5
     hotspot_max_kernels: int = 3
     # 7 stragglers: a rank that arrives last at `straggler_last_share` of the collectives
-    # or more, with a lateness over `straggler_lateness_ratio` times the ranks' median.
+    # or more, with a lateness over `straggler_lateness_ratio` times the other ranks' median.
     straggler_last_share: float = 0.5
     straggler_lateness_ratio: float = 2.0
     # What is analysed: at most `max_windows` steps holding at most `max_window_events`
