@@ -5,11 +5,14 @@ import tempfile
 
 import pytest
 
+from tests.support.tiers import drives_browser
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
 @pytest.fixture
+@drives_browser
 def browser():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
