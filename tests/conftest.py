@@ -14,6 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.support import tiers
+from tests.support.browser import (  # noqa: F401 (fixtures)
+    browser,
+    live_stack,
+    module_stack,
+    module_trace_stack,
+    stack_settings,
+    trace_stack,
+)
+from tests.support.fleet import POLLED_CYCLE, TEST_FLEET
 
 TEST_PREFIX = "asicmon-test"
 CHILDREN_BEFORE = pytest.StashKey[dict]()
@@ -64,6 +73,8 @@ def load_hypothesis_profile() -> None:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tiers.classify(item)
+    # The soak first: on several workers it then runs beside the others rather than after them.
+    items.sort(key=lambda item: item.get_closest_marker("soak") is None)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -108,12 +119,9 @@ def fleet_settings(settings, tmp_path):
     """A small fleet (2 hosts x 4 devices, three types) whose emulator state lives in tmp_path."""
     from fleet import services
 
-    settings.FLEET_SEED = 7
-    settings.FLEET_HOSTS = 2
-    settings.FLEET_DEVICES_PER_HOST = 4
-    settings.FLEET_TYPES = ("video", "inference", "gpu")
+    for name, value in TEST_FLEET.items():
+        setattr(settings, name, value)
     settings.EMULATOR_STATE_DIR = tmp_path / "emulator"
-    settings.POLL_SHARDS = 2
     services.host_monitor.cache_clear()
     yield settings
     services.host_monitor.cache_clear()
@@ -132,7 +140,6 @@ def seeded_fleet(fleet_settings, clean_redis):
 def polled_fleet(seeded_fleet):
     """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
     from fleet import services
-    from tests.support.fleet import POLLED_CYCLE
 
     for offset in (-2, -1, 0):
         for shard in services.shards():

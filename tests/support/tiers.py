@@ -55,10 +55,14 @@ def tiers_of_fixtures(item: pytest.Item) -> set[str]:
     return found
 
 
+def in_browser_folder(path: Path) -> bool:
+    return Path(path).resolve().is_relative_to(BROWSER_FOLDER)
+
+
 def classify(item: pytest.Item) -> None:
     """Add the tier markers a test earns by its fixtures and its folder."""
     tiers = tiers_of_fixtures(item)
-    if Path(item.path).resolve().is_relative_to(BROWSER_FOLDER):
+    if in_browser_folder(item.path):
         tiers.add("browser")
     for tier in sorted(tiers):
         if item.get_closest_marker(tier) is None:
