@@ -23,7 +23,7 @@ test: $(VENV)/.dev browser-deps prometheus-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit,stack --durations=25 $(PYTEST_ARGS)
 
 # The unit tier only (no child processes, no browser), in parallel: the loop while working.
-test-fast: $(VENV)/.dev
+test-fast: $(VENV)/.dev prometheus-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit $(PYTEST_ARGS)
 
 # The long soak: websockets held through 10 minutes of polling at the default interval.
