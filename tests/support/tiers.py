@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-PROCESS_TIERS = ("integration", "browser", "soak")
-UNIT = "not integration and not browser and not soak"
+PROCESS_TIERS = ("integration", "browser", "soak")  # the unit tier is "none of these" (dashboard/stack.py)
 BROWSER_FOLDER = Path(__file__).resolve().parents[1] / "browser"
 
 
