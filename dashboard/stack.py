@@ -299,11 +299,12 @@ def run() -> int:
 # first, `make test` all of them, one after the other. The unit tier runs in parallel; the
 # process and browser tiers on few workers, a test module (and the stack it shares) on one.
 # In the stack tier a test file runs on one worker, so that the stack its tests share starts
-# once (the unit tier is spread test by test: schemathesis gives all of an API's generated
-# tests one id, which per-file scheduling would run only once).
+# once. The unit tier starts each worker on a run of consecutive tests (a module's fixtures
+# are mostly made once) and lets idle workers take over the rest ("worksteal"; per-file
+# scheduling would run schemathesis's generated API tests, which share one id, only once).
 UNIT_TESTS = "not integration and not browser and not soak"
 TIERS = {
-    "unit": ["-m", UNIT_TESTS, "-n", os.environ.get("TEST_WORKERS", "4")],
+    "unit": ["-m", UNIT_TESTS, "-n", os.environ.get("TEST_WORKERS", "4"), "--dist", "worksteal"],
     "stack": ["-m", f"not ({UNIT_TESTS})", "-n", "2", "--dist", "loadfile"],
 }
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a selection is empty
