@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser.test_traces import sign_in, trace_stack  # noqa: F401 (a fixture)
+from tests.support.browser import sign_in
 from tests.support.traces import real_trace
 from traces import analyses, services
 from traces.models import Trace
@@ -48,7 +48,7 @@ def _show_evidence(browser, wait, rule):
     wait.until(lambda b: _attr(b, "timeline-chart", "data-evidence") == rule)
 
 
-def test_the_panel_shows_the_verdict_and_a_click_opens_the_evidence(browser, trace_stack, operator):  # noqa: F811
+def test_the_panel_shows_the_verdict_and_a_click_opens_the_evidence(browser, trace_stack, operator):
     path = real_trace("h100_bert_infer.json.gz")
     trace = _ready(services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator))
     sign_in(browser, trace_stack, "otto")
@@ -83,7 +83,7 @@ def test_the_panel_shows_the_verdict_and_a_click_opens_the_evidence(browser, tra
     assert len(browser.find_elements(By.CSS_SELECTOR, "#breakdown-table tbody tr")) > len(shown)
 
 
-def test_a_live_capture_with_an_input_stall_gets_the_finding(browser, trace_stack, operator, seeded_fleet):  # noqa: F811
+def test_a_live_capture_with_an_input_stall_gets_the_finding(browser, trace_stack, operator, seeded_fleet):
     """The page is open while the device is captured: the panel is drawn when the trace
     becomes ready (fetched, not drawn with the page)."""
     device = next(d for d in seeded_fleet if d.device_type == "gpu")
