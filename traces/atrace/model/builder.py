@@ -55,7 +55,10 @@ class TraceBuilder:
         self.tracks: list[Track] = []
         self.track_index: dict[tuple[Any, Any], int] = {}
         self.chunks: dict[str, list[np.ndarray]] = {c: [] for c in _COLUMNS}
-        self.arg_chunks: list[tuple[bytes, np.ndarray]] = []
+        # The args of all events, appended batch by batch (a bytearray grows in place, so
+        # the blob is never held twice), and each batch's arg lengths.
+        self.arg_blob = bytearray()
+        self.arg_lengths: list[np.ndarray] = []
         self.edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.meta: dict[str, Any] = {"source": source} if source else {}
         self.count = 0
@@ -125,8 +128,8 @@ class TraceBuilder:
         for c in _COLUMNS:
             self.chunks[c].append(np.array(self._rows[c], dtype=_DTYPES[c]))
             self._rows[c] = []
-        lengths = np.fromiter((len(b) for b in self._row_args), np.int64, len(self._row_args))
-        self.arg_chunks.append((b"".join(self._row_args), lengths))
+        self.arg_lengths.append(np.fromiter((len(b) for b in self._row_args), np.int64, len(self._row_args)))
+        self.arg_blob += b"".join(self._row_args)
         self._row_args = []
 
     # -- a batch of columns at once (for readers) ----------------------------------------
@@ -137,7 +140,8 @@ class TraceBuilder:
         n = len(columns["ts"])
         for c in _COLUMNS:
             self.chunks[c].append(np.asarray(columns[c], dtype=_DTYPES[c]))
-        self.arg_chunks.append(args)
+        self.arg_blob += args[0]
+        self.arg_lengths.append(args[1])
         self.count += n
         return first
 
@@ -145,10 +149,12 @@ class TraceBuilder:
         """The trace; ``finish=False`` leaves :func:`finish_trace` to the caller (a reader
         that still fixes kinds calls it once, afterwards)."""
         self._flush_rows()
-        cols = {
-            c: np.concatenate(self.chunks[c]) if self.chunks[c] else np.zeros(0, _DTYPES[c])
-            for c in _COLUMNS
-        }
+        cols = {}
+        for c in _COLUMNS:  # a column at a time, letting go of its chunks as it is joined
+            chunks = self.chunks[c]
+            self.chunks[c] = []
+            cols[c] = np.concatenate(chunks) if chunks else np.zeros(0, _DTYPES[c])
+            del chunks
         if not len(cols["ts"]) and not allow_empty:
             raise EmptyTraceError("the trace holds no events")
         if self.edges:
@@ -161,7 +167,7 @@ class TraceBuilder:
         trace = Trace(
             strings=self.strings,
             flags=np.zeros(len(cols["ts"]), np.uint8),
-            args=ArgStore.from_chunks(self.arg_chunks),
+            args=self._arg_store(),
             tracks=self.tracks,
             edge_src=src,
             edge_dst=dst,
@@ -170,6 +176,13 @@ class TraceBuilder:
             **cols,
         )
         return finish_trace(trace) if finish else trace
+
+    def _arg_store(self) -> ArgStore:
+        lengths = np.concatenate(self.arg_lengths) if self.arg_lengths else np.zeros(0, np.int64)
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        blob, self.arg_blob, self.arg_lengths = self.arg_blob, bytearray(), []
+        return ArgStore(blob, offsets)
 
 
 def finish_trace(trace: Trace) -> Trace:
