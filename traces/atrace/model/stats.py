@@ -33,9 +33,8 @@ def group_percentiles(groups: np.ndarray, values: np.ndarray, n_groups: int, qs:
     out = np.zeros((n_groups, len(qs)))
     if not len(values):
         return out
-    order = np.lexsort((values, groups))
-    g = groups[order]
-    v = values[order].astype(np.float64)
+    g, v = _sorted_by_group(groups, values, n_groups)
+    v = v.astype(np.float64)
     starts = np.searchsorted(g, np.arange(n_groups), "left")
     counts = np.searchsorted(g, np.arange(n_groups), "right") - starts
     has = counts > 0
@@ -50,6 +49,18 @@ def group_percentiles(groups: np.ndarray, values: np.ndarray, n_groups: int, qs:
     return out
 
 
+def _sorted_by_group(groups: np.ndarray, values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(groups, values) sorted by group, then value. Non-negative integers that fit sort
+    as one int64 key (group * (max + 1) + value), quicker than sorting by two keys."""
+    if values.dtype.kind in "iu" and groups.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        if low >= 0 and int(groups.min()) >= 0 and n_groups * (high + 1) < (1 << 62):
+            key = np.sort(groups.astype(np.int64) * (high + 1) + values)
+            return key // (high + 1), key % (high + 1)
+    order = np.lexsort((values, groups))
+    return groups[order], values[order]
+
+
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of intervals, as sorted disjoint (start, end) arrays."""
     if not len(start):
@@ -60,11 +71,12 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     # A new run starts where an interval begins after everything before it ended.
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > e[:-1]
-    run = np.cumsum(new) - 1
     rs = s[new]
-    re = np.zeros(len(rs), np.int64)
-    np.maximum.at(re, run, e)
-    return rs, re
+    # e is a running maximum: a run's end is its last interval's.
+    last = np.empty(len(rs), np.int64)
+    last[:-1] = np.flatnonzero(new)[1:] - 1
+    last[-1] = len(e) - 1
+    return rs, e[last].astype(np.int64)
 
 
 def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
