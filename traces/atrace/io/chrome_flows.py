@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..model.builder import finish_trace
+from ..model.nesting import chain_time, sort_keys
 from ..model.trace import EdgeKind, Trace
 from .chrome_batch import TS_BAD, TS_MISSING, Flows
 
@@ -90,12 +91,27 @@ def _flow_points(trace: Trace, flows: list[tuple[Flows, int]], reader: Any) -> _
         parts.append((first + fl.local[use], fl.ts[use], track[use], rank[codes], enclosing[codes], cats, ids))
     if not parts:
         return None
-    groups: dict[tuple, int] = {}
-    flow = np.fromiter(
-        (groups.setdefault(key, len(groups)) for part in parts for key in zip(part[5], part[6])), np.int64
-    )
     joined = [np.concatenate([part[i] for part in parts]) for i in range(5)]
-    return _Points(*joined, flow, list(groups))
+    flow, flows = _group([c for part in parts for c in part[5]], [i for part in parts for i in part[6]])
+    return _Points(*joined, flow, flows)
+
+
+def _group(cats: list[str], ids: list) -> tuple[np.ndarray, list[tuple]]:
+    """Each point's flow, numbered in order of first appearance, and the flows' (category,
+    id). Integer ids (Kineto's) are grouped with arrays, others one by one."""
+    if all(type(i) is int for i in ids) and ids and min(ids) > -(1 << 62) and max(ids) < (1 << 62):
+        cat_names, cat_code = np.unique(np.array(cats, object), return_inverse=True)
+        key = np.array(ids, np.int64)
+        uniq, first, inverse = np.unique(np.stack([cat_code.astype(np.int64), key]), axis=1,
+                                         return_index=True, return_inverse=True)
+        rank = np.empty(len(first), np.int64)
+        by_first = np.argsort(first)
+        rank[by_first] = np.arange(len(first))
+        flows = [(str(cat_names[c]), int(i)) for c, i in uniq[:, by_first].T.tolist()]
+        return rank[inverse.reshape(-1)], flows
+    groups: dict[tuple, int] = {}
+    flow = np.fromiter((groups.setdefault(key, len(groups)) for key in zip(cats, ids)), np.int64, len(ids))
+    return flow, list(groups)
 
 
 def _correlate(trace: Trace, a: int, z: int) -> None:
@@ -111,7 +127,9 @@ class _Binder:
 
     def __init__(self, trace: Trace, tracks: np.ndarray):
         slices = np.flatnonzero(trace.is_slice & np.isin(trace.track, tracks))
-        order = np.lexsort((-trace.dur[slices], trace.ts[slices], trace.track[slices]))
+        track = trace.track[slices].astype(np.int64)
+        ts = trace.ts[slices]
+        order = sort_keys((-trace.dur[slices], *chain_time(track, ts, ts + trace.dur[slices])))
         self.trace = trace
         self.s_sorted = slices[order]
         self.key_track = trace.track[self.s_sorted]

@@ -56,8 +56,8 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None,
     end = ts + dur
     # Rank of each slice on its chain: by start, longer first (parents before children).
     ties = (-dur,) if m < 2 or (sel[1:] > sel[:-1]).all() else (sel, -dur)  # a stable sort keeps sel's order
-    ev_key = _chain_time(chain, ts, end)
-    ev_order = _lexsort((*ties, *ev_key))
+    ev_key = chain_time(chain, ts, end)
+    ev_order = sort_keys((*ties, *ev_key))
     rank = np.empty(m, np.int64)
     rank[ev_order] = np.arange(m)
     zero = dur == 0
@@ -75,7 +75,7 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None,
         key[:m] = ev_key[0]
         np.add(ev_key[0], dur, out=key[m:])
         del ev_key
-        order = _lexsort((sec, key))
+        order = sort_keys((sec, key))
     else:
         order = np.lexsort((sec, np.concatenate([ts, end]), np.concatenate([chain, chain])))
     del sec
@@ -112,7 +112,7 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None,
     )
 
 
-def _lexsort(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+def sort_keys(keys: tuple[np.ndarray, ...]) -> np.ndarray:
     """``np.lexsort(keys)``, faster for two keys whose last (the primary) is nearly sorted
     with few ties, as a trace's times on its threads are: a stable argsort of the primary,
     then only the runs of equal primaries are sorted by the secondary (and position)."""
@@ -132,7 +132,7 @@ def _lexsort(keys: tuple[np.ndarray, ...]) -> np.ndarray:
     return order
 
 
-def _chain_time(chain: np.ndarray, time: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+def chain_time(chain: np.ndarray, time: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
     """Sort keys (least significant first) for "by chain, then by time": one int64 key when
     chain and time offset fit in it together (they do for any trace shorter than days), else
     two keys."""
