@@ -36,7 +36,7 @@ from .chrome_reader import merge_batches, read_chrome
 from .jsonstream import CHUNK_SIZE, ChromeEventStream, _last_object_boundary, fast_cut
 
 #: Files smaller than this are read by one process (a fork costs more than it saves).
-MIN_PARALLEL_BYTES = 24 << 20
+MIN_PARALLEL_BYTES = 64 << 20
 _WINDOW = 1 << 16  # bytes read around each cut
 _CHILD_SHARE = 0.55  # of the batches' bytes: the child has no merging to do
 

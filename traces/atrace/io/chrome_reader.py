@@ -132,11 +132,22 @@ class _ChromeReader:
         kept for the end, its other events handled in order, then its complete events."""
         if batch.flows is not None:
             self.flows.append((batch.flows, first))
+            if self.correlated:
+                self._drop_ac2g(len(self.flows) - 1)
         for other in batch.others:
             ordinal = first + other[0]
             self._other(_as_dict(other, self.where, ordinal), other[1], ordinal)
         if batch.x is not None:
             self._add_complete(batch.x, first)
+
+    def _drop_ac2g(self, k: int) -> None:
+        """Let go of a kept batch's ``ac2g`` flows (once kernels carry correlation ids)."""
+        fl, first = self.flows[k]
+        ac2g = np.array([key[0] == "ac2g" for key in fl.keys], bool)
+        if ac2g.any():
+            keep = np.flatnonzero(~ac2g[fl.key])
+            ids = [fl.ids[i] for i in keep.tolist()]
+            self.flows[k] = (Flows(fl.local[keep], fl.keys, fl.key[keep], ids, fl.ts[keep], fl.ts_state[keep]), first)
 
     def _add_complete(self, x: Complete, first: int) -> None:
         if x.error is not None:
@@ -152,6 +163,8 @@ class _ChromeReader:
         kinds = self._kinds(cat_of_key)[x.key]
         if not self.correlated and ((kinds == Kind.KERNEL) & (x.corr >= 0)).any():
             self.correlated = True  # kernels carry correlation ids: ac2g flows would only repeat them
+            for k in range(len(self.flows)):
+                self._drop_ac2g(k)
         op = names
         if x.op_types:
             op = names.copy()

@@ -1,6 +1,6 @@
 """Building traces: from Python code (the emulator, Chakra, tests) and from reader batches.
 
-:class:`TraceBuilder` collects events a batch at a time into column chunks and turns them
+:class:`TraceBuilder` collects events a batch at a time into growing columns and turns them
 into a :class:`~traces.atrace.model.trace.Trace` at the end; :func:`finish_trace` then fills in
 what is derived from the whole trace (which tracks are accelerators, which runtime calls
 launched device work or waited for it).
@@ -54,7 +54,9 @@ class TraceBuilder:
         self.strings = StringTable([""])
         self.tracks: list[Track] = []
         self.track_index: dict[tuple[Any, Any], int] = {}
-        self.chunks: dict[str, list[np.ndarray]] = {c: [] for c in _COLUMNS}
+        # Columns grow in place (realloc: no second copy), filled up to ``_filled``.
+        self.columns: dict[str, np.ndarray] = {c: np.zeros(0, _DTYPES[c]) for c in _COLUMNS}
+        self._filled = 0
         # The args of all events, appended batch by batch (a bytearray grows in place, so
         # the blob is never held twice), and each batch's arg lengths.
         self.arg_blob = bytearray()
@@ -125,9 +127,8 @@ class TraceBuilder:
     def _flush_rows(self) -> None:
         if not self._row_args:
             return
-        for c in _COLUMNS:
-            self.chunks[c].append(np.array(self._rows[c], dtype=_DTYPES[c]))
-            self._rows[c] = []
+        self._append({c: np.array(self._rows[c], dtype=_DTYPES[c]) for c in _COLUMNS})
+        self._rows = {c: [] for c in _COLUMNS}
         self.arg_lengths.append(np.fromiter((len(b) for b in self._row_args), np.int64, len(self._row_args)))
         self.arg_blob += b"".join(self._row_args)
         self._row_args = []
@@ -138,23 +139,31 @@ class TraceBuilder:
         self._flush_rows()
         first = self.count
         n = len(columns["ts"])
-        for c in _COLUMNS:
-            self.chunks[c].append(np.asarray(columns[c], dtype=_DTYPES[c]))
+        self._append(columns)
         self.arg_blob += args[0]
         self.arg_lengths.append(args[1])
         self.count += n
         return first
 
+    def _append(self, columns: dict[str, np.ndarray]) -> None:
+        n = len(columns["ts"])
+        end = self._filled + n
+        if end > len(self.columns["ts"]):
+            capacity = max(end, len(self.columns["ts"]) * 3 // 2, 1024)
+            for c in _COLUMNS:
+                self.columns[c].resize(capacity, refcheck=False)
+        for c in _COLUMNS:
+            self.columns[c][self._filled : end] = columns[c]
+        self._filled = end
+
     def build(self, *, allow_empty: bool = False, finish: bool = True) -> Trace:
         """The trace; ``finish=False`` leaves :func:`finish_trace` to the caller (a reader
         that still fixes kinds calls it once, afterwards)."""
         self._flush_rows()
-        cols = {}
-        for c in _COLUMNS:  # a column at a time, letting go of its chunks as it is joined
-            chunks = self.chunks[c]
-            self.chunks[c] = []
-            cols[c] = np.concatenate(chunks) if chunks else np.zeros(0, _DTYPES[c])
-            del chunks
+        cols, self.columns = self.columns, {c: np.zeros(0, _DTYPES[c]) for c in _COLUMNS}
+        for column in cols.values():
+            column.resize(self._filled, refcheck=False)
+        self._filled = 0
         if not len(cols["ts"]) and not allow_empty:
             raise EmptyTraceError("the trace holds no events")
         if self.edges:
