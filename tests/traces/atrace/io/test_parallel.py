@@ -110,3 +110,34 @@ def test_a_bad_event_gives_the_same_error_on_two_processes(bad, where, tmp_path)
         errors.append((info.value.what, info.value.where))
     assert errors[0] == errors[1]
     assert f"traceEvents[{at}]" in errors[0][1]
+
+
+def _odd(shape: str):
+    def ev(k, **kw):
+        e = {"ph": "X", "name": f"op{k % 13}", "cat": ("cpu_op", "kernel", "cuda_runtime")[k % 3],
+             "pid": 0 if k % 3 == 1 else 1, "tid": 7 if k % 3 == 1 else 1 + k % 2, "ts": k * 10, "dur": 5 + k % 7,
+             "args": {"External id": k, "correlation": k // 3}}
+        return {**e, **kw}
+
+    events = [ev(k) for k in range(6000)]
+    if shape == "out of order":
+        events = events[1::2] + events[::2]
+    elif shape == "missing fields":
+        events = [{k: v for k, v in e.items() if i % 4 or k not in ("cat", "args", "pid")} for i, e in enumerate(events)]
+    elif shape == "huge args":
+        events = [ev(k, args={"External id": k, "text": "x" * 3000, "deep": [{"s": "}, {"}]}) for k in range(1500)]
+    elif shape == "chrome phases":
+        events = [{"ph": "BE"[i % 2], "name": f"f{i // 2 % 9}", "pid": 3, "tid": 3, "ts": i * 1.25} for i in range(4000)]
+        events += [{"ph": "i", "name": "mark", "pid": 3, "tid": 3, "ts": 7.5 * i, "s": "t"} for i in range(500)]
+        events += [{"ph": "C", "name": "mem", "pid": 3, "ts": 3.5 * i, "args": {"v": i}} for i in range(500)]
+        return orjson.dumps(events)  # a bare array
+    return orjson.dumps({"traceEvents": events, "displayTimeUnit": "ns", "baseTimeNanoseconds": 1700000000000000000})
+
+
+@pytest.mark.parametrize("shape", ["whole microseconds", "out of order", "missing fields", "huge args", "chrome phases"])
+def test_odd_traces_read_the_same_on_two_processes(shape, tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(_odd(shape))
+    serial, parallel = _both(path, 4096)
+    assert fingerprint(parallel) == fingerprint(serial)
+    assert len(serial) > 1000
