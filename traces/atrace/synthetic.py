@@ -4,11 +4,9 @@ Used by the benchmark and the tests, where real GPU traces of a chosen size are 
 a machine without a GPU. The traces look like those recent PyTorch writes (compare the
 shared real traces ``ddp_nccl_rank0`` and ``torch_compile_triton``):
 
-* Kineto's own layout: one event over several lines, the CPU operators of a step first
-  (in start order), then the runtime calls and the device work (the CUPTI part);
-  process and thread names at the end, after the ``PyTorch Profiler`` span;
-* times as epoch-like microseconds with three decimals (``4458676522690.655``) on every
-  event, durations with three decimals too;
+* Kineto's layout: an event over several lines; a step's CPU operators (in start order),
+  then its runtime calls and device work; names at the end, after the profiler's span;
+* times as epoch-like microseconds with three decimals on every event and duration;
 * operator stacks several levels deep: ``ProfilerStep#N`` > ``DistributedDataParallel.forward``
   > ``aten::linear`` > ``aten::t`` > ``aten::transpose`` > ``aten::as_strided``, and on the
   autograd thread ``autograd::engine::evaluate_function: AddmmBackward0`` >
@@ -20,13 +18,11 @@ shared real traces ``ddp_nccl_rank0`` and ``torch_compile_triton``):
 * both kinds of flows: ``ac2g`` from each launch to its kernel, ``fwdbwd`` from each
   forward operator to its backward node.
 
-Per million events that is about 415k CPU operators, 123k runtime calls, 123k kernels,
-123k ``ac2g`` and 46k ``fwdbwd`` flows (two events each): the proportions of
-``ddp_nccl_rank0``. Each step also has a host-to-device copy, an all-reduce on a
-communication stream, an optimizer step on a second stream and a ``cudaStreamSynchronize``.
-
-``shape="compact"`` writes the shape this generator had before (:mod:`.synthetic_compact`).
-The file is written a step at a time, so traces of millions of events need little memory.
+Per million events: about 415k CPU operators, 123k runtime calls, 123k kernels, 123k
+``ac2g`` and 46k ``fwdbwd`` flows (two events each), the proportions of ``ddp_nccl_rank0``;
+each step also copies to the device, all-reduces on a communication stream, steps the
+optimizer on a second stream and synchronises. ``shape="compact"`` writes the former shape
+(:mod:`.synthetic_compact`). A step is written at a time: little memory for any size.
 """
 
 from __future__ import annotations
@@ -38,7 +34,16 @@ from pathlib import Path
 
 import orjson
 
-from .synthetic_compact import write_compact_trace
+from .synthetic_compact import (
+    _ALLREDUCE,
+    _ELEMENTWISE,
+    _GEMM,
+    _GEMM_BWD,
+    _MULTI_TENSOR,
+    _THRESHOLD_BWD,
+    write_compact_trace,
+    write_header,
+)
 
 CPU_PID = 4242
 MAIN_TID = 4242
@@ -49,14 +54,8 @@ OPT_STREAM = 20
 COMM_STREAM = 24
 T0_NS = 4_458_676_416_431_397  # the first step starts here (us text 4458676416431.397)
 
-_GEMM = "ampere_sgemm_128x64_tn"
-_GEMM_BWD = "ampere_sgemm_64x64_nn"
-_ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)"
-_THRESHOLD_BWD = "void at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3> >(int, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3>)"
 _REDUCE = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4>)"
 _ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"
-_MULTI_TENSOR = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float>(at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float)"
-_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 _MEMCPY = "Memcpy HtoD (Pageable -> Device)"
 
 # Launch configuration per kernel: registers per thread, shared memory, blocks per SM,
@@ -476,24 +475,7 @@ def write_kineto_trace(
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "wb") as out:
-        header = {
-            "schemaVersion": 1,
-            "deviceProperties": [
-                {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045379072,
-                 "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-                 "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                 "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-                 "sharedMemPerMultiprocessor": 233472, "numSms": 132,
-                 "sharedMemPerBlockOptin": 232448}
-            ],
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size, "pg_count": 1,
-                                "pg_config": [], "nccl_version": "2.21.5"},
-        }
-        out.write(b"{\n")
-        for key, value in header.items():
-            text = orjson.dumps(value, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
-            out.write(b"  " + orjson.dumps(key) + b": " + text + b",\n")
-        out.write(b'  "traceEvents": [\n')
+        write_header(out, rank, world_size)
         w = _Writer(out, rng, width)
         w.collective_args, w.world, w.delay = collective_args, world_size, int(straggle_us * 1000)
         t = T0_NS
