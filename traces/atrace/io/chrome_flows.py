@@ -23,12 +23,12 @@ _FLOW_ORDER = {"s": 0, "t": 1, "f": 2}  # at equal times a flow starts, steps, t
 
 class _Points:
     """The flow points kept, in file order: ordinal, time, track, phase rank, whether a
-    point binds to the slice enclosing it, and its flow (index into ``flows``, whose items
-    are (category, id) in order of first appearance)."""
+    point binds to the slice enclosing it, and its flow (flows numbered in order of first
+    appearance); each flow's category, as an index into ``cats``."""
 
-    def __init__(self, ordinal, ts, track, rank, enclosing, flow, flows):
+    def __init__(self, ordinal, ts, track, rank, enclosing, flow, flow_cat, cats):
         self.ordinal, self.ts, self.track, self.rank = ordinal, ts, track, rank
-        self.enclosing, self.flow, self.flows = enclosing, flow, flows
+        self.enclosing, self.flow, self.flow_cat, self.cats = enclosing, flow, flow_cat, cats
 
 
 def resolve_flows(trace: Trace, flows: list[tuple[Flows, int]], reader: Any) -> None:
@@ -46,14 +46,14 @@ def resolve_flows(trace: Trace, flows: list[tuple[Flows, int]], reader: Any) -> 
     flow = pts.flow[order]
     a, z = bound[:-1], bound[1:]
     pair = np.flatnonzero((flow[:-1] == flow[1:]) & (a >= 0) & (z >= 0) & (a != z))
-    cat_of_flow = [cat for cat, _ in pts.flows]
-    is_ac2g = np.array([cat == "ac2g" for cat in cat_of_flow], bool)
+    is_ac2g = np.array([cat == "ac2g" for cat in pts.cats], bool)[pts.flow_cat]
     launches = pair[is_ac2g[flow[pair]]]
     for k in launches.tolist():
         _correlate(trace, int(a[k]), int(z[k]))
     edges = pair[~is_ac2g[flow[pair]]]
     if len(edges):
-        kind_of_flow = np.array([_EDGE_KIND_BY_FLOW_CAT.get(cat, EdgeKind.FLOW) for cat in cat_of_flow], np.uint8)
+        kind_of_cat = np.array([_EDGE_KIND_BY_FLOW_CAT.get(cat, EdgeKind.FLOW) for cat in pts.cats], np.uint8)
+        kind_of_flow = kind_of_cat[pts.flow_cat]
         trace.edge_src = np.concatenate([trace.edge_src, a[edges].astype(np.int64)])
         trace.edge_dst = np.concatenate([trace.edge_dst, z[edges].astype(np.int64)])
         trace.edge_kind = np.concatenate([trace.edge_kind, kind_of_flow[flow[edges]]])
@@ -92,26 +92,30 @@ def _flow_points(trace: Trace, flows: list[tuple[Flows, int]], reader: Any) -> _
     if not parts:
         return None
     joined = [np.concatenate([part[i] for part in parts]) for i in range(5)]
-    flow, flows = _group([c for part in parts for c in part[5]], [i for part in parts for i in part[6]])
-    return _Points(*joined, flow, flows)
+    return _Points(*joined, *_group([c for part in parts for c in part[5]], [i for part in parts for i in part[6]]))
 
 
-def _group(cats: list[str], ids: list) -> tuple[np.ndarray, list[tuple]]:
-    """Each point's flow, numbered in order of first appearance, and the flows' (category,
-    id). Integer ids (Kineto's) are grouped with arrays, others one by one."""
-    if all(type(i) is int for i in ids) and ids and min(ids) > -(1 << 62) and max(ids) < (1 << 62):
-        cat_names, cat_code = np.unique(np.array(cats, object), return_inverse=True)
-        key = np.array(ids, np.int64)
-        uniq, first, inverse = np.unique(np.stack([cat_code.astype(np.int64), key]), axis=1,
-                                         return_index=True, return_inverse=True)
-        rank = np.empty(len(first), np.int64)
-        by_first = np.argsort(first)
-        rank[by_first] = np.arange(len(first))
-        flows = [(str(cat_names[c]), int(i)) for c, i in uniq[:, by_first].T.tolist()]
-        return rank[inverse.reshape(-1)], flows
+def _group(cats: list[str], ids: list) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each point's flow (a category and an id), flows numbered in order of first
+    appearance; each flow's category (an index into the list of categories returned).
+    Integer ids (Kineto's) are grouped with arrays, others one by one."""
+    names = list(dict.fromkeys(cats))
+    code = dict(zip(names, range(len(names))))
+    cat = np.fromiter(map(code.__getitem__, cats), np.int64, len(cats))
+    if ids and all(type(i) is int for i in ids):
+        ident = np.array(ids, object if max(map(abs, ids)) >= 1 << 62 else np.int64)
+        if ident.dtype == np.int64:
+            lo, hi = int(ident.min()), int(ident.max())
+            if len(names) * (hi - lo + 1) < (1 << 62):
+                _, first, inverse = np.unique(cat * (hi - lo + 1) + (ident - lo), return_index=True,
+                                              return_inverse=True)
+                rank = np.empty(len(first), np.int64)
+                by_first = np.argsort(first)
+                rank[by_first] = np.arange(len(first))
+                return rank[inverse.reshape(-1)], cat[first[by_first]], names
     groups: dict[tuple, int] = {}
-    flow = np.fromiter((groups.setdefault(key, len(groups)) for key in zip(cats, ids)), np.int64, len(ids))
-    return flow, list(groups)
+    flow = np.fromiter((groups.setdefault(key, len(groups)) for key in zip(cat.tolist(), ids)), np.int64, len(ids))
+    return flow, np.array([c for c, _ in groups], np.int64), names
 
 
 def _correlate(trace: Trace, a: int, z: int) -> None:
