@@ -23,8 +23,39 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 
-from ..model.trace import NO_ID
+from ..model.trace import NO_ID, Kind
 from .timeparse import NotANumber, us_text_to_ns, us_texts_to_ns
+
+#: Kinds of events by category (lower case); others are decided by their track.
+KIND_BY_CATEGORY = {
+    "cpu_op": Kind.HOST_OP,
+    "operator": Kind.HOST_OP,
+    "host_op": Kind.HOST_OP,
+    "python_function": Kind.PYTHON,
+    "user_annotation": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.ANNOTATION,
+    "annotation": Kind.ANNOTATION,
+    "trace": Kind.ANNOTATION,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "driver": Kind.RUNTIME,
+    "xpu_runtime": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "kernel": Kind.KERNEL,
+    "device_op": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "dma": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "comm": Kind.COMM,
+    "collective": Kind.COMM,
+    "nccl": Kind.COMM,
+    "cuda_sync": Kind.SYNC,
+    "gpu_sync": Kind.SYNC,
+}
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -52,7 +83,7 @@ EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
 _ARGS_DECODER = msgspec.json.Decoder(list[_ArgsLite])
 
 _TS, _DUR, _NAME, _ARGS = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("args")
-_PH, _ID = attrgetter("ph"), attrgetter("id")
+_PH, _ID, _CAT = attrgetter("ph"), attrgetter("id"), attrgetter("cat")
 _CORR, _EXT, _OP_TYPE = attrgetter("correlation"), attrgetter("external_id"), attrgetter("op_type")
 _X_KEY = attrgetter("name", "cat", "pid", "tid")
 _FLOW_KEY = attrgetter("cat", "ph", "bp", "pid", "tid")
@@ -88,6 +119,13 @@ class Complete:
 
     def __len__(self) -> int:
         return len(self.key) if self.key is not None else 0
+
+    def correlated(self) -> bool:
+        """Whether a kernel among these carries a correlation id."""
+        if self.error is not None or not len(self):
+            return False
+        kernel = np.array([KIND_BY_CATEGORY.get(cat.lower()) == Kind.KERNEL for _n, cat, *_ in self.keys], bool)
+        return bool((kernel[self.key] & (self.corr >= 0)).any())
 
 
 @dataclass
@@ -133,6 +171,11 @@ def parse_batch(text) -> Batch:
     if len(x_idx):
         batch.x = _complete(list(map(events.__getitem__, x_idx.tolist())), x_idx)
     flows = np.flatnonzero(code == 1)
+    if len(flows) and batch.x is not None and batch.x.correlated():
+        # Kernels here carry correlation ids, so the trace's ac2g flows will go unused.
+        cats = list(map(_CAT, map(events.__getitem__, flows.tolist())))
+        if "ac2g" in cats:
+            flows = flows[np.array(cats, object) != "ac2g"]
     if len(flows):
         batch.flows = _flows(list(map(events.__getitem__, flows.tolist())), flows)
     for k in np.flatnonzero(code == 3).tolist():

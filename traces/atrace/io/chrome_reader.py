@@ -21,40 +21,11 @@ from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
 from ..model.kinds import classify_device_work
 from ..model.trace import NO_ID, Kind, Trace
-from .chrome_batch import EVENTS_DECODER, Batch, Complete, Flows, parse_batch
+from .chrome_batch import EVENTS_DECODER, KIND_BY_CATEGORY, Batch, Complete, Flows, parse_batch
 from .chrome_flows import resolve_flows
 from .jsonstream import ChromeEventStream
 from .timeparse import NotANumber, us_text_to_ns, us_to_ns
 
-KIND_BY_CATEGORY = {
-    "cpu_op": Kind.HOST_OP,
-    "operator": Kind.HOST_OP,
-    "host_op": Kind.HOST_OP,
-    "python_function": Kind.PYTHON,
-    "user_annotation": Kind.ANNOTATION,
-    "gpu_user_annotation": Kind.ANNOTATION,
-    "annotation": Kind.ANNOTATION,
-    "trace": Kind.ANNOTATION,
-    "cuda_runtime": Kind.RUNTIME,
-    "cuda_driver": Kind.RUNTIME,
-    "runtime": Kind.RUNTIME,
-    "driver": Kind.RUNTIME,
-    "xpu_runtime": Kind.RUNTIME,
-    "privateuse1_runtime": Kind.RUNTIME,
-    "mtia_runtime": Kind.RUNTIME,
-    "kernel": Kind.KERNEL,
-    "device_op": Kind.KERNEL,
-    "gpu_memcpy": Kind.MEMCPY,
-    "memcpy": Kind.MEMCPY,
-    "dma": Kind.MEMCPY,
-    "gpu_memset": Kind.MEMSET,
-    "memset": Kind.MEMSET,
-    "comm": Kind.COMM,
-    "collective": Kind.COMM,
-    "nccl": Kind.COMM,
-    "cuda_sync": Kind.SYNC,
-    "gpu_sync": Kind.SYNC,
-}
 _UNSET_KIND = 255
 _IGNORED_PHASES = set("NODPcvV()STFp")
 _INSTANT_PHASES = set("iIRn")
