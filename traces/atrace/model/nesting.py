@@ -188,18 +188,22 @@ def _fix_partial_overlaps(parent, depth, end, ts, chain, ev_order) -> None:
     at[members] = stretch
     bad[at[outlives]] = True
     redo = members[bad[stretch]]
-    starts = np.flatnonzero(np.diff(stretch[bad[stretch]], prepend=-1)).tolist()
-    end_of, ts_of = end.tolist(), ts.tolist()
+    first = set(np.flatnonzero(np.diff(stretch[bad[stretch]], prepend=-1)).tolist())
+    # The stack holds positions in ``redo``; only the redone slices' times are read.
+    index, end_of, ts_of = redo.tolist(), end[redo].tolist(), ts[redo].tolist()
+    new_parent, new_depth = [-1] * len(index), [0] * len(index)
     stack: list[int] = []
-    first = set(starts)
-    for k, i in enumerate(redo.tolist()):
+    for k in range(len(index)):
         if k in first:
             stack = []
-        while stack and end_of[stack[-1]] <= ts_of[i]:
+        while stack and end_of[stack[-1]] <= ts_of[k]:
             stack.pop()
-        parent[i] = stack[-1] if stack else -1
-        depth[i] = depth[parent[i]] + 1 if stack else 0
-        stack.append(i)
+        if stack:
+            new_parent[k] = index[stack[-1]]
+            new_depth[k] = new_depth[stack[-1]] + 1
+        stack.append(k)
+    parent[redo] = new_parent
+    depth[redo] = new_depth
 
 
 def _stretches(members: np.ndarray, chain: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:

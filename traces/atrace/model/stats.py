@@ -30,9 +30,16 @@ def distribution(values_ns: np.ndarray) -> dict[str, float | int]:
 
 def group_percentiles(groups: np.ndarray, values: np.ndarray, n_groups: int, qs: list[float]) -> np.ndarray:
     """Per group (0..n_groups-1) percentiles (linear interpolation) -> shape (n_groups, len(qs))."""
+    return group_stats(groups, values, n_groups, qs)[0]
+
+
+def group_stats(groups: np.ndarray, values: np.ndarray, n_groups: int, qs: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the percentiles ``qs`` (shape (n_groups, len(qs))) and the maximum (0.0
+    for an empty group), from one sort."""
     out = np.zeros((n_groups, len(qs)))
+    top = np.zeros(n_groups)
     if not len(values):
-        return out
+        return out, top
     g, v = _sorted_by_group(groups, values, n_groups)
     v = v.astype(np.float64)
     starts = np.searchsorted(g, np.arange(n_groups), "left")
@@ -46,7 +53,8 @@ def group_percentiles(groups: np.ndarray, values: np.ndarray, n_groups: int, qs:
         lo_i = np.where(has, starts + lo, 0)
         hi_i = np.where(has, starts + hi, 0)
         out[:, j] = np.where(has, v[lo_i] + (v[hi_i] - v[lo_i]) * frac, 0.0)
-    return out
+    top[has] = v[(starts + counts - 1)[has]]
+    return out, top
 
 
 def _sorted_by_group(groups: np.ndarray, values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
