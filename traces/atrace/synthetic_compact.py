@@ -227,6 +227,28 @@ def _synchronize(w: _Writer, t: float) -> float:
 _EVENTS_PER_LAYER = 29  # forward + backward of one linear + ReLU layer, flows included
 
 
+def write_header(out, rank: int, world_size: int) -> None:
+    """The keys Kineto writes before the events (the device, the job), up to the array."""
+    header = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045379072,
+             "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
+             "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+             "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
+             "sharedMemPerMultiprocessor": 233472, "numSms": 132,
+             "sharedMemPerBlockOptin": 232448}
+        ],
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size, "pg_count": 1,
+                            "pg_config": [], "nccl_version": "2.21.5"},
+    }
+    out.write(b"{\n")
+    for key, value in header.items():
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
+        out.write(b"  " + orjson.dumps(key) + b": " + text + b",\n")
+    out.write(b'  "traceEvents": [\n')
+
+
 def write_compact_trace(
     path: str | Path,
     n_events: int,
@@ -255,24 +277,7 @@ def write_compact_trace(
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "wb") as out:
-        header = {
-            "schemaVersion": 1,
-            "deviceProperties": [
-                {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045379072,
-                 "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-                 "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                 "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-                 "sharedMemPerMultiprocessor": 233472, "numSms": 132,
-                 "sharedMemPerBlockOptin": 232448}
-            ],
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size, "pg_count": 1,
-                                "pg_config": [], "nccl_version": "2.21.5"},
-        }
-        out.write(b"{\n")
-        for key, value in header.items():
-            text = orjson.dumps(value, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
-            out.write(b"  " + orjson.dumps(key) + b": " + text + b",\n")
-        out.write(b'  "traceEvents": [\n')
+        write_header(out, rank, world_size)
         w = _Writer(out, rng)
         w.collective_args, w.world, w.delay = collective_args, world_size, straggle_us
         for pid, tid, name, kind in (

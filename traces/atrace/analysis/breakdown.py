@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 
 from ..model.nesting import compute_nesting, self_times
-from ..model.stats import group_percentiles, merge_intervals, us
+from ..model.stats import group_stats, merge_intervals, us
 from ..model.trace import DEVICE_KINDS, KIND_NAMES, Kind, Trace
 
 SIDES = ("host", "device")
@@ -159,9 +159,7 @@ def operator_breakdown(
     count = np.bincount(group, minlength=n_groups)
     total = np.bincount(group, weights=dur, minlength=n_groups)
     self_total = np.bincount(group, weights=self_ns, minlength=n_groups)
-    max_ns = np.zeros(n_groups)
-    np.maximum.at(max_ns, group, dur)
-    pct = group_percentiles(group, dur, n_groups, [0.5, 0.95])
+    pct, max_ns = group_stats(group, dur, n_groups, [0.5, 0.95])
     strings = trace.strings.strings
     keys = []
     for k in uniq.tolist():

@@ -38,15 +38,7 @@ def topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:
 
 def longest_distances(order, e_src, e_dst, e_w, na: int) -> np.ndarray:
     """The longest path ending at each anchor (the first half of :func:`longest_paths`)."""
-    by_dst = np.argsort(e_dst, kind="stable")
-    in_ptr = np.searchsorted(e_dst[by_dst], np.arange(na + 1))
-    indeg = np.diff(in_ptr)
-    single = np.flatnonzero(indeg == 1)
-    only = by_dst[in_ptr[single]]
-    root, off = _forest(single, e_src[only], e_w[only], na)
-    meet = order[indeg[order] >= 2]
-    best_at, _ = _meet(meet, in_ptr, (root[e_src], off[e_src] + e_w), by_dst, na)
-    return best_at[root] + off
+    return _best(order, e_dst, e_src, e_w, na, with_pred=False)[0]
 
 
 def longest_paths(order, e_src, e_dst, e_w, na: int, *, with_tail: bool = True):
@@ -58,33 +50,37 @@ def longest_paths(order, e_src, e_dst, e_w, na: int, *, with_tail: bool = True):
     anchors where several edges meet are visited one by one, in topological order.
     ``with_tail=False`` leaves the second half out (``tail`` is None).
     """
-    by_dst = np.argsort(e_dst, kind="stable")
-    dst_sorted = e_dst[by_dst]
-    in_ptr = np.searchsorted(dst_sorted, np.arange(na + 1))
-    indeg = np.diff(in_ptr)
-    pred = np.full(na, -1, np.int64)
-    pred_edge = np.full(na, -1, np.int64)
-    single = np.flatnonzero(indeg == 1)
-    only = by_dst[in_ptr[single]]
-    pred[single], pred_edge[single] = e_src[only], only
-    root, off = _forest(single, e_src[only], e_w[only], na)
-    meet = order[indeg[order] >= 2]
-    best_at, best_edge = _meet(meet, in_ptr, (root[e_src] , off[e_src] + e_w), by_dst, na)
-    pred_edge[meet] = best_edge
-    pred[meet] = e_src[best_edge]
-    dist = best_at[root] + off
+    dist, pred, pred_edge = _best(order, e_dst, e_src, e_w, na, with_pred=True)
     if not with_tail:
         return dist, pred, pred_edge, None
+    tail, _, _ = _best(order[::-1], e_src, e_dst, e_w, na, with_pred=False)
+    return dist, pred, pred_edge, tail
 
-    by_src = np.argsort(e_src, kind="stable")
-    out_ptr = np.searchsorted(e_src[by_src], np.arange(na + 1))
-    outdeg = np.diff(out_ptr)
-    single = np.flatnonzero(outdeg == 1)
-    only = by_src[out_ptr[single]]
-    root, off = _forest(single, e_dst[only], e_w[only], na)
-    meet = order[::-1][outdeg[order[::-1]] >= 2]
-    tail_at, _ = _meet(meet, out_ptr, (root[e_dst], off[e_dst] + e_w), by_src, na)
-    return dist, pred, pred_edge, tail_at[root] + off
+
+def _best(order, near, far, e_w, na: int, *, with_pred: bool):
+    """Per anchor, the longest path over the edges whose ``near`` end it is (ending there
+    when ``near`` is the edges' destination, starting there when it is their source),
+    visiting anchors in ``order``; with the edge of the best path and its far end."""
+    by_near = np.argsort(near, kind="stable")
+    ptr = np.searchsorted(near[by_near], np.arange(na + 1))
+    deg = np.diff(ptr)
+    single = np.flatnonzero(deg == 1)
+    only = by_near[ptr[single]]
+    pred = pred_edge = None
+    if with_pred:
+        pred = np.full(na, -1, np.int64)
+        pred_edge = np.full(na, -1, np.int64)
+        pred[single], pred_edge[single] = far[only], only
+    root, off = _forest(single, far[only], e_w[only], na)
+    del single, only
+    meet = order[deg[order] >= 2]
+    del deg
+    best_at, best_edge = _meet(meet, ptr, (root, off, far, e_w), by_near, na)
+    del by_near, ptr
+    if with_pred:
+        pred_edge[meet] = best_edge
+        pred[meet] = far[best_edge]
+    return best_at[root] + off, pred, pred_edge
 
 
 def _forest(child: np.ndarray, up_of: np.ndarray, weight: np.ndarray, na: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,20 +98,28 @@ def _forest(child: np.ndarray, up_of: np.ndarray, weight: np.ndarray, na: int) -
         up = nxt
 
 
-def _meet(meet: np.ndarray, ptr: np.ndarray, far: tuple[np.ndarray, np.ndarray], edges: np.ndarray, na: int):
+def _meet(meet: np.ndarray, ptr: np.ndarray, far: tuple, edges: np.ndarray, na: int):
     """Best distance at anchors where several edges meet, visited in the given order.
 
-    ``far`` gives per edge the root of its far end and the far end's offset from that root
-    plus the edge's weight; ``edges`` lists the edges grouped by anchor (``ptr``). Returns
-    per anchor the best distance (roots only are meaningful) and, per ``meet`` anchor, the
-    first edge reaching it.
+    ``far`` is (root, offset, far end, weight): each anchor's root and offset from it, and
+    per edge its far end and weight; ``edges`` lists the edges grouped by anchor (``ptr``).
+    Returns per anchor the best distance (roots only are meaningful) and, per ``meet``
+    anchor, the first edge reaching it. Only the meeting anchors' edges are looked at.
     """
-    far_root = far[0][edges].tolist()
-    far_add = far[1][edges].tolist()
+    root, off, far_end, weight = far
+    lo, hi = ptr[meet], ptr[meet + 1]
+    n = hi - lo
+    mine = edges[np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))]
+    ends = far_end[mine]
+    far_root = root[ends].tolist()
+    far_add = (off[ends] + weight[mine]).tolist()
+    del ends
     best_at = [0] * na
     chosen = []
     choose = chosen.append
-    for v, first, stop in zip(meet.tolist(), ptr[meet].tolist(), ptr[meet + 1].tolist()):
+    first = 0
+    for v, count in zip(meet.tolist(), n.tolist()):
+        stop = first + count
         best, bj = best_at[far_root[first]] + far_add[first], first
         for j in range(first + 1, stop):
             d = best_at[far_root[j]] + far_add[j]
@@ -123,4 +127,5 @@ def _meet(meet: np.ndarray, ptr: np.ndarray, far: tuple[np.ndarray, np.ndarray],
                 best, bj = d, j
         best_at[v] = best
         choose(bj)
-    return np.array(best_at, np.int64), edges[np.array(chosen, np.int64)]
+        first = stop
+    return np.array(best_at, np.int64), mine[np.array(chosen, np.int64)]

@@ -11,11 +11,9 @@ from __future__ import annotations
 import gc
 import re
 from collections import defaultdict
-from itertools import repeat
-from operator import attrgetter
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
-import msgspec
 import numpy as np
 import orjson
 
@@ -23,99 +21,29 @@ from ..errors import TraceFormatError
 from ..model.builder import TraceBuilder
 from ..model.kinds import classify_device_work
 from ..model.trace import NO_ID, Kind, Trace
+from .chrome_batch import EVENTS_DECODER, KIND_BY_CATEGORY, Batch, Complete, Flows, parse_batch
 from .chrome_flows import resolve_flows
 from .jsonstream import ChromeEventStream
-from .timeparse import NotANumber, us_text_to_ns, us_texts_to_ns, us_to_ns
+from .timeparse import NotANumber, us_text_to_ns, us_to_ns
 
-KIND_BY_CATEGORY = {
-    "cpu_op": Kind.HOST_OP,
-    "operator": Kind.HOST_OP,
-    "host_op": Kind.HOST_OP,
-    "python_function": Kind.PYTHON,
-    "user_annotation": Kind.ANNOTATION,
-    "gpu_user_annotation": Kind.ANNOTATION,
-    "annotation": Kind.ANNOTATION,
-    "trace": Kind.ANNOTATION,
-    "cuda_runtime": Kind.RUNTIME,
-    "cuda_driver": Kind.RUNTIME,
-    "runtime": Kind.RUNTIME,
-    "driver": Kind.RUNTIME,
-    "xpu_runtime": Kind.RUNTIME,
-    "privateuse1_runtime": Kind.RUNTIME,
-    "mtia_runtime": Kind.RUNTIME,
-    "kernel": Kind.KERNEL,
-    "device_op": Kind.KERNEL,
-    "gpu_memcpy": Kind.MEMCPY,
-    "memcpy": Kind.MEMCPY,
-    "dma": Kind.MEMCPY,
-    "gpu_memset": Kind.MEMSET,
-    "memset": Kind.MEMSET,
-    "comm": Kind.COMM,
-    "collective": Kind.COMM,
-    "nccl": Kind.COMM,
-    "cuda_sync": Kind.SYNC,
-    "gpu_sync": Kind.SYNC,
-}
 _UNSET_KIND = 255
 _IGNORED_PHASES = set("NODPcvV()STFp")
 _INSTANT_PHASES = set("iIRn")
 
 
-class _Event(msgspec.Struct, gc=False):
-    """The fields of a trace event that the reader looks at; args stay raw JSON."""
-
-    ph: str | None = None
-    name: str = ""
-    cat: str = ""
-    ts: msgspec.Raw = msgspec.Raw(b"")  # the number's text: parsed exactly (timeparse)
-    dur: float = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
-    id: int | str | None = None
-    bp: str | None = None
-    args: msgspec.Raw = msgspec.Raw(b"")
+_EVENTS_DECODER = EVENTS_DECODER  # decodes a batch into records (the streaming tests use it)
 
 
-class _ArgsLite(msgspec.Struct, gc=False):
-    correlation: int = NO_ID
-    external_id: int = msgspec.field(default=NO_ID, name="External id")
-    op_type: str | None = None
-
-
-_TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
-_PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
-_CORR, _EXT = attrgetter("correlation"), attrgetter("external_id")
-_PH, _OP_TYPE = attrgetter("ph"), attrgetter("op_type")
-_PHASE_CODE = {"X": 0, "s": 1, "f": 1, "t": 1}  # 0: complete, 1: flow, 3: anything else
-_PHASE_CODE_OF_BYTE = np.full(256, 3, np.int8)
-for _ph, _code in _PHASE_CODE.items():
-    _PHASE_CODE_OF_BYTE[ord(_ph)] = _code
-
-
-def _phase_codes(phases: list) -> np.ndarray:
-    """Per event: 0 complete, 1 flow, 3 other. Phases are one-letter strings, so their
-    join is one byte each, read at once; anything else (a missing or longer phase) is
-    looked up one by one."""
-    if None not in phases and "" not in phases:
-        text = "".join(phases)  # no empty phase: as many letters as phases means one each
-        if len(text) == len(phases) and text.isascii():
-            return _PHASE_CODE_OF_BYTE[np.frombuffer(text.encode(), np.uint8)]
-    return np.array(list(map(_PHASE_CODE.get, phases, repeat(3))), np.int8)
-
-
-_EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
-_ARGS_DECODER = msgspec.json.Decoder(list[_ArgsLite])
-
-
-def _as_dict(e: _Event, where: str, ordinal: int) -> dict[str, Any]:
-    raw = bytes(e.args)
+def _as_dict(other: tuple, where: str, ordinal: int) -> dict[str, Any]:
+    """An event that is neither complete nor a flow, as a dict (its args decoded)."""
+    _k, ph, name, cat, ts, _dur, pid, tid, ident, _bp, raw = other
     try:
         args = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
         raise TraceFormatError("malformed 'args'", f"{where}, traceEvents[{ordinal}]") from None
-    d = {"ph": e.ph, "name": e.name, "cat": e.cat, "pid": e.pid, "tid": e.tid, "id": e.id, "args": args}
-    if len(e.ts):
-        d["ts"] = bytes(e.ts)
+    d = {"ph": ph, "name": name, "cat": cat, "pid": pid, "tid": tid, "id": ident, "args": args}
+    if ts:
+        d["ts"] = ts
     return d
 
 
@@ -128,7 +56,7 @@ class _ChromeReader:
         self.process_sort: dict[Any, int] = {}
         self.thread_names: dict[tuple, str] = {}
         self.thread_sort: dict[tuple, int] = {}
-        self.flow_events: list[tuple[_Event, int]] = []
+        self.flows: list[tuple[Flows, int]] = []  # per batch, with its first ordinal
         self.open_b: dict[int, list[tuple]] = defaultdict(list)
         self.async_open: dict[tuple, list[tuple]] = defaultdict(list)
         self.warnings: list[str] = []
@@ -146,13 +74,12 @@ class _ChromeReader:
             table.append(int(KIND_BY_CATEGORY.get(strings[i].lower(), _UNSET_KIND)))
         return np.asarray(table, np.uint8)[cat_ids]
 
-    def _tracks(self, pids: list, tids: list, first: int) -> np.ndarray:
-        """Track index per event: pid and tid values are numbered, then paired."""
-        try:
-            p_idx = self._number(self.pid_ids, pids)
-            t_idx = self._number(self.tid_ids, tids)
-        except TypeError:
-            raise self._err("pid/tid must be a number or a string", first) from None
+    def _tracks(self, keys: list[tuple]) -> np.ndarray:
+        """Track index per distinct (name, cat, pid, tid): pid and tid values are numbered
+        (in order of first appearance), then the batch's new (pid, tid) pairs become tracks
+        in the order of those numbers."""
+        p_idx = self._number(self.pid_ids, [k[2] for k in keys])
+        t_idx = self._number(self.tid_ids, [k[3] for k in keys])
         pair = p_idx * (1 << 32) + t_idx
         uniq, inv = np.unique(pair, return_inverse=True)
         pid_vals, tid_vals = list(self.pid_ids), list(self.tid_ids)
@@ -171,69 +98,50 @@ class _ChromeReader:
             ids = list(map(table.get, values))
         return np.array(ids, np.int64)
 
-    def add_batch(self, events: list[_Event], first: int) -> None:
-        phases = list(map(_PH, events))
-        if phases.count("X") == len(events):
-            self._add_complete(events, first + np.arange(len(events)))
-            return
-        code = _phase_codes(phases)
-        x_idx = np.flatnonzero(code == 0)
-        flows = np.flatnonzero(code == 1).tolist()
-        if flows:
-            self._keep_flows(list(map(events.__getitem__, flows)), [first + k for k in flows])
-        for k in np.flatnonzero(code == 3).tolist():
-            self._other(_as_dict(events[k], self.where, first + k), phases[k], first + k)
-        if len(x_idx):
-            self._add_complete(list(map(events.__getitem__, x_idx.tolist())), first + x_idx)
+    def add_batch(self, batch: Batch, first: int) -> None:
+        """Merge a decoded batch whose first event is ``traceEvents[first]``: its flows are
+        kept for the end, its other events handled in order, then its complete events."""
+        if batch.flows is not None:
+            self.flows.append((batch.flows, first))
+            if self.correlated:
+                self._drop_ac2g(len(self.flows) - 1)
+        for other in batch.others:
+            ordinal = first + other[0]
+            self._other(_as_dict(other, self.where, ordinal), other[1], ordinal)
+        if batch.x is not None:
+            self._add_complete(batch.x, first)
 
-    def _keep_flows(self, flows: list[_Event], ordinals: list[int]) -> None:
-        """Keep flow events for the end, except ``ac2g`` arrows once kernels carry
-        correlation ids (they would only repeat them)."""
-        if self.correlated:
-            cats = list(map(_CAT, flows))
-            if cats.count("ac2g") == len(cats):
-                return
-            self.flow_events += [(e, k) for e, k, c in zip(flows, ordinals, cats) if c != "ac2g"]
-            return
-        self.flow_events += zip(flows, ordinals)
+    def _drop_ac2g(self, k: int) -> None:
+        """Let go of a kept batch's ``ac2g`` flows (once kernels carry correlation ids)."""
+        fl, first = self.flows[k]
+        ac2g = np.array([key[0] == "ac2g" for key in fl.keys], bool)
+        if ac2g.any():
+            keep = np.flatnonzero(~ac2g[fl.key])
+            ids = [fl.ids[i] for i in keep.tolist()]
+            self.flows[k] = (Flows(fl.local[keep], fl.keys, fl.key[keep], ids, fl.ts[keep], fl.ts_state[keep]), first)
 
-    def _add_complete(self, xs: list[_Event], ordinals: np.ndarray) -> None:
+    def _add_complete(self, x: Complete, first: int) -> None:
+        if x.error is not None:
+            what, k = x.error
+            raise self._err(what, first + (int(x.local[k]) if x.local is not None else k))
         b = self.b
-        n = len(xs)
-        ts = self._exact_times(xs, ordinals)
-        dur = np.fromiter(map(_DUR, xs), np.float64, n)
-        if (dur < 0).any():
-            k = int(np.flatnonzero(dur < 0)[0])
-            raise self._err(f"negative duration {dur[k]:g} us (event {xs[k].name!r})", ordinals[k])
-        if not np.isfinite(dur).all():
-            k = int(np.flatnonzero(~np.isfinite(dur))[0])
-            raise self._err("duration is not finite", ordinals[k])
-        names = b.strings.intern_many(list(map(_NAME, xs)))
-        cats = b.strings.intern_many(list(map(_CAT, xs)))
-        tracks = self._tracks(list(map(_PID, xs)), list(map(_TID, xs)), ordinals[0])
-        raws = list(map(_ARGS, xs))  # views into the batch's text (msgspec.Raw), not copies
-        lengths = np.fromiter(map(len, raws), np.int64, n)
-        listed = raws if lengths.all() else [r if size else b"{}" for r, size in zip(raws, lengths.tolist())]
-        try:
-            lite = _ARGS_DECODER.decode(b"[" + b",".join(listed) + b"]")
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            at = re.search(r"\$\[(\d+)\]", str(exc))
-            k = int(at.group(1)) if at else 0
-            raise self._err(f"bad 'args': {str(exc).split(' - at ')[0]}", ordinals[k]) from None
-        corr = np.fromiter(map(_CORR, lite), np.int64, n)
-        kinds = self._kinds(cats)
-        if not self.correlated and ((kinds == Kind.KERNEL) & (corr >= 0)).any():
-            # Kernels carry correlation ids: ac2g flows would only repeat them.
-            self.correlated = True
-            self.flow_events = [f for f in self.flow_events if f[0].cat != "ac2g"]
-        ext = np.fromiter(map(_EXT, lite), np.int64, n)
+        strings = b.strings
+        name_of_key = strings.intern_many([k[0] for k in x.keys])
+        cat_of_key = strings.intern_many([k[1] for k in x.keys])
+        track_of_key = self._tracks(x.keys)
+        names = name_of_key[x.key]
+        cats = cat_of_key[x.key]
+        kinds = self._kinds(cat_of_key)[x.key]
+        if not self.correlated and ((kinds == Kind.KERNEL) & (x.corr >= 0)).any():
+            self.correlated = True  # kernels carry correlation ids: ac2g flows would only repeat them
+            for k in range(len(self.flows)):
+                self._drop_ac2g(k)
         op = names
-        op_types = list(map(_OP_TYPE, lite))
-        if op_types.count(None) != n:
+        if x.op_types:
             op = names.copy()
-            for k, t in enumerate(op_types):
-                if t is not None:
-                    op[k] = b.strings.intern(t)
+            for k, t in x.op_types:
+                op[k] = strings.intern(t)
+        n = len(x)
         b.add_columns(
             {
                 "name": names,
@@ -241,26 +149,14 @@ class _ChromeReader:
                 "op": op,
                 "kind": kinds,
                 "ph": np.full(n, ord("X"), np.uint8),
-                "ts": ts,
-                # Durations are small: float64 holds any three-decimal value below 2**50 ns
-                # (13 days) closely enough that rounding recovers the exact nanoseconds.
-                "dur": np.rint(dur * 1000.0).astype(np.int64),
-                "track": tracks,
-                "corr": corr,
-                "ext": ext,
+                "ts": x.ts,
+                "dur": x.dur,
+                "track": track_of_key[x.key],
+                "corr": x.corr,
+                "ext": x.ext,
             },
-            (b"".join(raws), lengths),
+            (x.args, x.arg_len),
         )
-
-    def _exact_times(self, xs: list[_Event], ordinals: np.ndarray) -> np.ndarray:
-        """The events' 'ts' in integer ns, parsed exactly from the JSON text."""
-        try:
-            return us_texts_to_ns(list(map(_TS, xs)))
-        except NotANumber as exc:
-            k = exc.args[1]
-            if not len(xs[k].ts):
-                raise self._err(f"complete event has no 'ts' (event {xs[k].name!r})", ordinals[k]) from None
-            raise self._err(f"'ts' is {exc.args[0][:40]}, not a number (event {xs[k].name!r})", ordinals[k]) from None
 
     def _time(self, e: dict, key: str, ordinal: int) -> int:
         v = e.get(key)
@@ -378,7 +274,7 @@ class _ChromeReader:
 
         finish_trace(trace)
         classify_device_work(trace)
-        resolve_flows(trace, self.flow_events, self)
+        resolve_flows(trace, self.flows, self)
         for i, t in enumerate(trace.tracks):
             if t.is_device:
                 _device_and_stream(trace, i, t)
@@ -431,17 +327,23 @@ def _device_and_stream(trace: Trace, i: int, t) -> None:
 def read_chrome(stream: BinaryIO, where: str = "trace", *, chunk_size: int | None = None) -> Trace:
     """Read Chrome / Kineto trace JSON from a binary stream."""
     events = ChromeEventStream(
-        stream, where, decode=_EVENTS_DECODER.decode, **({"chunk_size": chunk_size} if chunk_size else {})
+        stream, where, decode=parse_batch, **({"chunk_size": chunk_size} if chunk_size else {})
     )
+    return merge_batches(events.batches(), lambda: events.meta, where)
+
+
+def merge_batches(batches: Iterable[tuple[Batch, int]], meta: Callable[[], dict], where: str) -> Trace:
+    """The trace of decoded batches (each with the ordinal of its first event), in file
+    order; ``meta()`` gives the file's other top-level keys once the batches are done."""
     reader = _ChromeReader(where)
     # Millions of short-lived records and no reference cycles: the cycle collector would
     # only rescan them over and over.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for batch, first in events.batches():
+        for batch, first in batches:
             reader.add_batch(batch, first)
-        return reader.finish(events.meta)
+        return reader.finish(meta())
     finally:
         if was_enabled:
             gc.enable()

@@ -75,6 +75,21 @@ def _last_object_boundary(data: bytes, tries: int = 64) -> int:
     return -1
 
 
+_SEPARATORS = re.compile(rb"[ \t\r\n,]*")
+
+
+def fast_cut(pending: bytes) -> tuple[int, int] | None:
+    """Where the fast path would cut ``pending``: (first byte of its first event, the
+    closing brace of the last event followed by another), or None if it would not."""
+    cut = _last_object_boundary(pending)
+    if cut < 0:
+        return None
+    lead = _SEPARATORS.match(pending).end()
+    if lead > cut or pending[lead : lead + 1] != b"{":
+        return None
+    return lead, cut
+
+
 class ChromeEventStream:
     """Iterate over batches of event dicts from a Chrome trace JSON byte stream."""
 
@@ -100,9 +115,15 @@ class ChromeEventStream:
     def _read(self) -> bytes:
         return self.stream.read(self.chunk_size)
 
-    def batches(self) -> Iterator[tuple[list[dict], int]]:
-        """Yield (events, ordinal of the first) for each run of complete events."""
-        prefix, pending, offset, array_depth = self._prelude()
+    def batches(self, resume: tuple[bytes, bytes, int, int] | None = None) -> Iterator[tuple[list[dict], int]]:
+        """Yield (events, ordinal of the first) for each run of complete events.
+
+        ``resume`` continues a stream whose beginning was cut into batches elsewhere
+        (:mod:`.chrome_parallel`): (bytes up to the array's opening bracket, the pending
+        bytes, their offset, the array's depth), the stream positioned after them and
+        :attr:`events_seen` set.
+        """
+        prefix, pending, offset, array_depth = resume or self._prelude()
         eof = False
         while True:
             pending, eof = self._fill(pending, eof)
@@ -212,14 +233,12 @@ class ChromeEventStream:
         nested object leaves unbalanced JSON, which the decoder rejects, so a successful
         decode proves the cut; otherwise the exact scan runs.
         """
-        cut = _last_object_boundary(pending)
-        if cut < 0:
+        found = fast_cut(pending)
+        if found is None:
             return None
-        lead = len(pending) - len(pending.lstrip(_WS + b","))
-        if lead > cut or pending[lead : lead + 1] != b"{":
-            return None
+        lead, cut = found
         try:
-            events = self.decode(b"[" + pending[lead : cut + 1] + b"]")
+            events = self.decode(b"".join((b"[", memoryview(pending)[lead : cut + 1], b"]")))
         except (orjson.JSONDecodeError, msgspec.DecodeError, msgspec.ValidationError):
             self.fast_failures += 1
             return None

@@ -19,6 +19,7 @@ from ..errors import TraceFormatError
 from ..model.trace import Trace
 from .chakra_et import looks_like_chakra_et, read_chakra_et
 from .chakra_json import read_chakra
+from .chrome_parallel import parallel_possible, read_chrome_file
 from .chrome_reader import read_chrome
 from .opening import MAX_DECOMPRESSED_BYTES, Peeked, open_trace_stream, sniff_format
 
@@ -29,8 +30,14 @@ def read_trace(
     format: str | None = None,  # noqa: A002 - the natural name
     max_bytes: int = MAX_DECOMPRESSED_BYTES,
     chunk_size: int | None = None,
+    workers: int | None = None,
 ) -> Trace:
-    """Read a trace in any supported format (plain or gzipped) into a :class:`Trace`."""
+    """Read a trace in any supported format (plain or gzipped) into a :class:`Trace`.
+
+    A large plain Chrome / Kineto JSON file given by path is decoded by two processes
+    (:mod:`.chrome_parallel`) where that is possible; ``workers=1`` keeps to one,
+    ``workers=2`` uses two whatever the size. The trace is the same either way.
+    """
     stream, where, closers = open_trace_stream(source, max_bytes=max_bytes)
     try:
         head = stream.read(1 << 16)
@@ -44,8 +51,23 @@ def read_trace(
             return read_chakra(full, where)
         if fmt not in ("chrome", "kineto"):
             raise TraceFormatError(f"unknown format {fmt!r}", where)
+        if _two_processes(source, closers, workers, max_bytes):
+            return read_chrome_file(source, where, chunk_size=chunk_size)
         return read_chrome(full, where, chunk_size=chunk_size)
     finally:
         for c in reversed(closers):
             c.close()
 
+
+
+def _two_processes(source, closers: list, workers: int | None, max_bytes: int) -> bool:
+    """Whether to read with two processes: a plain file, given by path, within the size
+    limit, and either asked for (``workers=2``) or large enough on a machine that can."""
+    if workers == 1 or not isinstance(source, str | os.PathLike) or len(closers) != 1:
+        return False  # a stream, bytes, or a gzipped file (a second closer: the decompressor)
+    size = os.fstat(closers[0].fileno()).st_size
+    if size > max_bytes:
+        return False  # the streaming reader says so
+    if workers is not None and workers >= 2:
+        return hasattr(os, "fork")
+    return parallel_possible(size)

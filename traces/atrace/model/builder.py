@@ -1,6 +1,6 @@
 """Building traces: from Python code (the emulator, Chakra, tests) and from reader batches.
 
-:class:`TraceBuilder` collects events a batch at a time into column chunks and turns them
+:class:`TraceBuilder` collects events a batch at a time into growing columns and turns them
 into a :class:`~traces.atrace.model.trace.Trace` at the end; :func:`finish_trace` then fills in
 what is derived from the whole trace (which tracks are accelerators, which runtime calls
 launched device work or waited for it).
@@ -55,8 +55,13 @@ class TraceBuilder:
         self.strings = StringTable([""])
         self.tracks: list[Track] = []
         self.track_index: dict[tuple[Any, Any], int] = {}
-        self.chunks: dict[str, list[np.ndarray]] = {c: [] for c in _COLUMNS}
-        self.arg_chunks: list[tuple[bytes, np.ndarray]] = []
+        # Columns grow in place (realloc: no second copy), filled up to ``_filled``.
+        self.columns: dict[str, np.ndarray] = {c: np.zeros(0, _DTYPES[c]) for c in _COLUMNS}
+        self._filled = 0
+        # The args of all events, appended batch by batch (a bytearray grows in place, so
+        # the blob is never held twice), and each batch's arg lengths.
+        self.arg_blob = bytearray()
+        self.arg_lengths: list[np.ndarray] = []
         self.edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.meta: dict[str, Any] = {"source": source} if source else {}
         self.count = 0
@@ -123,11 +128,10 @@ class TraceBuilder:
     def _flush_rows(self) -> None:
         if not self._row_args:
             return
-        for c in _COLUMNS:
-            self.chunks[c].append(np.array(self._rows[c], dtype=_DTYPES[c]))
-            self._rows[c] = []
-        lengths = np.fromiter((len(b) for b in self._row_args), np.int64, len(self._row_args))
-        self.arg_chunks.append((b"".join(self._row_args), lengths))
+        self._append({c: np.array(self._rows[c], dtype=_DTYPES[c]) for c in _COLUMNS})
+        self._rows = {c: [] for c in _COLUMNS}
+        self.arg_lengths.append(np.fromiter((len(b) for b in self._row_args), np.int64, len(self._row_args)))
+        self.arg_blob += b"".join(self._row_args)
         self._row_args = []
 
     # -- a batch of columns at once (for readers) ----------------------------------------
@@ -136,20 +140,31 @@ class TraceBuilder:
         self._flush_rows()
         first = self.count
         n = len(columns["ts"])
-        for c in _COLUMNS:
-            self.chunks[c].append(np.asarray(columns[c], dtype=_DTYPES[c]))
-        self.arg_chunks.append(args)
+        self._append(columns)
+        self.arg_blob += args[0]
+        self.arg_lengths.append(args[1])
         self.count += n
         return first
+
+    def _append(self, columns: dict[str, np.ndarray]) -> None:
+        n = len(columns["ts"])
+        end = self._filled + n
+        if end > len(self.columns["ts"]):
+            capacity = max(end, len(self.columns["ts"]) * 3 // 2, 1024)
+            for c in _COLUMNS:
+                self.columns[c].resize(capacity, refcheck=False)
+        for c in _COLUMNS:
+            self.columns[c][self._filled : end] = columns[c]
+        self._filled = end
 
     def build(self, *, allow_empty: bool = False, finish: bool = True) -> Trace:
         """The trace; ``finish=False`` leaves :func:`finish_trace` to the caller (a reader
         that still fixes kinds calls it once, afterwards)."""
         self._flush_rows()
-        cols = {
-            c: np.concatenate(self.chunks[c]) if self.chunks[c] else np.zeros(0, _DTYPES[c])
-            for c in _COLUMNS
-        }
+        cols, self.columns = self.columns, {c: np.zeros(0, _DTYPES[c]) for c in _COLUMNS}
+        for column in cols.values():
+            column.resize(self._filled, refcheck=False)
+        self._filled = 0
         if not len(cols["ts"]) and not allow_empty:
             raise EmptyTraceError("the trace holds no events")
         if self.edges:
@@ -162,7 +177,7 @@ class TraceBuilder:
         trace = Trace(
             strings=self.strings,
             flags=np.zeros(len(cols["ts"]), np.uint8),
-            args=ArgStore.from_chunks(self.arg_chunks),
+            args=self._arg_store(),
             tracks=self.tracks,
             edge_src=src,
             edge_dst=dst,
@@ -171,6 +186,13 @@ class TraceBuilder:
             **cols,
         )
         return finish_trace(trace) if finish else trace
+
+    def _arg_store(self) -> ArgStore:
+        lengths = np.concatenate(self.arg_lengths) if self.arg_lengths else np.zeros(0, np.int64)
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        blob, self.arg_blob, self.arg_lengths = self.arg_blob, bytearray(), []
+        return ArgStore(blob, offsets)
 
 
 def finish_trace(trace: Trace) -> Trace:

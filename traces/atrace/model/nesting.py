@@ -44,7 +44,9 @@ def chain_ids(trace: Trace, sel: np.ndarray) -> np.ndarray:
     return chain
 
 
-def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None) -> Points:
+def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None, *, full: bool = True) -> Points:
+    """The points of the slices ``sel``, ordered; ``full=False`` gives only the nesting
+    (depth, parent, start and end positions), not the per-point arrays, in less memory."""
     sel = np.asarray(sel, np.int64)
     if chain is None:
         chain = chain_ids(trace, sel)
@@ -54,36 +56,54 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None)
     end = ts + dur
     # Rank of each slice on its chain: by start, longer first (parents before children).
     ties = (-dur,) if m < 2 or (sel[1:] > sel[:-1]).all() else (sel, -dur)  # a stable sort keeps sel's order
-    ev_order = np.lexsort((*ties, *_chain_time(chain, ts, end)))
+    ev_key = chain_time(chain, ts, end)
+    ev_order = sort_keys((*ties, *ev_key))
     rank = np.empty(m, np.int64)
     rank[ev_order] = np.arange(m)
     zero = dur == 0
-    pt_time = np.concatenate([ts, end])
-    pt_chain = np.concatenate([chain, chain])
-    # type 0: end of a non-empty slice; type 1: starts, and ends of empty slices; then by
-    # rank (starts in rank order, ends of non-empty slices in reverse).
-    pt_type = np.concatenate([np.ones(m, np.int64), zero.astype(np.int64)])
-    pt_sec = np.concatenate([2 * rank, np.where(zero, 2 * rank + 1, -rank)])
-    order = np.lexsort((pt_type * (3 * m + 1) + pt_sec + m, *_chain_time(pt_chain, pt_time, pt_time)))
-    local = order % m if m else order
+    # Points: m starts, then m ends. Type 0: end of a non-empty slice; type 1: starts, and
+    # ends of empty slices; then by rank (starts in rank order, ends of non-empty slices in
+    # reverse). Within a chain, by time first.
+    sec = np.empty(2 * m, np.int64)
+    np.multiply(rank, 2, out=sec[:m])
+    sec[:m] += 3 * m + 1
+    sec[m:] = np.where(zero, 3 * m + 2 + 2 * rank, -rank)
+    sec += m
+    del rank, zero
+    if len(ev_key) == 1:  # one key per point: chain * span + time offset (see _chain_time)
+        key = np.empty(2 * m, np.int64)
+        key[:m] = ev_key[0]
+        np.add(ev_key[0], dur, out=key[m:])
+        del ev_key
+        order = sort_keys((sec, key))
+    else:
+        order = np.lexsort((sec, np.concatenate([ts, end]), np.concatenate([chain, chain])))
+    del sec
     is_end = order >= m
-    delta = np.where(is_end, -1, 1).astype(np.int64)
-    open_after = np.cumsum(delta)
+    starts = np.flatnonzero(~is_end)
+    ends = np.flatnonzero(is_end)
     start_pos = np.empty(m, np.int64)
     end_pos = np.empty(m, np.int64)
-    positions = np.arange(2 * m)
-    start_pos[local[~is_end]] = positions[~is_end]
-    end_pos[local[is_end]] = positions[is_end]
-    depth = open_after[start_pos] - 1 if m else np.zeros(0, np.int64)
+    start_pos[order[starts]] = starts
+    end_pos[order[ends] - m] = ends
+    # Open slices after a start = starts so far - ends so far: for the k-th start, at
+    # position p, that is (k + 1) - (p - k); its depth is one less.
+    depth = np.empty(m, np.int64)
+    depth[order[starts]] = 2 * np.arange(m) - starts
+    del starts, ends
     parent_local = _parents(depth, start_pos, chain)
     _fix_partial_overlaps(parent_local, depth, end, ts, chain, ev_order)
     parent = np.where(parent_local >= 0, sel[np.maximum(parent_local, 0)], -1)
+    if not full:
+        empty = np.zeros(0, np.int64)
+        return Points(empty, empty, is_end, empty, empty, sel, depth, parent, start_pos, end_pos)
+    local = np.where(is_end, order - m, order)
     return Points(
         event=sel[local],
         local=local,
         is_end=is_end,
-        time=pt_time[order],
-        chain=pt_chain[order],
+        time=np.where(is_end, end[local], ts[local]),
+        chain=chain[local],
         sel=sel,
         depth=depth,
         parent=parent,
@@ -92,7 +112,27 @@ def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None)
     )
 
 
-def _chain_time(chain: np.ndarray, time: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+def sort_keys(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``np.lexsort(keys)``, faster for two keys whose last (the primary) is nearly sorted
+    with few ties, as a trace's times on its threads are: a stable argsort of the primary,
+    then only the runs of equal primaries are sorted by the secondary (and position)."""
+    if len(keys) != 2 or len(keys[1]) < 2:
+        return np.lexsort(keys)
+    secondary, primary = keys
+    order = np.argsort(primary, kind="stable")
+    p = primary[order]
+    tie = p[1:] == p[:-1]
+    if tie.any():
+        in_run = np.zeros(len(p), bool)
+        in_run[1:] |= tie
+        in_run[:-1] |= tie
+        pos = np.flatnonzero(in_run)
+        idx = order[pos]
+        order[pos] = idx[np.lexsort((idx, secondary[idx], p[pos]))]
+    return order
+
+
+def chain_time(chain: np.ndarray, time: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
     """Sort keys (least significant first) for "by chain, then by time": one int64 key when
     chain and time offset fit in it together (they do for any trace shorter than days), else
     two keys."""
@@ -148,18 +188,22 @@ def _fix_partial_overlaps(parent, depth, end, ts, chain, ev_order) -> None:
     at[members] = stretch
     bad[at[outlives]] = True
     redo = members[bad[stretch]]
-    starts = np.flatnonzero(np.diff(stretch[bad[stretch]], prepend=-1)).tolist()
-    end_of, ts_of = end.tolist(), ts.tolist()
+    first = set(np.flatnonzero(np.diff(stretch[bad[stretch]], prepend=-1)).tolist())
+    # The stack holds positions in ``redo``; only the redone slices' times are read.
+    index, end_of, ts_of = redo.tolist(), end[redo].tolist(), ts[redo].tolist()
+    new_parent, new_depth = [-1] * len(index), [0] * len(index)
     stack: list[int] = []
-    first = set(starts)
-    for k, i in enumerate(redo.tolist()):
+    for k in range(len(index)):
         if k in first:
             stack = []
-        while stack and end_of[stack[-1]] <= ts_of[i]:
+        while stack and end_of[stack[-1]] <= ts_of[k]:
             stack.pop()
-        parent[i] = stack[-1] if stack else -1
-        depth[i] = depth[parent[i]] + 1 if stack else 0
-        stack.append(i)
+        if stack:
+            new_parent[k] = index[stack[-1]]
+            new_depth[k] = new_depth[stack[-1]] + 1
+        stack.append(k)
+    parent[redo] = new_parent
+    depth[redo] = new_depth
 
 
 def _stretches(members: np.ndarray, chain: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -181,7 +225,7 @@ def compute_nesting(trace: Trace, mask: np.ndarray) -> tuple[np.ndarray, np.ndar
     depth = np.zeros(n, np.int64)
     sel = np.flatnonzero(mask)
     if len(sel):
-        pts = order_points(trace, sel)
+        pts = order_points(trace, sel, full=False)
         parent[sel] = pts.parent
         depth[sel] = pts.depth
     return parent, depth

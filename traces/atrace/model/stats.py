@@ -30,12 +30,18 @@ def distribution(values_ns: np.ndarray) -> dict[str, float | int]:
 
 def group_percentiles(groups: np.ndarray, values: np.ndarray, n_groups: int, qs: list[float]) -> np.ndarray:
     """Per group (0..n_groups-1) percentiles (linear interpolation) -> shape (n_groups, len(qs))."""
+    return group_stats(groups, values, n_groups, qs)[0]
+
+
+def group_stats(groups: np.ndarray, values: np.ndarray, n_groups: int, qs: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the percentiles ``qs`` (shape (n_groups, len(qs))) and the maximum (0.0
+    for an empty group), from one sort."""
     out = np.zeros((n_groups, len(qs)))
+    top = np.zeros(n_groups)
     if not len(values):
-        return out
-    order = np.lexsort((values, groups))
-    g = groups[order]
-    v = values[order].astype(np.float64)
+        return out, top
+    g, v = _sorted_by_group(groups, values, n_groups)
+    v = v.astype(np.float64)
     starts = np.searchsorted(g, np.arange(n_groups), "left")
     counts = np.searchsorted(g, np.arange(n_groups), "right") - starts
     has = counts > 0
@@ -47,7 +53,20 @@ def group_percentiles(groups: np.ndarray, values: np.ndarray, n_groups: int, qs:
         lo_i = np.where(has, starts + lo, 0)
         hi_i = np.where(has, starts + hi, 0)
         out[:, j] = np.where(has, v[lo_i] + (v[hi_i] - v[lo_i]) * frac, 0.0)
-    return out
+    top[has] = v[(starts + counts - 1)[has]]
+    return out, top
+
+
+def _sorted_by_group(groups: np.ndarray, values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(groups, values) sorted by group, then value. Non-negative integers that fit sort
+    as one int64 key (group * (max + 1) + value), quicker than sorting by two keys."""
+    if values.dtype.kind in "iu" and groups.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        if low >= 0 and int(groups.min()) >= 0 and n_groups * (high + 1) < (1 << 62):
+            key = np.sort(groups.astype(np.int64) * (high + 1) + values)
+            return key // (high + 1), key % (high + 1)
+    order = np.lexsort((values, groups))
+    return groups[order], values[order]
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -60,11 +79,12 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     # A new run starts where an interval begins after everything before it ended.
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > e[:-1]
-    run = np.cumsum(new) - 1
     rs = s[new]
-    re = np.zeros(len(rs), np.int64)
-    np.maximum.at(re, run, e)
-    return rs, re
+    # e is a running maximum: a run's end is its last interval's.
+    last = np.empty(len(rs), np.int64)
+    last[:-1] = np.flatnonzero(new)[1:] - 1
+    last[-1] = len(e) - 1
+    return rs, e[last].astype(np.int64)
 
 
 def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:

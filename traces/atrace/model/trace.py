@@ -106,9 +106,13 @@ class StringTable:
 
 
 class ArgStore:
-    """Per-event argument dicts, stored as JSON bytes in one buffer with offsets."""
+    """Per-event argument dicts, stored as JSON text in one buffer with offsets.
 
-    def __init__(self, blob: bytes = b"", offsets: np.ndarray | None = None):
+    The buffer is bytes, or a bytearray where a reader grew it batch by batch (a bytearray
+    grows in place; joining batches into bytes would hold the blob twice).
+    """
+
+    def __init__(self, blob: bytes | bytearray = b"", offsets: np.ndarray | None = None):
         self.blob = blob
         self.offsets = offsets if offsets is not None else np.zeros(1, dtype=np.int64)
 
@@ -132,7 +136,7 @@ class ArgStore:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def raw(self, i: int) -> bytes:
+    def raw(self, i: int) -> bytes | bytearray:
         return self.blob[self.offsets[i] : self.offsets[i + 1]]
 
     def get(self, i: int) -> dict[str, Any]:
