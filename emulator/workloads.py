@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "WORKLOADS",
     "CostProfile",
+    "build_workload",
     "OpNode",
     "Workload",
     "op_time_us",
@@ -270,11 +271,20 @@ def _video_pipeline(frames: int = 8) -> Workload:
     return b.build()
 
 
-WORKLOADS: dict[str, Workload] = {
-    "recommendation": _recommendation(),
-    "transformer": _transformer(),
-    "video_pipeline": _video_pipeline(),
+_BUILDERS = {
+    "recommendation": _recommendation,
+    "transformer": _transformer,
+    "video_pipeline": _video_pipeline,
 }
+WORKLOADS: dict[str, Workload] = {name: build() for name, build in _BUILDERS.items()}
+
+
+def build_workload(name: str, **shape: int) -> Workload:
+    """The graph of workload ``name`` at other shapes (``batch=``, ``seq=``, ``frames=``)."""
+    try:
+        return _BUILDERS[name](**shape)
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r}; expected one of {sorted(_BUILDERS)}") from None
 
 
 @dataclass(frozen=True)
