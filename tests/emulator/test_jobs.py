@@ -231,3 +231,16 @@ def test_a_ring_goes_at_its_slowest_link():
     assert transfer_ns(100e6, [25.0] * 7 + [1.5], hosts=1) > 10 * fast
     assert transfer_ns(100e6, [25.0] * 8, hosts=2) > fast  # the network between hosts
     assert transfer_ns(100e6, [25.0], hosts=1) == 0
+
+
+def test_job_command_writes_one_trace_per_rank(tmp_path, capsys):
+    from emulator.__main__ import main
+
+    out = tmp_path / "job"
+    argv = ["--state-dir", str(tmp_path / "state"), "--hosts", "2", "--devices-per-host", "2", "--types", "gpu"]
+    assert main([*argv, "job", str(out), "--name", "bert", "--duration", "0.5"]) == 0
+    assert "steps of data-parallel 'bert'" in capsys.readouterr().out
+    job = analyse_job(read_job(out))
+    assert job.ranks == [0, 1, 2, 3] and job.rule == RULE_PG_SEQ and job.collectives
+    with pytest.raises(SystemExit, match="no device 'nope'"):
+        main([*argv, "job", str(out), "--devices", "nope"])
