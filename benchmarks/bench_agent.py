@@ -85,7 +85,7 @@ def bench_cycle(specs: Path, hwmon: Path, cycles: int) -> None:
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import routing, services
+    from fleet import polling, routing
     from fleet.agent.discovery import agent_host
     from fleet.agent.registration import register_host
     from fleet.models import Host
@@ -94,12 +94,12 @@ def bench_cycle(specs: Path, hwmon: Path, cycles: int) -> None:
     try:
         register_host("bench-node", routing.agent_queue_name("bench-node"), agent_host().devices)
         host_id = Host.objects.get(name="bench-node").id
-        cycle = services.current_cycle()
-        services.poll_agent_host(host_id, cycle)
+        cycle = polling.current_cycle()
+        polling.poll_agent_host(host_id, cycle)
         totals, samples = [], 0
         for i in range(1, cycles + 1):
             t0 = time.perf_counter()
-            result = services.poll_agent_host(host_id, cycle + i * settings.POLL_INTERVAL)
+            result = polling.poll_agent_host(host_id, cycle + i * settings.POLL_INTERVAL)
             totals.append(time.perf_counter() - t0)
             samples = result.samples
         print(f"agent poll cycle (poll service)    {ms(totals)}   {samples} samples a cycle")

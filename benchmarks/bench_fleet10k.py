@@ -47,10 +47,10 @@ def setup(args) -> None:
 def probe_figures(args) -> tuple[float, list[dict]]:
     """Seconds per device for emulator + refresh, and a sample of snapshots."""
     from emulator import fleet_layout
-    from fleet import services
+    from fleet import emulated_fleet
 
-    names = [h.name for h in fleet_layout(services.fleet_config())][: args.probe_hosts]
-    monitors = [services.host_monitor(n) for n in names]
+    names = [h.name for h in fleet_layout(emulated_fleet.fleet_config())][: args.probe_hosts]
+    monitors = [emulated_fleet.host_monitor(n) for n in names]
     now = time.time()
     for m in monitors:
         m.poll(now - 5)  # warm: rates need a previous refresh
@@ -186,10 +186,10 @@ def ingestion(args, snaps) -> None:
 
 
 def push_figures(args, snaps) -> None:
-    from dashboard import push
+    from fleet import events
 
     devices = args.hosts * 8
-    lines = [push.device_line(i, {**snaps[i % len(snaps)], "health": "ok", "health_reasons": []}) for i in range(devices)]
+    lines = [events.device_line(i, {**snaps[i % len(snaps)], "health": "ok", "health_reasons": []}) for i in range(devices)]
     size = len(json.dumps({"type": "fleet.polled", "cycle": 0.0, "devices": lines}))
     print(f"  push: one cycle's fleet message {size / 1e6:.2f} MB to every fleet-page socket "
           f"({size / devices:.0f} B/device)")

@@ -58,9 +58,9 @@ def wipe_redis() -> None:
 
 def real_snapshots() -> list[dict]:
     from emulator import fleet_layout
-    from fleet import services
+    from fleet import emulated_fleet
 
-    monitors = [services.host_monitor(h.name) for h in fleet_layout(services.fleet_config())]
+    monitors = [emulated_fleet.host_monitor(h.name) for h in fleet_layout(emulated_fleet.fleet_config())]
     now = time.time()
     for m in monitors:
         m.poll(now - 5)
@@ -70,8 +70,7 @@ def real_snapshots() -> list[dict]:
 def build_fleet(hosts: int, snaps: list[dict]) -> dict[int, list[dict]]:
     """Hosts and devices in the database, snapshots and the health index in Redis, as after a
     poll: one device in 50 warning, one in 400 critical. Returns each shard's poll lines."""
-    from dashboard import push
-    from fleet import health_index, snapshots
+    from fleet import events, health_index, snapshots
     from fleet.models import Device, Host
 
     types = ["gpu", "inference", "video"]
@@ -89,10 +88,9 @@ def build_fleet(hosts: int, snaps: list[dict]) -> dict[int, list[dict]]:
             {"rule": "cooling", "level": health, "reason": "hot for its power", "values": {}}
         ]
         polled[device.id] = snapshot
-        lines[device.host_id % SHARDS].append(push.device_line(device.id, snapshot))
+        lines[device.host_id % SHARDS].append(events.device_line(device.id, snapshot))
     snapshots.write_snapshots(now // 5 * 5, polled)
-    for shard_lines in lines.values():
-        health_index.record(shard_lines, now)
+    health_index.record(polled, now)
     return lines
 
 
@@ -150,8 +148,8 @@ async def socket_bytes(cookie: str, subscribe: list[int] | None, lines: dict[int
     from channels.testing import WebsocketCommunicator
     from django.db import connections
 
-    from dashboard import push
     from dashboard.asgi import application
+    from fleet import events
 
     communicator = WebsocketCommunicator(application, "/ws/fleet/", headers=[(b"cookie", cookie.encode()), (b"origin", b"http://127.0.0.1")])
     connected, _ = await communicator.connect(timeout=10)
@@ -163,7 +161,7 @@ async def socket_bytes(cookie: str, subscribe: list[int] | None, lines: dict[int
     base = time.time() // 5 * 5
     for c in range(cycles):
         for shard, shard_lines in lines.items():
-            await sync_to_async(push.shard_polled)(shard, base + 5 * c, shard_lines)
+            await sync_to_async(events.shard_polled)(shard, base + 5 * c, [x["id"] for x in shard_lines])
         received = 0
         while not await communicator.receive_nothing(timeout=2):
             received += len((await communicator.receive_from(timeout=5)).encode())
@@ -203,17 +201,17 @@ def publish_figures(lines: dict[int, list[dict]], listeners: int = 10) -> None:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from dashboard import push
+    from fleet import events
 
     layer = get_channel_layer()
     names = [async_to_sync(layer.new_channel)() for _ in range(listeners)]
     for shard in lines:
         for name in names:
-            async_to_sync(layer.group_add)(push.shard_group(shard), name)
+            async_to_sync(layer.group_add)(events.shard_group(shard), name)
     base = time.time() // 5 * 5
     wall, cpu = time.perf_counter(), time.process_time()
     for shard, shard_lines in lines.items():
-        push.shard_polled(shard, base, shard_lines)
+        events.shard_polled(shard, base, [x["id"] for x in shard_lines])
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     print(f"  publish one cycle with {listeners} fleet pages open (worker side): {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU")
     now = sum(len(msgpack.packb({"type": "fleet.polled", "poll": "0" * 32, "shard": s, "cycle": base, "ids": [x["id"] for x in ls]}))
@@ -223,7 +221,7 @@ def publish_figures(lines: dict[int, list[dict]], listeners: int = 10) -> None:
           f"{now / 1000:.0f} kB of device ids (before: {before / 1e6:.2f} MB of lines)")
     for shard in lines:
         for name in names:
-            async_to_sync(layer.group_discard)(push.shard_group(shard), name)
+            async_to_sync(layer.group_discard)(events.shard_group(shard), name)
     async_to_sync(layer.flush)()
 
 

@@ -41,28 +41,28 @@ def main() -> None:
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import queries, samples, services, snapshots
+    from fleet import emulated_fleet, polling, queries, samples, snapshots
     from fleet.models import Device, Host, Sample
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
-        services.seed_fleet()
+        emulated_fleet.seed_fleet()
         devices = args.hosts * args.devices_per_host
-        cycle = services.current_cycle()
-        services.poll_shard(0, cycle)  # warm: opens monitors, mirrors the catalogue
+        cycle = polling.current_cycle()
+        polling.poll_shard(0, cycle)  # warm: opens monitors, mirrors the catalogue
 
         totals, probes, writes, caches = [], [], [], []
         for i in range(1, args.cycles + 1):
             c = cycle + i * settings.POLL_INTERVAL
             t0 = time.perf_counter()
-            services.poll_shard(0, c)
+            polling.poll_shard(0, c)
             totals.append(time.perf_counter() - t0)
 
             # The parts, timed alone on the next cycle's data.
             t0 = time.perf_counter()
             polled = {}
             for name in Host.objects.values_list("name", flat=True):
-                polled.update(services.host_monitor(name).poll())
+                polled.update(emulated_fleet.host_monitor(name).poll())
             probes.append(time.perf_counter() - t0)
             ids = dict(Device.objects.values_list("serial", "id"))
             counter_ids = samples.counter_ids()

@@ -136,9 +136,9 @@ def main() -> None:
     from django.contrib.auth.models import User
     from django.test.utils import setup_databases, teardown_databases
 
+    from fleet.emulated_fleet import seed_fleet
     from fleet.models import Device
     from fleet.roles import ensure_roles
-    from fleet.services import seed_fleet
     from tests.support.processes import child_env, start_web, start_worker
     from traces.tasks import trace_queue
 

@@ -140,8 +140,8 @@ def bench_capture(client) -> None:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from dashboard.push import trace_group
     from fleet.models import Device
+    from traces.events import trace_group
 
     layer = get_channel_layer()
     device = Device.objects.first()
@@ -192,8 +192,8 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import setup_databases, teardown_databases
 
+    from fleet.emulated_fleet import seed_fleet
     from fleet.roles import ensure_roles
-    from fleet.services import seed_fleet
     from traces.tasks import trace_queue
 
     old = setup_databases(verbosity=0, interactive=False)

@@ -1,6 +1,6 @@
 """`bench_fleet_capacity.py breakdown`: where a poll cycle's time goes, per device.
 
-Each shard is polled the way `fleet.services.poll_shard` polls it, but one phase after
+Each shard is polled the way `fleet.polling.poll_shard` polls it, but one phase after
 another (hosts one by one), so that the process CPU time of each phase is its own: state
 files, emulator physics, the monitors' refresh (driver reads + compiled Asimov code + stats
 cache, and the hand-off to probe threads), then the shard's sample rows and their write,
@@ -65,20 +65,28 @@ def _poll_host_phases(clock: Clock, monitor, now: float) -> dict:
 def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
     from django.conf import settings
 
-    from dashboard import push
-    from fleet import health_service, remediation, samples, services, snapshots
+    from fleet import (
+        emulated_fleet,
+        events,
+        health_index,
+        health_service,
+        polling,
+        remediation,
+        samples,
+        snapshots,
+    )
     from fleet.models import Host
 
     hosts = clock.time("database reads", lambda: list(
         Host.objects.emulated().in_shard(shard, settings.POLL_SHARDS).values_list("id", "name")))
-    by_serial = clock.time("database reads", lambda: services._devices_of(hosts))
+    by_serial = clock.time("database reads", lambda: polling._devices_of(hosts))
     counter_ids = clock.time("database reads", samples.counter_ids)
     devices = {serial: device_id for serial, device_id, _, _ in by_serial}
     kinds = {device_id: (device_type, state) for _, device_id, device_type, state in by_serial}
     now = cycle  # each host's emulator moves on by exactly one interval, whatever the fleet size
     polled = {}
     for _, name in hosts:
-        for serial, snap in _poll_host_phases(clock, services.host_monitor(name), now).items():
+        for serial, snap in _poll_host_phases(clock, emulated_fleet.host_monitor(name), now).items():
             polled[devices[serial]] = snap
     cycle_ts = datetime.fromtimestamp(cycle, tz=UTC)
     rows = clock.time("sample rows", lambda: [
@@ -87,8 +95,8 @@ def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
     clock.time("samples write", lambda: samples.write_samples(rows, f"shard:{shard}/{settings.POLL_SHARDS}"))
     clock.time("snapshots (Redis)", lambda: snapshots.write_snapshots(cycle, polled))
     clock.time("remediation", lambda: remediation.after_poll(polled))
-    lines = clock.time("push", lambda: [push.device_line(device_id, s) for device_id, s in polled.items()])
-    clock.time("push", lambda: push.shard_polled(shard, cycle, lines))
+    clock.time("health index", lambda: health_index.record(polled, cycle))
+    clock.time("push", lambda: events.shard_polled(shard, cycle, list(polled)))
     return len(polled)
 
 
@@ -99,7 +107,7 @@ def _driver_share(names: list[str], now: float) -> tuple[float, float]:
     """(share of an inline refresh spent in the emulated drivers, CPU s per inline refresh),
     from refreshing the monitors of `names` (in-memory copies) without probe threads."""
     from fleet.emulated import HostMonitor
-    from fleet.monitors import fleet_config
+    from fleet.emulated_fleet import fleet_config
 
     hosts = [HostMonitor.open(fleet_config(), name) for name in names]
     for h in hosts:
@@ -125,31 +133,31 @@ def _driver_share(names: list[str], now: float) -> tuple[float, float]:
 def _seed(devices: int, shards: int) -> int:
     from django.conf import settings
 
-    from fleet import services
+    from fleet import emulated_fleet
     from fleet.models import Device, Host
 
     Device.objects.all().delete()
     Host.objects.all().delete()
     settings.FLEET_HOSTS = max(1, devices // settings.FLEET_DEVICES_PER_HOST)
     settings.POLL_SHARDS = shards
-    services.host_monitor.cache_clear()
-    services.seed_fleet()
+    emulated_fleet.host_monitor.cache_clear()
+    emulated_fleet.seed_fleet()
     return Device.objects.count()
 
 
 def _measure(devices: int, cycles: int, shards: int) -> None:
     from django.conf import settings
 
-    from fleet import services
+    from fleet import polling
 
     count = _seed(devices, shards)
     interval = settings.POLL_INTERVAL
-    base = services.current_cycle() - (cycles + 1) * interval
+    base = polling.current_cycle() - (cycles + 1) * interval
     clock = Clock()
-    for shard in services.shards():  # warm-up: monitors opened, states created, first readings
+    for shard in polling.shards():  # warm-up: monitors opened, states created, first readings
         _poll_shard_phases(Clock(), shard, base)
     for i in range(1, cycles + 1):
-        for shard in services.shards():
+        for shard in polling.shards():
             _poll_shard_phases(clock, shard, base + i * interval)
     polled = count * cycles
     share, inline_s = _driver_share([f"{h.name}" for h in _sample_hosts()], time.time())
@@ -159,7 +167,7 @@ def _measure(devices: int, cycles: int, shards: int) -> None:
 
 def _sample_hosts(n: int = 30):
     from emulator import fleet_layout
-    from fleet.monitors import fleet_config
+    from fleet.emulated_fleet import fleet_config
 
     return fleet_layout(fleet_config())[:n]
 
@@ -170,16 +178,16 @@ def _real_polls(first_cycle: float, cycles: int) -> tuple[float, float]:
     over the fleet, each device's physics covers that longer gap (more steps)."""
     from django.conf import settings
 
-    from fleet import services
+    from fleet import polling
 
-    for shard in services.shards():  # catch up with the wall clock first
-        services.poll_shard(shard, first_cycle)
+    for shard in polling.shards():  # catch up with the wall clock first
+        polling.poll_shard(shard, first_cycle)
     cpu, wall = [], []
     for i in range(1, cycles + 1):
         time.sleep(settings.POLL_INTERVAL / 5)
         c0, w0 = time.process_time(), time.perf_counter()
-        for shard in services.shards():
-            services.poll_shard(shard, first_cycle + i * settings.POLL_INTERVAL)
+        for shard in polling.shards():
+            polling.poll_shard(shard, first_cycle + i * settings.POLL_INTERVAL)
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
     return sorted(cpu)[len(cpu) // 2], sorted(wall)[len(wall) // 2]

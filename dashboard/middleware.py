@@ -1,7 +1,8 @@
 """Answers for requests no view should see, and for services that are down.
 
 - a query string longer than MAX_QUERY_STRING: 414;
-- a NUL byte in the query string (no database stores one in a text column): 400;
+- a NUL byte in the URL's path or query string (no database stores one in a text column,
+  so no path or query parameter accepts it): 400;
 - Redis or the task broker not answering while a page or API call needs it: 503 saying
   so, not a 500;
 - a URL under /api/ that matches nothing: a JSON 404, like every other API answer.
@@ -34,6 +35,8 @@ class RequestGuardMiddleware:
             return _answer(
                 request, 414, f"The query string is {len(query)} characters; at most {settings.MAX_QUERY_STRING} are accepted."
             )
+        if "\x00" in request.path:
+            return _answer(request, 400, "The URL path contains a NUL byte (%00), which no parameter accepts.")
         if "\x00" in query or b"\x00" in unquote_to_bytes(query):
             return _answer(request, 400, "The query string contains a NUL byte (%00), which no parameter accepts.")
         response = self.get_response(request)

@@ -14,6 +14,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from emulator.config import DEFAULT_TYPES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ASICMON_VAR_DIR", BASE_DIR / "var"))
 
@@ -287,7 +289,7 @@ FLEET_SEED = env_int("FLEET_SEED", 42)
 # 0 runs a stack with no emulated fleet (only hosts with an agent; see fleet/agent).
 FLEET_HOSTS = env_int("FLEET_HOSTS", 4, minimum=0)
 FLEET_DEVICES_PER_HOST = env_int("FLEET_DEVICES_PER_HOST", 8, minimum=1)
-FLEET_TYPES = tuple(env_list("FLEET_TYPES", ["video", "inference", "gpu"]))
+FLEET_TYPES = tuple(env_list("FLEET_TYPES", list(DEFAULT_TYPES)))
 EMULATOR_STATE_DIR = Path(env_str("EMULATOR_STATE_DIR", str(VAR_DIR / "emulator")))
 # --- Host agents (fleet/agent): workers on machines with real accelerators. ---
 AGENT_HOST = env_host_name("AGENT_HOST", socket.gethostname())
@@ -344,7 +346,7 @@ TRACE_WORKER_CONCURRENCY = env_int("TRACE_WORKER_CONCURRENCY", 3, minimum=1)
 
 # --- Auth, REST API. ---
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "dashboard:fleet"
+LOGIN_REDIRECT_URL = "fleet:fleet"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

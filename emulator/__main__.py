@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from emulator.config import FleetConfig, fleet_layout
+from emulator.config import DEFAULT_TYPES, FleetConfig, fleet_layout
 from emulator.devices import DEVICE_TYPES, FAULTS
 from emulator.host import EmulatedHost
 from emulator.training import PARALLELISMS
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--types",
-        default=os.environ.get("FLEET_TYPES", "").strip() or ",".join(("video", "inference", "gpu")),
+        default=os.environ.get("FLEET_TYPES", "").strip() or ",".join(DEFAULT_TYPES),
         help=f"comma-separated, from {', '.join(DEVICE_TYPES)}; default: $FLEET_TYPES",
     )
     parser.add_argument(

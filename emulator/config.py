@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from emulator.devices import device_type
 from emulator.noise import mix
 
-__all__ = ["DeviceSpec", "FleetConfig", "HostSpec", "fleet_layout"]
+__all__ = ["DEFAULT_TYPES", "DeviceSpec", "FleetConfig", "HostSpec", "fleet_layout"]
+
+#: The device types of a fleet when none are named (FLEET_TYPES, ``--types``).
+DEFAULT_TYPES = ("video", "inference", "gpu")
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class FleetConfig:
     seed: int = 0
     hosts: int = 4
     devices_per_host: int = 8
-    types: tuple[str, ...] = ("video", "inference", "gpu")
+    types: tuple[str, ...] = DEFAULT_TYPES
     hang_block_s: float = 2.0
     reboot_s: float = 60.0
 

@@ -2,8 +2,9 @@
 below what its utilization gives (the ``slow_work`` rule), linked to the health event.
 
 At most one per device per hour (a Redis key that expires) and AUTOCAPTURE_MAX_PER_HOUR
-fleet-wide (a counter per clock hour); what the trace service refuses (a capture already
-running, a real host, storage full) is logged and skipped.
+fleet-wide (a counter per clock hour). The capture itself is the traces app's: it answers the
+``capture_wanted`` signal; what it refuses (a capture already running, a real host, storage
+full) it logs and skips.
 """
 
 import logging
@@ -13,6 +14,7 @@ from django.conf import settings
 
 from fleet.models import Device, HealthEvent
 from fleet.redis import get_redis, key
+from fleet.signals import capture_wanted
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +37,17 @@ def _allowed(device_id: int) -> bool:
 
 
 def capture_for(event: HealthEvent) -> int | None:
-    """Requests a trace of the event's device and links it; returns the trace id."""
-    from traces.services import TraceRefused, request_capture
-
+    """Asks for a trace of the event's device (``fleet.signals.capture_wanted``, which the
+    traces app answers) and links it; returns the trace id."""
     if not wanted(event) or not _allowed(event.device_id):
         return None
     device = Device.objects.select_related("host").get(id=event.device_id)
-    try:
-        trace = request_capture(device, None, settings.AUTOCAPTURE_DURATION_S)
-    except TraceRefused as exc:
-        log.info("no automatic capture of %s: %s", device.serial, exc)
+    answers = capture_wanted.send(
+        sender=HealthEvent, device=device, duration_s=settings.AUTOCAPTURE_DURATION_S, reason=event.reason
+    )
+    trace_id = next((answer for _, answer in answers if answer is not None), None)
+    if trace_id is None:
         return None
-    HealthEvent.objects.filter(id=event.id).update(trace_id=trace.pk)
-    log.warning("captured trace %d of %s: %s", trace.pk, device.serial, event.reason)
-    return trace.pk
+    HealthEvent.objects.filter(id=event.id).update(trace_id=trace_id)
+    log.warning("captured trace %d of %s: %s", trace_id, device.serial, event.reason)
+    return trace_id

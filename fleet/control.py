@@ -10,8 +10,8 @@ sent to the agent's queue, fleet.routing.host_queue; automation reboots in the a
 through the monitor the agent reads the device with.
 """
 
+from fleet.emulated_fleet import host_monitor
 from fleet.models import Device
-from fleet.monitors import host_monitor
 
 
 class NotSupported(Exception):

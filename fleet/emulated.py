@@ -17,8 +17,9 @@ from typing import Any
 
 from emulator import EmulatedHost, FleetConfig
 from emulator.config import DeviceSpec
-from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor, refresh_together
+from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.loader import monitor_class
+from fleet.hosts import DeviceMonitors
 
 __all__ = ["HostMonitor", "device_monitor"]
 
@@ -40,17 +41,18 @@ def device_monitor(
     )
 
 
-class HostMonitor:
+class HostMonitor(DeviceMonitors):
+    """The monitors of an emulated host's devices, and the emulator they read (a
+    `fleet.hosts.PolledHost`)."""
+
     def __init__(
         self,
         host: EmulatedHost,
         monitors: dict[str, DeviceMonitor],
         probe_timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        super().__init__(host.name, monitors, probe_timeout)
         self.host = host
-        self.name = host.name
-        self._monitors = monitors
-        self.probe_timeout = probe_timeout
 
     @classmethod
     def open(
@@ -77,20 +79,6 @@ class HostMonitor:
     def devices(self) -> list[DeviceSpec]:
         return list(self.host.spec.devices)
 
-    @property
-    def serials(self) -> list[str]:
-        return list(self._monitors)
-
-    def monitor(self, serial: str) -> DeviceMonitor:
-        try:
-            return self._monitors[serial]
-        except KeyError:
-            raise KeyError(f"no device {serial!r} on {self.name}") from None
-
-    def snapshots(self) -> dict[str, dict[str, Any]]:
-        """The latest snapshot of every device, from the caches only."""
-        return {serial: m.snapshot() for serial, m in self._monitors.items()}
-
     # -- polling -----------------------------------------------------------------------------
     def poll(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         """Advances the emulator to ``now`` (default: the wall clock), refreshes every
@@ -100,12 +88,9 @@ class HostMonitor:
         with self.host.locked():
             self.load_state(now)
             self.host.advance(now)
-            refresh_together(self.monitors(), now, self.probe_timeout)
+            self.refresh(now)
             self.save_state()
         return self.snapshots()
-
-    def monitors(self) -> list[DeviceMonitor]:
-        return list(self._monitors.values())
 
     def load_state(self, now: float) -> None:
         """Under the host's lock: the emulator state, and with it the monitors' previous

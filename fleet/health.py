@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from fleet.asicmon.limits import DEFAULT_LIMITS, Limits
 from fleet.choices import Health
+from fleet.durations import human_duration
 
 _ORDER = [Health.HEALTHY, Health.UNKNOWN, Health.WARNING, Health.CRITICAL]
 
@@ -95,8 +96,8 @@ def assess_with_reasons(
         age = now - sampled
         return Assessment(
             Health.UNKNOWN,
-            [f"no data for {age:.0f} s"],
-            [Finding("stale", Health.UNKNOWN, f"no data for {age:.0f} s", {"age_s": round(age, 1)})],
+            [f"no data for {human_duration(age)}"],
+            [Finding("stale", Health.UNKNOWN, f"no data for {human_duration(age)}", {"age_s": round(age, 1)})],
         )
     stored = snapshot.get("health_findings")
     if stored is not None:
@@ -298,7 +299,7 @@ def leak_rule(window: dict, snapshot: dict, limits: Limits) -> Finding | None:
     level = Health.CRITICAL if imminent else Health.WARNING
     return Finding(
         "memory_leak", level,
-        f"memory leak: {_mib(slope)} MiB/s, out of memory in {_duration(seconds)}",
+        f"memory leak: {_mib(slope)} MiB/s, out of memory in {human_duration(seconds)}",
         {"leak_bytes_per_s": round(slope), "seconds_to_exhaustion": round(seconds), "memory_free_bytes": round(free)},
     )
 
@@ -437,11 +438,3 @@ WINDOW_RULES = (ecc_rule, pcie_speed_rule, cooling_rule, leak_rule, core_stuck_r
 
 def _mib(value: float) -> str:
     return f"{value / (1 << 20):.1f}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

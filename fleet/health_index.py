@@ -1,10 +1,10 @@
 """A compact health index of the whole fleet, kept in Redis for the fleet page.
 
 One hash: device id -> health's first letter and sample time in whole seconds (e.g.
-"h1795000000"), written with each shard's poll message (dashboard.push). Reading it costs
-a dozen bytes per device where the snapshots cost a kilobyte, so the fleet page can
-count, filter and sort 10,000 devices by health without reading their snapshots. Staleness is applied when it is read,
-as `health_service.current_health` does for a snapshot.
+"h1795000000"), written by each shard's poll before its message. Reading it costs a dozen
+bytes per device where the snapshots cost a kilobyte, so the fleet page can count, filter and
+sort 10,000 devices by health without reading their snapshots. Staleness is applied when it
+is read, as `health_service.current_health` does for a snapshot.
 """
 
 import time
@@ -24,10 +24,14 @@ def _key() -> str:
     return key("health-index")
 
 
-def record(lines: list[dict], cycle: float) -> None:
-    """Stores the health of freshly polled devices (lines of a poll message)."""
-    if lines:
-        entries = {line["id"]: f"{line['health'][0]}{int(line.get('sample_ts') or cycle)}" for line in lines}
+def record(polled: dict[int, dict], cycle: float) -> None:
+    """Stores the health of freshly polled devices (their snapshots by device id, health
+    assessed)."""
+    if polled:
+        entries = {
+            device_id: f"{snapshot.get('health', Health.UNKNOWN.value)[0]}{int(snapshot.get('sample_ts') or cycle)}"
+            for device_id, snapshot in polled.items()
+        }
         get_redis().hset(_key(), mapping=entries)
 
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor, refresh_together
+from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.errors import SpecErrors
 from fleet.asimov.loader import SPECS_DIR, monitor_class
+from fleet.hosts import DeviceMonitors
 
 __all__ = [
     "Discovery",
@@ -261,33 +262,18 @@ def discover(
     return Discovery(LocalHost(host, list(devices.values()), probe_timeout), errors)
 
 
-class LocalHost:
-    """The real devices of this machine, polled together; the same shape as `HostMonitor`."""
+class LocalHost(DeviceMonitors):
+    """The real devices of this machine, polled together (a `fleet.hosts.PolledHost`, as an
+    emulated host's `HostMonitor` is)."""
 
     def __init__(self, name: str, devices: list[LocalDevice], probe_timeout: float = DEFAULT_TIMEOUT_S):
-        self.name = name
+        super().__init__(name, {d.serial: d.monitor for d in devices}, probe_timeout)
         self.devices = devices
-        self.probe_timeout = probe_timeout
-        self._monitors = {d.serial: d.monitor for d in devices}
-
-    @property
-    def serials(self) -> list[str]:
-        return list(self._monitors)
-
-    def monitor(self, serial: str) -> DeviceMonitor:
-        try:
-            return self._monitors[serial]
-        except KeyError:
-            raise KeyError(f"no device {serial!r} on {self.name}") from None
-
-    def snapshots(self) -> dict[str, dict[str, Any]]:
-        return {serial: m.snapshot() for serial, m in self._monitors.items()}
 
     def poll(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         """Refreshes every device at once, each probe within the time budget (a hung device
         is marked and delays nobody), and returns the snapshots keyed by serial."""
-        now = time.time() if now is None else now
-        refresh_together(self._monitors.values(), now, self.probe_timeout)
+        self.refresh(time.time() if now is None else now)
         return self.snapshots()
 
 

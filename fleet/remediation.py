@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from fleet import control, health_service, routing
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Health
+from fleet.durations import human_duration
 from fleet.models import Action, Automation, Device
 
 log = logging.getLogger(__name__)
@@ -158,8 +159,8 @@ def decide(device: Device) -> Decision:
         device=device, kind=ActionKind.REBOOT, created_at__gte=window
     ).exclude(status=ActionStatus.DRY_RUN).count()
     if reboots >= settings.REMEDIATION_MAX_REBOOTS:
-        minutes = settings.REMEDIATION_REBOOT_WINDOW_S / 60
-        return Decision("repair", f"{reboots} reboots within {minutes:g} min")
+        window = human_duration(settings.REMEDIATION_REBOOT_WINDOW_S)
+        return Decision("repair", f"{reboots} reboots within {window}")
     if settings.REMEDIATION_DRY_RUN:
         return Decision("dry_run", "dry run")
     active = Device.objects.filter(state=DeviceState.REBOOTING)
@@ -273,10 +274,10 @@ def _follow_reboot(action: Action, snapshot: dict, now: datetime) -> None:
         and snapshot.get("health") in {Health.HEALTHY, Health.WARNING}
     )
     if back:
-        _finish(action, ActionStatus.SUCCEEDED, f"healthy again {waited:.0f} s after the reboot", DeviceState.IN_SERVICE)
+        _finish(action, ActionStatus.SUCCEEDED, f"healthy again {human_duration(waited)} after the reboot", DeviceState.IN_SERVICE)
     elif waited > settings.REMEDIATION_REBOOT_TIMEOUT_S:
         reasons = ", ".join(snapshot.get("health_reasons") or []) or snapshot.get("health", "unknown")
-        if _finish(action, ActionStatus.FAILED, f"not healthy {waited:.0f} s after the reboot ({reasons})", DeviceState.REPAIR):
+        if _finish(action, ActionStatus.FAILED, f"not healthy {human_duration(waited)} after the reboot ({reasons})", DeviceState.REPAIR):
             Action.objects.create(
                 device_id=action.device_id, kind=ActionKind.REPAIR, status=ActionStatus.SUCCEEDED, rule=action.rule,
                 reason=f"not healthy after a reboot ({reasons})"[:500], outcome="done", finished_at=now,

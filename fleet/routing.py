@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
+from fleet.durations import human_duration
 from fleet.models import Host
 
 # An agent that has not said it is alive for this many poll intervals (and at least
@@ -48,7 +49,7 @@ def agent_status(host: Host, now: datetime | None = None) -> str:
     if host.agent_seen_at is None:
         return "agent never seen"
     silent = ((now or datetime.now(tz=UTC)) - host.agent_seen_at).total_seconds()
-    return f"agent stopped: not seen for {silent:.0f} s"
+    return f"agent stopped: not seen for {human_duration(silent)}"
 
 
 def live_agent_hosts() -> list[tuple[int, str]]:

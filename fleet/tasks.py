@@ -1,18 +1,19 @@
-"""Celery tasks: thin wrappers over fleet.services, JSON arguments only."""
+"""Celery tasks: thin wrappers over fleet.polling, fleet.rollups and fleet.remediation,
+JSON arguments only."""
 
 from celery import shared_task
 from django.conf import settings
 
-from fleet import remediation, rollups, routing, services
+from fleet import polling, remediation, rollups, routing
 
 
 @shared_task(ignore_result=True)
 def poll_fleet(cycle: float | None = None) -> None:
     """Fan out one poll task per shard of emulated hosts, and one per host with a live agent
     on that agent's own queue, for the current cycle."""
-    cycle = services.current_cycle() if cycle is None else cycle
+    cycle = polling.current_cycle() if cycle is None else cycle
     expires = settings.POLL_INTERVAL * 0.9
-    for shard in services.shards():
+    for shard in polling.shards():
         poll_shard.apply_async((shard, cycle), expires=expires)
     for host_id, queue in routing.live_agent_hosts():
         poll_agent_host.apply_async((host_id, cycle), queue=queue, expires=expires)
@@ -20,20 +21,20 @@ def poll_fleet(cycle: float | None = None) -> None:
 
 @shared_task(ignore_result=True, acks_late=True)
 def poll_shard(shard: int, cycle: float) -> dict:
-    result = services.poll_shard(shard, cycle)
+    result = polling.poll_shard(shard, cycle)
     return {"shard": result.shard, "devices": result.devices, "samples": result.samples}
 
 
 @shared_task(ignore_result=True, acks_late=True)
 def poll_agent_host(host_id: int, cycle: float) -> dict | None:
-    result = services.poll_agent_host(host_id, cycle)
+    result = polling.poll_agent_host(host_id, cycle)
     return None if result is None else {"host": host_id, "devices": result.devices, "samples": result.samples}
 
 
 @shared_task(ignore_result=True)
 def prune_samples() -> dict:
     """Retention (dropping whole partitions on PostgreSQL), and partitions made ahead."""
-    result = services.prune_samples()
+    result = rollups.prune()
     return {"dropped": result.dropped, "deleted": result.deleted}
 
 

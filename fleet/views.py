@@ -1,13 +1,101 @@
-"""`GET /metrics` for Prometheus: a bearer token, no session."""
+"""The fleet's pages (each reads through fleet.queries and renders; no logic here) and
+`GET /metrics` for Prometheus (a bearer token, no session)."""
 
 import hmac
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from fleet import metrics
+from fleet import health_index, metrics, queries, rollups
+from fleet.charts import device_figures
+from fleet.choices import DeviceState, Health
+from fleet.forms import FleetFilterForm
+from fleet.models import Automation, Device
+
+
+def _table_query(request):
+    """The fleet table's query from the query string, or a 400 saying what is wrong."""
+    form = FleetFilterForm(request.GET)
+    if not form.is_valid():
+        errors = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in form.errors.items())
+        return None, HttpResponseBadRequest(f"Bad filter: {errors}", content_type="text/plain")
+    return form.table_query(), None
+
+
+@login_required
+@permission_required("fleet.view_device", raise_exception=True)
+def fleet(request):
+    """Summaries of the whole fleet first, then one page of the device table."""
+    query, refusal = _table_query(request)
+    if refusal:
+        return refusal
+    healths = health_index.read()
+    return render(
+        request,
+        "fleet/fleet.html",
+        {
+            "summary": queries.fleet_summary(healths),
+            "table": queries.table_page(query, healths),
+            "query": query,
+            "types": queries.device_types(),
+            "health_choices": Health.choices,
+            "state_choices": DeviceState.choices,
+            "sorts": list(queries.SORTS),
+            "page_sizes": queries.PAGE_SIZES,
+            "automation": Automation.read(),
+        },
+    )
+
+
+@login_required
+@permission_required("fleet.view_device", raise_exception=True)
+def fleet_table(request):
+    """The device table alone, for the fleet page to swap in when filters or page change."""
+    query, refusal = _table_query(request)
+    if refusal:
+        return refusal
+    table = queries.table_page(query, health_index.read())
+    return render(request, "fleet/_fleet_table.html", {"table": table, "query": query})
+
+
+@login_required
+@permission_required("fleet.view_device", raise_exception=True)
+def device(request, device_id: int):
+    device = get_object_or_404(Device.objects.select_related("host"), pk=device_id)
+    range_key = request.GET.get("range") or next(iter(queries.DEVICE_RANGES))
+    if range_key not in queries.DEVICE_RANGES:
+        return HttpResponseBadRequest(
+            f"Bad range: one of {', '.join(queries.DEVICE_RANGES)}.", content_type="text/plain"
+        )
+    detail = queries.device_detail(device, queries.DEVICE_RANGES[range_key][0])
+    events, actions = queries.device_activity(device)
+    step = settings.POLL_INTERVAL if detail.resolution == "raw" else rollups.STEP_SECONDS[detail.resolution]
+    return render(
+        request,
+        "fleet/device.html",
+        {
+            "device": device,
+            "events": events,
+            "actions": actions,
+            "figures": device_figures(
+                detail.history, gap_s=2.5 * step, snapshot=detail.snapshot, live=detail.resolution == "raw"
+            ),
+            "ranges": [(key, label) for key, (_, label) in queries.DEVICE_RANGES.items()],
+            "range": range_key,
+            "resolution": detail.resolution,
+            "resolution_label": queries.RESOLUTION_LABELS[detail.resolution],
+            "counters": detail.counters,
+            "snapshot": detail.snapshot,
+            "assessment": detail.assessment,
+        },
+    )
+
+
+# --- /metrics -----------------------------------------------------------------------
 
 OFF_MESSAGE = (
     "/metrics is off: set METRICS_TOKEN to a secret and give Prometheus the same value as its "

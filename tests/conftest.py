@@ -44,7 +44,7 @@ def clean_redis():
 @pytest.fixture
 def fleet_settings(settings, tmp_path):
     """A small fleet (2 hosts x 4 devices, three types) whose emulator state lives in tmp_path."""
-    from fleet import services
+    from fleet import emulated_fleet
 
     settings.FLEET_SEED = 7
     settings.FLEET_HOSTS = 2
@@ -52,15 +52,15 @@ def fleet_settings(settings, tmp_path):
     settings.FLEET_TYPES = ("video", "inference", "gpu")
     settings.EMULATOR_STATE_DIR = tmp_path / "emulator"
     settings.POLL_SHARDS = 2
-    services.host_monitor.cache_clear()
+    emulated_fleet.host_monitor.cache_clear()
     yield settings
-    services.host_monitor.cache_clear()
+    emulated_fleet.host_monitor.cache_clear()
 
 
 @pytest.fixture
 def seeded_fleet(fleet_settings, clean_redis):
+    from fleet.emulated_fleet import seed_fleet
     from fleet.models import Device
-    from fleet.services import seed_fleet
 
     seed_fleet()
     return list(Device.objects.for_dashboard())
@@ -69,12 +69,12 @@ def seeded_fleet(fleet_settings, clean_redis):
 @pytest.fixture
 def polled_fleet(seeded_fleet):
     """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
-    from fleet import services
+    from fleet import polling
     from tests.support.fleet import POLLED_CYCLE
 
     for offset in (-2, -1, 0):
-        for shard in services.shards():
-            services.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
+        for shard in polling.shards():
+            polling.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
     return seeded_fleet
 
 

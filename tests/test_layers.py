@@ -16,25 +16,26 @@ PACKAGES = ("dashboard", "fleet", "traces", "emulator")
 LIBRARIES = ("fleet.asicmon", "fleet.asimov", "traces.atrace", "emulator")
 FRAMEWORKS = ("django", "celery", "kombu", "channels", "redis", "rest_framework", "daphne")
 
-# Layers: a Django-free library is a layer of its own; the rest of each package is another.
+# Layers, bottom up: a Django-free library is a layer of its own; the rest of each package is
+# another. `dashboard` is the project shell (settings, urls, asgi, celery, the stack runner):
+# no app imports it.
 LAYERS = ("fleet.asicmon", "fleet.asimov", "traces.atrace", "emulator", "fleet", "traces", "dashboard")
 
-# Who may import whom (besides itself). A new edge fails `test_only_the_listed_edges`
-# until it is added here on purpose.
+# Who may import whom (besides itself): only downward, to a layer listed before it. A new edge
+# fails `test_only_the_listed_edges_between_layers` until it is added here on purpose. An app
+# reaches one above it through a signal that app subscribes to (fleet.signals), never an import.
 ALLOWED_EDGES = {
     ("fleet.asimov", "fleet.asicmon"),  # specs compile into Asicmon monitor classes
     ("emulator", "traces.atrace"),  # the emulator's tracing builds Atrace's trace model
     ("fleet", "fleet.asicmon"),
     ("fleet", "fleet.asimov"),
     ("fleet", "emulator"),  # fleet/emulated.py wires the emulated fleet to its specs
-    ("fleet", "dashboard"),  # services publish through dashboard.push; the agent's Celery app
-    ("fleet", "traces"),  # fleet.autocapture starts a trace capture when a health rule fires
     ("traces", "traces.atrace"),
     ("traces", "emulator"),  # captures run the emulated device's workload
-    ("traces", "fleet"),
-    ("traces", "dashboard"),
-    ("dashboard", "fleet"),
+    ("traces", "fleet"),  # a trace belongs to a device; its socket is a fleet.consumers one
+    ("dashboard", "fleet"),  # the shell's routing includes each app's
     ("dashboard", "traces"),
+    ("dashboard", "emulator"),  # the settings' default fleet types are the emulator's
 }
 
 # Inside Atrace, each subpackage imports only those before it here (and errors.py).
@@ -116,6 +117,11 @@ def test_only_the_listed_edges_between_layers():
                 edges.setdefault(edge, f"{module} imports {target}")
     unexpected = {edge: why for edge, why in edges.items() if edge not in ALLOWED_EDGES}
     assert not unexpected, f"imports across layers not in ALLOWED_EDGES: {unexpected}"
+
+
+def test_the_allowed_edges_point_down():
+    upward = {(a, b) for a, b in ALLOWED_EDGES if LAYERS.index(a) <= LAYERS.index(b)}
+    assert not upward, f"edges that do not point to a lower layer: {upward}"
 
 
 def test_asicmon_knows_neither_asimov_nor_the_emulator():

@@ -6,4 +6,4 @@ class TracesConfig(AppConfig):
     verbose_name = "Traces"
 
     def ready(self):
-        from traces import signals  # noqa: F401  (connects the file clean-up)
+        from traces import signals  # noqa: F401  (connects the file clean-up and automatic captures)

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 import orjson
-from django.core.files.storage import storages
 
 from traces import results
+from traces.files import TraceFiles
 from traces.models import Trace
 
 SIDES = ("host", "device")
@@ -21,16 +21,12 @@ _SUMMARIES: OrderedDict[tuple[int, str], dict] = OrderedDict()
 _SUMMARY_CACHE_SIZE = 16
 
 
-def trace_storage():
-    return storages["traces"]
-
-
 def summary(trace: Trace) -> dict[str, Any]:
     """The stored summary of a ready trace, kept in a small per-process cache."""
     key = (trace.pk, str(trace.ready_at))
     found = _SUMMARIES.get(key)
     if found is None:
-        found = results.read_summary(trace_storage(), trace.pk)
+        found = results.read_summary(TraceFiles(trace.pk))
         _SUMMARIES[key] = found
         while len(_SUMMARIES) > _SUMMARY_CACHE_SIZE:
             _SUMMARIES.popitem(last=False)
@@ -106,8 +102,8 @@ def instances(trace: Trace, q: InstanceQuery) -> dict[str, Any]:
     """The drill-down of one operator type: a page of instances, a histogram, a group-by."""
     data = summary(trace)
     rows = _matching_rows(data, q)
-    storage = trace_storage()
-    parts = [results.read_records(storage, trace.pk, r["first"], r["count"]) for r in rows]
+    files = TraceFiles(trace.pk)
+    parts = [results.read_records(files, r["first"], r["count"]) for r in rows]
     records = parts[0] if len(parts) == 1 else np.concatenate(parts)
     if len(parts) > 1 or q.order != "duration":
         records = _sorted(records, q.order)
@@ -121,11 +117,11 @@ def instances(trace: Trace, q: InstanceQuery) -> dict[str, Any]:
         "limit": q.limit,
         "offset": q.offset,
         "histogram": results.histogram(records["dur"]),
-        "results": _describe(data, page, results.read_args(storage, trace.pk, page)),
+        "results": _describe(data, page, results.read_args(files, page)),
     }
     if q.group_by:
         out["group_by"] = q.group_by
-        out["groups"] = _group_by(records, results.read_args(storage, trace.pk, records), q.group_by)
+        out["groups"] = _group_by(records, results.read_args(files, records), q.group_by)
     return out
 
 

@@ -1,6 +1,6 @@
 """Analysis results of one trace, as files beside it, so that no request re-reads the raw trace.
 
-Files under ``<id>/`` in the traces storage:
+Files of the trace's folder (traces/files.py):
 
 ``summary.json``
     The header (events, span, kinds, metadata), the operator breakdown of both sides
@@ -15,7 +15,7 @@ Files under ``<id>/`` in the traces storage:
 ``chrome.json.gz``
     The trace as Chrome trace JSON with the critical path marked (written after the rest).
 
-Everything here takes a storage object; nothing reads the database.
+Everything here takes the trace's :class:`~traces.files.TraceFiles`; nothing reads the database.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import gzip
 import io
 import mmap
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
 from traces import atrace
+from traces.files import ARGS, CHROME, INSTANCES, SUMMARY, TraceFiles
 
 RECORD = np.dtype(
     [
@@ -44,16 +44,7 @@ RECORD = np.dtype(
         ("launcher", "<i4"),  # host operator that launched it (index into strings), -1
     ]
 )
-SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
-FILES = (SUMMARY, INSTANCES, ARGS, CHROME)
 HISTOGRAM_BINS = 30
-
-
-def path(trace_id: int, name: str) -> str:
-    return f"{trace_id}/{name}"
-
-
-path_name = path
 
 
 # -- writing (in the worker) -----------------------------------------------------------
@@ -84,7 +75,7 @@ def _local_strings(trace: atrace.Trace, name_ids: np.ndarray) -> tuple[list[str]
 
 
 def write_results(
-    storage, trace_id: int, trace: atrace.Trace, bd: atrace.Breakdown | None = None,
+    files: TraceFiles, trace: atrace.Trace, bd: atrace.Breakdown | None = None,
     corr: atrace.Correlation | None = None,
 ) -> Written:
     """Analyse ``trace`` and store summary, instances and args; returns the sizes (a
@@ -113,9 +104,9 @@ def write_results(
     first = np.searchsorted(group, np.arange(len(bd.keys)))
     summary = _summary(trace, bd, first, strings)
     sizes = [
-        _save(storage, path(trace_id, INSTANCES), records.tobytes()),
-        _save(storage, path(trace_id, ARGS), args_blob),
-        _save(storage, path(trace_id, SUMMARY), orjson.dumps(summary)),
+        files.save(INSTANCES, records.tobytes()),
+        files.save(ARGS, args_blob),
+        files.save(SUMMARY, orjson.dumps(summary)),
     ]
     return Written(
         events=len(trace),
@@ -146,14 +137,6 @@ def _summary(trace: atrace.Trace, bd: atrace.Breakdown, first: np.ndarray, strin
     }
 
 
-def _save(storage, name: str, data: bytes) -> int:
-    """Write (replacing any earlier copy, e.g. of an interrupted attempt)."""
-    if storage.exists(name):
-        storage.delete(name)
-    storage.save(name, io.BytesIO(data))
-    return len(data)
-
-
 def critical_path_or_none(trace: atrace.Trace):
     try:
         return atrace.critical_path(trace)
@@ -161,45 +144,41 @@ def critical_path_or_none(trace: atrace.Trace):
         return None  # nothing to build a path from
 
 
-def write_chrome(storage, trace_id: int, trace: atrace.Trace, path=None) -> int:
+def write_chrome(files: TraceFiles, trace: atrace.Trace, path=None) -> int:
     """The Chrome trace export with the critical path marked, gzipped."""
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1) as gz:
         atrace.write_chrome_trace(trace, gz, critical_path=path, gzip_output=False)
-    return _save(storage, path_name(trace_id, CHROME), buf.getvalue())
+    return files.save(CHROME, buf.getvalue())
 
 
 # -- reading (in requests) -------------------------------------------------------------
-def read_summary(storage, trace_id: int) -> dict[str, Any]:
-    with storage.open(path(trace_id, SUMMARY), "rb") as f:
+def read_summary(files: TraceFiles) -> dict[str, Any]:
+    with files.open(SUMMARY) as f:
         return orjson.loads(f.read())
 
 
-def read_records(storage, trace_id: int, first: int, count: int) -> np.ndarray:
+def read_records(files: TraceFiles, first: int, count: int) -> np.ndarray:
     """Records ``first`` .. ``first + count`` of the instance file: one ranged read."""
-    with storage.open(path(trace_id, INSTANCES), "rb") as f:
+    with files.open(INSTANCES) as f:
         f.seek(first * RECORD.itemsize)
         data = f.read(count * RECORD.itemsize)
     return np.frombuffer(data, RECORD)
 
 
-def read_args(storage, trace_id: int, records: np.ndarray) -> list[dict[str, Any]]:
+def read_args(files: TraceFiles, records: np.ndarray) -> list[dict[str, Any]]:
     """The argument dicts of ``records``: memory-mapped where the storage is a local file
     system, else one ranged read spanning them."""
     if not len(records):
         return []
     offsets, lengths = records["args_off"].tolist(), records["args_len"].tolist()
-    name = path(trace_id, ARGS)
-    try:
-        local = storage.path(name)
-    except NotImplementedError:
-        local = None
-    if local is not None:
-        with Path(local).open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as blob:
+    folder = files.local_folder()
+    if folder is not None:
+        with (folder / ARGS).open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as blob:
             return [orjson.loads(blob[o : o + n]) if n else {} for o, n in zip(offsets, lengths, strict=True)]
     lo = min(offsets)
     hi = max(o + n for o, n in zip(offsets, lengths, strict=True))
-    with storage.open(name, "rb") as f:
+    with files.open(ARGS) as f:
         f.seek(lo)
         blob = f.read(hi - lo)
     return [orjson.loads(blob[o - lo : o - lo + n]) if n else {} for o, n in zip(offsets, lengths, strict=True)]

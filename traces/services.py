@@ -8,7 +8,6 @@ module, so it queues them by name through traces/queueing.py.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import logging
@@ -18,21 +17,21 @@ from pathlib import Path, PurePath
 
 import redis
 from django.conf import settings
-from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from dashboard import push
 from emulator import EmulatedHost
 from emulator.config import find_host
 from emulator.tracing import DeviceHung, DeviceNow, capture_live
 from emulator.workloads import workload_for
-from fleet.monitors import fleet_config
+from fleet.durations import human_duration
+from fleet.emulated_fleet import fleet_config
 from fleet.routing import capture_unavailable_reason
-from traces import atrace, queueing, results, trace_views
+from traces import analyses, atrace, events, queueing, results
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
+from traces.files import CHROME, TraceFiles
 from traces.models import Trace
 from traces.upload_check import CheckedTrace, check_trace
 
@@ -73,10 +72,6 @@ class StorageFull(TraceRefused):
     status = 507
 
 
-def trace_storage():
-    return storages["traces"]
-
-
 # -- state changes -------------------------------------------------------------------
 def move(trace_id: int, from_statuses, to: str, **fields) -> bool:
     """Move a trace from one of ``from_statuses`` to ``to``; False if another got there first."""
@@ -86,7 +81,7 @@ def move(trace_id: int, from_statuses, to: str, **fields) -> bool:
     )
     if changed:
         trace = Trace.objects.get(pk=trace_id)
-        _tell_pages(push.trace_changed, trace_id, to, trace.progress, trace.error, url=trace.get_absolute_url())
+        _tell_pages(events.trace_changed, trace_id, to, trace.progress, trace.error, url=trace.get_absolute_url())
     return bool(changed)
 
 
@@ -139,20 +134,6 @@ def make_room(incoming: int) -> None:
 def delete_trace(trace: Trace) -> None:
     """Delete a trace's row; its files go when the deletion commits (traces/signals.py)."""
     trace.delete()
-
-
-def delete_files(trace_id: int) -> None:
-    """Delete every file of a trace (its folder in the traces storage)."""
-    storage = trace_storage()
-    folder = f"{trace_id}"
-    try:
-        _dirs, files = storage.listdir(folder)
-    except FileNotFoundError:
-        return
-    for name in files:
-        storage.delete(f"{folder}/{name}")
-    with contextlib.suppress(OSError, NotImplementedError):
-        Path(storage.path(folder)).rmdir()  # file systems keep empty folders
 
 
 def prune_traces() -> int:
@@ -215,11 +196,11 @@ class _Progress:
         self.trace_id = trace_id
         self.pushed = self.saved = 0.0
 
-    def __call__(self, fraction: float, events: int) -> None:
+    def __call__(self, fraction: float, captured: int) -> None:
         now = time.monotonic()
         if now - self.pushed >= PROGRESS_PUSH_EVERY_S or fraction >= 1.0:
             self.pushed = now
-            push.trace_progress(self.trace_id, TraceStatus.CAPTURING, fraction, events)
+            events.trace_progress(self.trace_id, TraceStatus.CAPTURING, fraction, captured)
         if now - self.saved >= PROGRESS_ROW_EVERY_S:
             self.saved = now
             Trace.objects.filter(pk=self.trace_id, status=TraceStatus.CAPTURING).update(progress=fraction)
@@ -275,8 +256,9 @@ def run_capture(trace_id: int) -> None:
         fail(trace_id, f"device {trace.device.serial} stopped answering: {exc}")
         return
     raw = _chrome_gz(live.trace)
-    name = results.path(trace_id, "raw.json.gz")
-    results._save(trace_storage(), name, raw)
+    files = TraceFiles(trace_id)
+    name = files.raw_name(head=raw[:2])
+    files.save_stream(name, io.BytesIO(raw))
     moved = move(
         trace_id, [TraceStatus.CAPTURING], TraceStatus.ANALYSING,
         capture_ended_at=timezone.now(), raw_file=name, raw_format="chrome", raw_bytes=len(raw),
@@ -295,14 +277,6 @@ def _chrome_gz(trace: atrace.Trace) -> bytes:
 
 
 # -- upload ----------------------------------------------------------------------------
-RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
-
-
-def _raw_name(trace_id: int, original: str, head: bytes) -> str:
-    suffix = "json.gz" if head[:2] == b"\x1f\x8b" else RAW_SUFFIXES.get(PurePath(original).suffix, "json")
-    return results.path(trace_id, f"raw.{suffix}")
-
-
 def check_trace_file(uploaded) -> CheckedTrace:
     """Scan the whole upload with the engine's streaming check (traces/upload_check.py):
     any problem is a BadTrace with the engine's message, what and where."""
@@ -348,7 +322,7 @@ def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: st
             transaction.on_commit(lambda: _enqueue_analysis(trace.pk))
     except BaseException:
         for trace_id in created:
-            delete_files(trace_id)
+            TraceFiles(trace_id).delete_all()
         raise
     trace.refresh_from_db()
     return trace
@@ -356,11 +330,8 @@ def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: st
 
 def _store_upload(trace_id: int, uploaded, head: bytes) -> str:
     """Copy the upload into storage chunk by chunk (Django's File.chunks)."""
-    name = _raw_name(trace_id, uploaded.name, head)
-    storage = trace_storage()
-    if storage.exists(name):
-        storage.delete(name)
-    return storage.save(name, uploaded)
+    files = TraceFiles(trace_id)
+    return files.save_stream(files.raw_name(uploaded.name, head), uploaded)
 
 
 # -- analysis --------------------------------------------------------------------------
@@ -378,23 +349,25 @@ def analyse(trace_id: int) -> None:
     )
     if not claimed:
         return
-    push.trace_changed(trace_id, TraceStatus.ANALYSING, 0.0, "", url=trace.get_absolute_url())
-    storage = trace_storage()
+    events.trace_changed(trace_id, TraceStatus.ANALYSING, 0.0, "", url=trace.get_absolute_url())
+    files = TraceFiles(trace_id)
+    stored_as = ""
     try:
-        with storage.open(trace.raw_file, "rb") as f:
+        with files.storage.open(trace.raw_file, "rb") as f:
+            stored_as = f.name
             parsed = atrace.read_trace(f)
         bd = atrace.operator_breakdown(parsed)
         corr = atrace.correlate(parsed)
-        written = results.write_results(storage, trace_id, parsed, bd, corr)
+        written = results.write_results(files, parsed, bd, corr)
         path = results.critical_path_or_none(parsed)
-        views_bytes = trace_views.store_views(
-            storage, trace_id, parsed, breakdown=bd, path=path, correlation=corr
-        )
+        analyses_bytes = analyses.store_analyses(files, parsed, breakdown=bd, path=path, correlation=corr)
     except atrace.TraceError as exc:
-        fail(trace_id, f"the trace cannot be analysed: {exc}")
+        # The engine names the file it read: the upload's name for people, not the storage's path.
+        reason = str(exc).replace(stored_as, trace.name) if stored_as else str(exc)
+        fail(trace_id, f"the trace cannot be analysed: {reason}")
         return
     meta = parsed.meta
-    stored = trace.raw_bytes + written.bytes + views_bytes
+    stored = trace.raw_bytes + written.bytes + analyses_bytes
     move(
         trace_id, [TraceStatus.ANALYSING], TraceStatus.READY,
         ready_at=timezone.now(), progress=1.0, events=written.events, span_us=written.span_us,
@@ -403,7 +376,7 @@ def analyse(trace_id: int) -> None:
         raw_format=_read_format(trace, meta),
     )
     # The download comes last: the pages need only what is above.
-    size = results.write_chrome(storage, trace_id, parsed, path)
+    size = results.write_chrome(files, parsed, path)
     Trace.objects.filter(pk=trace_id).update(stored_bytes=stored + size)
 
 
@@ -415,7 +388,7 @@ def _read_format(trace: Trace, meta: dict) -> str:
 
 
 def chrome_ready(trace: Trace) -> bool:
-    return trace.status == TraceStatus.READY and trace_storage().exists(results.path(trace.pk, results.CHROME))
+    return trace.status == TraceStatus.READY and TraceFiles(trace.pk).exists(CHROME)
 
 
 # -- timeouts --------------------------------------------------------------------------
@@ -429,7 +402,7 @@ def expire_stuck(now=None) -> int:
     for trace in Trace.objects.filter(status=TraceStatus.CAPTURING):
         limit = trace.params.get("duration_s", MAX_CAPTURE_S) + CAPTURE_GRACE_S
         if trace.status_changed_at < now - timedelta(seconds=limit):
-            expired += fail(trace.pk, f"the capture did not finish within {limit:.0f} s", [TraceStatus.CAPTURING])
+            expired += fail(trace.pk, f"the capture did not finish within {human_duration(limit)}", [TraceStatus.CAPTURING])
     analysis_limit = now - timedelta(seconds=settings.TRACE_ANALYSIS_TIMEOUT_S)
     for trace_id in Trace.objects.filter(status=TraceStatus.ANALYSING, status_changed_at__lt=analysis_limit).values_list("pk", flat=True):
         expired += fail(trace_id, f"the analysis did not finish within {settings.TRACE_ANALYSIS_TIMEOUT_S} s", [TraceStatus.ANALYSING])

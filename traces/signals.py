@@ -1,15 +1,33 @@
-"""Deleting a trace deletes its files, once the deletion has committed."""
+"""The traces app's receivers: deleting a trace deletes its files once the deletion has
+committed; the fleet's ``capture_wanted`` (a health rule asking for a trace) starts a capture."""
+
+import logging
 
 from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
+from fleet.signals import capture_wanted
+from traces.files import TraceFiles
 from traces.models import Trace
+
+log = logging.getLogger(__name__)
 
 
 @receiver(post_delete, sender=Trace)
 def delete_trace_files(sender, instance: Trace, **kwargs):
-    from traces.services import delete_files
+    files = TraceFiles(instance.pk)
+    transaction.on_commit(files.delete_all)
 
-    trace_id = instance.pk
-    transaction.on_commit(lambda: delete_files(trace_id))
+
+@receiver(capture_wanted)
+def capture_for_fleet(sender, device, duration_s: float, reason: str, **kwargs) -> int | None:
+    """A capture of the device by nobody in particular; None when the service refuses it."""
+    from traces.services import TraceRefused, request_capture
+
+    try:
+        trace = request_capture(device, None, duration_s)
+    except TraceRefused as exc:
+        log.info("no automatic capture of %s (%s): %s", device.serial, reason, exc)
+        return None
+    return trace.pk

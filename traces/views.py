@@ -1,4 +1,6 @@
-"""Trace pages. Each view reads and renders; the page scripts fetch the API for the rest."""
+"""Trace pages: the catalogue, an upload, a trace, the comparison of two and the software
+versions of a workload. Each view reads and renders; the page scripts fetch the API for the
+rest."""
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
@@ -6,12 +8,14 @@ from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
 from rest_framework.exceptions import ValidationError
 
-from traces import services, trace_views
+from traces import analyses, services
 from traces.api.views import ORDERINGS, filter_traces
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
 
 PAGE_SIZE = 50
+TOP_DELTAS = 15  # bars in the comparison's chart of largest deltas
+MAX_ROWS = 200  # rows of the comparison's table
 FILTERS = ("q", "by", "device", "host", "type", "sw_version", "source", "status")
 
 
@@ -54,5 +58,46 @@ def detail(request, trace_id: int):
     return render(request, "traces/detail.html", {
         "trace": trace,
         "chrome_ready": services.chrome_ready(trace),
-        "previous": trace_views.previous_capture(trace),
+        "previous": analyses.previous_capture(trace),
     })
+
+
+def _pick(request, name: str) -> Trace:
+    raw = request.GET.get(name, "")
+    if not raw.isdigit():
+        raise analyses.BadRequest(f"{name}: {'required: a trace id' if not raw else repr(raw) + ' is not a trace id'}")
+    trace = Trace.objects.filter(pk=int(raw)).first()
+    if trace is None:
+        raise analyses.BadRequest(f"{name}: no trace with id {raw}")
+    if trace.status != TraceStatus.READY:
+        raise analyses.BadRequest(f"{name}: trace {raw} is {trace.status}, not ready")
+    return trace
+
+
+@login_required
+@permission_required("traces.view_trace", raise_exception=True)
+def compare(request):
+    try:
+        a, b = _pick(request, "a"), _pick(request, "b")
+        result = analyses.comparison(a, b, level=request.GET.get("level", "operator"), rank=request.GET.get("rank", "total"))
+    except (analyses.BadRequest, analyses.AnalysesMissing) as exc:
+        return render(request, "traces/compare.html", {"error": str(exc)}, status=400)
+    chart = sorted(result["rows"][:TOP_DELTAS], key=lambda r: abs(r["delta_us"]))
+    return render(request, "traces/compare.html", {
+        "a": a, "b": b, "result": result, "rows": result["rows"][:MAX_ROWS],
+        "rows_total": len(result["rows"]),
+        "chart": {"ops": [f"{r['op']} ({r['side']})" for r in chart], "deltas": [r["delta_us"] for r in chart]},
+    })
+
+
+@login_required
+@permission_required("traces.view_trace", raise_exception=True)
+def versions(request):
+    workload, device_type = request.GET.get("workload", ""), request.GET.get("type", "")
+    context = {"choices": analyses.version_choices(), "workload": workload, "type": device_type}
+    if workload or device_type:
+        try:
+            context["result"] = analyses.versions(workload, device_type)
+        except analyses.BadRequest as exc:
+            return render(request, "traces/versions.html", {**context, "error": str(exc)}, status=400)
+    return render(request, "traces/versions.html", context)

@@ -77,10 +77,11 @@ def _report(registration: Registration) -> None:
 
 def _consume(name: str, queue: str) -> int:
     """A Celery worker in this process on this host's queue only. The solo pool keeps the
-    monitors (and their rate history) in this one process."""
-    from dashboard.celery import app
+    monitors (and their rate history) in this one process. The Celery app is the project's
+    (the settings module's package makes it the current app when Django starts)."""
+    from celery import current_app
 
-    app.worker_main([
+    current_app.worker_main([
         "worker", "-Q", queue, "--pool", "solo", "-n", f"agent-{name}@%h",
         "-l", settings.LOG_LEVEL, "--without-gossip", "--without-mingle",
     ])

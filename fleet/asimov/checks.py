@@ -4,14 +4,15 @@ must agree, numbers where numbers are needed, and a counter's kind, unit and val
 from __future__ import annotations
 
 import difflib
-from typing import Any
-
-from lark import Tree
+from typing import TYPE_CHECKING, Any
 
 from fleet.asicmon.catalogue import CounterDef
-from fleet.asimov.state import Compilation
+from fleet.asimov.nodes import Node
 from fleet.asimov.units import parse_unit
-from fleet.asimov.values import ANY, Val, describe
+from fleet.asimov.values import ANY, Value, describe
+
+if TYPE_CHECKING:
+    from fleet.asimov.checker import Checker
 
 __all__ = [
     "check_arity",
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-def check_counter(c: Compilation, counter: CounterDef, val: Val, node: Tree) -> None:
+def check_counter(c: Checker, counter: CounterDef, val: Value, node: Node) -> None:
     name = counter.name
     if counter.is_numeric:
         want = "list" if counter.per_core else "num"
@@ -71,14 +72,14 @@ def check_counter(c: Compilation, counter: CounterDef, val: Val, node: Tree) -> 
                     )
 
 
-def check_iterable(c: Compilation, node: Tree, it: Val) -> None:
+def check_iterable(c: Checker, node: Node, it: Value) -> None:
     if it.vtype not in ("range", "list", "any"):
         raise c.error(node, f"cannot iterate over {describe(it.vtype)}", "range(n) or a list")
 
 
 def check_arity(
-    c: Compilation,
-    node: Tree,
+    c: Checker,
+    node: Node,
     fn: str,
     args: list,
     kwargs: dict,
@@ -103,7 +104,7 @@ def check_arity(
         )
 
 
-def same_unit(c: Compilation, node: Tree, vals: list[Val], what: str) -> Any:
+def same_unit(c: Checker, node: Node, vals: list[Value], what: str) -> Any:
     known = [v.unit for v in vals if v.unit is not ANY and v.unit is not None]
     for u in known[1:]:
         if not u.same(known[0]):
@@ -117,10 +118,10 @@ def same_unit(c: Compilation, node: Tree, vals: list[Val], what: str) -> Any:
     return None if all(v.unit is None for v in vals) else ANY
 
 
-def require_numbers(c: Compilation, node: Tree, vals: list[Val], op: str) -> None:
-    for v, child in zip(vals, node.children, strict=False):
+def require_numbers(c: Checker, operands: list[Node], vals: list[Value], op: str) -> None:
+    for v, operand in zip(vals, operands, strict=True):
         if v.vtype not in ("num", "bool", "any"):
-            raise c.error(child, f"'{op}' needs numbers, not {describe(v.vtype)}", "a number")
+            raise c.error(operand, f"'{op}' needs numbers, not {describe(v.vtype)}", "a number")
 
 
 def suggest(name: str, known: Any, what: str) -> str:

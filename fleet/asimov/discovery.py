@@ -23,11 +23,12 @@ The statement is checked here and recorded as a plain dict, emitted as the gener
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from lark import Tree
+from fleet.asimov.nodes import Call, Discover, Keyword, ListExpr, Node, String
 
-from fleet.asimov.state import Compilation
-from fleet.asimov.tree import call_args, plain_name, position, string_value
+if TYPE_CHECKING:
+    from fleet.asimov.checker import Checker
 
 __all__ = ["check_discovery_fits", "discover_stmt"]
 
@@ -37,12 +38,12 @@ SERIAL_RULES = {"file": "a file in the folder holding the device's serial",
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def discover_stmt(c: Compilation, stmt: Tree, index: int) -> None:
-    call = stmt.children[0]
+def discover_stmt(c: Checker, stmt: Discover, index: int) -> None:
+    call = stmt.rule
     if c.discovery is not None:
         raise c.error(stmt, f"a spec has one discover statement (the first is on line {c.discovery['line']})",
                       "one discover statement")
-    rule = plain_name(call.children[0]) if isinstance(call, Tree) and call.data == "call" else None
+    rule = call.function_name if isinstance(call, Call) else None
     if rule not in ("nvml", "folders"):
         raise c.error(call, "discover takes a discovery rule", RULES)
     c.discovery_rule = call
@@ -50,25 +51,24 @@ def discover_stmt(c: Compilation, stmt: Tree, index: int) -> None:
     if rule == "nvml":
         if args or kwargs:
             raise c.error(call, "nvml() takes no arguments", "discover nvml()")
-        c.discovery = {"rule": "nvml", "line": position(stmt)[0]}
+        c.discovery = {"rule": "nvml", "line": stmt.line}
         return
-    c.discovery = {"rule": "folders", "line": position(stmt)[0], **_folders(c, call, args, kwargs)}
+    c.discovery = {"rule": "folders", "line": stmt.line, **_folders(c, call, args, kwargs)}
 
 
-def _arguments(c: Compilation, call: Tree) -> tuple[list, dict]:
+def _arguments(c: Checker, call: Call) -> tuple[list, dict[str, Keyword]]:
     args, kwargs = [], {}
-    for arg in call_args(call):
-        if isinstance(arg, Tree) and arg.data == "kwarg":
-            name, value = arg.children
-            if str(name) in kwargs:
-                raise c.error(name, f"{name}= is given twice", "each keyword once")
-            kwargs[str(name)] = (name, value)
+    for arg in call.args:
+        if isinstance(arg, Keyword):
+            if arg.name.text in kwargs:
+                raise c.error(arg.name, f"{arg.name.text}= is given twice", "each keyword once")
+            kwargs[arg.name.text] = arg
         else:
             args.append(arg)
     return args, kwargs
 
 
-def _folders(c: Compilation, call: Tree, args: list, kwargs: dict) -> dict:
+def _folders(c: Checker, call: Call, args: list, kwargs: dict[str, Keyword]) -> dict:
     if len(args) != 1:
         raise c.error(call, "folders() takes one glob pattern", 'folders("/sys/class/…/dev*", …)')
     pattern = _string(c, args[0], "the glob pattern of the device folders")
@@ -76,40 +76,40 @@ def _folders(c: Compilation, call: Tree, args: list, kwargs: dict) -> dict:
         raise c.error(args[0], "the pattern must be an absolute path", 'a path starting with "/" or "${SETTING}"')
     unknown = sorted(set(kwargs) - {"requires", "serial"})
     if unknown:
-        raise c.error(kwargs[unknown[0]][0], f"folders() has no argument {unknown[0]}=", "requires= or serial=")
-    requires = _requires(c, kwargs["requires"][1]) if "requires" in kwargs else []
-    serial = _serial(c, kwargs["serial"][1]) if "serial" in kwargs else None
+        raise c.error(kwargs[unknown[0]].name, f"folders() has no argument {unknown[0]}=", "requires= or serial=")
+    requires = _requires(c, kwargs["requires"].value) if "requires" in kwargs else []
+    serial = _serial(c, kwargs["serial"].value) if "serial" in kwargs else None
     return {"pattern": pattern, "variables": _VARIABLE.findall(pattern), "requires": requires, "serial": serial}
 
 
-def _string(c: Compilation, node, what: str) -> str:
-    if not (isinstance(node, Tree) and node.data == "string"):
+def _string(c: Checker, node: Node, what: str) -> str:
+    if not isinstance(node, String):
         raise c.error(node, f"expected a string: {what}", "a string literal")
-    return string_value(node)
+    return node.value
 
 
-def _requires(c: Compilation, node) -> list[str]:
-    if not (isinstance(node, Tree) and node.data == "list_"):
+def _requires(c: Checker, node: Node) -> list[str]:
+    if not isinstance(node, ListExpr):
         raise c.error(node, "requires= takes a list of file names", '["name", "temp1_input"]')
-    names = [_string(c, item, "a file name in the folder") for item in node.children if item is not None]
-    for item, name in zip(node.children, names, strict=False):
+    names = [_string(c, item, "a file name in the folder") for item in node.items]
+    for item, name in zip(node.items, names, strict=True):
         if not name or name.startswith("/") or ".." in name.split("/"):
             raise c.error(item, f"{name!r} is not a path inside the folder", "a relative path such as \"name\"")
     return names
 
 
-def _serial(c: Compilation, node) -> list[str]:
-    rule = plain_name(node.children[0]) if isinstance(node, Tree) and node.data == "call" else None
+def _serial(c: Checker, node: Node) -> list[str]:
+    rule = node.function_name if isinstance(node, Call) else None
     if rule not in SERIAL_RULES:
         raise c.error(node, "serial= takes file(\"…\") or link(\"…\")",
                       "; ".join(f"{k}(name): {v}" for k, v in SERIAL_RULES.items()))
-    args = call_args(node)
-    if len(args) != 1:
+    if len(node.args) != 1:
         raise c.error(node, f"{rule}() takes one name", f'{rule}("…")')
-    return [rule, _string(c, args[0], SERIAL_RULES[rule])]
+    (name,) = node.args
+    return [rule, _string(c, name, SERIAL_RULES[rule])]
 
 
-def check_discovery_fits(c: Compilation) -> None:
+def check_discovery_fits(c: Checker) -> None:
     """After every statement: the discovery rule must give the device what the spec reads
     through (a folder for ``file()`` and ``write()``, the NVML library for ``lib``)."""
     if c.discovery is None:

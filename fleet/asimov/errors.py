@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AsimovError", "SpecErrors"]
+__all__ = ["Abort", "AsimovError", "SpecErrors"]
 
 
 @dataclass
@@ -40,3 +40,7 @@ class SpecErrors(Exception):
     def __str__(self) -> str:
         n = len(self.errors)
         return "\n".join(str(e) for e in self.errors) + f"\n{n} error{'s' if n != 1 else ''}"
+
+
+class Abort(Exception):
+    """Stops checking one statement after its error was recorded (inside the checker)."""

@@ -1,14 +1,17 @@
-"""Parsing Asimov with lark (LALR), and turning lark's exceptions into `AsimovError`s."""
+"""Parsing Asimov with lark (LALR) into the typed tree of `fleet.asimov.nodes`, and turning
+lark's exceptions into `AsimovError`s (file, line, column and what was expected)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Tree
+from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from fleet.asimov.builder import LiteralError, TreeBuilder
 from fleet.asimov.errors import AsimovError
+from fleet.asimov.nodes import Spec
 
 __all__ = ["parse"]
 
@@ -56,8 +59,9 @@ def _parser() -> Lark:
         GRAMMAR.read_text(),
         parser="lalr",
         postlex=_POSTLEX,
-        propagate_positions=True,
+        keep_all_tokens=True,  # the builder takes positions from keywords and brackets too
         maybe_placeholders=True,
+        transformer=TreeBuilder(),
     )
 
 
@@ -116,8 +120,9 @@ def _describe_token(tok: Token) -> str:
     return repr(str(tok.value))
 
 
-def parse(text: str, filename: str = "<spec>") -> Tree:
-    """Parses a spec; raises `AsimovError` with position and expectation on bad syntax."""
+def parse(text: str, filename: str = "<spec>") -> Spec:
+    """Parses a spec into its typed tree; raises `AsimovError` with position and expectation
+    on bad syntax."""
     if not text.endswith("\n"):
         text += "\n"
     lines = text.splitlines()
@@ -128,6 +133,8 @@ def parse(text: str, filename: str = "<spec>") -> Tree:
 
     try:
         return _parser().parse(text)
+    except LiteralError as exc:
+        raise error(exc.message, exc.token.line, exc.token.column, exc.expected) from None
     except UnexpectedToken as exc:
         tok = exc.token
         line, column = exc.line, exc.column

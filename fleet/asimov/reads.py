@@ -1,184 +1,137 @@
-"""Driver reads: bindings (``name = file(...)``, ``a, b = lib.fn(handle, out, out)``, each
-optionally ``once`` or ``optional(...)``) and library calls made for their effect.
+"""Checking driver reads: bindings (``name = file(...)``, ``a, b = lib.fn(handle, out, out)``,
+each optionally ``once`` or ``optional(...)``) and library calls made for their effect.
 
-A read compiles to lines of the generated ``_probe`` (every refresh) or ``_open`` (once).
+A read becomes lines of the generated ``_probe`` (every refresh) or ``_open`` (once); the
+shape of the read (`fleet.asimov.nodes.read_form`) decides which lines.
 """
 
 from __future__ import annotations
 
-from lark import Tree
+from typing import TYPE_CHECKING
 
 from fleet.asimov.checks import check_iterable
-from fleet.asimov.state import Abort, Compilation
-from fleet.asimov.tree import (
-    call_args,
-    callee_name,
-    is_call_named,
-    is_lib_call,
-    out_count,
-    string_value,
-)
+from fleet.asimov.errors import Abort
+from fleet.asimov.nodes import Binding, Call, CallStatement, Expr, Keyword, ListComp, Out, read_form
 from fleet.asimov.units import UnitError, parse_unit
-from fleet.asimov.values import ANY, Ctx, Symbol, Val
+from fleet.asimov.values import ANY, Ctx, Symbol, Value
 
-__all__ = ["binding", "call_stmt", "out_call"]
+if TYPE_CHECKING:
+    from fleet.asimov.checker import Checker
+
+__all__ = ["binding", "call_stmt"]
 
 
-def call_stmt(c: Compilation, stmt: Tree, once: bool) -> None:
-    node = stmt.children[0]
-    if not is_lib_call(node):
+def call_stmt(c: Checker, stmt: CallStatement, index: int) -> None:
+    node = stmt.value
+    if not (isinstance(node, Call) and node.lib_function is not None):
         raise c.error(
             node,
             "a statement on its own must be a library call",
             "a library call such as lib.init()",
         )
-    ctx = Ctx(reads=True, once=once)
-    lines = c.open_lines if once else c.probe_lines
-    if out_count(node):
-        stmts, _ = out_call(c, node, ctx)
-        lines.extend(stmts)
+    ctx = Ctx(reads=True, once=stmt.once)
+    if node.out_count:
+        out_call(c, node, ctx)
     else:
-        lines.append(c.expr(node, ctx).code)
+        c.expr(node, ctx)
 
 
-def binding(c: Compilation, stmt: Tree, once: bool) -> None:
-    targets_node, annotation, value = stmt.children
-    names = list(targets_node.children)
+def binding(c: Checker, stmt: Binding, index: int) -> None:
+    names = stmt.targets
     unit = ANY
-    if annotation is not None:
-        unit_tok = annotation.children[0]
-        text = string_value(unit_tok) if unit_tok.type == "STRING" else str(unit_tok)
+    if stmt.annotation is not None:
+        unit_name = stmt.annotation.unit
         try:
-            unit = parse_unit(text)
+            unit = parse_unit(unit_name.text)
         except UnitError as exc:
             raise c.error(
-                unit_tok, str(exc), "a unit such as W, mW, C, mC, MHz, B, KiB, count, us"
+                unit_name, str(exc), "a unit such as W, mW, C, mC, MHz, B, KiB, count, us"
             ) from None
-    ctx = Ctx(reads=True, once=once)
-    lines = c.open_lines if once else c.probe_lines
-    prefix = "o_" if once else "b_"
-    codes = [f"{prefix}{n}" if str(n) != "_" else "_" for n in names]
     try:
-        stmts, val = read_source(c, value, ctx, codes, str(names[0]))
+        val = read_source(c, stmt.value, Ctx(reads=True, once=stmt.once), len(names))
     except Abort:
         for name in names:  # defined anyway, so that later uses do not cascade into errors
-            if str(name) not in c.scope:
-                c.scope[str(name)] = Symbol(str(name), "binding", "None", meta=name, used=True)
+            if name.text not in c.scope:
+                c.scope[name.text] = symbol = Symbol(name.text, "binding", where=name)
+                c.use(symbol)
         raise
-    lines.extend(c.hoisted)
-    c.hoisted = []
     if val.unit is not ANY and val.unit is not None and unit is not ANY and not val.unit.same(unit):
         raise c.error(
-            annotation,
+            stmt.annotation,
             f"the annotation says {unit} but the value is in {val.unit}",
             f"the unit {val.unit} (or no annotation)",
         )
     if unit is ANY:
         unit = val.unit
-    lines.extend(stmts)
-    for name, code in zip(names, codes, strict=True):
-        if once and code != "_":
-            lines.append(f"self._{code} = {code}")
-        kind = "once" if once else "binding"
-        vtype = val.vtype if len(names) == 1 else "any"
+    single = len(names) == 1
+    for name in names:
         c.define(
             name,
             Symbol(
-                str(name),
-                kind,
-                code,
-                vtype,
-                unit if len(names) == 1 or unit is not ANY else ANY,
+                name.text,
+                "once" if stmt.once else "binding",
+                val.vtype if single else "any",
+                unit if single or unit is not ANY else ANY,
                 val.elem,
+                where=name,
             ),
         )
 
 
-def read_source(
-    c: Compilation, node: Tree, ctx: Ctx, targets: list[str], label: str
-) -> tuple[list[str], Val]:
-    """Statements that read a binding's value into ``targets``."""
-    if is_call_named(node, "optional"):
-        args = call_args(node)
-        if len(args) != 1:
+def read_source(c: Checker, node: Expr, ctx: Ctx, targets: int) -> Value:
+    """Checks what a binding reads into its ``targets`` names."""
+    form = read_form(node)
+    if form == "optional":
+        if len(node.args) != 1:
             raise c.error(node, "optional() takes one read", "optional(<a read>)")
-        inner, val = read_source(c, args[0], ctx, targets, label)
-        body = ["try:"] + ["    " + s for s in inner]
-        body += [
-            "except Exception as _exc:",
-            "    if self.classify(_exc) != 'error':",
-            "        raise",
-        ]
-        body += [f"    {t} = None" for t in targets]
-        return body, val
-    outs = out_count(node) if node.data == "call" else 0
-    if node.data == "listcomp" and node.children[0].data == "call" and out_count(node.children[0]):
+        (inner,) = node.args
+        return read_source(c, inner, ctx, targets)
+    if form == "out_loop":
         return out_call_loop(c, node, ctx, targets)
-    if outs:
-        stmts, results = out_call(c, node, ctx)
-        if len(results) != len(targets):
+    if form == "out_call":
+        outs = out_call(c, node, ctx)
+        if outs != targets:
             raise c.error(
                 node,
-                f"{callee_name(node)}() fills {len(results)} out-parameter{'s' * (len(results) != 1)} but {len(targets)} name{'s' * (len(targets) != 1)} {'are' if len(targets) != 1 else 'is'} assigned",
-                f"{len(results)} name{'s' * (len(results) != 1)} on the left",
+                f"{node.lib_function}() fills {outs} out-parameter{'s' * (outs != 1)} but {targets} name{'s' * (targets != 1)} {'are' if targets != 1 else 'is'} assigned",
+                f"{outs} name{'s' * (outs != 1)} on the left",
             )
-        stmts += [f"{t} = {r}" for t, r in zip(targets, results, strict=True)]
-        return stmts, Val("", "any", ANY)
-    if len(targets) != 1:
+        return Value("any", ANY)
+    if targets != 1:
         raise c.error(
             node,
             "only a call with out-parameters can fill several names",
             "one name on the left",
         )
-    val = c.expr(node, ctx)
-    return [f"{targets[0]} = {val.code}"], val
+    return c.expr(node, ctx)
 
 
-def out_call(c: Compilation, node: Tree, ctx: Ctx) -> tuple[list[str], list[str]]:
-    """A C-style call: returns a status, fills out-parameters. Statements + out values."""
-    fn = callee_name(node)
-    if not is_lib_call(node):
+def out_call(c: Checker, node: Call, ctx: Ctx) -> int:
+    """A C-style call: returns a status, fills out-parameters. The number of them."""
+    if node.lib_function is None:
         raise c.error(
             node, "only library functions take out-parameters", "lib.<function>(..., out)"
         )
     c.uses_lib = True
-    args, outs = [], []
-    for arg in call_args(node):
-        if isinstance(arg, Tree) and arg.data == "out_arg":
-            c.tmp += 1
-            outs.append(f"_o{c.tmp}")
-            args.append(outs[-1])
-        elif isinstance(arg, Tree) and arg.data == "kwarg":
+    for arg in node.args:
+        if isinstance(arg, Keyword):
             raise c.error(
                 arg, "library calls take positional arguments only", "an expression or out"
             )
-        else:
-            args.append(c.expr(arg, ctx).code)
-    stmts = [f"{o} = _Out()" for o in outs]
-    stmts.append(f"_st = lib.{fn}({', '.join(args)})")
-    stmts.append(f"if _st != 0: raise _rt.DriverStatusError(_st, {fn!r})")
-    return stmts, [f"{o}.value" for o in outs]
+        if not isinstance(arg, Out):
+            c.expr(arg, ctx)
+    return node.out_count
 
 
-def out_call_loop(
-    c: Compilation, node: Tree, ctx: Ctx, targets: list[str]
-) -> tuple[list[str], Val]:
-    elem, comp = node.children
-    var_tok, iter_node = comp.children
-    it = c.expr(iter_node, ctx)
-    check_iterable(c, iter_node, it)
-    loop_code = f"v_{var_tok}"
-    with c.loop_var(var_tok, loop_code):
-        inner = Ctx(ctx.reads, ctx.once, [*ctx.loops, (loop_code, it.code)])
-        stmts, results = out_call(c, elem, inner)
-    if len(results) != len(targets):
+def out_call_loop(c: Checker, node: ListComp, ctx: Ctx, targets: int) -> Value:
+    it = c.expr(node.loop.iterable, ctx)
+    check_iterable(c, node.loop.iterable, it)
+    with c.loop_var(node.loop.var):
+        outs = out_call(c, node.element, ctx)
+    if outs != targets:
         raise c.error(
             node,
-            f"{callee_name(elem)}() fills {len(results)} out-parameters but {len(targets)} names are assigned",
-            f"{len(results)} names on the left",
+            f"{node.element.lib_function}() fills {outs} out-parameters but {targets} names are assigned",
+            f"{outs} names on the left",
         )
-    lines = [f"{t} = []" for t in targets]
-    lines.append(f"for {loop_code} in {it.code}:")
-    lines += ["    " + s for s in stmts]
-    lines += [f"    {t}.append({r})" for t, r in zip(targets, results, strict=True)]
-    return lines, Val("", "list", ANY)
+    return Value("list", ANY)

@@ -1,5 +1,5 @@
-"""What the checker knows about a value: its Python code, type, unit and constant value;
-the names in scope; and the arithmetic of units and constants.
+"""What the checker knows about a value: its type, unit and constant value; the names in
+scope; and the arithmetic of units and constants.
 
 Units themselves are `fleet.asimov.units.Unit`; a value's unit is a `Unit`, None for a
 plain number, or `ANY` when it is not known (and not checked).
@@ -8,22 +8,22 @@ plain number, or `ANY` when it is not known (and not checked).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fleet.asimov.units import Unit
 
-__all__ = ["ANY", "NO", "Ctx", "Symbol", "Val", "describe", "fold", "mul_units"]
+__all__ = ["ANY", "NO", "SPECIAL_NAMES", "Ctx", "Symbol", "Value", "describe", "fold", "mul_units"]
 
 ANY = "any"  # unit not known: not checked
 NO = object()  # no compile-time value
+SPECIAL_NAMES = {"index": ("num", None), "lib": ("lib", ANY), "now": ("num", None)}
 
 
-@dataclass
-class Val:
-    """A compiled expression: its Python code and what the checker knows about it."""
+@dataclass(frozen=True)
+class Value:
+    """What the checker knows about an expression (kept per node in `CheckedSpec.facts`)."""
 
-    code: str
     vtype: str = "any"  # num | str | bool | list | dict | range | lib | none | any
     unit: Any = ANY  # a Unit, None for a plain number, or ANY
     elem: str = "any"  # element type of lists
@@ -31,31 +31,31 @@ class Val:
     literals: tuple[str, ...] | None = None  # the string values it can take, if known
     const: Any = NO
     stat_kind: str | None = None  # kind of the stats counter it reads directly
+    # What it stands for: the `Symbol` of a name; for some built-in calls what the check
+    # resolved (see `fleet.asimov.builtins`).
+    ref: Any = None
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Symbol:
-    """A name in scope: a constant, a driver read (every refresh or once), a loop variable
-    or one of the special names (index, lib, now)."""
+    """A name in scope: a constant, a driver read (every refresh or once), a loop variable,
+    a stats counter, or one of the special names (index, lib, now)."""
 
     name: str
     kind: str  # const | binding | once | loop | special | stat
-    code: str
     vtype: str = "any"
     unit: Any = ANY
     elem: str = "any"
-    meta: Any = None
-    used: bool = False
-    value: Any = NO
+    where: Any = None  # the `Ident` that defines it
+    value: Any = NO  # a constant's value
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ctx:
-    """Where an expression is compiled: in a binding (reads allowed), once, in a loop."""
+    """Where an expression is checked: in a binding (reads allowed), in a once statement."""
 
     reads: bool = False
     once: bool = False
-    loops: list[tuple[str, str]] = field(default_factory=list)  # (loop variable, iterable) codes
 
 
 def mul_units(a: Any, b: Any, op: str) -> Any:

@@ -115,8 +115,8 @@ def test_page_fetch_wrapper_sends_the_csrf_token(browser, stack, viewer, seeded_
     wrapped = browser.execute_async_script(
         "const done = arguments[0];"
         "import('/static/dashboard/js/lib/http.js')"
-        ".then((http) => http.request('/accounts/logout/', {method: 'POST'}))"
-        ".then(() => done('ok'), (e) => done(`${e.status}: ${e.message}`));"
+        ".then((http) => http.fetchJSON('/accounts/logout/', {method: 'POST'}))"
+        ".then((r) => done(r.ok ? 'ok' : `${r.status}: ${r.data.detail}`), (e) => done(String(e)));"
     )
     assert wrapped == "ok"
     browser.get(f"{stack.url}/")

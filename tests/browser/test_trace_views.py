@@ -10,6 +10,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from fleet import polling
+from fleet.sharding import shard_of_host
 from tests.browser.test_traces import sign_in, trace_stack  # noqa: F401 (a fixture)
 from traces import services
 from traces.models import Trace
@@ -116,7 +118,9 @@ def test_catalogue_tick_two_and_a_device_capture_mark_opens_its_trace(browser, t
     top = browser.find_element(By.CSS_SELECTOR, "#compare-table tbody tr td").text
     assert top == "bmm"
 
-    # On the device page the capture is a mark on the graphs; clicking it opens the trace.
+    # On the device page the capture is a mark on the graphs (a device's graphs need samples:
+    # without any they say so); clicking it opens the trace.
+    polling.poll_shard(shard_of_host(new.device.host_id), polling.current_cycle())
     browser.get(f"{url}/devices/{new.device_id}/")
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#charts .chart[data-capture-marks='1']"))
     mark = browser.find_element(By.CSS_SELECTOR, "#charts .chart g.annotation")

@@ -61,12 +61,12 @@ def test_failed_sign_ins_are_throttled(client, viewer, clean_redis):
 
 @pytest.mark.django_db
 def test_admin_host_delete_page_does_not_list_samples(admin_client, seeded_fleet, clean_redis, django_assert_max_num_queries):
-    from fleet import services
+    from fleet import polling
     from fleet.models import Host, Sample
 
     for offset in range(3):
-        for shard in services.shards():
-            services.poll_shard(shard, services.current_cycle() - 5 * offset)
+        for shard in polling.shards():
+            polling.poll_shard(shard, polling.current_cycle() - 5 * offset)
     host = Host.objects.first()
     assert Sample.objects.filter(device__host=host).count() > 100
     with django_assert_max_num_queries(40):

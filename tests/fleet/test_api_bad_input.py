@@ -2,14 +2,14 @@
 
 import pytest
 
-from fleet import services
+from fleet import polling
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def signed_in(api_client, viewer, seeded_fleet):
-    services.poll_shard(0, services.current_cycle())
+    polling.poll_shard(0, polling.current_cycle())
     api_client.force_authenticate(viewer)
     return api_client
 

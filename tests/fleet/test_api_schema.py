@@ -12,7 +12,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 
-from fleet import services
+from fleet import polling
 
 pytestmark = [pytest.mark.django_db]
 
@@ -43,8 +43,8 @@ def keep_test_connection():
 def token(seeded_fleet, operator, keep_test_connection):
     from rest_framework.authtoken.models import Token
 
-    for shard in services.shards():
-        services.poll_shard(shard, services.current_cycle())
+    for shard in polling.shards():
+        polling.poll_shard(shard, polling.current_cycle())
     return Token.objects.create(user=operator).key
 
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from fleet import autocapture, services
+from fleet import autocapture, emulated_fleet, polling
 from fleet.models import Device, HealthEvent
 from traces.models import Trace
 
@@ -18,14 +18,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def fleet(fleet_settings, clean_redis):
     fleet_settings.PROBE_TIMEOUT = 0.2
     fleet_settings.AUTOCAPTURE_MAX_PER_HOUR = 2
-    services.seed_fleet()
+    emulated_fleet.seed_fleet()
     return list(Device.objects.for_dashboard())
 
 
 def poll_all():
     cycle = time.time()
-    for shard in services.shards():
-        services.poll_shard(shard, cycle)
+    for shard in polling.shards():
+        polling.poll_shard(shard, cycle)
 
 
 def test_a_slow_device_gets_a_trace_linked_to_its_health_event(fleet):
@@ -33,7 +33,7 @@ def test_a_slow_device_gets_a_trace_linked_to_its_health_event(fleet):
     for _ in range(14):  # the slow-work baseline of every device
         poll_all()
         time.sleep(0.2)
-    services.host_monitor(video.host.name).inject_fault(video.serial, "pcie_degraded")
+    emulated_fleet.host_monitor(video.host.name).inject_fault(video.serial, "pcie_degraded")
     deadline = time.time() + 60
     while time.time() < deadline and not HealthEvent.objects.filter(device=video, rule="slow_work").exists():
         poll_all()

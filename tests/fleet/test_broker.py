@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from kombu import Connection
 
-from fleet import services, snapshots
+from fleet import emulated_fleet, polling, snapshots
 from fleet.tasks import poll_fleet
 from tests.support.processes import child_env, start_worker
 
@@ -55,12 +55,12 @@ def run_whole_worker_kill(seeded_fleet, broker_url: str, queue: str, wait: float
     """Seconds from the kill until a fresh worker has polled the killed worker's cycle
     (None if it has not within `wait` seconds of the fresh worker's start)."""
     hung = seeded_fleet[0]
-    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")  # its shard blocks for 2 s
+    emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")  # its shard blocks for 2 s
     worker_env = child_env(CELERY_BROKER_URL=broker_url, CELERY_QUEUE=queue, POLL_INTERVAL=90, PROBE_TIMEOUT=5, **env)
     first = start_worker(worker_env)
     second = None
     try:
-        cycle = services.current_cycle()
+        cycle = polling.current_cycle()
         with Connection(broker_url) as conn:
             poll_fleet.apply_async((cycle,), connection=conn, queue=queue)
         first.wait_for_line("poll_shard", timeout=30)

@@ -24,7 +24,7 @@ def snap(**counters):
     [
         (snap(), Health.HEALTHY, None),
         (None, Health.UNKNOWN, "never polled"),
-        (snap(sample_ts=NOW - 60), Health.UNKNOWN, "no data for 60 s"),
+        (snap(sample_ts=NOW - 60), Health.UNKNOWN, "no data for 1 min"),
         (snap(driver_status="hung"), Health.CRITICAL, "driver hung"),
         (snap(driver_status="rebooting"), Health.WARNING, "rebooting"),
         (snap(temperature_c=88.0), Health.WARNING, "temperature 88 °C"),

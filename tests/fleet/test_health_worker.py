@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fleet import services, snapshots
+from fleet import emulated_fleet, polling, snapshots
 from fleet.choices import ActionKind, ActionStatus, DeviceState
 from fleet.models import Action, Device
 from fleet.tasks import poll_fleet
@@ -43,7 +43,7 @@ def fast_fleet(fleet_settings, clean_redis):
     fleet_settings.REMEDIATION_PAUSE_CRITICAL = 9
     # A leak is critical as soon as it is found, so that the test sees it rebooted.
     fleet_settings.HEALTH_LIMITS = {"leak_critical_s": 36000}
-    services.seed_fleet()
+    emulated_fleet.seed_fleet()
     return list(Device.objects.for_dashboard())
 
 
@@ -57,7 +57,7 @@ class Driver:
     def poll(self) -> dict[int, dict]:
         """One beat tick: queue the cycle, wait (a little) for the worker to store it. A cycle
         the busy machine did not finish in time is skipped, as beat's expiring tasks are."""
-        cycle = services.current_cycle()
+        cycle = polling.current_cycle()
         poll_fleet.delay(cycle)
         self.polls += 1
         deadline = cycle + 3 * POLL
@@ -90,7 +90,7 @@ def test_every_fault_is_found_and_hung_ecc_and_leaking_devices_come_back_healthy
         targets = dict(zip(RULE_OF, others[:5] + gpus[:1], strict=True))
         injected_at = time.time()
         for fault, device in targets.items():
-            services.host_monitor(device.host.name).inject_fault(device.serial, fault)
+            emulated_fleet.host_monitor(device.host.name).inject_fault(device.serial, fault)
         found: dict[str, tuple[int, float]] = {}
         first = driver.polls
         while len(found) < len(targets) and driver.polls - first < max(WITHIN_POLLS.values()) + 2:
@@ -136,8 +136,8 @@ def test_two_workers_polling_the_same_cycle_reboot_a_device_once(fast_fleet):
         driver = Driver(len(fast_fleet))
         driver.poll()
         hung = fast_fleet[4]
-        services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
-        cycle = services.current_cycle() + POLL
+        emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+        cycle = polling.current_cycle() + POLL
         time.sleep(max(0.0, cycle - time.time()))
         for _ in range(3):  # the same cycle, three times: both workers take some
             poll_fleet.delay(cycle)

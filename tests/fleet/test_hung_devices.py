@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from fleet import services
+from fleet import emulated_fleet, polling
 from fleet.models import Device, Host
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +21,7 @@ def many_hosts(fleet_settings, clean_redis):
     fleet_settings.POLL_SHARDS = 1
     fleet_settings.PROBE_TIMEOUT = TIMEOUT
     fleet_settings.POLL_INTERVAL = 30  # slots long enough for the slow first cycle of the old code
-    services.seed_fleet()
+    emulated_fleet.seed_fleet()
     return fleet_settings
 
 
@@ -29,7 +29,7 @@ def hang_one_device_per_host() -> list[str]:
     hung = []
     for host in Host.objects.order_by("name"):
         serial = Device.objects.filter(host=host).order_by("index").values_list("serial", flat=True).first()
-        services.host_monitor(host.name).inject_fault(serial, "hang")
+        emulated_fleet.host_monitor(host.name).inject_fault(serial, "hang")
         hung.append(serial)
     return hung
 
@@ -42,12 +42,12 @@ def statuses() -> dict[str, str]:
 
 
 def test_hung_devices_on_every_host_cost_the_shard_about_one_timeout(many_hosts):
-    cycle = services.current_cycle()
-    services.poll_shard(0, cycle - 60)  # warm-up: all healthy
+    cycle = polling.current_cycle()
+    polling.poll_shard(0, cycle - 60)  # warm-up: all healthy
     hung = hang_one_device_per_host()
 
-    newly_hung = services.poll_shard(0, cycle - 30)
-    known_hung = services.poll_shard(0, cycle)
+    newly_hung = polling.poll_shard(0, cycle - 30)
+    known_hung = polling.poll_shard(0, cycle)
 
     # One timeout per host, host after host, would be 8 s.
     assert newly_hung.seconds < 3 * TIMEOUT, newly_hung
@@ -58,16 +58,16 @@ def test_hung_devices_on_every_host_cost_the_shard_about_one_timeout(many_hosts)
 
 
 def test_a_known_hung_device_is_seen_again_once_it_answers(many_hosts):
-    cycle = services.current_cycle()
-    services.poll_shard(0, cycle - 90)
+    cycle = polling.current_cycle()
+    polling.poll_shard(0, cycle - 90)
     hung = hang_one_device_per_host()
-    services.poll_shard(0, cycle - 60)
+    polling.poll_shard(0, cycle - 60)
     for serial in hung:
         host = Device.objects.get(serial=serial).host.name
-        services.host_monitor(host).reboot(serial)
+        emulated_fleet.host_monitor(host).reboot(serial)
     time.sleep(2.5)  # the background probes started before the reboot give up (2 s)
-    services.poll_shard(0, cycle - 30)
-    services.poll_shard(0, cycle)
+    polling.poll_shard(0, cycle - 30)
+    polling.poll_shard(0, cycle)
     status = statuses()
     assert {status[s] for s in hung} <= {"ok", "rebooting"}  # answering again
     assert {v for s, v in status.items() if s not in hung} == {"ok"}

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from django.db import connection
 
+from fleet import polling, snapshots
 from fleet import redis as fleet_redis
-from fleet import services, snapshots
 from fleet.models import Device, Sample
 from tests.support.processes import free_port
 
@@ -30,10 +30,10 @@ def slot_with_room(seconds_left: float) -> float:
     relies on retrying within the slot must not start just before the slot ends."""
     from django.conf import settings
 
-    cycle = services.current_cycle()
+    cycle = polling.current_cycle()
     if time.time() + seconds_left > cycle + settings.POLL_INTERVAL:
         time.sleep(max(0.0, cycle + settings.POLL_INTERVAL - time.time()) + 0.01)
-        cycle = services.current_cycle()
+        cycle = polling.current_cycle()
     return cycle
 
 
@@ -41,7 +41,7 @@ def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, 
     if connection.vendor != "postgresql":
         pytest.skip("terminating a server connection needs PostgreSQL; this run uses SQLite")
     cycle = slot_with_room(3.0)
-    services.poll_shard(0, cycle - 5)  # warm the monitors
+    polling.poll_shard(0, cycle - 5)  # warm the monitors
     connection.ensure_connection()
     backend_pid = connection.connection.info.backend_pid
     settings_dict = connection.settings_dict
@@ -52,12 +52,12 @@ def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, 
         admin.execute("SELECT pg_terminate_backend(%s)", [backend_pid])
     time.sleep(0.2)
 
-    with caplog.at_level("INFO", logger="fleet.services"):
-        result = services.poll_shard(0, cycle)
+    with caplog.at_level("INFO", logger="fleet.polling"):
+        result = polling.poll_shard(0, cycle)
 
     assert not result.gap
     assert "transient" in caplog.text
-    shard_devices = set(Device.objects.filter(host__in=services.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
+    shard_devices = set(Device.objects.filter(host__in=polling.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
     assert cycle_rows(cycle) == shard_devices
 
 
@@ -115,11 +115,11 @@ def own_redis(settings, seeded_fleet):
 
 def test_redis_restarting_within_the_slot_loses_nothing(own_redis, settings):
     settings.POLL_INTERVAL = 10
-    services.poll_shard(1, services.current_cycle() - 10)  # warm the monitors
+    polling.poll_shard(1, polling.current_cycle() - 10)  # warm the monitors
     cycle = slot_with_room(7.0)  # the restart takes 1.5 s plus the server's start-up
     own_redis.stop()
     threading.Timer(1.5, own_redis.start).start()
-    result = services.poll_shard(1, cycle)
+    result = polling.poll_shard(1, cycle)
     assert not result.gap, result.gap
     assert result.devices == 4
     latest = snapshots.read_snapshots()
@@ -129,13 +129,13 @@ def test_redis_restarting_within_the_slot_loses_nothing(own_redis, settings):
 
 def test_redis_down_past_the_slot_records_a_gap_and_writes_samples_whole(own_redis, settings, caplog):
     settings.POLL_INTERVAL = 2
-    cycle = services.current_cycle()
+    cycle = polling.current_cycle()
     own_redis.stop()
-    with caplog.at_level("WARNING", logger="fleet.services"):
-        result = services.poll_shard(0, cycle)
+    with caplog.at_level("WARNING", logger="fleet.polling"):
+        result = polling.poll_shard(0, cycle)
     assert result.gap
     assert "a gap" in caplog.text
     assert time.time() <= cycle + settings.POLL_INTERVAL + 1.5  # gave up when the slot ended
     # The shard's samples of the cycle are all there or none is: never half.
-    shard_devices = set(Device.objects.filter(host__in=services.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
+    shard_devices = set(Device.objects.filter(host__in=polling.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
     assert cycle_rows(cycle) in (set(), shard_devices)

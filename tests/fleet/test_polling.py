@@ -2,15 +2,15 @@
 
 import pytest
 
-from fleet import samples, services, snapshots
+from fleet import emulated_fleet, polling, rollups, samples, snapshots
 from fleet.models import Sample
 
 pytestmark = pytest.mark.django_db
 
 
 def test_seeding_twice_creates_the_fleet_once(fleet_settings):
-    first = services.seed_fleet()
-    second = services.seed_fleet()
+    first = emulated_fleet.seed_fleet()
+    second = emulated_fleet.seed_fleet()
     assert (first.hosts_created, first.devices_created) == (2, 8)
     assert (second.hosts_created, second.devices_created) == (0, 0)
     assert second.devices_total == 8
@@ -24,12 +24,12 @@ def test_seeded_fleet_mixes_device_types_on_every_host(seeded_fleet):
     assert all(len(types) >= 2 for types in by_host.values())
 
 
-def poll_all(cycle: float) -> list[services.ShardPollResult]:
-    return [services.poll_shard(shard, cycle) for shard in services.shards()]
+def poll_all(cycle: float) -> list[polling.ShardPollResult]:
+    return [polling.poll_shard(shard, cycle) for shard in polling.shards()]
 
 
 def test_a_poll_cycle_writes_samples_and_snapshots_for_every_device(seeded_fleet):
-    cycle = services.current_cycle()
+    cycle = polling.current_cycle()
     first = poll_all(cycle - fleet_interval())  # rates and utilization need a previous refresh
     results = poll_all(cycle)
 
@@ -48,7 +48,7 @@ def test_a_poll_cycle_writes_samples_and_snapshots_for_every_device(seeded_fleet
 
 
 def test_repeating_a_cycle_adds_no_samples_and_keeps_the_first_values(seeded_fleet):
-    cycle = services.current_cycle()
+    cycle = polling.current_cycle()
     poll_all(cycle - fleet_interval())  # warm-up: from now on every rate has a value
     poll_all(cycle)
     before = set(Sample.objects.values_list("device_id", "counter_id", "ts", "value"))
@@ -57,7 +57,7 @@ def test_repeating_a_cycle_adds_no_samples_and_keeps_the_first_values(seeded_fle
 
 
 def test_next_cycle_adds_a_new_sample_per_series(seeded_fleet):
-    cycle = services.current_cycle()
+    cycle = polling.current_cycle()
     poll_all(cycle - fleet_interval())
     poll_all(cycle)
     count = Sample.objects.filter(ts=cycle_dt(cycle)).count()
@@ -66,15 +66,15 @@ def test_next_cycle_adds_a_new_sample_per_series(seeded_fleet):
 
 
 def test_a_late_retry_does_not_roll_snapshots_back(seeded_fleet):
-    cycle = services.current_cycle()
+    cycle = polling.current_cycle()
     poll_all(cycle + fleet_interval())
     poll_all(cycle)  # an older cycle's task arriving late
     assert {s["cycle"] for s in snapshots.read_snapshots().values()} == {cycle + fleet_interval()}
 
 
 def test_each_shard_polls_its_own_hosts_only(seeded_fleet):
-    cycle = services.current_cycle()
-    first = services.poll_shard(0, cycle)
+    cycle = polling.current_cycle()
+    first = polling.poll_shard(0, cycle)
     assert 0 < first.devices < len(seeded_fleet)
     assert len(snapshots.read_snapshots()) == first.devices
 
@@ -97,14 +97,14 @@ def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, 
     from fleet.sharding import shard_of_host
 
     fleet_settings.PROBE_TIMEOUT = 0.3
-    services.host_monitor.cache_clear()
-    cycle = services.current_cycle()
+    emulated_fleet.host_monitor.cache_clear()
+    cycle = polling.current_cycle()
     poll_all(cycle - fleet_interval())
     hung = seeded_fleet[0]
-    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+    emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
 
     started = time.perf_counter()
-    result = services.poll_shard(shard_of_host(hung.host_id), cycle)
+    result = polling.poll_shard(shard_of_host(hung.host_id), cycle)
     elapsed = time.perf_counter() - started
 
     assert elapsed < 0.3 + 1.0  # one probe budget, not one per device nor the driver's block
@@ -119,7 +119,7 @@ def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, 
 
 
 def test_deleting_a_device_deletes_its_samples(seeded_fleet):
-    poll_all(services.current_cycle())
+    poll_all(polling.current_cycle())
     gone, kept = seeded_fleet[0], seeded_fleet[1]
     assert Sample.objects.filter(device=gone).exists()
     gone.delete()
@@ -132,15 +132,15 @@ def test_pruning_removes_samples_past_retention_only(seeded_fleet):
 
     from django.db import connection
 
-    now_cycle = services.current_cycle()
-    old_cycle = services.current_cycle(time.time() - 50 * 3600)
-    kept_cycle = services.current_cycle(time.time() - 47 * 3600)  # within retention, just
+    now_cycle = polling.current_cycle()
+    old_cycle = polling.current_cycle(time.time() - 50 * 3600)
+    kept_cycle = polling.current_cycle(time.time() - 47 * 3600)  # within retention, just
     for cycle in (old_cycle, kept_cycle, now_cycle):
         poll_all(cycle)
     counts = {c: Sample.objects.filter(ts=cycle_dt(c)).count() for c in (old_cycle, kept_cycle, now_cycle)}
     assert all(counts.values())
 
-    result = services.prune_samples(older_than_hours=48)
+    result = rollups.prune(raw_hours=48)
 
     assert not Sample.objects.filter(ts=cycle_dt(old_cycle)).exists()
     assert Sample.objects.filter(ts=cycle_dt(kept_cycle)).count() == counts[kept_cycle]

@@ -6,7 +6,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from fleet import health_service, services
+from fleet import emulated_fleet, health_service, polling
 from fleet.choices import ActionKind, ActionStatus, DeviceState
 from fleet.models import Action, Automation, Device, HealthEvent
 
@@ -22,14 +22,14 @@ def fleet(fleet_settings, clean_redis):
     fleet_settings.REMEDIATION_PAUSE_CRITICAL = 5
     fleet_settings.REMEDIATION_MAX_REBOOTS = 2
     fleet_settings.PROBE_TIMEOUT = 0.5  # the default: a loaded machine must not make a healthy probe late
-    services.seed_fleet()
+    emulated_fleet.seed_fleet()
     return list(Device.objects.for_dashboard())
 
 
 def poll_all():
     cycle = time.time()  # a new key each call: these tests poll faster than the interval
-    for shard in services.shards():
-        services.poll_shard(shard, cycle)
+    for shard in polling.shards():
+        polling.poll_shard(shard, cycle)
 
 
 def poll_until(condition, timeout=20.0):
@@ -43,7 +43,7 @@ def poll_until(condition, timeout=20.0):
 
 
 def inject(device, fault, persistent=False):
-    services.host_monitor(device.host.name).inject_fault(device.serial, fault, persistent)
+    emulated_fleet.host_monitor(device.host.name).inject_fault(device.serial, fault, persistent)
 
 
 def state_of(device):
@@ -97,7 +97,7 @@ def test_more_reboots_than_allowed_in_the_window_send_a_device_to_repair(fleet):
     poll_all()
     assert state_of(flaky) == DeviceState.REPAIR
     repair = Action.objects.get(device=flaky, kind=ActionKind.REPAIR)
-    assert "2 reboots within 60 min" in repair.reason
+    assert "2 reboots within 1 h" in repair.reason
     assert Action.objects.filter(device=flaky, kind=ActionKind.REBOOT).count() == 2
 
 
@@ -129,7 +129,7 @@ def test_too_many_critical_at_once_pauses_automation_until_resumed(fleet, fleet_
     assert Action.objects.filter(kind=ActionKind.PAUSE).count() == 1
 
     for device in fleet[1:3]:
-        services.host_monitor(device.host.name).clear_fault(device.serial, "hang")
+        emulated_fleet.host_monitor(device.host.name).clear_fault(device.serial, "hang")
     poll_until(lambda: health_service.critical_count() == 1)  # still paused meanwhile
     assert Action.objects.filter(kind=ActionKind.REBOOT).count() == 0
     assert set_paused(False, reason="checked the rack")
@@ -146,7 +146,7 @@ def test_dry_run_records_what_it_would_do_and_does_nothing(fleet, fleet_settings
     assert state_of(fleet[0]) == DeviceState.IN_SERVICE
     action = Action.objects.get(device=fleet[0])
     assert action.status == ActionStatus.DRY_RUN and action.outcome == "dry run: would reboot"
-    assert services.host_monitor(fleet[0].host.name).faults(fleet[0].serial)  # the fault is still there
+    assert emulated_fleet.host_monitor(fleet[0].host.name).faults(fleet[0].serial)  # the fault is still there
 
 
 def test_the_same_cycle_polled_twice_reboots_once(fleet):
@@ -155,8 +155,8 @@ def test_the_same_cycle_polled_twice_reboots_once(fleet):
     inject(hung, "hang")
     cycle = time.time()
     for _ in range(2):  # a retried or duplicated shard task
-        for shard in services.shards():
-            services.poll_shard(shard, cycle)
+        for shard in polling.shards():
+            polling.poll_shard(shard, cycle)
     assert Action.objects.filter(device=hung, kind=ActionKind.REBOOT).count() == 1
     assert HealthEvent.objects.filter(device=hung, rule="driver", ended_at__isnull=True).count() <= 1
 
@@ -192,7 +192,7 @@ def test_a_device_in_maintenance_is_not_remediated_and_returns_when_it_ends(flee
     poll_all()
     assert state_of(device) == DeviceState.MAINTENANCE
     assert not Action.objects.filter(device=device, kind=ActionKind.REBOOT).exists()
-    services.host_monitor(device.host.name).clear_fault(device.serial, "hang")
+    emulated_fleet.host_monitor(device.host.name).clear_fault(device.serial, "hang")
     poll_until(lambda: state_of(device) == DeviceState.IN_SERVICE)
     assert Action.objects.get(device=device, kind=ActionKind.RETURN_TO_SERVICE).reason == "maintenance ended"
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from fleet import samples, services, snapshots
+from fleet import emulated_fleet, polling, samples, snapshots
 from fleet.models import Sample
 from fleet.tasks import poll_fleet
 from tests.support.processes import child_env, start_worker
@@ -43,7 +43,7 @@ def poll_and_wait(cycle: float, devices: int) -> dict:
 
 
 def test_worker_poll_writes_samples_once_and_matches_the_snapshot(worker, seeded_fleet):
-    cycle = services.current_cycle()
+    cycle = polling.current_cycle()
     poll_and_wait(cycle - 5.0, len(seeded_fleet))  # warm-up: rates need a previous refresh
     latest = poll_and_wait(cycle, len(seeded_fleet))
     this_cycle = Sample.objects.filter(ts=cycle_dt(cycle))
@@ -82,12 +82,12 @@ def test_a_worker_process_killed_mid_cycle_loses_and_duplicates_nothing(seeded_f
 
     # A hung device makes its shard's task block for the driver's 2 s: time to kill it.
     hung = seeded_fleet[0]
-    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+    emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
     # The shard tasks expire after 0.9 poll intervals: a long interval for this worker keeps
     # the redelivered task alive however slowly a loaded machine brings the new child up.
     worker = start_worker(child_env(PROBE_TIMEOUT="5", POLL_INTERVAL="60"))
     try:
-        cycle = services.current_cycle()
+        cycle = polling.current_cycle()
         poll_fleet.delay(cycle)
         time.sleep(1.0)
         children = subprocess.run(

@@ -259,6 +259,20 @@ def test_an_upload_the_reader_refuses_past_the_requests_scan_fails_with_the_reas
     assert "negative duration" in trace.error and "traceEvents[50]" in trace.error
 
 
+def test_a_failed_analysis_names_the_upload_not_where_the_server_stores_it(api_client, operator, trace_storage, settings):
+    """It said "the trace cannot be analysed: /…/var/traces/10/raw.json, traceEvents[0]: …"."""
+    api_client.force_authenticate(operator)
+    bad = b'{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "pid": 1, "tid": 1, "ts": 5, "dur": -3}'
+    response = upload(api_client, upload_file("negative.json", many_events(bad, n=100)))
+    services.analyse(response.data["id"])
+    trace = Trace.objects.get(pk=response.data["id"])
+    assert trace.status == TraceStatus.FAILED
+    assert trace.error.startswith("the trace cannot be analysed: negative.json, traceEvents[50]"), trace.error
+    assert str(settings.TRACE_STORAGE_DIR) not in trace.error and "raw.json" not in trace.error
+    page = api_client.get(f"/api/traces/{trace.pk}/").data
+    assert page["error"] == trace.error
+
+
 def test_upload_records_the_format_and_the_metadata_the_scan_found(api_client, operator, trace_storage):
     api_client.force_authenticate(operator)
     head = b'{"schemaVersion": 1, "sw_version": "2.7", "workload": "mm-bench", "traceEvents": [' + EVENT + b"]}"

@@ -1,10 +1,17 @@
 """Trace pages render for those allowed, refuse others, and carry what their scripts need."""
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.support.traces import real_trace
 from traces import services
+from traces.choices import TraceStatus
+
+STATIC_JS = Path(__file__).resolve().parents[2] / "static" / "dashboard" / "js"
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +82,18 @@ def test_catalogue_pages_and_sorts(client, viewer, operator, trace_storage):
     assert second.count("data-trace-id=") == 10 and ">t059<" in second
     by_name_desc = client.get("/traces/?ordering=-name").content.decode()
     assert by_name_desc.index(">t059<") < by_name_desc.index(">t058<")
+
+
+def test_trace_status_labels_come_from_the_server_not_the_scripts(client, viewer, ready, seeded_fleet):
+    """The states' labels live in traces/choices.py; the pages give them to their scripts as
+    JSON (like the key counters), and no script keeps a copy."""
+    client.force_login(viewer)
+    for url in (f"/traces/{ready.pk}/", f"/devices/{seeded_fleet[0].id}/"):
+        html = client.get(url).content.decode()
+        found = re.search(r'<script id="trace-statuses" type="application/json">(.*?)</script>', html)
+        assert found, url
+        assert json.loads(found.group(1)) == dict(TraceStatus.choices)
+    scripts = {path.name: path.read_text() for path in STATIC_JS.rglob("*.js")}
+    for label in ("Queued", "Analysing"):
+        copies = [name for name, text in scripts.items() if f'"{label}"' in text]
+        assert not copies, f"{label!r} copied into {copies}"

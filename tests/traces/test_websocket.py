@@ -6,8 +6,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
 
-from dashboard import push
 from dashboard.asgi import application
+from traces import events
 from traces.models import Trace
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
@@ -47,15 +47,15 @@ async def closed_after_accept(communicator, connected) -> int:
 async def test_viewer_receives_progress_and_state_changes(client, viewer, trace, clean_redis):
     communicator, connected, _ = await connect(f"/ws/traces/{trace.pk}/", await headers_for(client, viewer))
     assert connected
-    await sync_to_async(push.trace_progress)(trace.pk, "capturing", 0.4, 1234)
+    await sync_to_async(events.trace_progress)(trace.pk, "capturing", 0.4, 1234)
     message = await communicator.receive_json_from(timeout=5)
     assert message == {"type": "trace.progress", "trace": trace.pk, "status": "capturing", "progress": 0.4,
                        "events": 1234, "error": "", "url": ""}
-    await sync_to_async(push.trace_changed)(trace.pk, "failed", 0.4, "device stopped answering", url="/traces/1/")
+    await sync_to_async(events.trace_changed)(trace.pk, "failed", 0.4, "device stopped answering", url="/traces/1/")
     message = await communicator.receive_json_from(timeout=5)
     assert (message["type"], message["status"], message["error"]) == ("trace.changed", "failed", "device stopped answering")
     # Another trace's messages do not arrive.
-    await sync_to_async(push.trace_progress)(trace.pk + 1000, "capturing", 0.1, 1)
+    await sync_to_async(events.trace_progress)(trace.pk + 1000, "capturing", 0.1, 1)
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from fleet.api import params
 from fleet.models import Device
-from traces import queries, results, services
+from traces import queries, services
 from traces.api.permissions import CanCaptureTraces, CanUploadTraces, CanViewTraces
 from traces.api.serializers import (
     BreakdownSerializer,
@@ -29,6 +29,7 @@ from traces.api.serializers import (
     UploadSerializer,
 )
 from traces.choices import TraceSource, TraceStatus
+from traces.files import CHROME, TraceFiles
 from traces.models import Trace
 from traces.uploads import refusal, use_limited_handlers
 
@@ -224,19 +225,16 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
         """The raw trace as stored, or Chrome trace JSON with the critical path marked."""
         trace = self.get_object()
         fmt = params.parse_choice(request.query_params, "format", ["raw", "chrome"]) or "raw"
-        storage = services.trace_storage()
+        files = TraceFiles(trace.pk)
         if fmt == "raw":
             if not trace.raw_file:
                 raise NotReady(f"trace {trace.pk} has no raw file yet ({trace.status})")
             filename = f"trace-{trace.pk}-{trace.raw_file.rsplit('/', 1)[-1]}"
-            return FileResponse(storage.open(trace.raw_file, "rb"), as_attachment=True, filename=filename)
+            return FileResponse(files.storage.open(trace.raw_file, "rb"), as_attachment=True, filename=filename)
         ready_trace(trace)
         if not services.chrome_ready(trace):
             raise NotReady("the Chrome export is still being written; try again in a few seconds")
-        return FileResponse(
-            storage.open(results.path(trace.pk, results.CHROME), "rb"),
-            as_attachment=True, filename=f"trace-{trace.pk}-chrome.json.gz",
-        )
+        return FileResponse(files.open(CHROME), as_attachment=True, filename=f"trace-{trace.pk}-chrome.json.gz")
 
 
 class CaptureView(APIView):

@@ -1,9 +1,19 @@
 from django import template
+from django.utils.html import json_script
 
+from fleet.durations import human_duration
 from fleet.routing import capture_unavailable_reason
+from traces.choices import TraceStatus
 from traces.models import Trace
 
 register = template.Library()
+
+
+@register.simple_tag
+def trace_statuses_script():
+    """The trace states' labels as JSON for the page JavaScript (``<script id="trace-statuses">``),
+    as base.html gives the key counters: the labels live in traces/choices.py only."""
+    return json_script(dict(TraceStatus.choices), "trace-statuses")
 
 
 @register.inclusion_tag("traces/device_traces.html", takes_context=True)
@@ -17,6 +27,12 @@ def device_traces(context, device, limit: int = 10):
         "capture_unavailable": capture_unavailable_reason(device.host),
         "csrf_token": context.get("csrf_token"),
     }
+
+
+@register.filter
+def duration(seconds):
+    """Seconds as people read them ("1 min 5 s"): fleet.durations.human_duration."""
+    return "–" if seconds is None or seconds == "" else human_duration(float(seconds))
 
 
 @register.filter

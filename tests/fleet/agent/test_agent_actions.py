@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from fleet import routing, services
+from fleet import polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, DeviceState
@@ -26,7 +26,7 @@ def test_an_overheating_real_device_goes_straight_to_repair(node_a, agent_settin
     (agent_settings.HWMON_ROOT / "hwmon3" / "temp1_input").write_text("99000\n")
     deadline = time.time() + 20
     while Device.objects.get(pk=gpu.pk).state == DeviceState.IN_SERVICE and time.time() < deadline:
-        services.poll_agent_host(node_a.id, time.time())
+        polling.poll_agent_host(node_a.id, time.time())
         time.sleep(0.2)
     assert Device.objects.get(pk=gpu.pk).state == DeviceState.REPAIR
     action = Action.objects.get(device=gpu)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fleet import routing, services, snapshots
+from fleet import polling, routing, snapshots
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.models import Device, Host, Sample
@@ -19,8 +19,8 @@ def agent_registered(agent_settings, seeded_fleet):
 
 
 def test_the_agent_polls_its_host_into_samples_and_snapshots(agent_registered):
-    cycle = services.current_cycle()
-    result = services.poll_agent_host(agent_registered.id, cycle)
+    cycle = polling.current_cycle()
+    result = polling.poll_agent_host(agent_registered.id, cycle)
     ids = set(Device.objects.filter(host=agent_registered).values_list("id", flat=True))
     assert result.devices == 3
     latest = snapshots.read_snapshots(list(ids))
@@ -33,21 +33,21 @@ def test_the_agent_polls_its_host_into_samples_and_snapshots(agent_registered):
     names = set(Sample.objects.filter(device=sensor).values_list("counter__name", flat=True))
     assert "temperature_c" in names and "memory_used_bytes" not in names
     # The same cycle again writes nothing twice.
-    services.poll_agent_host(agent_registered.id, cycle)
+    polling.poll_agent_host(agent_registered.id, cycle)
     assert Sample.objects.filter(device_id__in=ids).count() == written
 
 
 def test_shard_polls_leave_agent_hosts_to_their_agents(agent_registered, seeded_fleet):
-    cycle = services.current_cycle()
-    polled = sum(services.poll_shard(shard, cycle).devices for shard in services.shards())
+    cycle = polling.current_cycle()
+    polled = sum(polling.poll_shard(shard, cycle).devices for shard in polling.shards())
     assert polled == len(seeded_fleet)
     assert not Sample.objects.filter(device__host=agent_registered).exists()
 
 
 def test_an_agent_refuses_another_hosts_poll(agent_settings, seeded_fleet):
     emulated = seeded_fleet[0].host
-    with pytest.raises(services.MisroutedPoll, match="node-a"):
-        services.poll_agent_host(emulated.id, services.current_cycle())
+    with pytest.raises(polling.MisroutedPoll, match="node-a"):
+        polling.poll_agent_host(emulated.id, polling.current_cycle())
 
 
 def test_beat_sends_an_agent_hosts_poll_to_its_queue_only_while_it_is_alive(agent_registered, settings):
@@ -55,14 +55,14 @@ def test_beat_sends_an_agent_hosts_poll_to_its_queue_only_while_it_is_alive(agen
     redis = get_redis()
     redis.delete(queue, settings.CELERY_TASK_DEFAULT_QUEUE)
     try:
-        poll_fleet(services.current_cycle())
+        poll_fleet(polling.current_cycle())
         assert redis.llen(queue) == 1
         assert redis.llen(settings.CELERY_TASK_DEFAULT_QUEUE) == settings.POLL_SHARDS
 
         # An agent not seen for longer than the window gets nothing more to pile up.
         stale = agent_registered.agent_seen_at - routing.agent_alive_window() * 2
         Host.objects.filter(pk=agent_registered.pk).update(agent_seen_at=stale)
-        poll_fleet(services.current_cycle())
+        poll_fleet(polling.current_cycle())
         assert redis.llen(queue) == 1
     finally:
         redis.delete(queue, settings.CELERY_TASK_DEFAULT_QUEUE)
@@ -77,7 +77,7 @@ def test_work_for_a_host_goes_where_its_devices_are(agent_registered, seeded_fle
 
 
 def test_pages_say_not_reported_for_counters_a_device_cannot_give(agent_registered, viewer, client):
-    services.poll_agent_host(agent_registered.id, services.current_cycle())
+    polling.poll_agent_host(agent_registered.id, polling.current_cycle())
     sensor = Device.objects.get(serial="hwmon:node-a:coretemp.0:coretemp")
     client.force_login(viewer)
     fleet = client.get("/").content.decode()
@@ -144,7 +144,7 @@ def test_the_agent_reads_this_machines_nvidia_gpus(agent_settings, clean_redis):
     gpus = list(Device.objects.filter(device_type="nvml"))
     assert gpus, "nvidia-smi is here but the agent found no GPU"
     host = Host.objects.get(name="node-a")
-    services.poll_agent_host(host.id, services.current_cycle())
+    polling.poll_agent_host(host.id, polling.current_cycle())
     for gpu in gpus:
         snap = snapshots.read_snapshot(gpu.id)
         print(gpu.serial, gpu.model, {k: v for k, v in snap.items() if v is not None})  # the closing note's figures

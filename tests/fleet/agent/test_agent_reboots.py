@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fleet import control, routing, services
+from fleet import control, polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, ActionStatus, DeviceState
@@ -39,7 +39,7 @@ def vt0(sysfs) -> Device:
 def poll_until(host: Host, condition, what: str, timeout: float = 30.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        services.poll_agent_host(host.id, time.time())
+        polling.poll_agent_host(host.id, time.time())
         if value := condition():
             return value
         time.sleep(0.3)

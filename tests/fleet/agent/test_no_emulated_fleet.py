@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from fleet import routing, services
+from fleet import emulated_fleet, polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.models import Device, Host
@@ -28,10 +28,10 @@ def test_settings_accept_zero_emulated_hosts_and_refuse_fewer():
 
 def test_seeding_an_empty_fleet_adds_nothing_and_agent_hosts_are_still_polled(fleet_settings, agent_settings, clean_redis):
     fleet_settings.FLEET_HOSTS = 0
-    result = services.seed_fleet()
+    result = emulated_fleet.seed_fleet()
     assert (result.hosts_created, result.devices_total) == (0, 0)
     register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
-    cycle = services.current_cycle()
-    assert sum(services.poll_shard(s, cycle).devices for s in services.shards()) == 0
+    cycle = polling.current_cycle()
+    assert sum(polling.poll_shard(s, cycle).devices for s in polling.shards()) == 0
     host = Host.objects.get()
-    assert services.poll_agent_host(host.id, cycle).devices == Device.objects.count() == 3
+    assert polling.poll_agent_host(host.id, cycle).devices == Device.objects.count() == 3

@@ -3,7 +3,7 @@
 const CONFIG = { displaylogo: false, responsive: true, displayModeBar: "hover" };
 const MAX_POINTS = 2000;
 
-// Draws a figure dict of dashboard/charts.py into the element with id `elementId`.
+// Draws a figure dict of fleet/charts.py into the element with id `elementId`.
 export function draw(elementId, figure) {
   return window.Plotly.newPlot(elementId, figure.data, figure.layout, CONFIG);
 }

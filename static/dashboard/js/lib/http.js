@@ -1,43 +1,38 @@
-// fetch() for the dashboard's own API: same-origin credentials, JSON, and the CSRF token
-// (from the csrftoken cookie, or a csrfmiddlewaretoken input on the page) on every write.
+// The pages' one fetch helper for the project's own API: same-origin credentials, JSON, and
+// the CSRF token on every request. It does not throw on an HTTP status: it resolves to
+// {ok, status, data}, where data is the JSON body, or {detail: text} when the server answered
+// with something else; errorMessage(data) says what went wrong in words.
 
-function csrfToken() {
-  const cookie = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="));
-  if (cookie) return decodeURIComponent(cookie.slice("csrftoken=".length));
+// The CSRF token: from the csrftoken cookie (always the current one), else from a
+// csrfmiddlewaretoken input on the page.
+export function csrfToken() {
+  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  if (match) return decodeURIComponent(match[1]);
   const input = document.querySelector("input[name=csrfmiddlewaretoken]");
   return input ? input.value : "";
 }
 
-export class HttpError extends Error {
-  constructor(response, body) {
-    super((body && (body.detail || body.error)) || `${response.status} ${response.statusText}`);
-    this.status = response.status;
-    this.body = body;
+// A response body as data: its JSON, or {detail: text} when it is not JSON.
+export function decodeBody(text, statusText = "") {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { detail: text || statusText };
   }
 }
 
-// Sends a request and returns the decoded JSON body (null for an empty one); a status
-// outside 2xx throws an HttpError carrying the server's message.
-export async function request(url, { method = "GET", body, headers = {} } = {}) {
-  const init = { method, credentials: "same-origin", headers: { Accept: "application/json", ...headers } };
-  if (method !== "GET" && method !== "HEAD") init.headers["X-CSRFToken"] = csrfToken();
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  const response = await fetch(url, init);
-  const text = await response.text();
-  let data = null;
-  if (text) {
-    try {
-      data = JSON.parse(text);
-    } catch {
-      data = { detail: text };
-    }
-  }
-  if (!response.ok) throw new HttpError(response, data);
-  return data;
+export async function fetchJSON(url, options = {}) {
+  const headers = { "X-CSRFToken": csrfToken(), Accept: "application/json", ...(options.headers || {}) };
+  const response = await fetch(url, { credentials: "same-origin", ...options, headers });
+  const data = decodeBody(await response.text(), response.statusText);
+  return { ok: response.ok, status: response.status, data };
 }
 
-export const getJSON = (url) => request(url);
-export const postJSON = (url, body) => request(url, { method: "POST", body });
+// The message of an error body from the API: {"detail": "..."} or {"field": ["..."]}.
+export function errorMessage(data) {
+  if (!data) return "Something went wrong.";
+  if (typeof data.detail === "string") return data.detail;
+  return Object.entries(data)
+    .map(([field, messages]) => `${field}: ${[].concat(messages).join(" ")}`)
+    .join("; ");
+}

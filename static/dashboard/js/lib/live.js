@@ -1,6 +1,6 @@
 // A websocket that reconnects by itself, and the "live" indicator in the top bar.
 
-// Close codes in the private range that mean "do not try again" (see dashboard/consumers.py).
+// Close codes in the private range that mean "do not try again" (see fleet/consumers.py).
 const REFUSED = (code) => code >= 4400 && code < 4500;
 const WHY_REFUSED = { 4401: "signed out", 4403: "not allowed", 4404: "not found" };
 

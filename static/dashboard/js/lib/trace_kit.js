@@ -1,36 +1,11 @@
-// Helpers of the trace pages: fetch with the CSRF token, formatting, small DOM builders.
-// (The websocket helper is connect() in lib/live.js, shared by every page.)
+// Helpers of the trace pages: formatting, small DOM builders, Plotly loading. (Fetching is
+// lib/http.js, the websocket lib/live.js, shared by every page.)
 
-export function csrfToken() {
-  const input = document.querySelector("input[name=csrfmiddlewaretoken]");
-  if (input) return input.value;
-  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
-}
-
-// fetch() that sends the CSRF token and resolves to {ok, status, data}: the JSON body, or
-// {detail: text} when the server answered with something else.
-export async function fetchJSON(url, options = {}) {
-  const headers = { "X-CSRFToken": csrfToken(), Accept: "application/json", ...(options.headers || {}) };
-  const response = await fetch(url, { credentials: "same-origin", ...options, headers });
-  let data;
-  const text = await response.text();
-  try {
-    data = JSON.parse(text);
-  } catch {
-    data = { detail: text || response.statusText };
-  }
-  return { ok: response.ok, status: response.status, data };
-}
-
-// The message of an error body from DRF: {"detail": "..."} or {"field": ["..."]}.
-export function errorMessage(data) {
-  if (!data) return "Something went wrong.";
-  if (typeof data.detail === "string") return data.detail;
-  return Object.entries(data)
-    .map(([field, messages]) => `${field}: ${[].concat(messages).join(" ")}`)
-    .join("; ");
-}
+// The trace states' labels by state, as the server puts them in the page
+// (traces/choices.py, rendered as <script id="trace-statuses">).
+const statuses = document.getElementById("trace-statuses");
+export const statusLabels = statuses ? JSON.parse(statuses.textContent) : {};
+export const statusLabel = (status) => statusLabels[status] || status;
 
 export const us = (v) => (v === null || v === undefined ? "–" : Number(v).toLocaleString("en-US", { maximumFractionDigits: 1 }));
 export const pct = (v) => `${(100 * v).toFixed(1)}%`;

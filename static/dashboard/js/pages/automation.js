@@ -1,5 +1,5 @@
 // Fleet page: the paused-automation banner's "Resume automation" button (operators).
-import { errorMessage, fetchJSON } from "../lib/trace_kit.js";
+import { errorMessage, fetchJSON } from "../lib/http.js";
 
 const banner = document.getElementById("automation-paused");
 const button = document.getElementById("resume-automation");

@@ -2,7 +2,7 @@
 // device settles (rebooting -> in service, or repair). The health badge follows the
 // websocket (device.js); this module follows the device's state through the API.
 import { setHealthBadge } from "../lib/format.js";
-import { errorMessage, fetchJSON } from "../lib/trace_kit.js";
+import { errorMessage, fetchJSON } from "../lib/http.js";
 
 const section = document.getElementById("device-health");
 const form = document.getElementById("device-actions");

@@ -1,7 +1,8 @@
 // Device page: the Capture trace button. Asks the API for a capture, then follows the
 // trace's websocket with a progress bar, and opens the trace's page when it is ready.
 import { connect } from "../lib/live.js";
-import { fetchJSON, errorMessage } from "../lib/trace_kit.js";
+import { errorMessage, fetchJSON } from "../lib/http.js";
+import { statusLabel } from "../lib/trace_kit.js";
 
 const section = document.getElementById("device-traces");
 const form = document.getElementById("capture-form");
@@ -37,9 +38,9 @@ if (form) {
         if (!performance.getEntriesByName("capture-first-progress").length) performance.mark("capture-first-progress");
         bar.value = message.progress;
         bar.dataset.progress = message.progress;
-        status.textContent = `Capturing ${Math.round(message.progress * 100)}% · ${message.events.toLocaleString("en-US")} events`;
+        status.textContent = `${statusLabel(message.status)} ${Math.round(message.progress * 100)}% · ${message.events.toLocaleString("en-US")} events`;
       } else if (message.status === "capturing") {
-        status.textContent = "Capturing 0%";
+        status.textContent = `${statusLabel(message.status)} 0%`;
       } else if (message.status === "analysing") {
         bar.value = 1;
         status.textContent = "Capture stored; analysing…";
@@ -47,7 +48,7 @@ if (form) {
         window.location.assign(data.url);
       } else if (message.status === "failed") {
         button.disabled = false;
-        status.textContent = `Failed: ${message.error}`;
+        status.textContent = `${statusLabel(message.status)}: ${message.error}`;
         status.className = "error";
       }
     });

@@ -1,7 +1,8 @@
 // Trace page: follow the trace's progress over the websocket; once ready, chart and table
 // the operator breakdown; a click on an operator type opens its drill-down.
 import { connect } from "../lib/live.js";
-import { cell, fetchJSON, errorMessage, loadPlotly, pct, plotConfig, row, us } from "../lib/trace_kit.js";
+import { errorMessage, fetchJSON } from "../lib/http.js";
+import { cell, loadPlotly, pct, plotConfig, row, statusLabel, us } from "../lib/trace_kit.js";
 
 const root = document.getElementById("trace");
 const api = root.dataset.apiUrl;
@@ -17,10 +18,9 @@ function showStatus(status, progress, events, error) {
   const pending = $("trace-pending");
   pending.hidden = status === "ready" || status === "failed";
   if (progress !== null && progress !== undefined) $("trace-progress").value = progress;
-  const label = { queued: "Queued", capturing: "Capturing", analysing: "Analysing", ready: "Ready", failed: "Failed" }[status] || status;
-  let text = `${label}…`;
+  let text = `${statusLabel(status)}…`;
   if (status === "capturing" && progress !== null && progress !== undefined) {
-    text = `Capturing ${Math.round(progress * 100)}%` + (events !== null && events !== undefined ? ` · ${events.toLocaleString("en-US")} events` : "");
+    text = `${statusLabel(status)} ${Math.round(progress * 100)}%` + (events !== null && events !== undefined ? ` · ${events.toLocaleString("en-US")} events` : "");
   }
   if (status === "analysing") text = "Capture stored; analysing…";
   $("trace-state").textContent = text;

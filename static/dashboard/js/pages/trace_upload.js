@@ -1,6 +1,6 @@
 // Upload page: send the file to the API (multipart, with the CSRF token) and go to the
 // trace's page; a refused file shows the engine's message.
-import { csrfToken, errorMessage } from "../lib/trace_kit.js";
+import { csrfToken, decodeBody, errorMessage } from "../lib/http.js";
 
 const section = document.getElementById("upload");
 const form = document.getElementById("upload-form");
@@ -20,12 +20,7 @@ form.addEventListener("submit", (event) => {
     if (e.lengthComputable) progress.value = e.loaded / e.total;
   };
   request.onload = () => {
-    let data;
-    try {
-      data = JSON.parse(request.responseText);
-    } catch {
-      data = { detail: request.responseText || request.statusText };
-    }
+    const data = decodeBody(request.responseText, request.statusText);
     progress.hidden = true;
     document.getElementById("upload-submit").disabled = false;
     if (request.status === 201) {

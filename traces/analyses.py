@@ -1,16 +1,17 @@
-"""The trace page's views — flame, timeline, critical path, correlation, comparison, versions,
-and the device's metrics around a capture — stored once by the analysis, read per request.
+"""The trace page's analyses — flame, timeline, critical path, correlation, comparison,
+versions, and the device's metrics around a capture — stored once by the analysis, read per
+request.
 
-:func:`store_views` runs in the worker (from ``services.analyse``): it computes every view
-with :func:`traces.atrace.render.page_data.compute_page_data`, within the page's limits
-(``traces.page_limits``), and stores the files flat in the trace's folder (names
-``view.*``, so deleting the trace deletes them). The readers below answer the pages and the
-API from those files alone; bad parameters raise :class:`BadRequest` with what was wrong.
+:func:`store_analyses` runs in the worker (from ``services.analyse``): Atrace computes them
+(:func:`traces.atrace.render.page_data.compute_page_data`, within the page's limits in
+``traces.page_limits``) and they are stored flat in the trace's folder
+(names ``view.*``, so deleting the trace deletes them; traces/files.py). The readers below
+answer the pages and the API from those files alone; bad parameters raise
+:class:`BadRequest` with what was wrong.
 """
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -21,12 +22,13 @@ from django.core.files import File
 
 from fleet import samples
 from fleet.models import Sample
-from traces import atrace, results
+from traces import atrace
 from traces.atrace.analysis.comparison import compare_tables
 from traces.atrace.analysis.versions import version_regressions
 from traces.atrace.render.page_data import PREFIX, compute_page_data, load_document, load_timeline
 from traces.atrace.render.timeline import window
 from traces.choices import TraceSource, TraceStatus
+from traces.files import ARGS, TraceFiles
 from traces.models import Trace
 from traces.page_limits import MAX_BARS, MAX_EDGES, MAX_WIDTH_PX, STORED
 
@@ -40,74 +42,47 @@ class BadRequest(ValueError):
     """A parameter the views cannot answer; the message says which and why."""
 
 
-class ViewsMissing(LookupError):
-    """The trace is ready but its views were not stored (analysed before they existed)."""
+class AnalysesMissing(LookupError):
+    """The trace is ready but its analyses were not stored (analysed before they existed)."""
 
 
 # -- writing (in the worker) --------------------------------------------------------------
-def store_views(storage, trace_id: int, parsed: atrace.Trace, **known) -> int:
-    """Compute and store every view of a parsed trace; returns the bytes stored.
+def store_analyses(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
+    """Compute and store every analysis of a parsed trace; returns the bytes stored.
 
     ``known`` may pass a ``breakdown``, ``path`` and ``correlation`` already computed, to
-    reuse them. On a local file system the views are written in place (their names replace
+    reuse them. On a local file system the files are written in place (their names replace
     those of an interrupted attempt); other storages get copies through the storage API.
     """
     views = compute_page_data(parsed, STORED, **known)
-    try:
-        folder = Path(storage.path(str(trace_id)))
-    except NotImplementedError:
-        folder = None
+    folder = files.local_folder()
     if folder is not None:  # the timeline's event details read the args the drill-down stored
-        return sum((folder / name).stat().st_size for name in views.save(folder, args_file=results.ARGS))
+        return sum((folder / name).stat().st_size for name in views.save(folder, args_file=ARGS))
     total = 0
     with tempfile.TemporaryDirectory(prefix="asicmon-views-") as tmp:
         for name in views.save(tmp):
-            target = f"{trace_id}/{name}"
-            if storage.exists(target):
-                storage.delete(target)
             with (Path(tmp) / name).open("rb") as f:
-                storage.save(target, File(f))
+                files.save_stream(files.name(name), File(f))
             total += (Path(tmp) / name).stat().st_size
     return total
 
 
 # -- reading --------------------------------------------------------------------------------
-def trace_storage():
-    from django.core.files.storage import storages
-
-    return storages["traces"]
-
-
-def views_folder(trace: Trace) -> Path:
-    """A local folder holding the trace's view files (the storage's own, or a cached copy)."""
-    storage = trace_storage()
-    try:
-        folder = Path(storage.path(str(trace.pk)))
-    except NotImplementedError:
-        folder = _cached_copy(storage, trace)
+def analyses_folder(trace: Trace) -> Path:
+    """A local folder holding the trace's analysis files (the storage's own, or a copy made
+    once for storages without local paths)."""
+    files = TraceFiles(trace.pk)
+    folder = files.local_folder()
+    if folder is None:
+        stamp = int(trace.ready_at.timestamp()) if trace.ready_at else 0
+        folder = files.local_copy(PREFIX, Path(settings.VAR_DIR) / "cache" / "trace-views" / f"{trace.pk}-{stamp}")
     if not (folder / f"{PREFIX}paths.json").exists():
-        raise ViewsMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
-    return folder
-
-
-def _cached_copy(storage, trace: Trace) -> Path:
-    """Storages without local paths (object stores): copy the view files once."""
-    stamp = int(trace.ready_at.timestamp()) if trace.ready_at else 0
-    folder = Path(settings.VAR_DIR) / "cache" / "trace-views" / f"{trace.pk}-{stamp}"
-    if not folder.exists():
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent if folder.parent.exists() else None))
-        _dirs, files = storage.listdir(str(trace.pk))
-        for name in files:
-            if name.startswith(PREFIX):
-                with storage.open(f"{trace.pk}/{name}", "rb") as src, (tmp / name).open("wb") as dst:
-                    shutil.copyfileobj(src, dst)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp.rename(folder)
+        raise AnalysesMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
     return folder
 
 
 def flame(trace: Trace, side: str = "") -> dict[str, Any]:
-    doc = load_document(views_folder(trace), "flame")
+    doc = load_document(analyses_folder(trace), "flame")
     if not side:
         return doc
     if side not in SIDES:
@@ -128,7 +103,7 @@ def _number(query, name: str, default: float | None, *, integer: bool = False) -
 
 def timeline(trace: Trace, query) -> dict[str, Any]:
     """``?start_us=&end_us=&width_px=`` → the bars of that window (default: everything)."""
-    layout = load_timeline(views_folder(trace))
+    layout = load_timeline(analyses_folder(trace))
     t0, t1 = layout.span_ns
     start_us = _number(query, "start_us", t0 / 1000)
     end_us = _number(query, "end_us", max(t1, t0 + 1) / 1000)
@@ -144,21 +119,42 @@ def timeline(trace: Trace, query) -> dict[str, Any]:
 
 def event(trace: Trace, index: int) -> dict[str, Any]:
     try:
-        return load_timeline(views_folder(trace)).event_detail(index)
+        return load_timeline(analyses_folder(trace)).event_detail(index)
     except KeyError as exc:
         raise BadRequest(str(exc.args[0])) from None
 
 
 def critical_path(trace: Trace, step: str = "") -> dict[str, Any]:
     """The critical-path table of the whole trace, or of one of its valid steps."""
-    doc = load_document(views_folder(trace), "paths")
+    doc = load_document(analyses_folder(trace), "paths")
     valid = doc["valid_steps"]
     if step:
         name = _step_name(step, valid)
         table = doc["step_paths"][name]
     else:
         name, table = None, doc["whole"]
+    if table is not None:
+        table = {**table, "least_slack_by_op": slack_by_operator(table["least_slack"])}
     return {"step": name, "steps": doc["steps"], "valid_steps": valid, "table": table}
+
+
+def slack_by_operator(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The events off the path with the least slack (least first), as the page shows them:
+    one row per operator (how many of its events are listed, the least slack, the duration
+    of that event and its index for the event's details), zero-length events left out: they
+    cannot lengthen the path, and dozens of them (or of one synchronisation) would fill the
+    table with nothing that helps."""
+    rows: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if not event["dur_us"]:
+            continue
+        row = rows.get(event["name"])
+        if row is None:
+            rows[event["name"]] = {**event, "events": 1}
+        else:
+            row["events"] += 1
+    shown = sum(row["events"] for row in rows.values())
+    return {"rows": list(rows.values()), "zero_length_hidden": len(events) - shown}
 
 
 def _step_name(step: str, valid: list[str]) -> str:
@@ -172,7 +168,7 @@ def _step_name(step: str, valid: list[str]) -> str:
 
 
 def correlation(trace: Trace) -> dict[str, Any]:
-    return load_document(views_folder(trace), "correlation")
+    return load_document(analyses_folder(trace), "correlation")
 
 
 def metrics(trace: Trace) -> dict[str, Any]:
@@ -199,11 +195,11 @@ def metrics(trace: Trace) -> dict[str, Any]:
     }
 
 
-def compare(a: Trace, b: Trace, *, level: str = "operator", rank: str = "total") -> dict[str, Any]:
+def comparison(a: Trace, b: Trace, *, level: str = "operator", rank: str = "total") -> dict[str, Any]:
     try:
         result = compare_tables(
-            load_document(views_folder(a), "op_table"),
-            load_document(views_folder(b), "op_table"),
+            load_document(analyses_folder(a), "op_table"),
+            load_document(analyses_folder(b), "op_table"),
             labels=(_label(a), _label(b)),
             level=level,
             rank=rank,
@@ -259,8 +255,8 @@ def versions(workload: str, device_type: str) -> dict[str, Any]:
     records = []
     for t in traces:
         try:
-            records.append({"id": t.pk, "version": t.sw_version, "ops": load_document(views_folder(t), "op_means")})
-        except (ViewsMissing, FileNotFoundError):
+            records.append({"id": t.pk, "version": t.sw_version, "ops": load_document(analyses_folder(t), "op_means")})
+        except (AnalysesMissing, FileNotFoundError):
             continue
     result = version_regressions(records)
     return {"workload": workload, "type": device_type, "traces_read": len(records), **result}

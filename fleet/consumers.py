@@ -1,4 +1,8 @@
-"""Websocket consumers: authenticate, join groups, forward. No logic beyond that."""
+"""The fleet's websocket consumers: authenticate, join groups, forward. No logic beyond that.
+
+`SignedInConsumer` is the base of every consumer of the project (the traces app's too): a
+socket only for a signed-in user with the consumer's permission, for as long as that holds.
+"""
 
 import asyncio
 import json
@@ -10,10 +14,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError
+from django.urls import path
 from redis.exceptions import RedisError
 
-from dashboard.push import latest_lines, shard_group, trace_group
 from fleet import health_index, queries
+from fleet.events import latest_lines, shard_group
 from fleet.models import Device
 from fleet.sharding import shard_of_host
 
@@ -26,9 +31,9 @@ MAX_SUBSCRIBED = max(queries.PAGE_SIZES)
 TRANSIENT_ERRORS = (OSError, DatabaseError, RedisError)
 
 
-class FleetEventsConsumer(AsyncJsonWebsocketConsumer):
-    """Base: only signed-in users who may view the fleet get a socket, and keep it only
-    while that stays true (checked again at most once per poll interval)."""
+class SignedInConsumer(AsyncJsonWebsocketConsumer):
+    """Base: only signed-in users with ``permission`` get a socket, and keep it only while
+    that stays true (checked again at most once per poll interval)."""
 
     joined: list[str]
     permission = "fleet.view_device"
@@ -84,15 +89,7 @@ class FleetEventsConsumer(AsyncJsonWebsocketConsumer):
         raise NotImplementedError
 
 
-class UnknownPathConsumer(AsyncJsonWebsocketConsumer):
-    """Any other websocket path: accepted only to be closed with 4404."""
-
-    async def connect(self):
-        await self.accept()
-        await self.close(code=CLOSE_NOT_FOUND)
-
-
-class FleetConsumer(FleetEventsConsumer):
+class FleetConsumer(SignedInConsumer):
     """/ws/fleet/: the fleet page. Per shard poll it sends the lines of the devices the page
     shows, and the fleet's summary when it changed: not the whole fleet.
 
@@ -181,7 +178,7 @@ def _summary() -> dict:
     return queries.fleet_summary(health_index.read()).to_json()
 
 
-class DeviceConsumer(FleetEventsConsumer):
+class DeviceConsumer(SignedInConsumer):
     """/ws/devices/<id>/: one device's line of its shard's poll."""
 
     async def groups_for_connection(self):
@@ -201,22 +198,7 @@ class DeviceConsumer(FleetEventsConsumer):
             await self.send_json({"type": "device.polled", "cycle": event["cycle"], "device": line})
 
 
-class TraceConsumer(FleetEventsConsumer):
-    """/ws/traces/<id>/: a trace's progress and state changes."""
-
-    permission = "traces.view_trace"
-
-    async def groups_for_connection(self):
-        from traces.models import Trace
-
-        trace_id = self.scope["url_route"]["kwargs"]["trace_id"]
-        exists = await database_sync_to_async(Trace.objects.filter(pk=trace_id).exists)()
-        return [trace_group(trace_id)] if exists else None
-
-    async def trace_changed(self, event):
-        if await self.still_allowed():
-            await self.send_json(event)
-
-    async def trace_progress(self, event):
-        if await self.still_allowed():
-            await self.send_json(event)
+websocket_urlpatterns = [
+    path("ws/fleet/", FleetConsumer.as_asgi()),
+    path("ws/devices/<int:device_id>/", DeviceConsumer.as_asgi()),
+]

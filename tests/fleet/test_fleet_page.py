@@ -20,7 +20,7 @@ def add_hosts(count: int, per_host: int = 8, prefix: str = "zz") -> list[Device]
 
 
 def mark(devices: list[Device], health: str, now: float) -> None:
-    health_index.record([{"id": d.id, "health": health, "sample_ts": now} for d in devices], now)
+    health_index.record({d.id: {"health": health, "sample_ts": now} for d in devices}, now)
 
 
 def ids_shown(response) -> list[int]:

@@ -1,7 +1,8 @@
-// Trace page views: flame, timeline with the critical path (windows asked from the server on
+// The trace page's analyses: flame, timeline with the critical path (windows asked from the server on
 // zoom and pan), critical-path table, event details, correlation, device metrics around a
-// capture. Everything is read from the trace's stored views through the API.
-import { afterBreakdownDrawn, cell, fetchJSON, errorMessage, loadPlotly, pct, plotConfig, row, us } from "../lib/trace_kit.js";
+// capture. Everything is read from the trace's stored analyses through the API.
+import { errorMessage, fetchJSON } from "../lib/http.js";
+import { afterBreakdownDrawn, cell, loadPlotly, pct, plotConfig, row, us } from "../lib/trace_kit.js";
 
 const views = document.getElementById("trace-views");
 const base = views.dataset.apiBase;
@@ -176,8 +177,11 @@ async function loadPath(step) {
     cell(pct(r.share), "num"), cell(r.off_path.toLocaleString("en-US"), "num"),
     cell(us(r.min_slack_us), "num"), cell(us(r.median_slack_us), "num"),
   ])));
-  $("slack-table").tBodies[0].replaceChildren(...t.least_slack.map((r) => {
-    const tr = row([cell(r.name), cell(us(r.dur_us), "num"), cell(us(r.slack_us), "num")]);
+  const slack = t.least_slack_by_op;
+  $("slack-summary").textContent = slack.zero_length_hidden
+    ? `(${slack.zero_length_hidden.toLocaleString("en-US")} zero-length events hidden)` : "";
+  $("slack-table").tBodies[0].replaceChildren(...slack.rows.map((r) => {
+    const tr = row([cell(r.name), cell(r.events.toLocaleString("en-US"), "num"), cell(us(r.slack_us), "num"), cell(us(r.dur_us), "num")]);
     tr.className = "clickable";
     tr.addEventListener("click", () => showEvent(r.index));
     return tr;
@@ -231,6 +235,13 @@ async function loadMetrics() {
   const { ok, data } = await fetchJSON(`${base}metrics/`);
   if (!ok) return;
   $("metrics-card").hidden = false;
+  if (!Object.values(data.series).some((points) => points.length)) {
+    const p = document.createElement("p");
+    p.className = "chart-empty";
+    p.textContent = "No samples of the device around this capture.";
+    $("metrics-chart").replaceChildren(p);
+    return;
+  }
   const names = { device_utilization: ["Utilization", 100, "%"], temperature_c: ["Temperature", 1, "°C"], power_w: ["Power", 1, "W"], memory_used_bytes: ["Memory", 1 / 2 ** 30, "GiB"] };
   const keys = Object.keys(names);
   const traces = keys.map((k, i) => ({

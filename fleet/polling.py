@@ -1,60 +1,29 @@
-"""The writers of the fleet: seeding the emulated fleet and polling it.
+"""Polling: every cycle, each shard of emulated hosts (and each host with an agent) is
+probed, and its health, samples, snapshots, health index and one message are written.
 
-Celery tasks are thin wrappers over these functions; tests call them directly too.
+Celery tasks (fleet/tasks.py) are thin wrappers over these functions; tests call them too.
 """
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import redis
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError
 from django.db import connection as db_connection
 
-from dashboard import push
-from emulator import FleetConfig, fleet_layout
-from fleet import health_service, remediation, samples, snapshots
+from fleet import events, health_index, health_service, remediation, samples, snapshots
+from fleet.emulated_fleet import host_monitor
+from fleet.hosts import PolledHost
 from fleet.models import Device, Host
-from fleet.monitors import fleet_config, host_monitor  # also reached as services.host_monitor
 from fleet.sharding import shard_of_host
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class SeedResult:
-    hosts_created: int
-    devices_created: int
-    devices_total: int
-
-
-@transaction.atomic
-def seed_fleet(config: FleetConfig | None = None) -> SeedResult:
-    """Create the Host and Device rows of the emulated fleet; running it again adds nothing."""
-    config = config or fleet_config()
-    hosts_created = devices_created = 0
-    for host_spec in fleet_layout(config):
-        host, created = Host.objects.get_or_create(name=host_spec.name)
-        hosts_created += created
-        for spec in host_spec.devices:
-            _, created = Device.objects.get_or_create(
-                serial=spec.serial,
-                defaults={
-                    "host": host,
-                    "device_type": spec.type,
-                    "model": spec.model,
-                    "index": spec.index,
-                },
-            )
-            devices_created += created
-    return SeedResult(hosts_created, devices_created, Device.objects.count())
-
-
-# --- Polling -------------------------------------------------------------------------
 
 def current_cycle(now: float | None = None) -> float:
     """The start of the poll slot that `now` falls in: the key of a cycle's samples."""
@@ -123,9 +92,10 @@ def poll_agent_host(host_id: int, cycle: float) -> ShardPollResult | None:
 
 
 def _poll_hosts(
-    shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of, *, label: str, scope: str
+    shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of: Callable[[str], PolledHost], *,
+    label: str, scope: str,
 ) -> ShardPollResult:
-    """Probe the hosts, then write their health, samples, snapshots and one message.
+    """Probe the hosts, then write their health, samples, snapshots, health index and one message.
 
     A transient database or Redis error is retried until the cycle's slot ends; if it is
     still failing then, the cycle is a gap for these hosts: their samples are written
@@ -145,8 +115,8 @@ def _poll_hosts(
         written = retry_transient(lambda: samples.write_samples(rows, scope), deadline)
         retry_transient(lambda: snapshots.write_snapshots(cycle, polled), deadline)
         _remediate(polled)
-        lines = [push.device_line(device_id, s) for device_id, s in polled.items()]
-        retry_transient(lambda: push.shard_polled(shard, cycle, lines), deadline)
+        retry_transient(lambda: health_index.record(polled, cycle), deadline)
+        retry_transient(lambda: events.shard_polled(shard, cycle, list(polled)), deadline)
     except SlotPassed as exc:
         return _gap(shard, cycle, label, started, exc)
     result = ShardPollResult(shard, cycle, len(polled), written, time.perf_counter() - started)
@@ -197,7 +167,7 @@ def _probe(hosts, devices: dict[str, int], cycle: float, counter_ids: dict[str, 
 _host_pool: ThreadPoolExecutor | None = None
 
 
-def poll_hosts_concurrently(monitors: list) -> Iterator[dict[str, dict]]:
+def poll_hosts_concurrently(monitors: list[PolledHost]) -> Iterator[dict[str, dict]]:
     """Each host's snapshots, hosts polled side by side: a host waiting out the time budget
     of a newly hung device does not hold up the next host, so newly hung devices on many
     hosts cost their shard about one probe timeout, not one per host. (A device already
@@ -237,9 +207,3 @@ def retry_transient(step, deadline: float, *, first_wait: float = 0.05, max_wait
             time.sleep(wait)
             wait = min(wait * 2, max_wait)
 
-
-def prune_samples(older_than_hours: int | None = None):
-    """Retention of samples and rollups (fleet/rollups.py): whole partitions on PostgreSQL."""
-    from fleet import rollups
-
-    return rollups.prune(raw_hours=older_than_hours)

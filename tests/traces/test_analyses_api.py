@@ -1,14 +1,16 @@
-"""The trace views API: flame, timeline, events, critical path, correlation, metrics,
-comparison, versions — permissions, answers from stored views, bad parameters."""
+"""The API of the trace analyses: flame, timeline, events, critical path, correlation, metrics,
+comparison, versions — permissions, answers from stored files, bad parameters."""
 
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from fleet.models import Counter, Device, Host, Sample
 from tests.support.trace_views import emulated_trace
+from tests.support.traces import real_trace
 from traces import services
 from traces.choices import TraceSource
 from traces.models import Trace
@@ -212,3 +214,28 @@ def test_every_answer_comes_from_a_storage_without_local_paths(
         services.delete_trace(Trace.objects.get(pk=a.pk))
     left = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "store" / str(a.pk)).rglob("*"))
     assert all(p.is_dir() for p in (tmp_path / "store" / str(a.pk)).rglob("*")), left
+
+
+def test_least_slack_is_grouped_by_operator_without_zero_length_events(api_client, viewer, operator, trace_storage):
+    """On the A100 trace the engine's least-slack list holds a dozen zero-length
+    aten::_has_compatible_shallow_copy_type events and three cudaDeviceSynchronize: the page
+    shows one row per operator, and none of zero length (issue 20)."""
+    path = real_trace("a100_alexnet_train.json.gz")
+    trace = services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
+    services.analyse(trace.pk)
+    api_client.force_authenticate(viewer)
+    table = api_client.get(f"/api/traces/{trace.pk}/critical-path/").json()["table"]
+    events = table["least_slack"]
+    grouped = table["least_slack_by_op"]
+    names = [row["name"] for row in grouped["rows"]]
+    assert len(names) == len(set(names)), names
+    assert all(row["dur_us"] > 0 for row in grouped["rows"])
+    zero = [e for e in events if e["dur_us"] == 0]
+    assert zero and grouped["zero_length_hidden"] == len(zero)
+    assert sum(row["events"] for row in grouped["rows"]) == len(events) - len(zero)
+    slacks = [row["slack_us"] for row in grouped["rows"]]
+    assert slacks == sorted(slacks)
+    for row in grouped["rows"]:  # each row's event is its operator's listed event with the least slack
+        own = [e for e in events if e["name"] == row["name"] and e["dur_us"] > 0]
+        assert row["slack_us"] == min(e["slack_us"] for e in own)
+        assert row["index"] in {e["index"] for e in own}

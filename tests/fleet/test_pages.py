@@ -1,8 +1,10 @@
 """Server-rendered pages: sign-in, permissions, content, query counts."""
 
+from pathlib import Path
+
 import pytest
 
-from fleet import services
+from fleet import emulated_fleet, polling
 
 pytestmark = pytest.mark.django_db
 
@@ -62,23 +64,23 @@ def test_plotly_is_served_from_our_static_files(client):
     [(None, "–"), (0.30195473427, "0.302"), ([0.5, 0.25], "0.5, 0.25"), (1400, 1400), ("ok", "ok")],
 )
 def test_counter_values_are_shown_readably(value, shown):
-    from dashboard.templatetags.asicmon import counter_value
+    from fleet.templatetags.fleet_tags import counter_value
 
     assert counter_value(value) == shown
 
 
 def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer, seeded_fleet, fleet_settings):
     fleet_settings.PROBE_TIMEOUT = 0.2
-    services.host_monitor.cache_clear()
+    emulated_fleet.host_monitor.cache_clear()
     hung = seeded_fleet[0]
-    services.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
-    for shard in services.shards():
-        services.poll_shard(shard, services.current_cycle())
+    emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
+    for shard in polling.shards():
+        polling.poll_shard(shard, polling.current_cycle())
     client.force_login(viewer)
 
     fleet_html = client.get("/").content.decode()
     assert 'title="driver hung"' in fleet_html
-    assert fleet_html.count("health-critical") >= 2  # the tile and the badge
+    assert fleet_html.count("health-critical") >= 2  # the summary count and the row's badge
     device_html = client.get(f"/devices/{hung.id}/").content.decode()
     assert 'data-field="reasons">driver hung<' in device_html
 
@@ -148,8 +150,33 @@ def test_device_page_shows_events_actions_human_units_and_the_counters_behind_it
 
 
 def test_graphs_break_where_polls_stopped():
-    from dashboard.charts import counter_figure
+    from fleet.charts import counter_figure
 
     figure = counter_figure("temperature_c", [(0.0, 50.0), (5.0, 51.0), (60.0, 52.0)], gap_s=12.5)
     assert figure["data"][0]["y"] == [50.0, 51.0, None, 52.0]
     assert figure["data"][0]["connectgaps"] is False
+
+
+def test_the_readme_describes_the_fleet_page_there_is(client, viewer, polled_fleet):
+    """The README promised "a tile per device grouped by host"; the page is a table with
+    summaries above it (issue 20). What the README says the page has, the page has."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("Open http://127.0.0.1:8000/")
+    described = readme[start : readme.index("\n\n", start)].replace("\n", " ")
+    assert "tile" not in readme.lower()
+    client.force_login(viewer)
+    html = client.get("/").content.decode()
+    parts = {
+        "healthy, warning, critical or unknown": 'data-health-count="critical"',
+        "the hosts with a device that is not healthy": 'id="problem-hosts"',
+        "a table of the devices": 'id="fleet-table"',
+        "paged": 'id="fleet-pager"',
+        "search, host, type, health, state": 'name="q"',
+        "sorted by the server": 'name="sort"',
+        "updated in place at every poll": 'data-ws-path="/ws/fleet/"',
+    }
+    for words, element in parts.items():
+        assert words in described, words
+        assert element in html, element
+    for field in ("host", "type", "health", "state"):
+        assert f'name="{field}"' in html

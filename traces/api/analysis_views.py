@@ -1,6 +1,7 @@
-"""The trace views API: flame, timeline windows, event details, critical path, correlation,
-metrics around a capture, comparison of two traces, software versions. Read-only; viewers
-may read. Thin: every answer comes from traces.trace_views, i.e. from stored files."""
+"""The API of the trace page's analyses: flame, timeline windows, event details, critical
+path, correlation, metrics around a capture, comparison of two traces, software versions.
+Read-only; viewers may read. Thin: every answer comes from traces.analyses, i.e. from stored
+files."""
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -9,7 +10,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from traces import trace_views
+from traces import analyses
 from traces.api.permissions import CanViewTraces
 from traces.api.views import NotReady, ready_trace
 from traces.atrace.analysis.comparison import LEVELS, RANKS
@@ -22,9 +23,9 @@ NOT_READY = OpenApiResponse(description="The trace is not ready (its status and 
 def _answer(fn, *args, **kwargs) -> Response:
     try:
         return Response(fn(*args, **kwargs))
-    except trace_views.BadRequest as exc:
+    except analyses.BadRequest as exc:
         raise ValidationError({"detail": str(exc)}) from None
-    except trace_views.ViewsMissing as exc:
+    except analyses.AnalysesMissing as exc:
         raise NotReady(str(exc)) from None
 
 
@@ -32,23 +33,23 @@ def _ready(pk: int) -> Trace:
     return ready_trace(get_object_or_404(Trace, pk=pk))
 
 
-class TraceView(APIView):
+class AnalysisView(APIView):
     permission_classes = [CanViewTraces]
 
 
-class FlameView(TraceView):
+class FlameView(AnalysisView):
     @extend_schema(
         summary="Flame (icicle) of a trace",
         description="Call paths aggregated: host stacks, and accelerator work under the host "
         "path that launched it. Columnar: ids, labels, parents, values_us (total), self_us, counts.",
-        parameters=[OpenApiParameter("side", str, enum=list(trace_views.SIDES), description="One side only (default both)")],
+        parameters=[OpenApiParameter("side", str, enum=list(analyses.SIDES), description="One side only (default both)")],
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(trace_views.flame, _ready(pk), request.query_params.get("side", ""))
+        return _answer(analyses.flame, _ready(pk), request.query_params.get("side", ""))
 
 
-class TimelineView(TraceView):
+class TimelineView(AnalysisView):
     @extend_schema(
         summary="Timeline window",
         description="The bars of one window for a view width_px wide: at most 5,000, events "
@@ -62,10 +63,10 @@ class TimelineView(TraceView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(trace_views.timeline, _ready(pk), request.query_params)
+        return _answer(analyses.timeline, _ready(pk), request.query_params)
 
 
-class EventView(TraceView):
+class EventView(AnalysisView):
     @extend_schema(
         summary="One event's details",
         description="Name, kind, times, lane, critical-path mark, correlation id, launched by / "
@@ -73,22 +74,24 @@ class EventView(TraceView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int, index: int):
-        return _answer(trace_views.event, _ready(pk), index)
+        return _answer(analyses.event, _ready(pk), index)
 
 
-class CriticalPathView(TraceView):
+class CriticalPathView(AnalysisView):
     @extend_schema(
         summary="Critical-path table",
         description="Per operator type: time on the path and share of it, instances on and off "
-        "the path, least and median slack off it. The steps and the valid steps are listed.",
+        "the path, least and median slack off it; the events off the path with the least slack, "
+        "and the same grouped by operator without zero-length events (least_slack_by_op). The "
+        "steps and the valid steps are listed.",
         parameters=[OpenApiParameter("step", str, description="A valid step (name, or its number); default the whole trace")],
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(trace_views.critical_path, _ready(pk), request.query_params.get("step", ""))
+        return _answer(analyses.critical_path, _ready(pk), request.query_params.get("step", ""))
 
 
-class CorrelationView(TraceView):
+class CorrelationView(AnalysisView):
     @extend_schema(
         summary="Host/accelerator correlation",
         description="Launch-to-start latency histogram, device-bound / device-busy / host-bound "
@@ -96,10 +99,10 @@ class CorrelationView(TraceView):
         responses={200: OpenApiTypes.OBJECT, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(trace_views.correlation, _ready(pk))
+        return _answer(analyses.correlation, _ready(pk))
 
 
-class MetricsView(TraceView):
+class MetricsView(AnalysisView):
     @extend_schema(
         summary="The device's counters around a capture",
         description="Utilization, temperature, power and memory of the captured device over the "
@@ -107,7 +110,7 @@ class MetricsView(TraceView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(trace_views.metrics, _ready(pk))
+        return _answer(analyses.metrics, _ready(pk))
 
 
 def _trace_param(query, name: str) -> Trace:
@@ -122,7 +125,7 @@ def _trace_param(query, name: str) -> Trace:
     return ready_trace(trace)
 
 
-class CompareView(TraceView):
+class ComparisonView(AnalysisView):
     @extend_schema(
         summary="Compare two traces",
         description="Per operator type: counts, totals and the delta B − A, ranked by impact on "
@@ -141,10 +144,10 @@ class CompareView(TraceView):
         q = request.query_params
         a, b = _trace_param(q, "a"), _trace_param(q, "b")
         level, rank = q.get("level") or "operator", q.get("rank") or "total"
-        return _answer(trace_views.compare, a, b, level=level, rank=rank)
+        return _answer(analyses.comparison, a, b, level=level, rank=rank)
 
 
-class VersionsView(TraceView):
+class VersionsView(AnalysisView):
     @extend_schema(
         summary="Software versions of one workload on one device type",
         description="Per operator: the mean across the traces of each version, and the change "
@@ -157,5 +160,5 @@ class VersionsView(TraceView):
     def get(self, request):
         q = request.query_params
         if not (q.get("workload") and q.get("type")):
-            return Response({"choices": trace_views.version_choices(q.get("workload", ""), q.get("type", ""))})
-        return _answer(trace_views.versions, q.get("workload", ""), q.get("type", ""))
+            return Response({"choices": analyses.version_choices(q.get("workload", ""), q.get("type", ""))})
+        return _answer(analyses.versions, q.get("workload", ""), q.get("type", ""))

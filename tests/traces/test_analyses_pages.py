@@ -1,4 +1,4 @@
-"""The trace page's views section, the comparison page and the software-versions page."""
+"""The trace page's analyses section, the comparison page and the software-versions page."""
 
 import pytest
 
@@ -16,7 +16,7 @@ def test_trace_page_offers_its_views_and_the_previous_trace_of_its_workload(clie
     old, new = versions_pair
     client.force_login(viewer)
     page = client.get(f"/traces/{new.id}/").content.decode()
-    assert 'id="trace-views"' in page and "pages/trace_views.js" in page
+    assert 'id="trace-views"' in page and "pages/trace_analyses.js" in page
     assert f"/traces/compare/?a={old.id}&amp;b={new.id}" in page
     assert "/traces/versions/?workload=transformer&amp;type=gpu" in page
     first = client.get(f"/traces/{old.id}/").content.decode()

@@ -6,9 +6,8 @@ import re
 
 import pytest
 
-from dashboard import push
-from dashboard.charts import counter_figure
-from fleet import key_counters
+from fleet import events, key_counters
+from fleet.charts import counter_figure
 from fleet.key_counters import KEY_COUNTERS, KeyCounter
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +41,7 @@ def test_one_line_adds_a_key_counter_everywhere(client, viewer, polled_fleet, mo
     table = re.search(r'<script id="key-counters" type="application/json">(.*?)</script>', fleet_page)
     assert [k["name"] for k in json.loads(table.group(1))][-1] == "clock_mhz"
 
-    line = push.device_line(1, {"clock_mhz": 1410.0, "temperature_c": 50.0})
+    line = events.device_line(1, {"clock_mhz": 1410.0, "temperature_c": 50.0})
     assert line["counters"]["clock_mhz"] == 1410.0
 
     device_page = client.get(f"/devices/{polled_fleet[0].id}/")

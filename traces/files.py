@@ -1,0 +1,109 @@
+"""Where a trace's files are: the one place that knows the layout of the "traces" storage.
+
+Every file of trace ``<id>`` is in its folder ``<id>/`` (deleting the folder deletes the
+trace's files):
+
+``raw.<suffix>``
+    The trace as captured (``raw.json.gz``) or uploaded (``raw.json``, ``raw.json.gz``, ``raw.et``).
+``summary.json``, ``instances.bin``, ``args.bin``
+    The breakdown and its drill-down (traces/results.py).
+``chrome.json.gz``
+    The Chrome trace export with the critical path marked, written last.
+``view.*``
+    The trace page's analyses (flame, timeline, critical path, correlation, comparison tables),
+    as Atrace writes them (traces/analyses.py).
+
+The storage is Django's ``storages["traces"]`` (a folder under var/ by default; any storage
+class through TRACE_STORAGE_BACKEND); nothing here reads the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import tempfile
+from pathlib import Path, PurePath
+
+from django.core.files.storage import storages
+
+SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
+RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
+
+
+class TraceFiles:
+    """The files of one trace in the traces storage."""
+
+    def __init__(self, trace_id: int, storage=None) -> None:
+        self.trace_id = trace_id
+        self.storage = storage if storage is not None else storages["traces"]
+
+    @property
+    def folder(self) -> str:
+        return str(self.trace_id)
+
+    def name(self, file: str) -> str:
+        """The storage name of one of the trace's files (``"12/summary.json"``)."""
+        return f"{self.trace_id}/{file}"
+
+    def raw_name(self, original: str = "", head: bytes = b"") -> str:
+        """The name the raw trace is stored under: gzip by its magic bytes, else by the
+        suffix of the file's ``original`` name (JSON when unknown)."""
+        suffix = "json.gz" if head[:2] == b"\x1f\x8b" else RAW_SUFFIXES.get(PurePath(original).suffix, "json")
+        return self.name(f"raw.{suffix}")
+
+    def exists(self, file: str) -> bool:
+        return self.storage.exists(self.name(file))
+
+    def open(self, file: str, mode: str = "rb"):
+        return self.storage.open(self.name(file), mode)
+
+    def save(self, file: str, data: bytes) -> int:
+        """Writes ``data`` (replacing any earlier copy, e.g. of an interrupted attempt);
+        returns its size."""
+        self.save_stream(self.name(file), io.BytesIO(data))
+        return len(data)
+
+    def save_stream(self, name: str, stream) -> str:
+        """Copies ``stream`` (a file, read chunk by chunk) to the storage ``name``, replacing
+        what was there; returns the name stored."""
+        if self.storage.exists(name):
+            self.storage.delete(name)
+        return self.storage.save(name, stream)
+
+    def local_folder(self) -> Path | None:
+        """The trace's folder on the local file system; None for a storage without local
+        paths (an object store)."""
+        try:
+            return Path(self.storage.path(self.folder))
+        except NotImplementedError:
+            return None
+
+    def listdir(self) -> list[str]:
+        try:
+            _dirs, files = self.storage.listdir(self.folder)
+        except FileNotFoundError:
+            return []
+        return files
+
+    def local_copy(self, prefix: str, into: Path) -> Path:
+        """A local copy of the files whose names start with ``prefix``, made once in the
+        folder ``into`` (for storages without local paths)."""
+        if not into.exists():
+            into.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=into.parent))
+            for file in self.listdir():
+                if file.startswith(prefix):
+                    with self.open(file) as src, (tmp / file).open("wb") as dst:
+                        shutil.copyfileobj(src, dst)
+            tmp.rename(into)
+        return into
+
+    def delete_all(self) -> None:
+        """Deletes every file of the trace, and its folder."""
+        for file in self.listdir():
+            self.storage.delete(self.name(file))
+        folder = self.local_folder()
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # file systems keep empty folders
