@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from ..model.stats import us
-from ..model.trace import Trace
 from .breakdown import Breakdown
 
 MIN_CHANGE = 0.05  # a slowdown under 5% is never flagged
@@ -123,23 +122,12 @@ def _change(a: str, b: str, sa: dict, sb: dict, min_change: float) -> dict[str, 
 
 
 # -- step time ------------------------------------------------------------------------------
-_STEP = re.compile(r"^(ProfilerStep#|step#)\d+$")
-
-
-def step_time(trace: Trace) -> dict[str, Any] | None:
-    """``{"step_us", "steps"}``: the median length of the trace's steps (its
-    ``ProfilerStep#N`` / ``step#N`` ranges on the host) and how many there are; None
-    without steps."""
-    ids = np.array([i for i, s in enumerate(trace.strings.strings) if _STEP.match(s)], np.int32)
-    if not len(ids):
+def step_time(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``{"step_us", "steps"}``: the median length of a trace's steps (``step_list``: its
+    ``ProfilerStep#N`` / ``step#N`` ranges) and how many there are; None without steps."""
+    if not steps:
         return None
-    hits = np.flatnonzero(np.isin(trace.name, ids) & trace.is_slice & ~trace.on_device)
-    if not len(hits):
-        return None
-    longest: dict[int, int] = {}
-    for name, dur in zip(trace.name[hits].tolist(), trace.dur[hits].tolist()):
-        longest[name] = max(dur, longest.get(name, 0))
-    return {"step_us": us(float(np.median(list(longest.values())))), "steps": len(longest)}
+    return {"step_us": round(float(np.median([s["dur_us"] for s in steps])), 3), "steps": len(steps)}
 
 
 def step_regressions(traces: list[dict[str, Any]], ops: dict[str, Any] | None = None) -> list[dict[str, Any]]:

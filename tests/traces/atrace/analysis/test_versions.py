@@ -9,7 +9,7 @@ from emulator.config import FleetConfig, fleet_layout
 from emulator.tracing import capture
 from traces.atrace import compare, operator_breakdown
 from traces.atrace.analysis.comparison import compare_tables, op_table
-from traces.atrace.analysis.path_tables import path_tables
+from traces.atrace.analysis.path_tables import path_tables, step_list
 from traces.atrace.analysis.versions import (
     op_means,
     step_regressions,
@@ -179,7 +179,7 @@ def release_5pct_slower(monkeypatch):
 def _step_record(version, seed):
     trace = capture("gpu", DURATION_S, sw_version=version, seed=seed)
     return {"id": f"{version}-{seed}", "version": version, "ops": op_means(operator_breakdown(trace)),
-            **step_time(trace)}
+            **step_time(step_list(trace))}
 
 
 def test_a_5_percent_slower_step_is_flagged_with_the_operator_that_slowed(release_5pct_slower):
@@ -202,8 +202,9 @@ def test_captures_of_one_version_are_not_a_step_regression():
     assert alone["noise_us"] is None and not alone["flagged"]
 
 
-def test_step_time_is_the_median_step():
+def test_step_time_is_the_median_step_and_none_without_steps():
+    assert step_time([]) is None
     trace = capture("gpu", DURATION_S, seed=1)
-    found = step_time(trace)
+    found = step_time(step_list(trace))
     assert found["steps"] == trace.meta["steps"]
     assert 400 < found["step_us"] < 1000
