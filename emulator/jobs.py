@@ -316,7 +316,7 @@ class JobRun:
 
 def run_job(spec: JobSpec, duration_s: float, conditions: Conditions, *, start_s: float = 0.0,
             seed: int = 0, traced: Iterable[int] | None = None, max_events: int = MAX_EVENTS,
-            progress: Callable[[float, dict[int, int]], None] | None = None) -> JobCapture:
+            progress: Callable[[float, dict[int, int], dict[int, str]], None] | None = None) -> JobCapture:
     """Play ``duration_s`` seconds of the job from ``start_s`` (emulated time), as fast as it
     goes. ``traced``: the ranks to record (default all; the others still run)."""
     if duration_s <= 0:
@@ -325,19 +325,20 @@ def run_job(spec: JobSpec, duration_s: float, conditions: Conditions, *, start_s
                  max_events=max_events)
     while run.cursor < run.end_ns and run.step():
         if progress is not None:
-            progress(min(1.0, (run.cursor - run.start_ns) / (run.end_ns - run.start_ns)), _events(run))
+            progress(min(1.0, (run.cursor - run.start_ns) / (run.end_ns - run.start_ns)), _events(run), dict(run.failed))
     if progress is not None:
-        progress(1.0, _events(run))
+        progress(1.0, _events(run), dict(run.failed))
     return run.finish()
 
 
 def run_job_live(spec: JobSpec, duration_s: float, conditions: Conditions, *, seed: int = 0,
                  traced: Iterable[int] | None = None, max_events: int = MAX_EVENTS,
-                 progress: Callable[[float, dict[int, int]], None] | None = None,
+                 progress: Callable[[float, dict[int, int], dict[int, str]], None] | None = None,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep) -> JobCapture:
     """Trace the next ``duration_s`` seconds of wall-clock time of the job (epoch timestamps);
-    steps run as their time comes. ``progress(fraction, events per traced rank)``."""
+    steps run as their time comes. ``progress(fraction, events per traced rank, why each
+    failed rank failed)`` is called as it goes."""
     if not 0 < duration_s <= 3600:
         raise ValueError("duration_s must be in (0, 3600]")
     run = JobRun(spec, conditions, start_s=clock(), duration_s=duration_s, seed=seed, traced=traced,
@@ -350,10 +351,10 @@ def run_job_live(spec: JobSpec, duration_s: float, conditions: Conditions, *, se
         if now_ns >= run.end_ns:
             break
         if progress is not None:
-            progress((now_ns - run.start_ns) / (run.end_ns - run.start_ns), _events(run))
+            progress((now_ns - run.start_ns) / (run.end_ns - run.start_ns), _events(run), dict(run.failed))
         sleep(min(0.1, (run.end_ns - now_ns) / 1e9))
     if progress is not None:
-        progress(1.0, _events(run))
+        progress(1.0, _events(run), dict(run.failed))
     return run.finish()
 
 

@@ -191,7 +191,7 @@ def test_a_live_job_paces_itself_in_wall_clock_time_and_reports_progress():
         clock["t"] += s
 
     capture = run_job_live(spec, 0.5, emulated_conditions(_hosts(spec, at=T0)), clock=lambda: clock["t"],
-                           sleep=sleep, progress=lambda f, events: seen.append((f, dict(events))))
+                           sleep=sleep, progress=lambda f, events, failed: seen.append((f, dict(events))))
     assert [f for f, _ in seen] == sorted(f for f, _ in seen) and seen[-1][0] == 1.0
     assert set(seen[-1][1]) == {0, 1, 2, 3} and all(n > 0 for n in seen[-1][1].values())
     assert all(t.span()[0] >= T0 * 1e9 for t in capture.traces.values())
