@@ -35,6 +35,9 @@ from traces.models import Job, JobRank
 
 log = logging.getLogger(__name__)
 
+#: Extra seconds a job capture may take beyond its window (storing every rank's trace).
+JOB_CAPTURE_GRACE_S = 120
+
 
 # -- state changes ---------------------------------------------------------------------------
 def move_job(job_id: int, from_statuses, to: str, **fields) -> bool:
@@ -171,8 +174,6 @@ def expire_stuck_jobs(now=None) -> int:
     queued = now - timedelta(seconds=settings.TRACE_QUEUE_TIMEOUT_S)
     for job_id in Job.objects.filter(status=JobStatus.QUEUED, status_changed_at__lt=queued).values_list("pk", flat=True):
         expired += fail_job(job_id, f"no trace worker took it within {settings.TRACE_QUEUE_TIMEOUT_S} s", [JobStatus.QUEUED])
-    from traces.job_capture import JOB_CAPTURE_GRACE_S
-
     for job in Job.objects.filter(status=JobStatus.CAPTURING):
         limit = job.params.get("duration_s", services.MAX_CAPTURE_S) + JOB_CAPTURE_GRACE_S
         if job.status_changed_at < now - timedelta(seconds=limit):

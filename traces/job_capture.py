@@ -31,7 +31,7 @@ from fleet.routing import capture_unavailable_reason
 from traces import job_analysis, services
 from traces.choices import JobStatus, RankStatus, TraceSource, TraceStatus
 from traces.files import TraceFiles
-from traces.job_analysis import fail_job, move_job, push_ranks
+from traces.job_analysis import JOB_CAPTURE_GRACE_S, fail_job, move_job, push_ranks
 from traces.job_health import snapshot_facts
 from traces.models import Job, JobRank, Trace
 
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 PROGRESS_PUSH_EVERY_S = 0.25
 PROGRESS_ROW_EVERY_S = 1.0
-#: Extra seconds a job capture may take beyond its window (storing every rank's trace).
-JOB_CAPTURE_GRACE_S = 120
 
 
 def job_devices(*, device_ids=None, host: str = "", device_type: str = "") -> list[Device]:
