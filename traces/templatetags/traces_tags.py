@@ -56,6 +56,12 @@ def us_human(value):
 
 
 @register.filter
+def percent(value):
+    """A share (0..1) as a percentage with one decimal."""
+    return "–" if value is None or value == "" else f"{100 * float(value):.1f} %"
+
+
+@register.filter
 def bytes_human(value):
     value = float(value or 0)
     for unit in ("B", "KB", "MB", "GB"):
