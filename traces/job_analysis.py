@@ -152,6 +152,7 @@ def _digest(r: JobRank) -> None:
         status=RankStatus.READY, digest_file=files.name(DIGEST), events=len(parsed), progress=1.0
     )
     if moved:
+        log.info("job %s rank %s digested: %d events", r.job_id, r.rank, len(parsed))
         push_ranks(r.job_id, 1.0, [{"rank": r.rank, "status": RankStatus.READY, "progress": 1.0,
                                     "events": len(parsed), "error": ""}])
 

@@ -14,6 +14,7 @@ The readers answer from those files only.
 from __future__ import annotations
 
 import io
+import logging
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,8 @@ from traces.files import REPORT, TIMELINE, JobFiles
 from traces.job_analysis import enqueue_trace_analysis, fail_job, move_job
 from traces.job_health import device_health, health_reasons
 from traces.models import Job, JobRank
+
+log = logging.getLogger(__name__)
 
 MAX_COMBINE_ATTEMPTS = 3
 TIMELINE_COLLECTIVES = 60  # collectives the job page draws at once
@@ -65,6 +68,8 @@ def combine(job_id: int) -> None:
     files.save(REPORT, orjson.dumps(report, option=orjson.OPT_SERIALIZE_NUMPY))
     files.save(TIMELINE, _npz(timeline_arrays(matched)))
     device = finding and finding.get("device_id")
+    log.info("job %s combined: %d ranks, %d collectives, straggler %s", job_id, len(ready),
+             report["collectives_matched"], straggler)
     move_job(
         job_id, [JobStatus.COMBINING], JobStatus.READY, ready_at=timezone.now(), progress=1.0,
         straggler_rank=straggler, straggler_device_id=device or None, summary=_summary(report, finding, ranks),
