@@ -22,12 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from emulator import EmulatedHost, FleetConfig  # noqa: E402
-from emulator.jobs import emulated_conditions, make_job, run_job, select_devices  # noqa: E402
+from emulator.jobs import JobRun, emulated_conditions, make_job, select_devices  # noqa: E402
 from traces.atrace import write_chrome_trace  # noqa: E402
 
 T0 = 1_700_000_000.0
 EVENTS_PER_STEP = 111  # a data-parallel transformer step on a GPU-like device, every rank
-STEP_S = 0.135
+STEP_S = 0.135  # its length on healthy devices
 
 
 def job_files(ranks: int, events: int, out: Path, *, straggler: int | None = 5) -> list[Path]:
@@ -43,14 +43,17 @@ def job_files(ranks: int, events: int, out: Path, *, straggler: int | None = 5) 
     hosts = {h: EmulatedHost(fleet, h) for h in spec.hosts}
     for h in hosts.values():
         h.sync(T0 - 900)
-    duration = events / EVENTS_PER_STEP * STEP_S * 1.1
+    duration = events / EVENTS_PER_STEP * STEP_S * 3  # long enough even for a slow straggler
     for r in spec.ranks:
         hosts[r.host].occupy(r.serial, T0 + duration + 60)
     if straggler is not None:
         victim = spec.ranks[straggler]
         hosts[victim.host].inject_fault(victim.serial, "overheat")
     started = time.perf_counter()
-    capture = run_job(spec, duration, emulated_conditions(hosts), start_s=T0, seed=1, max_events=events)
+    run = JobRun(spec, emulated_conditions(hosts), start_s=T0, duration_s=duration, seed=1, max_events=events)
+    while run.cursor < run.end_ns and run.step() and run.recording:
+        pass  # until every rank holds its events
+    capture = run.finish()
     print(f"  emulated {ranks} ranks, {capture.steps_kept} steps kept: {time.perf_counter() - started:.0f} s")
     started = time.perf_counter()
     with ProcessPoolExecutor(2) as pool:
