@@ -33,6 +33,7 @@ _SYNC_NAME = re.compile(r"synchroni[sz]e", re.IGNORECASE)
 _DEVICE_PROCESS = re.compile(r"^(gpu|device|accelerator|npu|tpu|mtia|xpu|hpu)\b", re.IGNORECASE)
 
 _COLUMNS = ("name", "cat", "op", "kind", "ph", "ts", "dur", "track", "corr", "ext")
+ROWS_PER_CHUNK = 1024  # events (and edges) added one at a time are moved into arrays this often
 _DTYPES = {
     "name": np.int32,
     "cat": np.int32,
@@ -61,6 +62,7 @@ class TraceBuilder:
         self.count = 0
         self._rows: dict[str, list] = {c: [] for c in _COLUMNS}
         self._row_args: list[bytes] = []
+        self._edge_rows: tuple[list[int], list[int], list[int]] = ([], [], [])
 
     # -- tracks --------------------------------------------------------------------------
     def track(self, pid: Any, tid: Any, **attrs: Any) -> int:
@@ -108,12 +110,25 @@ class TraceBuilder:
         rows["ext"].append(ext)
         self._row_args.append(orjson.dumps(args) if args else b"")
         self.count += 1
+        if len(self._row_args) >= ROWS_PER_CHUNK:
+            # Into columns now: a list of Python ints costs ten times an array, and each
+            # of orjson's bytes holds a 4 KB block until it is joined into the chunk's blob.
+            self._flush_rows()
         return self.count - 1
 
     def edge(self, src: int, dst: int, kind: EdgeKind = EdgeKind.DATA) -> None:
-        self.edges.append(
-            (np.array([src], np.int64), np.array([dst], np.int64), np.array([kind], np.uint8))
-        )
+        src_rows, dst_rows, kind_rows = self._edge_rows
+        src_rows.append(src)
+        dst_rows.append(dst)
+        kind_rows.append(int(kind))
+        if len(src_rows) >= ROWS_PER_CHUNK:
+            self._flush_edges()
+
+    def _flush_edges(self) -> None:
+        src_rows, dst_rows, kind_rows = self._edge_rows
+        if src_rows:
+            self.edges.append((np.array(src_rows, np.int64), np.array(dst_rows, np.int64), np.array(kind_rows, np.uint8)))
+            self._edge_rows = ([], [], [])
 
     def add_edges(self, src: np.ndarray, dst: np.ndarray, kind: EdgeKind) -> None:
         src = np.asarray(src, np.int64)
@@ -145,6 +160,7 @@ class TraceBuilder:
         """The trace; ``finish=False`` leaves :func:`finish_trace` to the caller (a reader
         that still fixes kinds calls it once, afterwards)."""
         self._flush_rows()
+        self._flush_edges()
         cols = {
             c: np.concatenate(self.chunks[c]) if self.chunks[c] else np.zeros(0, _DTYPES[c])
             for c in _COLUMNS
