@@ -304,6 +304,7 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.contrib.auth.models import User
     from django.test import Client
     from django.test.utils import setup_databases, teardown_databases
@@ -311,6 +312,8 @@ def main() -> None:
     from fleet.emulated_fleet import seed_fleet
     from fleet.roles import ensure_roles
 
+    # Its own throwaway database: never the test suite's, which may be running too.
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"asicmon_bench_jobs_{os.getpid()}"
     old = setup_databases(verbosity=0, interactive=False)
     try:
         seed_fleet()

@@ -28,6 +28,7 @@ from traces.atrace import write_chrome_trace  # noqa: E402
 T0 = 1_700_000_000.0
 EVENTS_PER_STEP = 111  # a data-parallel transformer step on a GPU-like device, every rank
 STEP_S = 0.135  # its length on healthy devices
+BATCH = 8  # ranks recorded per pass
 
 
 def job_files(ranks: int, events: int, out: Path, *, straggler: int | None = 5) -> list[Path]:
@@ -44,21 +45,26 @@ def job_files(ranks: int, events: int, out: Path, *, straggler: int | None = 5) 
     for h in hosts.values():
         h.sync(T0 - 900)
     duration = events / EVENTS_PER_STEP * STEP_S * 3  # long enough even for a slow straggler
-    for r in spec.ranks:
-        hosts[r.host].occupy(r.serial, T0 + duration + 60)
-    if straggler is not None:
-        victim = spec.ranks[straggler]
-        hosts[victim.host].inject_fault(victim.serial, "overheat")
     started = time.perf_counter()
-    run = JobRun(spec, emulated_conditions(hosts), start_s=T0, duration_s=duration, seed=1, max_events=events)
-    while run.cursor < run.end_ns and run.step() and run.recording:
-        pass  # until every rank holds its events
-    capture = run.finish()
-    print(f"  emulated {ranks} ranks, {capture.steps_kept} steps kept: {time.perf_counter() - started:.0f} s")
-    started = time.perf_counter()
-    with ProcessPoolExecutor(2) as pool:
-        list(pool.map(_write, [(capture.traces[r], files[r]) for r in range(ranks)]))
-    print(f"  wrote {ranks} files: {time.perf_counter() - started:.0f} s")
+    # A rank's events take memory until it is written: record a few ranks at a time. Every
+    # pass replays the same job (same seed, same devices), so the ranks line up.
+    for first in range(0, ranks, BATCH):
+        batch = list(range(first, min(first + BATCH, ranks)))
+        hosts = {h: EmulatedHost(fleet, h) for h in spec.hosts}
+        for h in hosts.values():
+            h.sync(T0 - 900)
+        for r in spec.ranks:
+            hosts[r.host].occupy(r.serial, T0 + duration + 60)
+        if straggler is not None:
+            hosts[spec.ranks[straggler].host].inject_fault(spec.ranks[straggler].serial, "overheat")
+        run = JobRun(spec, emulated_conditions(hosts), start_s=T0, duration_s=duration, seed=1,
+                     traced=batch, max_events=events)
+        while run.cursor < run.end_ns and run.step() and run.recording:
+            pass  # until the batch's ranks hold their events
+        capture = run.finish()
+        with ProcessPoolExecutor(2) as pool:
+            list(pool.map(_write, [(capture.traces[r], files[r]) for r in batch]))
+        print(f"  ranks {batch[0]}-{batch[-1]}: {capture.steps_kept} steps, {time.perf_counter() - started:.0f} s")
     return files
 
 

@@ -12,7 +12,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser.test_traces import sign_in
-from tests.support.jobs import gpu_fleet, running_job, same_software  # noqa: F401 (fixture)
+from tests.support.jobs import running_job, same_software
 from tests.support.processes import child_env, start_web, start_worker
 from tests.support.traces import real_trace
 from traces import services
@@ -45,7 +45,7 @@ def _wait_ready(browser, timeout=180):
     return browser.find_element(By.ID, "job-status").text.lower()
 
 
-def test_operator_captures_a_job_from_the_fleet_page_and_reads_why_a_device_held_it_up(browser, gpu_fleet, job_stack):  # noqa: F811
+def test_operator_captures_a_job_from_the_fleet_page_and_reads_why_a_device_held_it_up(browser, gpu_fleet, job_stack):
     devices = same_software(gpu_fleet, 4)
     victim = devices[1]
     running_job(devices, "overheat", victim)
@@ -91,7 +91,7 @@ def test_operator_captures_a_job_from_the_fleet_page_and_reads_why_a_device_held
     assert "bert-ddp" in listed and "was the straggler of 1" in listed
 
 
-def test_a_busy_device_and_a_hung_one_are_reported_and_the_others_complete(browser, gpu_fleet, job_stack, operator):  # noqa: F811
+def test_a_busy_device_and_a_hung_one_are_reported_and_the_others_complete(browser, gpu_fleet, job_stack, operator):
     devices = same_software(gpu_fleet, 4)
     running_job(devices, "hang", devices[3])
     busy = services.request_capture(devices[2], operator, 30)  # holds its device for the whole job

@@ -5,27 +5,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-#: 2 hosts x 4 GPU-like devices; seed 11 puts software 2.0 on all but host-00's slot 1 (1.5).
+#: 2 hosts x 4 GPU-like devices (the gpu_fleet fixture); seed 11 puts software 2.0 on all but
+#: host-00's slot 1 (1.5).
 GPU_FLEET = {"FLEET_SEED": 11, "FLEET_HOSTS": 2, "FLEET_DEVICES_PER_HOST": 4, "FLEET_TYPES": ("gpu",)}
 RUNNING_S = 900  # how long the job has run on its devices when a test captures it
-
-
-@pytest.fixture
-def gpu_fleet(settings, tmp_path, clean_redis):
-    from fleet import emulated_fleet
-    from fleet.emulated_fleet import seed_fleet
-    from fleet.models import Device
-
-    for name, value in GPU_FLEET.items():
-        setattr(settings, name, value)
-    settings.EMULATOR_STATE_DIR = tmp_path / "emulator"
-    settings.POLL_SHARDS = 1
-    emulated_fleet.host_monitor.cache_clear()
-    seed_fleet()
-    yield list(Device.objects.select_related("host").order_by("host__name", "index"))
-    emulated_fleet.host_monitor.cache_clear()
 
 
 def same_software(devices, count: int, version: str = "2.0"):

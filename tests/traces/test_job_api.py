@@ -8,7 +8,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from dashboard.asgi import application
-from tests.support.jobs import gpu_fleet, running_job, same_software  # noqa: F401 (fixture)
+from tests.support.jobs import running_job, same_software
 from tests.support.traces import real_trace
 from tests.traces.test_jobs import SHARED, _analyse
 from tests.traces.test_websocket import closed_after_accept, headers_for
@@ -18,7 +18,7 @@ from traces.models import Job, Trace
 
 
 @pytest.fixture
-def ready_job(gpu_fleet, operator, trace_storage):  # noqa: F811
+def ready_job(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 4)
     running_job(devices, "overheat", devices[1])
     job = job_capture.request_job_capture(operator, devices, 1.5, name="bert-ddp")
@@ -27,7 +27,7 @@ def ready_job(gpu_fleet, operator, trace_storage):  # noqa: F811
 
 
 @pytest.mark.django_db
-def test_capture_api_gives_202_and_a_job_with_one_rank_per_device(api_client, operator, gpu_fleet, trace_storage):  # noqa: F811
+def test_capture_api_gives_202_and_a_job_with_one_rank_per_device(api_client, operator, gpu_fleet, trace_storage):
     api_client.force_authenticate(operator)
     devices = same_software(gpu_fleet, 3)
     response = api_client.post("/api/jobs/capture/", {"devices": [d.pk for d in devices], "duration_s": 2}, format="json")

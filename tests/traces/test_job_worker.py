@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.support.jobs import gpu_fleet, running_job, same_software  # noqa: F401 (fixture)
+from tests.support.jobs import running_job, same_software
 from tests.support.processes import child_env, start_worker
 from traces.choices import JobStatus
 from traces.models import Job
@@ -37,7 +37,7 @@ def wait_for(job_id: int, statuses: set[str], timeout: float) -> Job:
     raise TimeoutError(f"job {job_id} still {Job.objects.get(pk=job_id).status} after {timeout} s")
 
 
-def test_ranks_are_analysed_by_every_worker_and_combined_once(gpu_fleet, two_workers, api_client, operator):  # noqa: F811
+def test_ranks_are_analysed_by_every_worker_and_combined_once(gpu_fleet, two_workers, api_client, operator):
     devices = same_software(gpu_fleet, 6)
     running_job(devices, "ecc_storm", devices[4])
     api_client.force_authenticate(operator)

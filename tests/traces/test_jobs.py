@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.support.jobs import gpu_fleet, running_job, same_software  # noqa: F401 (fixture)
+from tests.support.jobs import running_job, same_software
 from tests.support.traces import files_in, real_trace
 from traces import job_analysis, job_capture, job_results, job_uploads, services
 from traces.choices import JobStatus, RankStatus, TraceStatus
@@ -38,7 +38,7 @@ def _capture(operator, devices, duration=1.5) -> Job:
 
 
 @pytest.mark.parametrize(("fault", "reason"), [("overheat", "Throttled"), ("pcie_degraded", "PCIe link degraded")])
-def test_the_faulty_device_is_the_straggler_and_the_fleet_says_why(gpu_fleet, operator, trace_storage, fault, reason):  # noqa: F811
+def test_the_faulty_device_is_the_straggler_and_the_fleet_says_why(gpu_fleet, operator, trace_storage, fault, reason):
     devices = same_software(gpu_fleet, 4)
     victim = devices[2]
     running_job(devices, fault, victim)
@@ -60,7 +60,7 @@ def test_the_faulty_device_is_the_straggler_and_the_fleet_says_why(gpu_fleet, op
     assert all(r.trace.status == TraceStatus.ANALYSING for r in job.ranks.select_related("trace"))
 
 
-def test_a_healthy_job_names_no_straggler(gpu_fleet, operator, trace_storage):  # noqa: F811
+def test_a_healthy_job_names_no_straggler(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 4)
     running_job(devices)
     job = _analyse(_capture(operator, devices))
@@ -73,7 +73,7 @@ def test_a_healthy_job_names_no_straggler(gpu_fleet, operator, trace_storage):  
     assert all(len(row["arrival_us"]) == 8 for row in window["ranks"])
 
 
-def test_a_busy_device_runs_untraced_and_a_hung_one_fails_its_rank(gpu_fleet, operator, trace_storage):  # noqa: F811
+def test_a_busy_device_runs_untraced_and_a_hung_one_fails_its_rank(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 4)
     running_job(devices, "hang", devices[3])
     busy = services.request_capture(devices[1], operator, 5)  # a capture of its own holds the device
@@ -91,7 +91,7 @@ def test_a_busy_device_runs_untraced_and_a_hung_one_fails_its_rank(gpu_fleet, op
     assert missing == {1: RankStatus.BUSY, 3: RankStatus.FAILED}
 
 
-def test_every_device_busy_refuses_the_job_and_writes_nothing(gpu_fleet, operator, trace_storage):  # noqa: F811
+def test_every_device_busy_refuses_the_job_and_writes_nothing(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 2)
     for d in devices:
         services.request_capture(d, operator, 5)
@@ -158,7 +158,7 @@ def test_a_bad_file_refuses_the_whole_upload_and_keeps_nothing(operator, trace_s
     assert files_in(Path(trace_storage.location)) == []
 
 
-def test_stuck_jobs_time_out_and_analysing_ranks_give_way(gpu_fleet, operator, trace_storage, settings):  # noqa: F811
+def test_stuck_jobs_time_out_and_analysing_ranks_give_way(gpu_fleet, operator, trace_storage, settings):
     from datetime import timedelta
 
     from django.utils import timezone
