@@ -41,9 +41,6 @@ def job_files(ranks: int, events: int, out: Path, *, straggler: int | None = 5) 
     fleet = FleetConfig(seed=3, hosts=-(-ranks // 8), devices_per_host=8, types=("gpu",))
     spec = make_job("train", select_devices(fleet)[:ranks])
     spec = dataclasses.replace(spec, ranks=tuple(dataclasses.replace(r, sw_version="2.0") for r in spec.ranks))
-    hosts = {h: EmulatedHost(fleet, h) for h in spec.hosts}
-    for h in hosts.values():
-        h.sync(T0 - 900)
     duration = events / EVENTS_PER_STEP * STEP_S * 3  # long enough even for a slow straggler
     started = time.perf_counter()
     # A rank's events take memory until it is written: record a few ranks at a time. Every

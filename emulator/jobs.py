@@ -273,15 +273,13 @@ class JobRun:
     def _stall(self, active: list[Rank]) -> None:
         """A rank is gone: the others reach their next collective and wait there until the
         capture ends."""
-        for segment in self.recorders[0].training.segments():
-            if segment[-1].kind != "collective":
-                break
-            for r in active:
-                rec = self.recorders[r.rank]
-                arrival = rec.run_segment(segment)
+        segment = self.recorders[0].training.segments()[0]
+        for r in active:
+            rec = self.recorders[r.rank]
+            arrival = rec.run_segment(segment)
+            if arrival is not None:
                 rec.settle(segment[-1], arrival, max(self.end_ns, arrival + 1))
-                rec.end_step(until=max(self.end_ns, rec.t + 1))
-            break
+            rec.end_step(until=max(self.end_ns, rec.t + 1))
         self.stopped = True
 
     def finish(self) -> JobCapture:
