@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run agent test soak lint bench bench-fleet bench-atrace bench-trace-views proto bench-chakra browser-deps prometheus-deps clean
+.PHONY: run agent test test-fast soak lint bench bench-fleet bench-atrace bench-trace-views proto bench-chakra browser-deps prometheus-deps clean
 
 run: $(VENV)/.runtime
 	$(BIN)/python -m dashboard.stack run
@@ -15,8 +15,16 @@ run: $(VENV)/.runtime
 agent: $(VENV)/.runtime
 	$(BIN)/python -m fleet.agent
 
+# Every tier, as CI runs it: the unit tests in parallel, then the tests that start processes
+# or drive Chromium (tests/support/tiers.py says which is which); property tests try every
+# example they ask for (Hypothesis profile `ci`).
+test: export HYPOTHESIS_PROFILE ?= ci
 test: $(VENV)/.dev browser-deps prometheus-deps
-	$(BIN)/python -m dashboard.stack test $(PYTEST_ARGS)
+	$(BIN)/python -m dashboard.stack test --tiers=unit,stack --durations=25 $(PYTEST_ARGS)
+
+# The unit tier only (no child processes, no browser), in parallel: the loop while working.
+test-fast: $(VENV)/.dev prometheus-deps
+	$(BIN)/python -m dashboard.stack test --tiers=unit $(PYTEST_ARGS)
 
 # The long soak: websockets held through 10 minutes of polling at the default interval.
 soak: $(VENV)/.dev

@@ -1,4 +1,4 @@
-"""The shared real traces (../shared/data/real-traces): one row per trace.
+"""The shared real traces (ASICMON_REAL_TRACES, by default ../shared/data/real-traces): one row per trace.
 
     python benchmarks/bench_atrace_real.py [--skip-hta]
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-REAL = ROOT.parent / "shared" / "data" / "real-traces"
 sys.path.insert(0, str(ROOT))
 
+from tests.support.traces import REAL_TRACES as REAL  # noqa: E402  (ASICMON_REAL_TRACES)
 from traces.atrace import communication, critical_path, read_trace  # noqa: E402
 from traces.atrace.model.trace import DEVICE_KINDS  # noqa: E402
 

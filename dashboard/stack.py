@@ -2,6 +2,7 @@
 
     python -m dashboard.stack run    # migrate, seed, then worker + beat + web, Ctrl-C stops all
     python -m dashboard.stack test   # pytest against PostgreSQL/Redis if they answer, else fallbacks
+    python -m dashboard.stack test --tiers=unit,stack   # the same, one run per tier
 
 Plain Python: it runs before Django is configured, and decides what Django is given.
 """
@@ -294,7 +295,23 @@ def run() -> int:
             proc.terminate()
 
 
-def test(pytest_args: list[str]) -> int:
+# The suite's tiers (tests/support/tiers.py sorts the tests): `make test-fast` runs the
+# first, `make test` all of them, one after the other. The unit tier runs in parallel; the
+# process and browser tiers on few workers, a test module (and the stack it shares) on one.
+# In the stack tier a test file runs on one worker, so that the stack its tests share starts
+# once. The unit tier starts each worker on a run of consecutive tests (a module's fixtures
+# are mostly made once) and lets idle workers take over the rest ("worksteal"; per-file
+# scheduling would run schemathesis's generated API tests, which share one id, only once).
+UNIT_TESTS = "not integration and not browser and not soak"
+TIERS = {
+    "unit": ["-m", UNIT_TESTS, "-n", os.environ.get("TEST_WORKERS", "4"), "--dist", "worksteal"],
+    "stack": ["-m", f"not ({UNIT_TESTS})", "-n", "2", "--dist", "loadfile"],
+}
+NO_TESTS_COLLECTED = 5  # pytest's exit status when a selection is empty
+
+
+def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
+    """Run pytest once with `pytest_args`, or once per tier (the arguments added to each)."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     # Keep tests apart from a running dashboard on the same Redis.
@@ -303,10 +320,23 @@ def test(pytest_args: list[str]) -> int:
     VAR.mkdir(parents=True, exist_ok=True)
     helpers = resolve_services(env)
     try:
-        return subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=ROOT, env=env).returncode
+        if not tiers:
+            return _pytest(pytest_args, env)
+        statuses = []
+        for tier in tiers:
+            say(f"{tier} tests: pytest {' '.join(TIERS[tier])}")
+            statuses.append(_pytest([*TIERS[tier], *pytest_args], env))
+            if statuses[-1] == NO_TESTS_COLLECTED:
+                say(f"no {tier} tests in this selection")
+        failed = [s for s in statuses if s != NO_TESTS_COLLECTED]
+        return max(failed, default=NO_TESTS_COLLECTED)
     finally:
         for proc in helpers:
             proc.terminate()
+
+
+def _pytest(args: list[str], env: dict) -> int:
+    return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
 def main(argv: list[str]) -> int:
@@ -315,7 +345,16 @@ def main(argv: list[str]) -> int:
         return 2
     if argv[0] == "run":
         return run()
-    return test(argv[1:])
+    args = argv[1:]
+    tiers = None
+    if args and args[0].startswith("--tiers="):
+        tiers = args[0].removeprefix("--tiers=").split(",")
+        unknown = set(tiers) - set(TIERS)
+        if unknown:
+            print(f"unknown tiers {sorted(unknown)}: the tiers are {', '.join(TIERS)}")
+            return 2
+        args = args[1:]
+    return test(args, tiers)
 
 
 if __name__ == "__main__":

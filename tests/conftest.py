@@ -1,26 +1,99 @@
 """Shared fixtures: one cast of users, a small seeded emulated fleet, clean Redis keys.
 
 `make test` (python -m dashboard.stack test) points the suite at PostgreSQL and Redis
-when they answer, and at SQLite and a throwaway redis-server otherwise.
+when they answer, and at SQLite and a throwaway redis-server otherwise. Tests are sorted
+into tiers here (tests/support/tiers.py); under pytest-xdist every worker has its own
+database, Redis keys, queues and folders.
 """
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
+from tests.support import tiers
+from tests.support.browser import (  # noqa: F401 (fixtures)
+    browser,
+    live_stack,
+    module_stack,
+    module_trace_stack,
+    stack_settings,
+    trace_stack,
+)
+from tests.support.fleet import POLLED_CYCLE, TEST_FLEET
+
 TEST_PREFIX = "asicmon-test"
+CHILDREN_BEFORE = pytest.StashKey[dict]()
 
 
 def pytest_configure(config):
-    """Never touch a running dashboard's keys or queue, even under a bare `pytest`."""
+    """Never touch a running dashboard's keys, queue or files, nor another xdist worker's."""
     from django.conf import settings
 
     # Threads of async tests open their own connections: close them after each use, so
     # that the test database can be dropped at the end.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-    if "test" not in settings.REDIS_KEY_PREFIX:
-        settings.REDIS_KEY_PREFIX = TEST_PREFIX
-        settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"{TEST_PREFIX}:ws"
-        settings.CELERY_TASK_DEFAULT_QUEUE = TEST_PREFIX
+    prefix = settings.REDIS_KEY_PREFIX if "test" in settings.REDIS_KEY_PREFIX else TEST_PREFIX
+    worker = tiers.xdist_worker()
+    if worker:  # pytest-django gives the worker's database the same suffix
+        prefix = f"{prefix}-{worker}"
+    settings.REDIS_KEY_PREFIX = prefix
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"{prefix}:ws"
+    settings.CACHES["default"]["KEY_PREFIX"] = f"{prefix}:cache"
+    settings.CELERY_TASK_DEFAULT_QUEUE = prefix
+    use_own_folders(config, settings, prefix)
+    load_hypothesis_profile()
+
+
+def use_own_folders(config, settings, prefix: str) -> None:
+    """Emulator state, trace files and uploads in a folder of this test process, not var/."""
+    root = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
+    settings.EMULATOR_STATE_DIR = root / "emulator"
+    settings.TRACE_STORAGE_DIR = root / "traces"
+    settings.STORAGES["traces"]["OPTIONS"]["location"] = str(settings.TRACE_STORAGE_DIR)
+    settings.MEDIA_ROOT = root / "media"
+    settings.CELERY_BEAT_SCHEDULE_FILENAME = str(root / "celerybeat-schedule")
+
+
+def load_hypothesis_profile() -> None:
+    """Property tests: HYPOTHESIS_PROFILE=ci (make test, CI) tries every example a test asks
+    for, `fast` (the default, make test-fast) a quarter (tests/support/examples.py). No
+    deadline: a shared, loaded machine must not fail a test for being slow."""
+    from hypothesis import settings as hypothesis
+
+    hypothesis.register_profile("ci", max_examples=100, deadline=None)
+    hypothesis.register_profile("fast", max_examples=25, deadline=None)
+    hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tiers.classify(item)
+    # The soak first: on several workers it then runs beside the others rather than after them.
+    items.sort(key=lambda item: item.get_closest_marker("soak") is None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Let the process helpers know which test is running (tests/support/tiers.py)."""
+    tiers.current_item = item
+    item.stash[CHILDREN_BEFORE] = tiers.children()
+    try:
+        return (yield)
+    finally:
+        tiers.current_item = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A unit test must not leave a child process running."""
+    result = yield
+    tiers.check_left_no_children(item.stash[CHILDREN_BEFORE])
+    return result
 
 
 @pytest.fixture
@@ -46,12 +119,9 @@ def fleet_settings(settings, tmp_path):
     """A small fleet (2 hosts x 4 devices, three types) whose emulator state lives in tmp_path."""
     from fleet import emulated_fleet
 
-    settings.FLEET_SEED = 7
-    settings.FLEET_HOSTS = 2
-    settings.FLEET_DEVICES_PER_HOST = 4
-    settings.FLEET_TYPES = ("video", "inference", "gpu")
+    for name, value in TEST_FLEET.items():
+        setattr(settings, name, value)
     settings.EMULATOR_STATE_DIR = tmp_path / "emulator"
-    settings.POLL_SHARDS = 2
     emulated_fleet.host_monitor.cache_clear()
     yield settings
     emulated_fleet.host_monitor.cache_clear()
@@ -88,7 +158,6 @@ def gpu_fleet(settings, tmp_path, clean_redis):
 def polled_fleet(seeded_fleet):
     """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
     from fleet import polling
-    from tests.support.fleet import POLLED_CYCLE
 
     for offset in (-2, -1, 0):
         for shard in polling.shards():
@@ -128,3 +197,14 @@ def api_client():
     from rest_framework.test import APIClient
 
     return APIClient()
+
+
+@pytest.fixture
+async def close_thread_connections():
+    """The sync_to_async thread of an async test keeps a database connection: close it, so
+    that the test database can be dropped."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    yield
+    await sync_to_async(connections.close_all)()

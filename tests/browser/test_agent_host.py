@@ -13,7 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from fleet.models import Device, Host, Sample
-from tests.browser.test_live_dashboard import sign_in
+from tests.support.browser import sign_in
 from tests.support.hwmon import write_hwmon_tree
 from tests.support.processes import Service, child_env, start_beat, start_web, start_worker
 from tests.support.sysfs import BROKEN_SPEC, materialise, user_spec
@@ -114,7 +114,7 @@ class Machine:
         """Shown, healthy, updated live; a counter a sensor cannot give is "not reported"."""
         web, url = start_web(self.env)
         self.services.append(web)
-        sign_in(self.browser, url, "vera", "vera-password-123")
+        sign_in(self.browser, url, "vera")
         wait = WebDriverWait(self.browser, 40, poll_frequency=0.2)
         row = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f'tr[data-device-id="{self.ids[0]}"]'))
         assert "hwmon:node-a:" in row.text or "EVT-" in row.text

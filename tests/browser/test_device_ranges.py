@@ -8,12 +8,15 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from fleet import rollups, samples
+from tests.support.browser import sign_in
 from tests.support.processes import child_env, start_web
+from tests.support.tiers import starts_processes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
+@starts_processes
 def web(seeded_fleet):
     service, url = start_web(child_env())
     yield url
@@ -32,12 +35,8 @@ def test_a_long_range_draws_rollups_and_a_short_one_raw_samples(browser, web, vi
     samples.write_samples(rows, "shard:0/1")
     rollups.roll_up(now=now + timedelta(minutes=1))
 
-    browser.get(f"{web}/")
-    browser.find_element(By.ID, "id_username").send_keys("vera")
-    browser.find_element(By.ID, "id_password").send_keys("vera-password-123")
-    browser.find_element(By.ID, "sign-in").click()
+    sign_in(browser, web, "vera")
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
-    wait.until(lambda b: "/accounts/login/" not in b.current_url)
 
     browser.get(f"{web}/devices/{device.id}/?range=24h")
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#chart-temperature_c .main-svg"))

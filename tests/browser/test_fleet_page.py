@@ -6,7 +6,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from fleet.models import Device
-from tests.support.processes import child_env, start_beat, start_web, start_worker
+from tests.support.browser import Stack, sign_in
+from tests.support.processes import child_env
+from tests.support.tiers import starts_processes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,14 +38,11 @@ def larger_fleet(fleet_settings, clean_redis):
 
 
 @pytest.fixture
+@starts_processes
 def stack(larger_fleet, tmp_path):
-    env = child_env(POLL_INTERVAL="1")
-    services = [start_worker(env), start_beat(env, tmp_path / "beat-schedule")]
-    web, url = start_web(env)
-    services.append(web)
-    yield url
-    for service in reversed(services):
-        service.stop()
+    running = Stack(child_env(POLL_INTERVAL="1"), beat_schedule=tmp_path / "beat-schedule")
+    yield running.url
+    running.stop()
 
 
 def shown(browser) -> list[int]:
@@ -66,10 +65,7 @@ def socket_rows_since_last_subscribe(browser) -> tuple[int, set[int], int]:
 
 def test_the_fleet_page_pages_and_filters_on_the_server_and_updates_only_its_rows(browser, stack, viewer, larger_fleet):
     browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_SOCKET})
-    browser.get(f"{stack}/")
-    browser.find_element(By.ID, "id_username").send_keys("vera")
-    browser.find_element(By.ID, "id_password").send_keys("vera-password-123")
-    browser.find_element(By.ID, "sign-in").click()
+    sign_in(browser, stack, "vera")
     wait = WebDriverWait(browser, 40, poll_frequency=0.2)
     wait.until(lambda b: b.find_elements(By.ID, "fleet-table"))
     everything = [d.id for d in larger_fleet]

@@ -7,23 +7,19 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from fleet.choices import ActionKind, ActionStatus, DeviceState
 from fleet.models import Action, Automation, Device
-from tests.browser.test_live_dashboard import sign_in
-from tests.support.processes import child_env, start_beat, start_web, start_worker
+from tests.support.browser import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(scope="module")
+def stack_settings():
+    return {"POLL_INTERVAL": 1.0, "EMULATOR_REBOOT_S": 2.0, "REMEDIATION_REBOOT_TIMEOUT_S": 60.0}
+
+
 @pytest.fixture
-def stack(seeded_fleet, fleet_settings, tmp_path):
-    fleet_settings.EMULATOR_REBOOT_S = 2.0
-    fleet_settings.REMEDIATION_REBOOT_TIMEOUT_S = 60.0
-    env = child_env(POLL_INTERVAL="1")
-    services = [start_worker(env), start_beat(env, tmp_path / "beat-schedule")]
-    web, url = start_web(env)
-    services.append(web)
-    yield url
-    for service in reversed(services):
-        service.stop()
+def stack(live_stack):
+    return live_stack.url
 
 
 def state_text(browser):
@@ -32,7 +28,7 @@ def state_text(browser):
 
 def test_an_operator_reboots_a_device_from_its_page_and_sees_it_come_back(browser, stack, operator, seeded_fleet):
     device = seeded_fleet[1]
-    sign_in(browser, stack, "otto", "otto-password-123")
+    sign_in(browser, stack, "otto")
     wait = WebDriverWait(browser, 60, poll_frequency=0.2)
     wait.until(lambda b: b.find_elements(By.ID, "fleet-table"))
     browser.get(f"{stack}/devices/{device.id}/")
@@ -52,7 +48,7 @@ def test_an_operator_reboots_a_device_from_its_page_and_sees_it_come_back(browse
 
 
 def test_a_viewer_sees_the_page_but_no_buttons(browser, stack, viewer, seeded_fleet):
-    sign_in(browser, stack, "vera", "vera-password-123")
+    sign_in(browser, stack, "vera")
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
     wait.until(lambda b: b.find_elements(By.ID, "fleet-table"))
     browser.get(f"{stack}/devices/{seeded_fleet[0].id}/")
@@ -64,14 +60,14 @@ def test_a_viewer_sees_the_page_but_no_buttons(browser, stack, viewer, seeded_fl
 
 def test_the_fleet_page_shows_paused_automation_until_an_operator_resumes_it(browser, stack, viewer, operator):
     Automation.objects.update_or_create(id=1, defaults={"paused": True, "reason": "9 devices critical at once (limit 8)"})
-    sign_in(browser, stack, "vera", "vera-password-123")
+    sign_in(browser, stack, "vera")
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
     banner = wait.until(lambda b: b.find_element(By.ID, "automation-paused"))
     assert "Automated remediation is paused" in banner.text and "9 devices critical at once" in banner.text
     assert browser.find_elements(By.ID, "resume-automation") == []  # viewers cannot resume
     browser.delete_all_cookies()
 
-    sign_in(browser, stack, "otto", "otto-password-123")
+    sign_in(browser, stack, "otto")
     wait.until(lambda b: b.find_element(By.ID, "automation-paused"))
     browser.find_element(By.ID, "resume-automation").click()
     wait.until(lambda b: b.find_elements(By.ID, "automation-paused") == [])

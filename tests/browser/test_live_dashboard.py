@@ -7,46 +7,23 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from fleet.key_counters import KEY_COUNTERS
-from tests.support.processes import child_env, start_beat, start_web, start_worker
+from tests.support.browser import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-class Stack:
-    """Worker, beat and web server, with the web server restartable on the same port."""
-
-    def __init__(self, tmp_path):
-        self.env = child_env(POLL_INTERVAL="1")
-        self.worker = start_worker(self.env)
-        self.beat = start_beat(self.env, tmp_path / "beat-schedule")
-        self.web, self.url = start_web(self.env)
-
-    def restart_web(self):
-        self.web.stop()
-        self.web, _ = start_web(self.env, port=int(self.url.rsplit(":", 1)[1]))
-
-    def stop(self):
-        for service in (self.web, self.beat, self.worker):
-            service.stop()
+@pytest.fixture(scope="module")
+def stack_settings():
+    return {"POLL_INTERVAL": 1.0}
 
 
 @pytest.fixture
-def stack(seeded_fleet, tmp_path):
-    running = Stack(tmp_path)
-    yield running
-    running.stop()
-
-
-def sign_in(browser, url, username, password):
-    browser.get(f"{url}/")
-    assert "/accounts/login/" in browser.current_url
-    browser.find_element(By.ID, "id_username").send_keys(username)
-    browser.find_element(By.ID, "id_password").send_keys(password)
-    browser.find_element(By.ID, "sign-in").click()
+def stack(live_stack):
+    return live_stack
 
 
 def test_fleet_updates_live_and_device_graph_grows(browser, stack, viewer, seeded_fleet):
-    sign_in(browser, stack.url, "vera", "vera-password-123")
+    sign_in(browser, stack.url, "vera")
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
     wait.until(lambda b: b.find_elements(By.ID, "fleet-table"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#fleet-table tr[data-device-id]")
@@ -85,7 +62,7 @@ def test_fleet_updates_live_and_device_graph_grows(browser, stack, viewer, seede
 
 
 def test_page_reconnects_by_itself_after_the_server_drops(browser, stack, viewer, seeded_fleet):
-    sign_in(browser, stack.url, "vera", "vera-password-123")
+    sign_in(browser, stack.url, "vera")
     wait = WebDriverWait(browser, 40, poll_frequency=0.2)
     indicator = lambda b: b.find_element(By.ID, "live-indicator").get_attribute("data-state")  # noqa: E731
     wait.until(lambda b: indicator(b) == "live")
@@ -104,7 +81,7 @@ def test_page_reconnects_by_itself_after_the_server_drops(browser, stack, viewer
 
 def test_page_fetch_wrapper_sends_the_csrf_token(browser, stack, viewer, seeded_fleet):
     """lib/http.js: a POST through the wrapper passes Django's CSRF check; a bare one does not."""
-    sign_in(browser, stack.url, "vera", "vera-password-123")
+    sign_in(browser, stack.url, "vera")
     WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "fleet-table"))
     bare = browser.execute_async_script(
         "const done = arguments[0];"

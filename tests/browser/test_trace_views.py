@@ -12,7 +12,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from fleet import polling
 from fleet.sharding import shard_of_host
-from tests.browser.test_traces import sign_in, trace_stack  # noqa: F401 (a fixture)
+from tests.support.browser import sign_in
 from traces import services
 from traces.models import Trace
 
@@ -32,7 +32,7 @@ def _ready_capture(device, user, timeout=120) -> Trace:
 
 
 @pytest.fixture
-def two_versions(trace_stack, seeded_fleet, operator):  # noqa: F811
+def two_versions(trace_stack, seeded_fleet, operator):
     gpus = {services._device_facts(d)["sw_version"]: d for d in seeded_fleet if d.device_type == "gpu"}
     assert {"2.0", "2.1"} <= set(gpus), "the test fleet has gpu devices on 2.0 and 2.1"
     old = _ready_capture(gpus["2.0"], operator)

@@ -6,34 +6,10 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support.processes import child_env, start_web, start_worker
+from tests.support.browser import sign_in
 from tests.support.traces import exact_totals_by_name, real_trace
-from traces.tasks import trace_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def trace_stack(seeded_fleet, settings, tmp_path):
-    location = tmp_path / "traces"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "traces": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(location)}},
-    }
-    env = child_env(TRACE_STORAGE_DIR=location)
-    worker = start_worker(env, concurrency=2, queue=trace_queue())
-    web, url = start_web(env)
-    yield url
-    web.stop()
-    worker.stop()
-
-
-def sign_in(browser, url, username):
-    browser.get(f"{url}/accounts/login/")
-    browser.find_element(By.ID, "id_username").send_keys(username)
-    browser.find_element(By.ID, "id_password").send_keys(f"{username}-password-123")
-    browser.find_element(By.ID, "sign-in").click()
-    WebDriverWait(browser, 20).until(lambda b: "/accounts/login/" not in b.current_url)
 
 
 def test_operator_captures_watches_progress_and_drills_into_an_operator(browser, trace_stack, operator, seeded_fleet):

@@ -9,7 +9,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from fleet import polling, snapshots
 from fleet.sharding import shard_of_host
-from tests.browser.test_traces import sign_in
+from tests.support.browser import sign_in
 from tests.support.processes import child_env, start_web
 from tests.support.trace_views import emulated_trace
 from tests.support.traces import real_trace

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from emulator import FAULTS, EmulatedHost, FleetConfig
 from emulator.devices import DEVICE_TYPES, device_type
+from tests.support.examples import examples
 
 T0 = 1_700_000_000.0
 TYPES = ("video", "inference", "gpu")
@@ -22,7 +23,7 @@ def _host(seed: int, dtype: str) -> EmulatedHost:
     return host
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     seed=st.integers(0, 2**32),
     dtype=st.sampled_from(TYPES),
@@ -59,7 +60,7 @@ SCALARS = (
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     seed=st.integers(0, 2**32),
     dtype=st.sampled_from(TYPES),
@@ -99,7 +100,7 @@ def test_monotonic_counters_never_go_back(seed, dtype, gaps, faults, reboot):
             before[k] = getattr(state, k)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2**32), dtype=st.sampled_from(TYPES), gaps=steps)
 def test_driver_counters_only_go_back_by_a_wrap(seed, dtype, gaps):
     """What a driver shows is the true count modulo the hardware width."""
@@ -121,7 +122,7 @@ def test_driver_counters_only_go_back_by_a_wrap(seed, dtype, gaps):
         prev = shown
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 2**32), gaps=steps)
 def test_a_run_is_reproducible_from_its_seed(seed, gaps):
     runs = []

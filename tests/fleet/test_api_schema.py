@@ -13,6 +13,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 
 from fleet import polling
+from tests.support.examples import examples
 
 pytestmark = [pytest.mark.django_db]
 
@@ -49,6 +50,6 @@ def token(seeded_fleet, operator, keep_test_connection):
 
 
 @schema.parametrize()
-@hypothesis_settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@hypothesis_settings(max_examples=examples(15), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_api_answers_as_its_schema_says(case, token):
     case.call_and_validate(headers={"Authorization": f"Token {token}"})

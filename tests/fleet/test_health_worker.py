@@ -35,7 +35,6 @@ def fast_fleet(fleet_settings, clean_redis):
     fleet_settings.FLEET_DEVICES_PER_HOST = 3
     fleet_settings.POLL_INTERVAL = POLL
     fleet_settings.POLL_SHARDS = 3
-    fleet_settings.PROBE_TIMEOUT = 0.3
     fleet_settings.EMULATOR_REBOOT_S = 3.0
     fleet_settings.REMEDIATION_REBOOT_TIMEOUT_S = 30.0
     fleet_settings.REMEDIATION_MAX_ACTIVE = 9

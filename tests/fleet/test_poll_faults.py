@@ -14,6 +14,7 @@ from fleet import polling, snapshots
 from fleet import redis as fleet_redis
 from fleet.models import Device, Sample
 from tests.support.processes import free_port
+from tests.support.tiers import starts_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -90,6 +91,7 @@ class ThrowawayRedis:
 
 
 @pytest.fixture
+@starts_processes
 def own_redis(settings, seeded_fleet):
     """The poll's Redis (snapshots and channel layer) is one this test can stop and start."""
     if shutil.which("redis-server") is None:

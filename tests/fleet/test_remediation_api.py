@@ -225,7 +225,7 @@ def test_metrics_carry_every_counter_with_labels_and_dcgm_names_for_gpus(client,
 
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.fail("promtool is missing: make test-deps (or .ci/run) installs Debian's prometheus package")
+        pytest.fail("promtool is missing: `make prometheus-deps` (or .ci/run) installs Debian's prometheus package")
     check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
     complaints = [line for line in (check.stdout + check.stderr).splitlines() if line.strip()]
     # dcgm-exporter's own names and camelCase labels are kept as they are, on purpose.

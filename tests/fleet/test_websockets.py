@@ -4,46 +4,17 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.db import connections
 
-from dashboard.asgi import application
 from fleet import polling
 from fleet.key_counters import key_counter_names
+from tests.support.websockets import closed_after_accept, connect, session_headers
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
 
 
-@pytest.fixture
-async def close_thread_connections():
-    """The sync_to_async thread keeps a connection; close it so the test DB can be dropped."""
-    yield
-    await sync_to_async(connections.close_all)()
-
-
-async def session_cookie_for(client, user) -> list[tuple[bytes, bytes]]:
-    await sync_to_async(client.force_login)(user)
-    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-    return [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()), (b"origin", b"http://127.0.0.1")]
-
-
-async def connect(path: str, headers=()) -> tuple[WebsocketCommunicator, bool, int | None]:
-    communicator = WebsocketCommunicator(application, path, headers=list(headers))
-    connected, code = await communicator.connect(timeout=5)
-    return communicator, connected, code
-
-
-async def closed_after_accept(communicator, connected) -> int:
-    """The close code of a socket that was accepted and then closed (what a browser can see)."""
-    assert connected, "refused before the handshake: the browser would see only 1006"
-    message = await communicator.receive_output(timeout=5)
-    assert message["type"] == "websocket.close"
-    return message["code"]
-
-
 async def test_a_published_poll_reaches_a_signed_in_fleet_client(client, viewer, seeded_fleet):
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert connected
     cycle = polling.current_cycle()
@@ -59,7 +30,7 @@ async def test_a_published_poll_reaches_a_signed_in_fleet_client(client, viewer,
 
 
 async def test_device_socket_forwards_only_its_device(client, viewer, seeded_fleet):
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     device = seeded_fleet[0]
     communicator, connected, _ = await connect(f"/ws/devices/{device.id}/", headers)
     assert connected
@@ -78,26 +49,26 @@ async def test_anonymous_client_is_refused(seeded_fleet):
 
 
 async def test_user_without_a_role_is_refused(client, outsider, seeded_fleet):
-    headers = await session_cookie_for(client, outsider)
+    headers = await session_headers(client, outsider)
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert await closed_after_accept(communicator, connected) == 4403
 
 
 async def test_unknown_device_socket_is_refused(client, viewer, seeded_fleet):
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     communicator, connected, _ = await connect("/ws/devices/999999/", headers)
     assert await closed_after_accept(communicator, connected) == 4404
 
 
 async def test_foreign_origin_is_refused(client, viewer, seeded_fleet):
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     headers = [h for h in headers if h[0] != b"origin"] + [(b"origin", b"http://evil.example")]
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert not connected
 
 
 async def test_unknown_websocket_path_is_closed_with_4404(client, viewer, seeded_fleet):
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     for path in ("/ws/nothing/", "/ws/devices/abc/", "/elsewhere"):
         communicator, connected, _ = await connect(path, headers)
         assert await closed_after_accept(communicator, connected) == 4404, path
@@ -106,7 +77,7 @@ async def test_unknown_websocket_path_is_closed_with_4404(client, viewer, seeded
 async def _socket_after_a_change(client, viewer, change, settings):
     """Open a fleet socket, apply `change` to the user, poll twice: what does the socket get?"""
     settings.POLL_INTERVAL = 0.5  # the access check runs at most once per half interval
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert connected
     await sync_to_async(change)()
@@ -144,7 +115,7 @@ async def test_a_user_who_keeps_access_keeps_getting_polls(client, viewer, seede
 async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(client, viewer, seeded_fleet):
     """The page says which rows it shows; each shard poll then brings those rows of the
     shard, and the fleet's summary only when it changed."""
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert connected
     shard_of = {d.id: d.host_id % settings.POLL_SHARDS for d in seeded_fleet}
@@ -182,7 +153,7 @@ async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(cli
      json.dumps({"type": "subscribe", "devices": list(range(201))})],
 )
 async def test_a_bad_subscribe_message_is_answered_with_an_error_and_the_socket_stays(client, viewer, seeded_fleet, frame):
-    headers = await session_cookie_for(client, viewer)
+    headers = await session_headers(client, viewer)
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert connected
     await communicator.send_to(text_data=frame)

@@ -8,6 +8,7 @@ from fleet import emulated_fleet, polling, samples, snapshots
 from fleet.models import Sample
 from fleet.tasks import poll_fleet
 from tests.support.processes import child_env, start_worker
+from tests.support.tiers import starts_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -23,6 +24,7 @@ def wait_until(condition, timeout=60.0, interval=0.1):
 
 
 @pytest.fixture
+@starts_processes
 def worker(seeded_fleet):
     service = start_worker(child_env())
     yield service

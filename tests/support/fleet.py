@@ -3,3 +3,13 @@
 # A fixed poll slot: the `polled_fleet` fixture polls the three cycles ending here, so that
 # no test straddles a cycle boundary and tests can ask for exact times.
 POLLED_CYCLE = 1_795_000_000.0
+
+# The small emulated fleet of the suite (2 hosts x 4 devices, three types): `fleet_settings`
+# sets these for a test, and a stack shared by a test module starts with them.
+TEST_FLEET = {
+    "FLEET_SEED": 7,
+    "FLEET_HOSTS": 2,
+    "FLEET_DEVICES_PER_HOST": 4,
+    "FLEET_TYPES": ("video", "inference", "gpu"),
+    "POLL_SHARDS": 2,
+}

@@ -1,5 +1,6 @@
 """Start real Celery workers, beat and Daphne against the test database, and stop them."""
 
+import ast
 import json
 import os
 import socket
@@ -8,13 +9,18 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
 
+from tests.support import tiers
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+SETTINGS_FILE = ROOT / "dashboard" / "settings.py"
 
 
 def test_database_url() -> str:
@@ -29,30 +35,45 @@ def test_database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
 
 
+# How a setting's value is written back as the variable settings.py reads it from, by the
+# settings.py helper that reads it.
+ENCODERS = {
+    "env_str": str,
+    "env_host_name": str,
+    "env_int": str,
+    "env_float": str,
+    "env_bool": lambda value: "true" if value else "false",
+    "env_list": ",".join,
+    "env_paths": lambda value: ":".join(str(path) for path in value),
+    "env_json_object": json.dumps,
+}
+
+
+@cache
+def environment_settings() -> dict[str, tuple[str, Callable]]:
+    """Every variable that dashboard/settings.py reads into a setting of its own:
+    {variable: (setting, how to write the setting's value back as the variable)}."""
+    found = {}
+    for node in ast.walk(ast.parse(SETTINGS_FILE.read_text())):
+        if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)):
+            continue
+        if isinstance(node.value, ast.Dict):  # a part of a structure, not a setting
+            continue
+        reads = [call for call in ast.walk(node.value)
+                 if isinstance(call, ast.Call) and getattr(call.func, "id", None) in ENCODERS]
+        if len(reads) == 1 and isinstance(reads[0].args[0], ast.Constant):
+            found[reads[0].args[0].value] = (node.targets[0].id, ENCODERS[reads[0].func.id])
+    return found
+
+
 def child_env(**overrides) -> dict:
+    """The environment of a child process: this one's, with every setting that comes from a
+    variable as the running test has it (a setting the test changed reaches the child too),
+    the test database, and `overrides` last."""
     env = dict(os.environ)
-    env.update(
-        DATABASE_URL=test_database_url(),
-        REDIS_URL=settings.REDIS_URL,
-        REDIS_KEY_PREFIX=settings.REDIS_KEY_PREFIX,
-        CELERY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
-        FLEET_SEED=str(settings.FLEET_SEED),
-        FLEET_HOSTS=str(settings.FLEET_HOSTS),
-        FLEET_DEVICES_PER_HOST=str(settings.FLEET_DEVICES_PER_HOST),
-        FLEET_TYPES=",".join(settings.FLEET_TYPES),
-        EMULATOR_STATE_DIR=str(settings.EMULATOR_STATE_DIR),
-        POLL_INTERVAL=str(settings.POLL_INTERVAL),
-        POLL_SHARDS=str(settings.POLL_SHARDS),
-        EMULATOR_REBOOT_S=str(settings.EMULATOR_REBOOT_S),
-        REMEDIATION_DRY_RUN=str(settings.REMEDIATION_DRY_RUN),
-        REMEDIATION_MAX_ACTIVE=str(settings.REMEDIATION_MAX_ACTIVE),
-        REMEDIATION_MAX_PER_HOST=str(settings.REMEDIATION_MAX_PER_HOST),
-        REMEDIATION_PAUSE_CRITICAL=str(settings.REMEDIATION_PAUSE_CRITICAL),
-        REMEDIATION_MAX_REBOOTS=str(settings.REMEDIATION_MAX_REBOOTS),
-        REMEDIATION_REBOOT_TIMEOUT_S=str(settings.REMEDIATION_REBOOT_TIMEOUT_S),
-        HEALTH_LIMITS=json.dumps(settings.HEALTH_LIMITS),
-        PYTHONUNBUFFERED="1",
-    )
+    for variable, (name, encode) in environment_settings().items():
+        env[variable] = encode(getattr(settings, name))
+    env.update(DATABASE_URL=test_database_url(), PYTHONUNBUFFERED="1")
     env.update({k: str(v) for k, v in overrides.items()})
     return env
 
@@ -67,6 +88,7 @@ class Service:
     """A child process whose output is kept so a test can wait for a line or show it."""
 
     def __init__(self, name: str, argv: list[str], env: dict):
+        tiers.check_may_start(name)
         self.name = name
         self.lines: deque[str] = deque(maxlen=400)
         self.proc = subprocess.Popen(

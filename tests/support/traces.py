@@ -3,6 +3,7 @@
 import gzip
 import io
 import json
+import os
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -10,15 +11,39 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL_TRACES = ROOT.parent / "shared" / "data" / "real-traces"
+# Traces recorded on real NVIDIA, AMD and MTIA machines, which every check "on real traces"
+# runs on. The one place that says where they are: ASICMON_REAL_TRACES, by default the
+# shared data folder beside the repository (its README.md says where each file comes from).
+REAL_TRACES = Path(os.environ.get("ASICMON_REAL_TRACES") or ROOT.parent / "shared" / "data" / "real-traces")
+NO_REAL_TRACES = (
+    f"the real traces are not here ({REAL_TRACES} is absent): set ASICMON_REAL_TRACES to their "
+    "folder (README.md, 'Real traces')"
+)
 HOST_OP_CATEGORIES = {"cpu_op"}
 
 
+def real_traces() -> Path:
+    """The folder of real traces; the test is skipped (saying how to get them) when it is absent."""
+    if not REAL_TRACES.is_dir():
+        pytest.skip(NO_REAL_TRACES)
+    return REAL_TRACES
+
+
 def real_trace(name: str) -> Path:
-    path = REAL_TRACES / name
+    """A real trace by file name; the test is skipped when the folder is absent, and fails when
+    the folder lacks the file."""
+    path = real_traces() / name
     if not path.exists():
-        pytest.fail(f"real trace {path} is missing (see ../shared/data/real-traces/README.md)")
+        pytest.fail(f"real trace {name} is missing from {REAL_TRACES} (its README.md lists the files)")
     return path
+
+
+def each_real_trace(paths: list[Path]) -> list:
+    """Parameters for a test that runs on each of `paths` (named by file), or one skipped case
+    that says why when the real traces are absent."""
+    if not REAL_TRACES.is_dir():
+        return [pytest.param(None, id="no-real-traces", marks=pytest.mark.skip(reason=NO_REAL_TRACES))]
+    return [pytest.param(path, id=path.name.split(".")[0]) for path in paths]
 
 
 def upload_file(name: str, data: bytes):

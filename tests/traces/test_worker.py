@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import child_env, start_worker
+from tests.support.tiers import starts_processes
 from traces.atrace.synthetic import write_kineto_trace
 from traces.choices import TraceStatus
 from traces.models import Trace
@@ -17,6 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
+@starts_processes
 def trace_worker(seeded_fleet, trace_storage, settings):
     env = child_env(TRACE_STORAGE_DIR=settings.TRACE_STORAGE_DIR)
     worker = start_worker(env, concurrency=1, queue=trace_queue())

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-REAL_TRACES = ROOT.parent / "shared" / "data" / "real-traces"
+from tests.support.traces import REAL_TRACES
 
 
 def chrome_trace_files() -> list[Path]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.traces import real_trace
 from traces.atrace.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,10 +63,9 @@ def test_module_entry_point(cmd):
 
 
 def test_summary_json_is_complete_and_a_cut_table_says_so(capsys):
-    from tests.traces.atrace import exact
     from traces.atrace import operator_breakdown, read_trace
 
-    path = exact.REAL_TRACES / "ddp_nccl_rank0.json.gz"
+    path = real_trace("ddp_nccl_rank0.json.gz")
     trace = read_trace(path)
     n_host = len(operator_breakdown(trace).rows("host"))
     assert n_host > 15
@@ -84,10 +84,9 @@ def test_summary_json_is_complete_and_a_cut_table_says_so(capsys):
 
 
 def test_diff_compares_operators_and_lists_new_and_vanished_as_tables(capsys):
-    from tests.traces.atrace import exact
 
-    a = exact.REAL_TRACES / "h100_bert_infer.json.gz"
-    b = exact.REAL_TRACES / "mi300_qwen_infer.json.gz"
+    a = real_trace("h100_bert_infer.json.gz")
+    b = real_trace("mi300_qwen_infer.json.gz")
     code, out, _ = _run(["diff", a, b, "--json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["rows"]

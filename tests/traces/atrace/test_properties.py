@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from traces.atrace import Kind, TraceBuilder, critical_path
 from traces.atrace.analysis.longest_path import longest_paths
 from traces.atrace.io.chakra_json import chakra_from_dict
@@ -48,7 +49,7 @@ def _graph_trace(durations, deps):
     return chakra_from_dict(doc)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dags())
 def test_critical_path_is_the_longest_path(dag):
     durations, deps = dag
@@ -134,7 +135,7 @@ def nested_intervals(draw):
     return events
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(nested_intervals())
 def test_nesting_matches_a_stack_machine(intervals):
     b = TraceBuilder()
@@ -174,7 +175,7 @@ def overlapping_intervals(draw):
     return [(draw(st.integers(0, 40)), draw(st.integers(1, 25)), draw(st.integers(0, 2))) for _ in range(n)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(overlapping_intervals())
 def test_nesting_of_partial_overlaps_matches_a_stack_machine(intervals):
     b = TraceBuilder()
@@ -220,7 +221,7 @@ def weighted_dags(draw):
     return list(order), edges, n
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(weighted_dags())
 def test_longest_paths_match_a_node_by_node_pass(dag):
     order, edges, n = dag

@@ -14,6 +14,7 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.support.traces import each_real_trace, real_traces
 from tests.traces.atrace import exact
 from traces.atrace import (
     EmptyTraceError,
@@ -30,15 +31,14 @@ from traces.atrace.analysis.path_graph import EDGE_TYPES
 from traces.atrace.model.nesting import self_times
 from traces.atrace.model.trace import FLAG_SYNC, Kind
 
-FILES = exact.chrome_trace_files()
-IDS = [p.name.split(".")[0] for p in FILES]
+FILES = each_real_trace(exact.chrome_trace_files())
 
 
 def test_the_shared_traces_are_there():
-    assert len(FILES) >= 10, f"expected the shared real traces in {exact.REAL_TRACES}"
+    assert len(exact.chrome_trace_files()) >= 10, f"expected the shared real traces in {real_traces()}"
 
 
-@pytest.fixture(scope="module", params=FILES, ids=IDS)
+@pytest.fixture(scope="module", params=FILES)
 def pair(request):
     """(engine trace, reference slices) of one real trace file."""
     path = request.param

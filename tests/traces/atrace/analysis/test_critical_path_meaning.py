@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.traces.atrace import exact
+from tests.support.traces import real_trace
 from traces.atrace import critical_path, read_trace
 from traces.atrace.model.trace import Kind
 
@@ -22,7 +22,7 @@ def _x(name, cat, ts, dur, tid, pid=1, **args):
 def test_h100_bert_path_runs_through_the_model_thread_not_a_sleeping_monitor():
     # Before: the whole path (4,871 us, device 0 us) was a tqdm monitor thread sleeping in
     # threading.py(359): wait, a Python frame.
-    trace = read_trace(exact.REAL_TRACES / "h100_bert_infer.json.gz")
+    trace = read_trace(real_trace("h100_bert_infer.json.gz"))
     cp = critical_path(trace)
     names = trace.names(cp.events)
     assert not any("threading.py" in n for n in names)
@@ -38,7 +38,7 @@ def test_h100_bert_path_runs_through_the_model_thread_not_a_sleeping_monitor():
 
 def test_gpu_bound_trace_is_device_bound():
     # MI300 Qwen inference: launches are queued milliseconds ahead of the GPU.
-    trace = read_trace(exact.REAL_TRACES / "mi300_qwen_infer.json.gz")
+    trace = read_trace(real_trace("mi300_qwen_infer.json.gz"))
     d = critical_path(trace).to_dict(max_steps=0)
     assert d["bound"] == "device"
     assert d["bound_shares"]["device"] > 0.8

@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from tests.traces.atrace import exact
+from tests.support.traces import real_trace
 from traces.atrace import read_trace
 from traces.atrace.analysis.multirank import (
     RULE_NAME_ORDER,
@@ -137,7 +137,7 @@ def test_a_job_reads_from_a_folder_a_list_and_archives(job, tmp_path):
 
 
 def test_shared_sampled_ranks_load_with_per_rank_summaries():
-    files = [exact.REAL_TRACES / f"multirank_sampled_rank{r}.json.gz" for r in (1, 0)]
+    files = [real_trace(f"multirank_sampled_rank{r}.json.gz") for r in (1, 0)]
     j = analyse_job(read_job(files))
     assert j.ranks == [0, 1]
     rows = j.per_rank()

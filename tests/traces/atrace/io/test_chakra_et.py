@@ -13,6 +13,7 @@ import pytest
 from google.protobuf.internal.decoder import _DecodeVarint32
 from google.protobuf.internal.encoder import _VarintBytes
 
+from tests.support.traces import real_trace
 from traces.atrace import (
     EdgeKind,
     EmptyTraceError,
@@ -30,16 +31,12 @@ from traces.atrace.analysis.communication import communication
 from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[4]
-REAL = ROOT.parent / "shared" / "data" / "real-traces"
-FEEDER = REAL / "chakra_feeder.0.et"
 SCHEMA = ROOT / "traces" / "atrace" / "io" / "chakra_schema"
 
 
 @pytest.fixture(scope="module")
 def feeder_path():
-    if not FEEDER.exists():
-        pytest.skip(f"the shared real traces are not beside the repository ({FEEDER} is missing)")
-    return FEEDER
+    return real_trace("chakra_feeder.0.et")
 
 
 def decode(data: bytes) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
@@ -264,14 +261,12 @@ def test_truncated_feeder_names_the_cut(feeder_path, tmp_path):
 
 
 def test_host_execution_trace_is_refused():
-    host_et = REAL / "simple_add_host_et.json.gz"
-    if not host_et.exists():
-        pytest.skip(f"the shared real traces are not beside the repository ({host_et} is missing)")
+    host_et = real_trace("simple_add_host_et.json.gz")
     with pytest.raises(TraceFormatError) as exc:
         read_trace(host_et)
     assert "PyTorch host execution trace" in str(exc.value) and "Kineto" in str(exc.value)
     # Its Kineto trace, recorded with it, reads.
-    assert len(read_trace(REAL / "simple_add_kineto.json.gz")) > 0
+    assert len(read_trace(real_trace("simple_add_kineto.json.gz"))) > 0
 
 
 def test_cli_converts_to_and_from_et(feeder_path, tmp_path, capsys):
@@ -313,9 +308,7 @@ def test_generated_module_is_current_and_matches_the_runtime_bound(tmp_path):
 
 
 def test_real_nccl_kernels_written_as_collectives_with_size():
-    kineto = REAL / "ddp_nccl_rank0.json.gz"
-    if not kineto.exists():
-        pytest.skip(f"the shared real traces are not beside the repository ({kineto} is missing)")
+    kineto = real_trace("ddp_nccl_rank0.json.gz")
     raw = [e for e in orjson.loads(gzip.decompress(kineto.read_bytes()))["traceEvents"]
            if e.get("cat") == "kernel" and "nccl" in e["name"]]
     elem = {"Float": 4, "Long": 8}

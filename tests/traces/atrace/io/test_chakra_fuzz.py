@@ -7,6 +7,7 @@ from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from traces.atrace import TraceError, read_trace
 from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
@@ -39,7 +40,7 @@ def json_nodes(draw):
     return nodes
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_nodes())
 def test_any_json_graph_reads_or_raises_a_trace_error(nodes):
     try:
@@ -90,7 +91,7 @@ def et_files(draw):
     return (data if cut is None else data[:cut]) + noise
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(et_files())
 def test_any_et_file_reads_or_raises_a_trace_error(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("fuzz") / "f.et"

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.support.traces import REAL_TRACES, real_trace
 from traces.atrace import TraceFormatError, chakra_et_bytes, link_host_et, read_trace
 from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
 from .test_chakra_et import attrs_of, decode
 
-REAL = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "real-traces"
-HOST_ET = REAL / "simple_add_host_et.json.gz"
-KINETO = REAL / "simple_add_kineto.json.gz"
+HOST_ET = REAL_TRACES / "simple_add_host_et.json.gz"
+KINETO = REAL_TRACES / "simple_add_kineto.json.gz"
 
 
 @pytest.fixture(scope="module")
 def pair():
-    if not (HOST_ET.exists() and KINETO.exists()):
-        pytest.skip(f"the shared real traces are not beside the repository ({REAL} lacks the pair)")
-    et = orjson.loads(gzip.decompress(HOST_ET.read_bytes()))
-    kineto = orjson.loads(gzip.decompress(KINETO.read_bytes()))
+    et = orjson.loads(gzip.decompress(real_trace(HOST_ET.name).read_bytes()))
+    kineto = orjson.loads(gzip.decompress(real_trace(KINETO.name).read_bytes()))
     return et, kineto
 
 
@@ -65,7 +62,7 @@ def test_linked_pair_writes_a_chakra_trace_with_durations_and_shapes(pair):
 
 
 def test_a_kineto_trace_of_another_run_does_not_link(pair):
-    other = REAL / "cpu_only_rank34.json.gz"
+    other = real_trace("cpu_only_rank34.json.gz")
     with pytest.raises(TraceFormatError, match="same run"):
         link_host_et(HOST_ET, other)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.support.traces import each_real_trace, real_trace
 from tests.traces.atrace import exact
 from traces.atrace import operator_breakdown, read_trace
 from traces.atrace.analysis.communication import communication
 from traces.atrace.model.kinds import collective, runtime_name
 from traces.atrace.model.trace import Kind
 
-FILES = exact.chrome_trace_files()
-IDS = [p.name.split(".")[0] for p in FILES]
+FILES = each_real_trace(exact.chrome_trace_files())
 
 
 def _raw_comm_ns(doc) -> int:
@@ -24,7 +24,7 @@ def _raw_comm_ns(doc) -> int:
     )
 
 
-@pytest.mark.parametrize("path", FILES, ids=IDS)
+@pytest.mark.parametrize("path", FILES)
 def test_communication_time_equals_the_raw_nccl_kernels(path):
     trace = read_trace(path)
     expected = _raw_comm_ns(exact.load_raw(path))
@@ -35,7 +35,7 @@ def test_communication_time_equals_the_raw_nccl_kernels(path):
 
 
 def test_ddp_nccl_communication_share_and_collectives():
-    path = exact.REAL_TRACES / "ddp_nccl_rank0.json.gz"
+    path = real_trace("ddp_nccl_rank0.json.gz")
     report = communication(read_trace(path))
     # The shared README: NCCL kernels are about 28% of device-operator time (46.9 of 165.2 ms).
     assert 0.27 < report["split"]["communication"]["share"] < 0.29
@@ -58,16 +58,16 @@ def test_collective_facts_from_args_and_from_the_kernel_name():
 
 
 def test_sync_annotations_and_dma_are_not_kernels():
-    a100 = read_trace(exact.REAL_TRACES / "a100_alexnet_train.json.gz")
+    a100 = read_trace(real_trace("a100_alexnet_train.json.gz"))
     sync = a100.cat == a100.find_name("cuda_sync")
     assert sync.any() and (a100.kind[sync] == Kind.SYNC).all()
     bd = operator_breakdown(a100)
     assert all(r["kind"] != "sync" for r in bd.rows("device"))
-    h100 = read_trace(exact.REAL_TRACES / "h100_bert_infer.json.gz")
+    h100 = read_trace(real_trace("h100_bert_infer.json.gz"))
     top = operator_breakdown(h100).rows("device", top=1)[0]
     assert top["kind"] == "kernel" and not top["op"].startswith("ProfilerStep")
     assert any(r["op"] == "ProfilerStep" for r in operator_breakdown(h100).to_dict()["device_annotations"])
-    mtia = read_trace(exact.REAL_TRACES / "mtia_rank0.json.gz")
+    mtia = read_trace(real_trace("mtia_rank0.json.gz"))
     dma = mtia.name == mtia.find_name("dma_request")
     assert dma.any() and (mtia.kind[dma] == Kind.MEMCPY).all()
     assert np.isin(mtia.kind[mtia.on_device & mtia.is_slice], [Kind.KERNEL, Kind.MEMCPY]).all()

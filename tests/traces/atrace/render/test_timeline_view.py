@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emulator.tracing import capture
+from tests.support.examples import examples
 from traces.atrace import Kind, TraceBuilder, critical_path
 from traces.atrace.render.timeline import timeline, window
 from traces.atrace.render.timeline_layout import build_layout, load_layout
@@ -51,7 +52,7 @@ def _overlapping(trace, start, end):
     return np.flatnonzero(inside & trace.is_slice)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_windowing_keeps_every_event_marks_the_path_and_stays_bounded(data):
     trace = data.draw(traces())

@@ -1,0 +1,116 @@
+"""The suite's own machinery: tiers, the guard on child processes, per-worker isolation, and the
+environment the process helpers give a child."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.support import tiers
+from tests.support.processes import ROOT, Service, child_env, environment_settings
+from tests.support.tiers import starts_processes
+
+
+def test_a_unit_test_may_not_start_a_service(request):
+    assert tiers.process_tier(request.node) is None
+    with pytest.raises(tiers.TierError, match=r"test_tiers.py::test_a_unit_test_may_not_start_a_service starts sleeper"):
+        Service("sleeper", ["sleep", "60"], child_env())
+
+
+def test_a_unit_test_that_leaves_a_child_running_fails():
+    before = tiers.children()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        assert sleeper.pid in tiers.children()
+        with pytest.raises(tiers.TierError, match=rf"has child processes running at its end \({sleeper.pid}: sleep 60\)"):
+            tiers.check_left_no_children(before)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    tiers.check_left_no_children(before)  # a command the test waited for is allowed
+
+
+def test_a_unit_test_may_run_a_command_and_wait_for_it():
+    before = tiers.children()
+    done = subprocess.run([sys.executable, "-c", "print('ok')"], capture_output=True, text=True, check=True)
+    assert done.stdout == "ok\n"
+    tiers.check_left_no_children(before)
+
+
+@pytest.fixture
+@starts_processes
+def pretend_stack():
+    """Declared as starting processes (it starts none: the declaration is what is tested)."""
+    return "stack"
+
+
+@pytest.fixture
+def page_on_the_stack(pretend_stack):
+    return f"a page of the {pretend_stack}"
+
+
+def test_a_fixture_that_starts_processes_puts_its_tests_in_the_integration_tier(pretend_stack, request):
+    assert request.node.get_closest_marker("integration")
+    assert tiers.process_tier(request.node) == "integration"
+
+
+def test_so_does_a_fixture_that_uses_one(page_on_the_stack, request):
+    assert tiers.tiers_of_fixtures(request.node) == {"integration"}
+    assert request.node.get_closest_marker("integration")
+
+
+def test_browser_tests_are_found_by_their_fixture_and_their_folder():
+    from tests.support.browser import browser
+
+    assert browser.tier == "browser"
+    assert tiers.in_browser_folder(ROOT / "tests" / "browser" / "deeper" / "test_x.py")
+    assert not tiers.in_browser_folder(ROOT / "tests" / "fleet" / "test_x.py")
+
+
+def test_this_worker_has_its_own_keys_queue_and_folders():
+    worker = tiers.xdist_worker()
+    prefix = settings.REDIS_KEY_PREFIX
+    assert "test" in prefix and prefix.endswith(f"-{worker}" if worker else "test")
+    assert prefix == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] == f"{prefix}:ws"
+    assert settings.CACHES["default"]["KEY_PREFIX"] == f"{prefix}:cache"
+    var = ROOT / "var"
+    for folder in (settings.EMULATOR_STATE_DIR, settings.TRACE_STORAGE_DIR, settings.MEDIA_ROOT):
+        assert not Path(folder).is_relative_to(var), folder
+        assert Path(folder).parent.name.startswith(prefix)
+    assert settings.STORAGES["traces"]["OPTIONS"]["location"] == str(settings.TRACE_STORAGE_DIR)
+
+
+READ_SETTINGS = """
+import json, django
+django.setup()
+from django.conf import settings
+from tests.support.processes import environment_settings
+print(json.dumps({name: repr(getattr(settings, name)) for name, _ in environment_settings().values()}))
+"""
+
+
+@pytest.mark.django_db
+def test_a_child_reads_every_setting_as_the_test_has_it(settings):
+    """child_env passes on every setting that comes from a variable, changed ones included."""
+    names = {name for name, _ in environment_settings().values()}
+    assert {"POLL_INTERVAL", "FLEET_TYPES", "HEALTH_LIMITS", "CELERY_TASK_DEFAULT_QUEUE", "REMEDIATION_DRY_RUN",
+            "ASIMOV_SPEC_DIRS", "EMULATOR_STATE_DIR", "TRACE_STORAGE_DIR", "REDIS_KEY_PREFIX"} <= names
+    settings.POLL_INTERVAL = 1.5
+    settings.FLEET_TYPES = ("gpu", "video")
+    settings.HEALTH_LIMITS = {"leak_critical_s": 600}
+    settings.REMEDIATION_DRY_RUN = True
+    settings.ASIMOV_SPEC_DIRS = [Path("/tmp/specs-a"), Path("/tmp/specs-b")]
+    env = child_env(PROBE_TIMEOUT=0.25)
+    assert env["CELERY_QUEUE"] == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert "test_" in env["DATABASE_URL"]
+    done = subprocess.run([sys.executable, "-c", READ_SETTINGS], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    expected = {name: repr(getattr(settings, name)) for name in names - {"DATABASE_URL", "PROBE_TIMEOUT"}}
+    assert {name: seen[name] for name in expected} == expected
+    assert seen["PROBE_TIMEOUT"] == "0.25"
