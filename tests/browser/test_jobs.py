@@ -6,37 +6,36 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser.test_traces import sign_in
-from tests.support.jobs import running_job, same_software
-from tests.support.processes import child_env, start_web, start_worker
+from tests.support.browser import _on_the_stack, sign_in
+from tests.support.jobs import GPU_FLEET, running_job, same_software
 from tests.support.traces import real_trace
 from traces import services
 from traces.models import Job
-from traces.tasks import trace_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHARED = ("multirank_sampled_rank0.json.gz", "multirank_sampled_rank1.json.gz", "ddp_nccl_rank0.json.gz")
 
 
+@pytest.fixture(scope="module")
+def stack_settings() -> dict:
+    """The module's trace stack polls a fleet of GPU-like devices (jobs run one device type)."""
+    return {**GPU_FLEET, "POLL_SHARDS": 1}
+
+
 @pytest.fixture
-def job_stack(settings, tmp_path, operator):
-    location = tmp_path / "traces"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "traces": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(location)}},
-    }
-    env = child_env(TRACE_STORAGE_DIR=location)
-    worker = start_worker(env, concurrency=2, queue=trace_queue())
-    web, url = start_web(env)
-    yield url
-    web.stop()
-    worker.stop()
+def job_stack(module_trace_stack, gpu_fleet, stack_settings, settings, operator) -> str:
+    """The module's trace stack on this test's freshly seeded GPU fleet, with no emulator
+    state left by an earlier test: its URL."""
+    _on_the_stack(module_trace_stack, stack_settings, settings)
+    shutil.rmtree(settings.EMULATOR_STATE_DIR, ignore_errors=True)
+    return module_trace_stack.url
 
 
 def _wait_ready(browser, timeout=180):
@@ -119,7 +118,7 @@ def test_a_busy_device_and_a_hung_one_are_reported_and_the_others_complete(brows
     assert job.summary["ranks_busy"] == 1 and job.summary["ranks_failed"] == 1 and job.summary["ranks_ready"] == 2
 
 
-def test_an_uploaded_job_reads_back_the_command_line_collectives_and_communication_share(browser, job_stack, tmp_path):
+def test_an_uploaded_job_reads_back_the_command_line_collectives_and_communication_share(browser, job_stack):
     from traces.atrace.cli import main
 
     paths = [real_trace(name) for name in SHARED]

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
-from django.db import connections
 
-from dashboard.asgi import application
 from tests.support.jobs import running_job, same_software
 from tests.support.traces import real_trace
+from tests.support.websockets import closed_after_accept, connect, session_headers
 from tests.traces.test_jobs import SHARED, _analyse
-from tests.traces.test_websocket import closed_after_accept, headers_for
 from traces import events, job_capture
 from traces.choices import JobStatus, RankStatus
 from traces.models import Job, Trace
@@ -129,18 +126,11 @@ def test_job_results_api(api_client, viewer, ready_job):
     assert api_client.get(f"/api/jobs/{job.pk}/report/").status_code == 409
 
 
-@pytest.fixture
-async def close_thread_connections():
-    yield
-    await sync_to_async(connections.close_all)()
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_thread_connections")
 async def test_job_socket_forwards_rank_progress_to_viewers_only(client, viewer, outsider, clean_redis):
     job = await sync_to_async(Job.objects.create)(name="j", source="capture", world_size=2)
-    communicator = WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=await headers_for(client, viewer))
-    connected, _ = await communicator.connect(timeout=5)
+    communicator, connected, _ = await connect(f"/ws/jobs/{job.pk}/", await session_headers(client, viewer))
     assert connected
     rows = [{"rank": 0, "status": "capturing", "progress": 0.5, "events": 100, "error": ""}]
     await sync_to_async(events.job_ranks)(job.pk, 0.5, rows)
@@ -149,9 +139,7 @@ async def test_job_socket_forwards_rank_progress_to_viewers_only(client, viewer,
     await sync_to_async(events.job_changed)(job.pk, "analysing", 0.0, "", url="/x/")
     assert (await communicator.receive_json_from(timeout=5))["status"] == "analysing"
     await communicator.disconnect()
-    refused = WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=await headers_for(client, outsider))
-    connected, _ = await refused.connect(timeout=5)
+    refused, connected, _ = await connect(f"/ws/jobs/{job.pk}/", await session_headers(client, outsider))
     assert await closed_after_accept(refused, connected) == 4403
-    missing = WebsocketCommunicator(application, f"/ws/jobs/{job.pk + 99}/", headers=await headers_for(client, viewer))
-    connected, _ = await missing.connect(timeout=5)
+    missing, connected, _ = await connect(f"/ws/jobs/{job.pk + 99}/", await session_headers(client, viewer))
     assert await closed_after_accept(missing, connected) == 4404

@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.jobs import running_job, same_software
 from tests.support.processes import child_env, start_worker
+from tests.support.tiers import starts_processes
 from traces.choices import JobStatus
 from traces.models import Job
 from traces.tasks import trace_queue
@@ -19,6 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
+@starts_processes
 def two_workers(settings, tmp_path, trace_storage):
     env = child_env(TRACE_STORAGE_DIR=settings.TRACE_STORAGE_DIR)
     workers = [start_worker(env, concurrency=1, queue=trace_queue()) for _ in range(2)]
