@@ -243,8 +243,8 @@ def bench_scale(user, workdir: Path, ranks: int, events: int) -> None:
         events_total = sum(r.events or 0 for r in done.ranks.all())
         print(f"scale: {ranks} ranks, {events_total:,} events ({size / 1e6:.0f} MB gz), {workers} trace workers: "
               f"analysis start → ready {took:.1f} s (worker CPU {' / '.join(f'{c:.0f}' for c in cpu)} s), "
-              f"peak RSS per worker {' / '.join(f'{r:.0f}' for r in rss)} MB; straggler rank {done.straggler_rank}; "
-              f"{done.status}")
+              f"peak RSS per worker {' / '.join(f'{r:.0f}' for r in rss)} MB; the cross-rank step "
+              f"{done.summary.get('cross_rank_s', 0):.1f} s of it; straggler rank {done.straggler_rank}; {done.status}")
 
 
 def bench_versions(captures: int = 3) -> None:

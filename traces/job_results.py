@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,7 @@ def combine(job_id: int) -> None:
         return
     if not Job.objects.filter(pk=job_id, status=JobStatus.COMBINING).update(attempts=job.attempts + 1):
         return
+    started = time.perf_counter()
     ranks = list(job.ranks.select_related("device__host", "trace"))
     ready = [r for r in ranks if r.status == RankStatus.READY and r.digest_file]
     if not ready:
@@ -68,11 +70,12 @@ def combine(job_id: int) -> None:
     files.save(REPORT, orjson.dumps(report, option=orjson.OPT_SERIALIZE_NUMPY))
     files.save(TIMELINE, _npz(timeline_arrays(matched)))
     device = finding and finding.get("device_id")
-    log.info("job %s combined: %d ranks, %d collectives, straggler %s", job_id, len(ready),
-             report["collectives_matched"], straggler)
+    summary = _summary(report, finding, ranks) | {"cross_rank_s": round(time.perf_counter() - started, 3)}
+    log.info("job %s combined: %d ranks, %d collectives, straggler %s, in %.1f s", job_id, len(ready),
+             report["collectives_matched"], straggler, summary["cross_rank_s"])
     move_job(
         job_id, [JobStatus.COMBINING], JobStatus.READY, ready_at=timezone.now(), progress=1.0,
-        straggler_rank=straggler, straggler_device_id=device or None, summary=_summary(report, finding, ranks),
+        straggler_rank=straggler, straggler_device_id=device or None, summary=summary,
     )
     for r in ranks:
         if r.trace_id and r.trace and r.trace.status in (TraceStatus.QUEUED, TraceStatus.ANALYSING):
