@@ -51,6 +51,7 @@ bench-fleet: $(VENV)/.dev
 bench-atrace: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_atrace.py
 	$(BIN)/python benchmarks/bench_atrace_real.py
+	$(BIN)/python benchmarks/bench_advise.py
 
 # The trace page at 1M events: analysis cost, timeline/flame/comparison requests, and the
 # page in Chromium (first paint, charts drawn, capture click → first progress).

@@ -7,7 +7,8 @@ on a throwaway database, with Daphne and a trace worker as `make run` starts the
 Debian's headless Chromium (`make browser-deps`). It uploads a generated Kineto trace of
 about ``--events`` events, analyses it, then opens its page ``--repeat`` times (the first
 with an empty cache) and prints, from the page's Performance API, in ms since navigation
-start: first contentful paint, DOMContentLoaded, the breakdown chart drawn
+start: first contentful paint, DOMContentLoaded, the findings panel drawn
+(``findings-drawn`` mark, and how long after DOMContentLoaded), the breakdown chart drawn
 (``breakdown-drawn`` mark), the timeline drawn and every view drawn. Then it clicks Capture
 on a device page and prints the time from the click to the first progress shown
 (``capture-clicked`` → ``capture-first-progress`` marks). Say how loaded the machine was.
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 WRITTEN_PER_EVENT = 1.53  # the generator's flow and metadata records: this many make one read event
 PASSWORD = "bench-password-123"
-MARKS = ("breakdown-drawn", "timeline-drawn", "views-drawn")
+MARKS = ("findings-drawn", "breakdown-drawn", "timeline-drawn", "views-drawn")
 
 
 def browser():
@@ -71,7 +72,8 @@ def page_load(driver, url: str) -> dict[str, float]:
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(url)
-    WebDriverWait(driver, 120, poll_frequency=0.05).until(lambda d: mark(d, "views-drawn") is not None)
+    WebDriverWait(driver, 120, poll_frequency=0.05).until(
+        lambda d: mark(d, "views-drawn") is not None and mark(d, "findings-drawn") is not None)
     timing = driver.execute_script(
         """const paint = performance.getEntriesByName("first-contentful-paint")[0];
         const nav = performance.getEntriesByType("navigation")[0];
@@ -79,7 +81,9 @@ def page_load(driver, url: str) -> dict[str, float]:
         return {fcp: paint ? paint.startTime : null, dom: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
                 plotly: plotly ? plotly.responseEnd : null};"""
     )
-    return {**timing, **{m: mark(driver, m) for m in MARKS}}
+    out = {**timing, **{m: mark(driver, m) for m in MARKS}}
+    out["findings-after-dom"] = out["findings-drawn"] - out["dom"]
+    return out
 
 
 def capture_latency(driver, url: str, device_id: int) -> float:
@@ -163,13 +167,15 @@ def main() -> None:
             runs.append(run)
             print(
                 f"  run {k + 1}: FCP {run['fcp']:.0f}  DOMContentLoaded {run['dom']:.0f}  "
+                f"findings drawn {run['findings-drawn']:.0f} (+{run['findings-after-dom']:.0f} after DOMContentLoaded)  "
                 f"breakdown drawn {run['breakdown-drawn']:.0f}  timeline drawn {run['timeline-drawn']:.0f}  "
                 f"all views drawn {run['views-drawn']:.0f}  (Plotly fetched by {run['plotly'] or 0:.0f})",
                 flush=True,
             )
         warm = runs[1:] or runs
         print("  median of warm runs: " + ", ".join(
-            f"{key} {statistics.median(r[key] for r in warm):.0f}" for key in ("fcp", "breakdown-drawn", "timeline-drawn", "views-drawn")
+            f"{key} {statistics.median(r[key] for r in warm):.0f}" for key in (
+                "fcp", "findings-drawn", "findings-after-dom", "breakdown-drawn", "timeline-drawn", "views-drawn")
         ))
         if not args.no_capture:
             worker = start_worker(env, concurrency=1, queue=trace_queue())

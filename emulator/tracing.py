@@ -26,6 +26,18 @@ in the breakdown and on the critical path. Faults: ``overheat`` (throttled compu
 ``pcie_degraded`` (slow transfers), ``ecc_storm`` (retried kernels), ``core_stuck`` (one
 core does nothing), ``memory_leak`` (host allocation overhead grows), ``hang`` (the device
 stops; the trace ends in a synchronisation that never returns).
+
+Problems (``problems=``), for the advisor's known answers; each records its injected size
+per step in ``trace.meta["problems"]`` (µs):
+
+* ``launch_bound``: the device serves a small-batch decode (``workloads.decode``) from an
+  eager Python loop: 30 µs of framework time per operator, kernels of a few µs;
+* ``host_sync``: halfway through each step the host reads a device value (``fw::item``:
+  ``rtStreamSynchronize`` until the device is done), then works 150 µs on it (injected: the
+  part of that work the device's backlog could have hidden);
+* ``pageable_copies``: host-device copies from pageable memory: the copy call returns only
+  when the transfer is done (injected: the host's extra wait);
+* ``input_stall``: each step starts with 300 µs in the data loader while the device idles.
 """
 
 from __future__ import annotations
@@ -36,16 +48,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from emulator.devices import DEVICE_TYPES, FAULTS
-from emulator.workloads import OpNode, op_time_us, workload_for
+from emulator.workloads import WORKLOADS, OpNode, op_time_us, workload_for
 from traces.atrace.model.builder import TraceBuilder
 from traces.atrace.model.trace import EdgeKind, Kind, Trace
 
-__all__ = ["capture", "capture_live", "DeviceNow", "DeviceHung", "MAX_EVENTS"]
+__all__ = ["capture", "capture_live", "DeviceNow", "DeviceHung", "MAX_EVENTS", "PROBLEMS"]
 
 MAX_EVENTS = 400_000  # default event budget of a capture
 US = 1000  # ns
 #: Longest idle gap between two steps of a lightly loaded device.
 MAX_IDLE_S = 0.5
+#: Problems a capture can have (see the module's notes).
+PROBLEMS = ("launch_bound", "host_sync", "pageable_copies", "input_stall")
+PYTHON_LOOP_US = 30.0  # framework time per operator of an eager decode loop
+SYNC_WORK_US = 150.0  # host work on the value a step's sync read
+INPUT_STALL_US = 300.0  # the data loader at the start of each step
 
 
 class DeviceHung(RuntimeError):
@@ -76,6 +93,13 @@ def _check_faults(faults: Iterable[str]) -> set[str]:
     return faults
 
 
+def _check_problems(problems: Iterable[str]) -> frozenset[str]:
+    problems = frozenset(problems)
+    if problems - set(PROBLEMS):
+        raise ValueError(f"unknown problems {sorted(problems - set(PROBLEMS))}; known: {sorted(PROBLEMS)}")
+    return problems
+
+
 class _NullSink:
     """Takes events and edges and keeps nothing: steps past the event budget run here."""
 
@@ -103,9 +127,11 @@ class _Recorder:
     steps: int = 0
     dma_free: int = 0
     core_free: dict[int, int] = field(default_factory=dict)
+    problems: frozenset[str] = frozenset()
+    injected: dict[str, float] = field(default_factory=dict)  # problem -> µs, summed over steps
 
     def __post_init__(self) -> None:
-        self.workload = workload_for(self.device_type)
+        self.workload = WORKLOADS["decode"] if "launch_bound" in self.problems else workload_for(self.device_type)
         n_cores, self.model = _cores(self.device_type)
         b = self.builder
         self.host = b.track("host", 1, process_name="host", thread_name="framework", sort_index=0)
@@ -120,6 +146,8 @@ class _Recorder:
         major = self.sw_version.split(".")[0]
         # Older framework releases dispatch slower.
         self.dispatch_us = 4.0 if not major.isdigit() or int(major) >= 2 else 7.0
+        if "launch_bound" in self.problems:
+            self.dispatch_us += PYTHON_LOOP_US
         self.hung_at: int | None = None
 
     def jitter(self) -> float:
@@ -147,7 +175,12 @@ class _Recorder:
             self.core_free.setdefault(c, 0)
         step_start = t
         done: dict[int, tuple[int, int]] = {}  # node id -> (event, end ns)
-        for node in self.workload.nodes:
+        if "input_stall" in self.problems:
+            t = self._input_stall(sink, t)
+        halfway = len(self.workload.nodes) // 2
+        for k, node in enumerate(self.workload.nodes):
+            if k == halfway and "host_sync" in self.problems:
+                t = self._item(sink, t)
             deps_end = max((done[d][1] for d in node.deps), default=0)
             if node.kind == "host":
                 t = self._host_node(sink, node, t, deps_end, done)
@@ -163,6 +196,35 @@ class _Recorder:
         t = sync_end + int(self.rng.uniform(10, 20) * US)
         self._step_annotation(sink, step_start, t)
         return t
+
+    def _input_stall(self, sink, t: int) -> int:
+        """The data loader at the start of the step: collation inside a loader range."""
+        dur = int(INPUT_STALL_US * US)
+        sink.add("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", t, dur, self.host,
+                 kind=Kind.ANNOTATION, cat="user_annotation")
+        sink.add("fw::collate", t + int(5 * US), dur - int(10 * US), self.host, kind=Kind.HOST_OP, cat="host_op",
+                 op="collate")
+        idle_from = max(self.dma_free, max(self.core_free.values(), default=0))
+        self._inject("input_stall", (t + dur - max(t, idle_from)) / US)
+        return t + dur
+
+    def _item(self, sink, t: int) -> int:
+        """The host reads a device value: it waits for the device, then works on the value."""
+        device_done = max(self.dma_free, max(self.core_free.values(), default=0))
+        sync_start = t + int(2 * US)
+        sync_end = max(device_done, sync_start + int(1 * US))
+        sink.add("rtStreamSynchronize", sync_start, sync_end - sync_start, self.host, kind=Kind.RUNTIME,
+                 cat="runtime")
+        sink.add("fw::item", t, sync_end + int(1 * US) - t, self.host, kind=Kind.HOST_OP, cat="host_op", op="item")
+        work_start = sync_end + int(2 * US)
+        work = int(SYNC_WORK_US * US)
+        sink.add("fw::sample", work_start, work, self.host, kind=Kind.HOST_OP, cat="host_op", op="sample")
+        # What the device's backlog at the sync could have hidden of that work.
+        self._inject("host_sync", min(work, max(device_done - sync_start, 0)) / US)
+        return work_start + work
+
+    def _inject(self, problem: str, us: float) -> None:
+        self.injected[problem] = self.injected.get(problem, 0.0) + us
 
     def _step_annotation(self, sink, start: int, end: int) -> None:
         sink.add(f"step#{self.steps}", start, max(end - start, 1), self.host,
@@ -198,12 +260,19 @@ class _Recorder:
         launch_end = launch_start + int(2.5 * self.jitter() * US)
         fw_end = launch_end + int(1.0 * US)
         shapes = {"node_id": node.id, "shapes": node.shapes}
+        call = "rtMemcpyAsync" if node.kind == "dma" else "rtLaunchKernel"
+        start, track, kind, cat = self._place(node, max(launch_end + int(3 * US), deps_end), dur_ns, faults)
+        if node.kind == "dma" and "pageable_copies" in self.problems:
+            # From pageable memory the call stages the data and returns when the copy is done.
+            call = "rtMemcpy"
+            blocked = start + dur_ns + int(1 * US)
+            self._inject("pageable_copies", (blocked - launch_end) / US)
+            fw_end += blocked - launch_end
+            launch_end = blocked
         sink.add(f"fw::{node.op_type}", t, fw_end - t, self.host, kind=Kind.HOST_OP,
                  cat="host_op", args=shapes)
-        call = "rtMemcpyAsync" if node.kind == "dma" else "rtLaunchKernel"
         sink.add(call, launch_start, launch_end - launch_start, self.host, kind=Kind.RUNTIME,
                  cat="runtime", corr=self.corr)
-        start, track, kind, cat = self._place(node, max(launch_end + int(3 * US), deps_end), dur_ns, faults)
         if hang_at is not None and start + dur_ns > hang_at:
             self.hung_at = hang_at
             return t
@@ -234,6 +303,13 @@ class _Recorder:
                          cat="runtime", args={"fault": "hang"})
         self._step_annotation(self.builder, step_start, max(end, step_start + 1))
 
+    def record_problems(self) -> None:
+        """The problems and their injected size per step (µs) in the trace's meta."""
+        if self.problems:
+            self.builder.meta["problems"] = {
+                p: round(self.injected.get(p, 0.0) / max(self.steps, 1), 3) for p in sorted(self.problems)
+            }
+
     def meta(self, **extra) -> dict:
         return {
             "device_type": self.device_type,
@@ -255,12 +331,14 @@ def capture(
     faults: Iterable[str] = (),
     progress: Callable[[float], None] | None = None,
     max_events: int = MAX_EVENTS,
+    problems: Iterable[str] = (),
 ) -> Trace:
-    """Trace ``duration_s`` seconds (emulated time) of a device of ``device_type``."""
+    """Trace ``duration_s`` seconds (emulated time) of a device of ``device_type``, with the
+    given ``problems`` (see the module's notes)."""
     if duration_s <= 0:
         raise ValueError("duration_s must be positive")
     faults = _check_faults(faults)
-    rec = _Recorder(device_type, sw_version, slowdown, random.Random(seed))
+    rec = _Recorder(device_type, sw_version, slowdown, random.Random(seed), problems=_check_problems(problems))
     end_ns = int(duration_s * 1e9)
     rec.builder.meta.update(rec.meta(seed=seed, faults=sorted(faults), duration_s=duration_s))
     rec.mark_stuck_core(0, end_ns, faults)
@@ -278,6 +356,7 @@ def capture(
     if t < end_ns and rec.hung_at is None:
         rec.builder.meta["truncated_at_events"] = max_events
     rec.builder.meta["steps"] = rec.steps
+    rec.record_problems()
     if progress is not None:
         progress(1.0)
     return rec.builder.build()
@@ -304,6 +383,7 @@ def capture_live(
     progress: Callable[[float, int], None] | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    problems: Iterable[str] = (),
 ) -> LiveCapture:
     """Trace the next ``duration_s`` seconds of wall-clock time of a running device.
 
@@ -311,12 +391,12 @@ def capture_live(
     one another while the device is busy, with idle gaps that make its busy share match
     its load. Timestamps are epoch nanoseconds. Whole iterations are kept while they fit
     in ``max_events``; later ones still run (and are counted) but are not recorded.
-    ``progress(fraction, events)`` is called as the capture goes. Raises
-    :class:`DeviceHung` if the device hangs.
+    ``progress(fraction, events)`` is called as the capture goes; ``problems`` as for
+    :func:`capture`. Raises :class:`DeviceHung` if the device hangs.
     """
     if not 0 < duration_s <= 3600:
         raise ValueError("duration_s must be in (0, 3600]")
-    rec = _Recorder(device_type, sw_version, 1.0, random.Random(seed))
+    rec = _Recorder(device_type, sw_version, 1.0, random.Random(seed), problems=_check_problems(problems))
     start_s = clock()
     start, end = int(start_s * 1e9), int((start_s + duration_s) * 1e9)
     cursor, kept, dropped, step_events = start, 0, _NullSink(), 0
@@ -345,6 +425,7 @@ def capture_live(
         sleep(min(0.1, (end - now_ns) / 1e9))
     rec.builder.meta.update(rec.meta(seed=seed, duration_s=duration_s, start_epoch_s=start_s,
                                      iterations_kept=kept, iterations_run=rec.steps))
+    rec.record_problems()
     if progress is not None:
         progress(1.0, rec.builder.count)
     return LiveCapture(rec.builder.build(), kept, rec.steps, dropped.count)

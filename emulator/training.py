@@ -100,7 +100,7 @@ def training_step(device_type: str, parallelism: str = "data", world_size: int =
     if world_size < 1:
         raise ValueError("a job has at least one rank")
     name = profile_for(device_type).workload
-    forward = build_workload(name, **TRAINING_SHAPES[name]).nodes
+    forward = build_workload(name, **TRAINING_SHAPES.get(name, {})).nodes
     tensor = parallelism == "tensor" and world_size > 1
     g = _Graph()
     new_id: dict[int, int] = {}  # forward node -> the node its consumers read

@@ -9,6 +9,9 @@ be estimated for any device type (`op_time_us`). Three workloads ship with the z
 * ``transformer`` -- one BERT-base encoder block (hidden 768, 12 heads, FFN 3072).
 * ``video_pipeline`` -- decode a batch of 1080p frames, resize to 224x224, normalise and
   classify with a ResNet-50-shaped CNN.
+* ``decode`` -- one token of small-batch autoregressive decoding through a 12-layer
+  transformer: many tiny kernels, each shorter than the host's launch of it (a capture's
+  ``launch_bound`` problem plays it).
 
 The graphs are plain data so the tracer (`emulator.tracing`) can walk them.
 """
@@ -271,10 +274,37 @@ def _video_pipeline(frames: int = 8) -> Workload:
     return b.build()
 
 
+def _decode(batch: int = 1, hidden: int = 768, layers: int = 12, ffn: int = 3072, context: int = 256) -> Workload:
+    """One decoding step (one new token per sequence) with a KV cache of ``context``."""
+    b = _Builder("decode")
+    prep = b.host("sample_previous_token", "sample", [], [batch, 1])
+    x = b.dma("h2d_token_ids", [prep], [batch, 1], elem_bytes=INDEX)
+    x = b.pointwise("embed", "embedding", x, [batch, hidden])
+    head = hidden // 12
+    for i in range(layers):
+        q = b.linear(f"layer{i}.q_proj", x, batch, hidden, hidden)
+        kv = b.linear(f"layer{i}.kv_proj", x, batch, hidden, 2 * hidden)
+        att = b.add(f"layer{i}.attention", "bmm", "compute",
+                    [[batch * 12, 1, head], [batch * 12, context, head], [batch * 12, 1, head]], [q, kv],
+                    flops=4.0 * batch * 12 * context * head)
+        o = b.linear(f"layer{i}.out_proj", att, batch, hidden, hidden)
+        r = b.pointwise(f"layer{i}.residual_add", "add", [o, x], [batch, hidden])
+        n = b.pointwise(f"layer{i}.layer_norm", "layer_norm", r, [batch, hidden], flops_per=8.0)
+        f = b.linear(f"layer{i}.ffn_up", n, batch, hidden, ffn)
+        g = b.pointwise(f"layer{i}.gelu", "gelu", f, [batch, ffn], flops_per=8.0)
+        d = b.linear(f"layer{i}.ffn_down", g, batch, ffn, hidden)
+        x = b.pointwise(f"layer{i}.ffn_add", "add", [d, n], [batch, hidden])
+    logits = b.linear("lm_head", x, batch, hidden, 32_000)
+    out = b.dma("d2h_logits", [logits], [batch, 32_000])
+    b.host("pick_next_token", "sample", [out], [batch, 1])
+    return b.build()
+
+
 _BUILDERS = {
     "recommendation": _recommendation,
     "transformer": _transformer,
     "video_pipeline": _video_pipeline,
+    "decode": _decode,
 }
 WORKLOADS: dict[str, Workload] = {name: build() for name, build in _BUILDERS.items()}
 

@@ -1,6 +1,6 @@
-"""The trace page's analyses — flame, timeline, critical path, correlation, comparison,
-versions, and the device's metrics around a capture — stored once by the analysis, read per
-request.
+"""The trace page's analyses — findings, flame, timeline, critical path, correlation,
+comparison, versions, and the device's metrics around a capture — stored once by the
+analysis, read per request.
 
 :func:`store_analyses` runs in the worker (from ``services.analyse``): Atrace computes them
 (:func:`traces.atrace.render.page_data.compute_page_data`, within the page's limits in
@@ -23,6 +23,7 @@ from django.core.files import File
 from fleet import samples
 from fleet.models import Sample
 from traces import atrace
+from traces.atrace.analysis.advice import RULES, compare_findings
 from traces.atrace.analysis.comparison import compare_tables
 from traces.atrace.analysis.versions import step_regressions, step_time, version_regressions
 from traces.atrace.render.page_data import PREFIX, compute_page_data, load_document, load_timeline
@@ -79,6 +80,27 @@ def analyses_folder(trace: Trace) -> Path:
     if not (folder / f"{PREFIX}paths.json").exists():
         raise AnalysesMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
     return folder
+
+
+def findings(trace: Trace, query=None) -> dict[str, Any]:
+    """The advisor's findings (``?rule=`` one rule's, ``?top=N`` the N largest)."""
+    query = query or {}
+    rule = query.get("rule", "")
+    if rule and rule not in RULES:
+        raise BadRequest(f"rule must be one of {', '.join(RULES)}, not {rule!r}")
+    top = _number(query, "top", None, integer=True)
+    if top is not None and top < 1:
+        raise BadRequest(f"top must be at least 1, not {top}")
+    doc = _findings_document(trace)
+    rows = [f for f in doc["findings"] if not rule or f["rule"] == rule]
+    return {**doc, "findings": rows[:top] if top else rows}
+
+
+def _findings_document(trace: Trace) -> dict[str, Any]:
+    try:
+        return load_document(analyses_folder(trace), "findings")
+    except FileNotFoundError:
+        raise AnalysesMissing(f"trace {trace.pk} was analysed before findings existed; re-upload it") from None
 
 
 def flame(trace: Trace, side: str = "") -> dict[str, Any]:
@@ -206,7 +228,15 @@ def comparison(a: Trace, b: Trace, *, level: str = "operator", rank: str = "tota
         )
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    return {"a": _brief(a), "b": _brief(b), **result}
+    return {"a": _brief(a), "b": _brief(b), **result, "findings": _findings_difference(a, b)}
+
+
+def _findings_difference(a: Trace, b: Trace) -> dict[str, Any] | None:
+    """Which findings appeared or went away from A to B (None if either has none stored)."""
+    try:
+        return compare_findings(_findings_document(a), _findings_document(b))
+    except AnalysesMissing:
+        return None
 
 
 def _label(trace: Trace) -> str:

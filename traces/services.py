@@ -24,6 +24,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from emulator import EmulatedHost
 from emulator.config import find_host
+from emulator.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from emulator.tracing import DeviceHung, DeviceNow, capture_live
 from emulator.workloads import workload_for
 from fleet.durations import human_duration
@@ -161,9 +162,24 @@ def _device_facts(device) -> dict:
     return {"sw_version": spec.sw_version, "workload": workload_for(device.device_type).name}
 
 
-def request_capture(device, user, duration_s) -> Trace:
-    """Write the row (queued) and queue the capture when it commits; 409 if the device is busy."""
+def validate_problems(raw) -> list[str]:
+    """The emulator's problems a capture should have (for trying the advisor): a list of
+    names from emulator.tracing.PROBLEMS."""
+    if raw in (None, "", []):
+        return []
+    if not isinstance(raw, list | tuple) or not all(isinstance(p, str) for p in raw):
+        raise BadTrace(f"problems must be a list of names, not {raw!r}")
+    unknown = sorted(set(raw) - set(CAPTURE_PROBLEMS))
+    if unknown:
+        raise BadTrace(f"unknown problems {', '.join(unknown)}; known: {', '.join(CAPTURE_PROBLEMS)}")
+    return sorted(set(raw))
+
+
+def request_capture(device, user, duration_s, problems=None) -> Trace:
+    """Write the row (queued) and queue the capture when it commits; 409 if the device is busy.
+    ``problems``: emulator problems to inject (see :func:`validate_problems`)."""
     duration = validate_duration(duration_s)
+    injected = validate_problems(problems)
     unavailable = capture_unavailable_reason(device.host)
     if unavailable:
         raise CaptureUnavailable(unavailable)
@@ -175,7 +191,7 @@ def request_capture(device, user, duration_s) -> Trace:
                 name=f"{device.serial} {timezone.now():%Y-%m-%d %H:%M:%S}",
                 source=TraceSource.CAPTURE,
                 created_by=user,
-                params={"duration_s": duration},
+                params={"duration_s": duration, **({"problems": injected} if injected else {})},
                 device=device,
                 host_name=device.host.name,
                 device_type=device.device_type,
@@ -251,6 +267,7 @@ def run_capture(trace_id: int) -> None:
             seed=trace_id,
             max_events=settings.TRACE_CAPTURE_MAX_EVENTS,
             progress=_Progress(trace_id),
+            problems=trace.params.get("problems", ()),
         )
     except DeviceHung as exc:
         fail(trace_id, f"device {trace.device.serial} stopped answering: {exc}")

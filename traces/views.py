@@ -60,7 +60,18 @@ def detail(request, trace_id: int):
         "trace": trace,
         "chrome_ready": services.chrome_ready(trace),
         "previous": analyses.previous_capture(trace),
+        "findings": _stored_findings(trace),
     })
+
+
+def _stored_findings(trace: Trace) -> dict | None:
+    """The findings of a ready trace, drawn with the page itself (None: fetched when ready)."""
+    if trace.status != TraceStatus.READY:
+        return None
+    try:
+        return analyses.findings(trace)
+    except analyses.AnalysesMissing:
+        return None
 
 
 def _pick(request, name: str) -> Trace:

@@ -7,9 +7,10 @@ from traces import services
 from traces.atrace import chrome_trace_bytes
 
 
-def emulated_trace(user, *, version="2.0", seed=1, device_type="gpu", duration_s=0.03, device=None):
-    """An emulated capture uploaded and analysed (its meta names type, workload, version)."""
-    trace = capture(device_type, duration_s, sw_version=version, seed=seed)
+def emulated_trace(user, *, version="2.0", seed=1, device_type="gpu", duration_s=0.03, device=None, problems=()):
+    """An emulated capture uploaded and analysed (its meta names type, workload, version),
+    with the emulator's ``problems`` if asked."""
+    trace = capture(device_type, duration_s, sw_version=version, seed=seed, problems=problems)
     f = SimpleUploadedFile(f"{device_type}-{version}-{seed}.json", chrome_trace_bytes(trace))
     row = services.accept_upload(f, user, name=f"{device_type} {version} #{seed}", device=device, sw_version=version)
     services.analyse(row.pk)

@@ -24,6 +24,7 @@ def gpu_pair(operator, trace_storage):
 
 
 VIEW_URLS = [
+    "/api/traces/{a}/findings/",
     "/api/traces/{a}/flame/",
     "/api/traces/{a}/timeline/",
     "/api/traces/{a}/events/0/",
@@ -165,6 +166,53 @@ def test_views_of_a_trace_not_ready_are_refused(api_client, viewer, operator, tr
     assert api_client.get("/api/traces/999999/flame/").status_code == 404
 
 
+def test_findings_are_stored_with_the_views_and_filtered_on_request(api_client, viewer, operator, trace_storage):
+    """An emulated capture whose steps start in the data loader: the API serves the input
+    stall the worker found, by estimated saving; bad filters are a 400 that says why."""
+    stalled = emulated_trace(operator, seed=4, problems=["input_stall"])
+    api_client.force_authenticate(viewer)
+    data = api_client.get(f"/api/traces/{stalled.pk}/findings/").json()
+    assert data["verdict"] in ("device-bound", "host-bound", "input-bound", "mixed")
+    rules = [f["rule"] for f in data["findings"]]
+    assert "input_stall" in rules
+    savings = [f["saving_us"] for f in data["findings"]]
+    assert savings == sorted(savings, reverse=True)
+    stall = data["findings"][rules.index("input_stall")]
+    assert stall["saving_per_step_us"] == pytest.approx(300, rel=0.1)  # the emulator's 300 µs loader
+    assert stall["evidence"]["steps"] and stall["evidence"]["focus_us"] and stall["action"]
+    one = api_client.get(f"/api/traces/{stalled.pk}/findings/?rule=input_stall").json()
+    assert [f["rule"] for f in one["findings"]] == ["input_stall"] and one["verdict"] == data["verdict"]
+    assert len(api_client.get(f"/api/traces/{stalled.pk}/findings/?top=1").json()["findings"]) == 1
+    for query, message in [("rule=gremlins", "rule must be one of"), ("top=0", "top must be at least 1"),
+                           ("top=many", "top must be an integer")]:
+        response = api_client.get(f"/api/traces/{stalled.pk}/findings/?{query}")
+        assert response.status_code == 400 and message in response.json()["detail"], query
+    assert api_client.get("/api/traces/999999/findings/").status_code == 404
+    pending = Trace.objects.create(name="pending", source=TraceSource.UPLOAD, created_by=operator)
+    assert api_client.get(f"/api/traces/{pending.pk}/findings/").status_code == 409
+
+
+def test_a_trace_analysed_before_findings_existed_says_so(api_client, viewer, operator, trace_storage):
+    trace = emulated_trace(operator)
+    (Path(trace_storage.path(str(trace.pk))) / "view.findings.json").unlink()
+    api_client.force_authenticate(viewer)
+    response = api_client.get(f"/api/traces/{trace.pk}/findings/")
+    assert response.status_code == 409 and "before findings existed" in response.json()["detail"]
+    assert api_client.get(f"/api/traces/{trace.pk}/flame/").status_code == 200  # the rest still answers
+
+
+def test_the_comparison_says_which_findings_appeared_and_went_away(api_client, viewer, operator, trace_storage):
+    clean = emulated_trace(operator, seed=5)
+    stalled = emulated_trace(operator, seed=5, problems=["input_stall"])
+    api_client.force_authenticate(viewer)
+    forward = api_client.get(f"/api/traces/compare/?a={clean.pk}&b={stalled.pk}").json()["findings"]
+    assert "input_stall" in [f["rule"] for f in forward["appeared"]]
+    assert "input_stall" not in [f["rule"] for f in forward["went_away"] + forward["in_both"]]
+    back = api_client.get(f"/api/traces/compare/?a={stalled.pk}&b={clean.pk}").json()["findings"]
+    assert "input_stall" in [f["rule"] for f in back["went_away"]]
+    assert {f["rule"] for f in back["in_both"]} == {f["rule"] for f in forward["in_both"]}
+
+
 def test_deleting_a_trace_deletes_its_views(operator, trace_storage, django_capture_on_commit_callbacks):
     trace = emulated_trace(operator)
     folder = Path(trace_storage.path(str(trace.pk)))
@@ -178,6 +226,7 @@ def test_openapi_schema_documents_every_view(api_client, viewer):
     api_client.force_authenticate(viewer)
     schema = api_client.get("/api/schema/?format=json").json()
     for path in [
+        "/api/traces/{id}/findings/",
         "/api/traces/{id}/flame/",
         "/api/traces/{id}/timeline/",
         "/api/traces/{id}/critical-path/",

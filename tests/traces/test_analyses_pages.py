@@ -21,6 +21,27 @@ def test_trace_page_offers_its_views_and_the_previous_trace_of_its_workload(clie
     assert "/traces/versions/?workload=transformer&amp;type=gpu" in page
     first = client.get(f"/traces/{old.id}/").content.decode()
     assert "No earlier ready trace" in first
+    # The findings panel comes first, above the breakdown, drawn with the page (a ready
+    # trace): the verdict, each finding, its data for the links; and its script.
+    assert page.index('id="findings-card"') < page.index('id="trace-results"')
+    assert "pages/trace_findings.js" in page and 'id="findings-data"' in page
+    from traces import analyses
+
+    stored = analyses.findings(new)
+    assert stored["summary"] in page.replace("&#x27;", "'")
+    assert page.count('class="finding-show"') == len(stored["findings"])
+
+
+def test_compare_page_lists_the_findings_that_appeared_and_went_away(client, viewer, operator, trace_storage):
+    clean = emulated_trace(operator, seed=6)
+    stalled = emulated_trace(operator, seed=6, problems=["input_stall"])
+    client.force_login(viewer)
+    page = client.get(f"/traces/compare/?a={clean.id}&b={stalled.id}").content.decode()
+    appeared = page[page.index('id="findings-appeared"'):page.index('id="findings-went-away"')]
+    assert 'data-rule="input_stall"' in appeared and "Input stall" in appeared
+    back = client.get(f"/traces/compare/?a={stalled.id}&b={clean.id}").content.decode()
+    gone = back[back.index('id="findings-went-away"'):]
+    assert 'data-rule="input_stall"' in gone.split("</ul>")[0]
 
 
 def test_compare_page_ranks_the_slowed_operator_first_with_new_and_vanished_tables(client, viewer, versions_pair):

@@ -91,6 +91,26 @@ def test_operator_captures_and_a_second_capture_of_the_device_is_409(api_client,
     assert Trace.objects.get(pk=other.data["id"]).params == {"duration_s": 5.0}
 
 
+def test_a_capture_may_ask_for_emulator_problems(api_client, operator, seeded_fleet, trace_storage):
+    api_client.force_authenticate(operator)
+    device = seeded_fleet[0]
+    body = {"duration_s": 2, "problems": ["input_stall", "host_sync"]}
+    response = api_client.post(f"/api/devices/{device.id}/capture/", body, format="json")
+    assert response.status_code == 202
+    assert Trace.objects.get(pk=response.data["id"]).params == {"duration_s": 2.0, "problems": ["host_sync", "input_stall"]}
+
+
+@pytest.mark.parametrize(("problems", "message"), [
+    (["gremlins"], "unknown problems gremlins"), ("input_stall", "must be a list"), ([3], "must be a list"),
+])
+def test_bad_capture_problems_are_400_and_write_nothing(api_client, operator, seeded_fleet, problems, message):
+    api_client.force_authenticate(operator)
+    body = {"duration_s": 2, "problems": problems}
+    response = api_client.post(f"/api/devices/{seeded_fleet[0].id}/capture/", body, format="json")
+    assert response.status_code == 400 and message in response.data["detail"]
+    assert not Trace.objects.exists()
+
+
 @pytest.mark.parametrize("duration", [0, 0.5, 61, -3, "soon", None])
 def test_bad_capture_duration_is_400_and_writes_nothing(api_client, operator, seeded_fleet, duration):
     api_client.force_authenticate(operator)

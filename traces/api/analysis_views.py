@@ -1,5 +1,6 @@
-"""The API of the trace page's analyses: flame, timeline windows, event details, critical
-path, correlation, metrics around a capture, comparison of two traces, software versions.
+"""The API of the trace page's analyses: findings, flame, timeline windows, event details,
+critical path, correlation, metrics around a capture, comparison of two traces, software
+versions.
 Read-only; viewers may read. Thin: every answer comes from traces.analyses, i.e. from stored
 files."""
 
@@ -13,6 +14,7 @@ from rest_framework.views import APIView
 from traces import analyses
 from traces.api.permissions import CanViewTraces
 from traces.api.views import NotReady, ready_trace
+from traces.atrace.analysis.advice import RULES
 from traces.atrace.analysis.comparison import LEVELS, RANKS
 from traces.models import Trace
 
@@ -35,6 +37,23 @@ def _ready(pk: int) -> Trace:
 
 class AnalysisView(APIView):
     permission_classes = [CanViewTraces]
+
+
+class FindingsView(AnalysisView):
+    @extend_schema(
+        summary="What to fix: the advisor's findings",
+        description="The verdict in one line (host-, device-, communication- or input-bound, or "
+        "mixed) and the findings by estimated saving: rule, severity, title, saving (an upper bound "
+        "on the critical path, µs and share of it), what was measured, the evidence (event indices, "
+        "steps, time windows, operators, the window to open the timeline at) and the next action.",
+        parameters=[
+            OpenApiParameter("rule", str, enum=list(RULES), description="One rule's finding only"),
+            OpenApiParameter("top", int, description="The N largest findings only"),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
+    )
+    def get(self, request, pk: int):
+        return _answer(analyses.findings, _ready(pk), request.query_params)
 
 
 class FlameView(AnalysisView):

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from emulator.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from traces.models import Job, Trace
 
 
@@ -30,6 +31,10 @@ class CreatedSerializer(serializers.Serializer):
 
 class CaptureRequestSerializer(serializers.Serializer):
     duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
+    problems = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(CAPTURE_PROBLEMS)), required=False,
+        help_text="Emulator problems to inject, for trying the advisor (its findings name them)",
+    )
 
 
 class UploadSerializer(serializers.Serializer):

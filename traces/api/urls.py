@@ -14,6 +14,7 @@ urlpatterns = [
     # The analyses (before the router: its detail route would take "compare" for an id).
     path("traces/compare/", analysis.ComparisonView.as_view(), name="trace-compare"),
     path("traces/versions/", analysis.VersionsView.as_view(), name="trace-versions"),
+    path("traces/<int:pk>/findings/", analysis.FindingsView.as_view(), name="trace-findings"),
     path("traces/<int:pk>/flame/", analysis.FlameView.as_view(), name="trace-flame"),
     path("traces/<int:pk>/timeline/", analysis.TimelineView.as_view(), name="trace-timeline"),
     path("traces/<int:pk>/events/<int:index>/", analysis.EventView.as_view(), name="trace-event"),

@@ -244,14 +244,17 @@ class CaptureView(APIView):
 
     @extend_schema(
         request=CaptureRequestSerializer,
-        responses={202: CreatedSerializer, 400: OpenApiResponse(description="Bad duration"),
+        responses={202: CreatedSerializer, 400: OpenApiResponse(description="Bad duration or problems"),
                    409: OpenApiResponse(description="The device is already capturing")},
     )
     def post(self, request, pk: int):
         device = get_object_or_404(Device.objects.select_related("host"), pk=pk)
         raw = request.data.get("duration_s", services.DEFAULT_CAPTURE_S) if hasattr(request.data, "get") else None
+        problems = request.data.get("problems") if hasattr(request.data, "get") else None
+        if hasattr(request.data, "getlist") and not isinstance(problems, list):  # a form: problems=a&problems=b
+            problems = request.data.getlist("problems") or None
         try:
-            trace = services.request_capture(device, request.user, raw)
+            trace = services.request_capture(device, request.user, raw, problems)
         except services.TraceRefused as exc:
             raise Refused(exc) from None
         return Response({"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},

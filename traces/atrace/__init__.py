@@ -2,11 +2,12 @@
 
 Read a trace (Chrome JSON, PyTorch profiler / Kineto JSON, Chakra JSON or protobuf, plain
 or gzipped), analyse it (operator breakdown, communication, critical path, correlation,
-comparison of two traces, distributed jobs), lay it out for display (flame, timeline) and
-write it back out (Chrome JSON, Chakra JSON or .et). Its subpackages: ``io`` (readers and
+comparison of two traces, distributed jobs, advice: what to fix and what it would save),
+lay it out for display (flame, timeline) and write it back out (Chrome JSON, Chakra JSON or .et). Its subpackages: ``io`` (readers and
 writers), ``model`` (the trace model), ``analysis`` and ``render``. See docs/atrace.md.
 """
 
+from .analysis.advice import AdviceLimits, Finding, Findings, advise, advise_job
 from .analysis.breakdown import Breakdown, operator_breakdown
 from .analysis.communication import communication
 from .analysis.comparison import Comparison, compare
@@ -33,12 +34,15 @@ from .render.flame import Flame, flame
 from .render.timeline import Timeline, timeline
 
 __all__ = [
+    "AdviceLimits",
     "Breakdown",
     "Comparison",
     "Correlation",
     "CriticalPath",
     "EdgeKind",
     "EmptyTraceError",
+    "Finding",
+    "Findings",
     "Flame",
     "Job",
     "Kind",
@@ -50,9 +54,11 @@ __all__ = [
     "TraceGraphError",
     "TraceTooLargeError",
     "Track",
+    "WORK_CLASSES",
+    "advise",
+    "advise_job",
     "analyse_job",
     "chakra_et_bytes",
-    "WORK_CLASSES",
     "chrome_trace_bytes",
     "collective",
     "communication",

@@ -1,14 +1,16 @@
-"""Command line: ``python -m traces.atrace summary|critical-path|diff|convert ...``."""
+"""Command line: ``python -m traces.atrace summary|critical-path|diff|job|advise|convert ...``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .analysis.advice import Findings, advise, advise_job
 from .analysis.breakdown import operator_breakdown
 from .analysis.communication import communication
 from .analysis.comparison import OPERATOR_KINDS, compare
@@ -222,6 +224,57 @@ def _job(args: argparse.Namespace) -> dict[str, Any] | str:
     return "\n".join(out)
 
 
+def _advise(args: argparse.Namespace) -> dict[str, Any] | str:
+    if _is_job(args.files):
+        findings = advise_job(analyse_job(read_job(args.files if len(args.files) > 1 else args.files[0])))
+    else:
+        findings = advise(read_trace(args.files[0]))
+    top = _limit(args)
+    if args.json:
+        result = findings.to_dict()
+        if top is not None:
+            result["findings"] = result["findings"][:top]
+        return result
+    return advice_text(findings, top)
+
+
+def _is_job(files: list[str]) -> bool:
+    """Several files, a folder or an archive: a distributed job's ranks."""
+    path = Path(files[0])
+    return len(files) > 1 or path.is_dir() or path.name.lower().endswith((".zip", ".tar", ".tar.gz", ".tgz"))
+
+
+def advice_text(findings: Findings, top: int | None = DEFAULT_TOP) -> str:
+    """The findings as text: the verdict line, then each finding with its evidence and action."""
+    out = [findings.summary, ""]
+    shown = findings.findings[:top] if top else findings.findings
+    for k, f in enumerate(shown, 1):
+        d = f.to_dict()
+        ev = d["evidence"]
+        per_step = f", {d['saving_per_step_us']:,.1f} us per step" if d["saving_per_step_us"] is not None else ""
+        rank = f" (rank {f.rank})" if f.rank is not None else ""
+        out += [
+            f"{k}. [{f.severity}] {f.rule}{rank}: saves up to {d['saving_us']:,.1f} us "
+            f"({d['saving_share'] * 100:.1f}% of the critical path{per_step})",
+            f"   {f.title}",
+        ]
+        where = []
+        if ev["steps"]:
+            where.append("steps " + ", ".join(ev["steps"][:6]) + (" ..." if len(ev["steps"]) > 6 else ""))
+        if ev["events"]:
+            where.append("events " + ", ".join(map(str, ev["events"][:8])) + (" ..." if len(ev["events"]) > 8 else ""))
+        if ev["focus_us"]:
+            where.append(f"window {ev['focus_us'][0]:,.1f}-{ev['focus_us'][1]:,.1f} us")
+        if where:
+            out.append("   Evidence: " + "; ".join(where))
+        if ev["operators"]:
+            out.append("   Operators: " + ", ".join(f"{o['op'][:60]} ({o['time_us']:,.1f} us)" for o in ev["operators"][:3]))
+        out += [f"   Next: {f.action}", ""]
+    if top and len(findings.findings) > top:
+        out.append(f"(top {top} of {len(findings.findings)} findings; --top 0 lists all)")
+    return "\n".join(out).rstrip()
+
+
 def _convert(args: argparse.Namespace) -> dict[str, Any] | str:
     trace = link_host_et(args.host_et, args.input) if args.host_et else read_trace(args.input)
     to = args.to or _format_of(args.output)
@@ -273,6 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("files", nargs="+")
     common(j)
     j.set_defaults(run=_job)
+    a = sub.add_parser("advise", help="what to fix, with evidence and the time each fix could save "
+                                      "(a trace, or a job's rank files, folder or archive)")
+    a.add_argument("files", nargs="+")
+    common(a)
+    a.set_defaults(run=_advise)
     v = sub.add_parser("convert", help="convert a trace (to Chrome JSON, Chakra JSON or Chakra .et)")
     v.add_argument("input")
     v.add_argument("output", help="output path; .gz compresses; .et (or .et.gz) writes Chakra protobuf")

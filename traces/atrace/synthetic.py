@@ -39,14 +39,19 @@ from pathlib import Path
 import orjson
 
 from .synthetic_compact import write_compact_trace
+from .synthetic_frame import (
+    BWD_TID,
+    COMM_STREAM,
+    COMPUTE_STREAM,
+    CPU_PID,
+    GPU,
+    MAIN_TID,
+    OPT_STREAM,
+    trailer_events,
+    write_header,
+    write_trailer,
+)
 
-CPU_PID = 4242
-MAIN_TID = 4242
-BWD_TID = 4250
-GPU = 0
-COMPUTE_STREAM = 7
-OPT_STREAM = 20
-COMM_STREAM = 24
 T0_NS = 4_458_676_416_431_397  # the first step starts here (us text 4458676416431.397)
 
 _GEMM = "ampere_sgemm_128x64_tn"
@@ -408,35 +413,6 @@ def _synchronize(w: _Writer, t: int) -> int:
     return end + w.us(5, 15)
 
 
-def _trailer(w: _Writer, t0: int, t1: int) -> list[dict]:
-    """What Kineto writes after the events: the profiler's span, process and thread names."""
-    ts = t0 / 1000
-    meta = [
-        {"name": "process_name", "ph": "M", "ts": ts, "pid": CPU_PID, "tid": 0, "args": {"name": "python3.10"}},
-        {"name": "process_labels", "ph": "M", "ts": ts, "pid": CPU_PID, "tid": 0, "args": {"labels": "CPU"}},
-        {"name": "process_sort_index", "ph": "M", "ts": ts, "pid": CPU_PID, "tid": 0, "args": {"sort_index": CPU_PID}},
-        {"name": "process_name", "ph": "M", "ts": ts, "pid": GPU, "tid": 0, "args": {"name": "python3.10"}},
-        {"name": "process_labels", "ph": "M", "ts": ts, "pid": GPU, "tid": 0, "args": {"labels": f"GPU {GPU}"}},
-        {"name": "process_sort_index", "ph": "M", "ts": ts, "pid": GPU, "tid": 0, "args": {"sort_index": 16777216}},
-    ]
-    for stream in (COMPUTE_STREAM, OPT_STREAM, COMM_STREAM):
-        meta.append({"name": "thread_name", "ph": "M", "ts": ts, "pid": GPU, "tid": stream,
-                     "args": {"name": f"stream {stream}"}})
-    for tid, label in ((MAIN_TID, "thread 4242 (python)"), (BWD_TID, "thread 4250 (pt_autograd_0)")):
-        meta.append({"name": "thread_name", "ph": "M", "ts": ts, "pid": CPU_PID, "tid": tid, "args": {"name": label}})
-        meta.append({"name": "thread_sort_index", "ph": "M", "ts": ts, "pid": CPU_PID, "tid": tid,
-                     "args": {"sort_index": tid}})
-    meta += [
-        {"ph": "X", "cat": "Trace", "ts": ts, "dur": (t1 - t0) / 1000, "pid": "Spans", "tid": "PyTorch Profiler",
-         "name": "PyTorch Profiler (0)", "args": {"Op count": 0}},
-        {"name": "process_sort_index", "ph": "M", "ts": ts, "pid": "Spans", "tid": 0, "args": {"sort_index": 536870912}},
-        {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces",
-         "tid": "Trace PyTorch Profiler", "ts": ts},
-        {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": t1 / 1000},
-    ]
-    return meta
-
-
 _EVENTS_PER_LAYER = 65  # forward + backward of one linear + ReLU layer, flows included
 _EVENTS_PER_STEP = 32  # the rest of a step: copy, all-reduce, optimizer, sync, annotations
 
@@ -476,23 +452,7 @@ def write_kineto_trace(
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "wb") as out:
-        header = {
-            "schemaVersion": 1,
-            "deviceProperties": [
-                {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045379072,
-                 "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-                 "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                 "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-                 "sharedMemPerMultiprocessor": 233472, "numSms": 132,
-                 "sharedMemPerBlockOptin": 232448}
-            ],
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size, "pg_count": 1,
-                                "pg_config": [], "nccl_version": "2.21.5"},
-        }
-        out.write(b"{\n")
-        for key, value in header.items():
-            text = orjson.dumps(value, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
-            out.write(b"  " + orjson.dumps(key) + b": " + text + b",\n")
+        write_header(out, rank, world_size)
         out.write(b'  "traceEvents": [\n')
         w = _Writer(out, rng, width)
         w.collective_args, w.world, w.delay = collective_args, world_size, int(straggle_us * 1000)
@@ -502,9 +462,7 @@ def write_kineto_trace(
             t = _step(w, step, t, layers)
             w.flush()
             step += 1
-        trailer = _trailer(w, T0_NS - 40_000, t)
-        out.write(b",\n" + b",\n".join(b"  " + orjson.dumps(e) for e in trailer))
+        trailer = trailer_events(T0_NS - 40_000, t)
+        write_trailer(out, trailer)
         w.count += len(trailer)
-        out.write(b'\n  ],\n  "traceName": "synthetic",\n  "displayTimeUnit": "ms",\n'
-                  b'  "baseTimeNanoseconds": 1700000000000000000\n}\n')
     return w.count

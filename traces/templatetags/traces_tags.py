@@ -56,9 +56,9 @@ def us_human(value):
 
 
 @register.filter
-def percent(value):
+def percent(share):
     """A share (0..1) as a percentage with one decimal."""
-    return "–" if value is None or value == "" else f"{100 * float(value):.1f} %"
+    return "–" if share is None else f"{100 * float(share):.1f}%"
 
 
 @register.filter

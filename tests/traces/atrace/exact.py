@@ -106,6 +106,18 @@ LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "mtia_runtime"}
 
 
 def unlaunched_device_work(events: list[Slice]) -> int:
-    """How many device work events carry a correlation id that no runtime call carries."""
+    """How many device work events no runtime call launched: none carries their correlation
+    id, and they are no CUDA/HIP graph's replay (a graph launch with their external id that
+    began before them, or, for work whose args name a graph, any graph launch before them)."""
     launched = {s.args.get("correlation") for s in events if s.cat in LAUNCH_CATS} - {None}
-    return sum(1 for s in events if s.cat in DEVICE_WORK_CATS and s.args.get("correlation") not in launched)
+    graphs = [s for s in events if s.cat in LAUNCH_CATS and "graphlaunch" in s.name.lower().replace("_", "")]
+
+    def replayed(s: Slice) -> bool:
+        ext = s.args.get("External id")
+        if any(g.args.get("External id") == ext and g.ts <= s.ts for g in graphs if ext is not None):
+            return True
+        marked = any(k.lower().replace("_", " ") in ("graph id", "graph node id", "graphid", "graphnodeid") for k in s.args)
+        return marked and any(g.ts <= s.ts for g in graphs)
+
+    return sum(1 for s in events if s.cat in DEVICE_WORK_CATS and s.args.get("correlation") not in launched
+               and not replayed(s))

@@ -99,3 +99,41 @@ def test_diff_compares_operators_and_lists_new_and_vanished_as_tables(capsys):
     assert any(".py(" in r["op"] for r in json.loads(out)["rows"])
     code, out, _ = _run(["diff", a, b, "--top", "5"], capsys)
     assert "New in B (" in out and "Gone in B (" in out and "total us" in out
+
+
+def test_advise_a_trace_as_text_and_json(capsys):
+    real = ROOT.parent / "shared" / "data" / "real-traces" / "h100_bert_infer.json.gz"
+    code, out, _ = _run(["advise", real], capsys)
+    assert code == 0
+    first = out.splitlines()[0]
+    assert first.startswith("Host-bound") and "Launch-bound" in first
+    assert "1. [high] launch_bound: saves up to" in out and "Evidence: steps ProfilerStep#6" in out
+    assert "Next: Launch the step once" in out
+    code, out, _ = _run(["advise", real, "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["verdict"] == "host-bound"
+    assert data["findings"][0]["rule"] == "launch_bound" and data["findings"][0]["evidence"]["events"]
+
+
+def test_advise_a_job_folder(tmp_path, capsys):
+    from tests.traces.atrace.analysis import known_answers as ka
+    from traces.atrace import write_chrome_trace
+
+    traces, _ = ka.straggler_job(late_us=500)
+    for r, t in enumerate(traces):
+        t.meta["distributedInfo"] = {"rank": r, "world_size": len(traces)}
+        write_chrome_trace(t, tmp_path / f"rank{r}.json")
+    code, out, _ = _run(["advise", tmp_path, "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["scope"]["ranks"] == [0, 1, 2, 3]
+    straggler = next(f for f in data["findings"] if f["rule"] == "straggler")
+    assert straggler["rank"] == 2 and straggler["measured"]["straggler_rank"] == 2
+    code, out, _ = _run(["advise", tmp_path], capsys)
+    assert code == 0 and "straggler (rank 2)" in out
+
+
+def test_advise_a_bad_file(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": -4, "name": "x"}]}')
+    code, _, err = _run(["advise", bad], capsys)
+    assert code == 2 and "negative duration" in err

@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import EmptyTraceError
 from ..model.links import launch_pairs
 from ..model.nesting import Points
-from ..model.stats import covered, distribution, merge_intervals, us
+from ..model.stats import covered, distribution, us
 from ..model.trace import FLAG_SYNC, KIND_NAMES, Kind, Trace
 from .longest_path import longest_paths, topological_order
 from .path_graph import EDGE_TYPES, LAUNCH, QUEUE, SYNC, PathGraph, build_graph, distinct
@@ -190,7 +190,7 @@ def steps(trace: Trace) -> list[str]:
     return out
 
 
-def _select(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+def select_work(trace: Trace, window: tuple[int, int] | None, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """The slices the path may run through: operators, runtime calls and device work.
 
     Python frames and annotations are context, not work: a frame's time is its operators'
@@ -219,7 +219,7 @@ def critical_path(
     if step is not None:
         window = step_window(trace, step)
     pairs = launch_pairs(trace)
-    sel = _select(trace, window, pairs)
+    sel = select_work(trace, window, pairs)
     if not len(sel):
         raise EmptyTraceError("no work events to build a critical path from")
     g = build_graph(trace, sel, pairs)
@@ -228,7 +228,7 @@ def critical_path(
     dist, pred, pred_edge, tail = longest_paths(order, g.e_src, g.e_dst, g.e_w, na)
     best = int(np.argmax(dist))
     length = int(dist[best])
-    hops = _anchor_path(best, pred, pred_edge)
+    hops = anchor_path(best, pred, pred_edge)
     events, on_path, via = _walk(hops, g)
     return CriticalPath(
         trace=trace,
@@ -239,11 +239,11 @@ def critical_path(
         selected=sel,
         slack_ns=_slack(g, dist, tail, length),
         window=window if window is not None else trace.span(),
-        bounds_ns=_bounds(trace, hops, g),
+        bounds_ns=path_bounds(trace, hops, g),
     )
 
 
-def _anchor_path(best: int, pred: np.ndarray, pred_edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def anchor_path(best: int, pred: np.ndarray, pred_edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The anchors from the start of the path to ``best``, and the edge that led to each."""
     pred_list = pred.tolist()
     path = []
@@ -287,7 +287,7 @@ def _slack(g: PathGraph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.
     return np.maximum(length - best_through, 0)
 
 
-def _bounds(trace: Trace, hops: tuple[np.ndarray, np.ndarray], g: PathGraph) -> dict[str, int]:
+def path_bounds(trace: Trace, hops: tuple[np.ndarray, np.ndarray], g: PathGraph) -> dict[str, int]:
     """What bounds the path, moment by moment, from its first point to its last (ns).
 
     Along a chain: its work is host or device time, a synchronisation call's wait is a sync
@@ -332,11 +332,9 @@ def _inside_context(trace: Trace, pts: Points, pieces: np.ndarray) -> np.ndarray
     out = np.zeros(len(pieces), bool)
     track = trace.track[pts.event[pieces]]
     host = ~trace.on_device[pts.event[pieces]]
-    context = trace.is_slice & trace.kind_mask(Kind.PYTHON, Kind.ANNOTATION, Kind.HOST_OP)
     for t in distinct(track[host]):
         mine = np.flatnonzero(host & (track == t))
-        ev = np.flatnonzero(context & (trace.track == t))
-        starts, ends = merge_intervals(trace.ts[ev], trace.end[ev])
+        starts, ends = trace.context_intervals(t)
         mid = pts.time[pieces[mine]] + (pts.time[pieces[mine] + 1] - pts.time[pieces[mine]]) // 2
         out[mine] = covered(starts, ends, mid)
     return out

@@ -36,13 +36,27 @@ def topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:
     return np.array(out, np.int64)
 
 
-def longest_paths(order, e_src, e_dst, e_w, na: int):
+def longest_distances(order, e_src, e_dst, e_w, na: int) -> np.ndarray:
+    """The longest path ending at each anchor (the first half of :func:`longest_paths`)."""
+    by_dst = np.argsort(e_dst, kind="stable")
+    in_ptr = np.searchsorted(e_dst[by_dst], np.arange(na + 1))
+    indeg = np.diff(in_ptr)
+    single = np.flatnonzero(indeg == 1)
+    only = by_dst[in_ptr[single]]
+    root, off = _forest(single, e_src[only], e_w[only], na)
+    meet = order[indeg[order] >= 2]
+    best_at, _ = _meet(meet, in_ptr, (root[e_src], off[e_src] + e_w), by_dst, na)
+    return best_at[root] + off
+
+
+def longest_paths(order, e_src, e_dst, e_w, na: int, *, with_tail: bool = True):
     """Longest path ending at (dist) and starting from (tail) each anchor, and per anchor
     the edge of its best path in (pred, pred_edge: the first in-edge that reaches ``dist``).
 
     Most anchors have a single edge in (a chain's next point) or out: their distance is the
     other end's plus the weight. Those edges form a forest, summed by pointer jumping; only
     anchors where several edges meet are visited one by one, in topological order.
+    ``with_tail=False`` leaves the second half out (``tail`` is None).
     """
     by_dst = np.argsort(e_dst, kind="stable")
     dst_sorted = e_dst[by_dst]
@@ -59,6 +73,8 @@ def longest_paths(order, e_src, e_dst, e_w, na: int):
     pred_edge[meet] = best_edge
     pred[meet] = e_src[best_edge]
     dist = best_at[root] + off
+    if not with_tail:
+        return dist, pred, pred_edge, None
 
     by_src = np.argsort(e_src, kind="stable")
     out_ptr = np.searchsorted(e_src[by_src], np.arange(na + 1))

@@ -16,6 +16,7 @@ import numpy.ma  # noqa: F401  (np.unique imports it on first use: 15 ms inside 
 import orjson
 
 from ..errors import EmptyTraceError, TraceFormatError
+from .links import graph_replay_launches
 from .trace import (
     DEVICE_KINDS,
     FLAG_LAUNCH,
@@ -228,5 +229,6 @@ def finish_trace(trace: Trace) -> Trace:
         dev_corr = trace.corr[has_corr & trace.on_device]
         launched = runtime[np.isin(trace.corr[runtime], dev_corr) & (trace.corr[runtime] >= 0)]
         flags[launched] |= FLAG_LAUNCH
+        flags[graph_replay_launches(trace)] |= FLAG_LAUNCH
     trace.flags = flags
     return trace

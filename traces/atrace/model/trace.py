@@ -271,7 +271,23 @@ class Trace:
         }
 
     def kind_mask(self, *kinds: Kind) -> np.ndarray:
-        return np.isin(self.kind, np.array([int(k) for k in kinds], dtype=np.uint8))
+        """Per event: whether its kind is one of ``kinds`` (a fresh array)."""
+        table = np.zeros(256, bool)
+        table[[int(k) for k in kinds]] = True
+        return table[self.kind]
+
+    def context_intervals(self, track: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted disjoint (start, end) intervals of one thread's frames, ranges and
+        operators: when framework or Python code runs there (cached)."""
+        key = ("context", track)
+        cached = self._cache.get(key)
+        if cached is None:
+            from .stats import merge_intervals
+
+            context = self.kind_mask(Kind.PYTHON, Kind.ANNOTATION, Kind.HOST_OP) & self.is_slice
+            ev = np.flatnonzero(context & (self.track == track))
+            cached = self._cache[key] = merge_intervals(self.ts[ev], self.end[ev])
+        return cached
 
     def find_name(self, name: str) -> int:
         return self.strings.lookup(name)

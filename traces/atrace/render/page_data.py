@@ -4,7 +4,8 @@ beside the trace.
 :func:`compute_page_data` runs the analyses the trace page and the comparison need and
 :meth:`PageData.save` writes them into one directory: small JSON documents (flame,
 critical-path tables with the steps, correlation, the operator table a comparison reads,
-the per-operator means the versions view reads) and the timeline layout's columns. A
+the per-operator means the versions view reads, the advisor's findings) and the timeline
+layout's columns. A
 request then reads one document (:func:`load_document`) or slices the memory-mapped layout
 (:func:`load_timeline`); it never parses or re-analyses the raw trace. Every file name
 starts with ``view.``, so the views sit flat in the trace's own folder and leave with it.
@@ -22,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from ..analysis.advice import advise
 from ..analysis.breakdown import Breakdown, operator_breakdown
 from ..analysis.comparison import op_table
 from ..analysis.correlation import Correlation
@@ -34,7 +36,7 @@ from .correlation_view import correlation_view
 from .flame import flame
 from .timeline_layout import TimelineLayout, build_layout, load_layout
 
-DOCUMENTS = ("flame", "paths", "correlation", "op_table", "op_means")
+DOCUMENTS = ("flame", "paths", "correlation", "op_table", "op_means", "findings")
 PREFIX = "view."  # every stored file's name starts with it: views sit flat beside the trace
 TIMELINE_PREFIX = f"{PREFIX}timeline."
 
@@ -123,6 +125,7 @@ def compute_page_data(
         ),
         "op_table": op_table(bd, len(paths["steps"]), representative, scope),
         "op_means": op_means(bd),
+        "findings": clock.time("findings", lambda: advise(trace).to_dict()),
     }
     layout = clock.time("timeline", build_layout, trace, path)
     return PageData(documents, layout, clock.seconds)

@@ -1,6 +1,7 @@
 // The trace page's analyses: flame, timeline with the critical path (windows asked from the server on
 // zoom and pan), critical-path table, event details, correlation, device metrics around a
-// capture. Everything is read from the trace's stored analyses through the API.
+// capture. Everything is read from the trace's stored analyses through the API. A finding's
+// link ("trace:show-evidence") opens the timeline at its window with its events highlighted.
 import { errorMessage, fetchJSON } from "../lib/http.js";
 import { afterBreakdownDrawn, cell, loadPlotly, pct, plotConfig, row, us } from "../lib/trace_kit.js";
 
@@ -8,8 +9,9 @@ const views = document.getElementById("trace-views");
 const base = views.dataset.apiBase;
 const isCapture = views.dataset.isCapture === "1";
 const $ = (id) => document.getElementById(id);
-const COLOURS = { host: "#3b7dd8", device: "#2e9e5b", merged: "#9aa3b2", critical: "#d62728", edge: "#8b0000" };
-const state = { flame: null, side: "host", span: null, t0: 0, steps: [], requests: 0, bars: null, names: [], rows: [] };
+const COLOURS = { host: "#3b7dd8", device: "#2e9e5b", merged: "#9aa3b2", critical: "#d62728", edge: "#8b0000", evidence: "#ff7f0e" };
+const state = { flame: null, side: "host", span: null, t0: 0, steps: [], requests: 0, bars: null, names: [], rows: [], highlight: new Set() };
+let firstWindow = null; // resolves once the timeline has been drawn
 
 // -- flame -----------------------------------------------------------------------------
 function drawFlame() {
@@ -48,14 +50,16 @@ const ms = (usValue) => (usValue - state.t0) / 1000;
 
 function barTraces(data) {
   const b = data.bars;
-  const groups = { host: [], device: [], merged: [], critical: [] };
+  const groups = { host: [], device: [], merged: [], critical: [], evidence: [] };
   for (let i = 0; i < b.row.length; i++) {
     const side = data.rows[b.row[i]].is_device ? "device" : "host";
-    const key = b.critical[i] > 0 ? "critical" : b.count[i] > 1 ? "merged" : side;
+    const key = b.count[i] === 1 && state.highlight.has(b.event[i]) ? "evidence"
+      : b.critical[i] > 0 ? "critical" : b.count[i] > 1 ? "merged" : side;
     groups[key].push(i);
   }
+  if (!groups.evidence.length) delete groups.evidence;
   const traces = Object.entries(groups).map(([key, idx]) => ({
-    type: "bar", orientation: "h", name: key === "critical" ? "critical path" : key,
+    type: "bar", orientation: "h", name: key === "critical" ? "critical path" : key === "evidence" ? "finding's events" : key,
     y: idx.map((i) => b.row[i]), base: idx.map((i) => ms(b.start_us[i])),
     x: idx.map((i) => Math.max((b.end_us[i] - b.start_us[i]) / 1000, 1e-6)),
     customdata: idx, marker: { color: COLOURS[key] }, width: 0.8,
@@ -102,6 +106,7 @@ async function loadWindow(startUs, endUs, drawAfter = null) {
     requests: String(state.requests), windowStartUs: String(data.start_us), windowEndUs: String(data.end_us),
     bars: String(data.bars.row.length), criticalBars: String(data.bars.critical.filter((c) => c > 0).length),
     events: String(data.events_in_window),
+    highlighted: String(data.bars.event.filter((e, i) => data.bars.count[i] === 1 && state.highlight.has(e)).length),
   });
   $("timeline-info").textContent = `${data.bars.row.length.toLocaleString("en-US")} bars for ` +
     `${data.events_in_window.toLocaleString("en-US")} events · ${data.merged_bars.toLocaleString("en-US")} merged · ` +
@@ -161,6 +166,19 @@ function onBarClick(event) {
   box.textContent = `${b.count[i].toLocaleString("en-US")} events merged here (busy ${us(b.busy_us[i])} µs, ` +
     `${b.critical[i]} on the critical path): drag across them to zoom in.`;
 }
+
+// A finding's evidence: its window, its events highlighted (until the next finding).
+async function showEvidence(event) {
+  const { focus_us: focus, events } = event.detail;
+  if (!focus) return;
+  await firstWindow;
+  state.highlight = new Set(events || []);
+  $("step-select").value = "";
+  $("timeline-card").scrollIntoView({ block: "start" });
+  await loadWindow(focus[0], focus[1]);
+  $("timeline-chart").dataset.evidence = event.detail.rule || "";
+}
+document.addEventListener("trace:show-evidence", showEvidence);
 
 // -- critical path -------------------------------------------------------------------------
 async function loadPath(step) {
@@ -279,7 +297,8 @@ async function start() {
   $("step-select").addEventListener("change", onStep);
   $("timeline-reset").addEventListener("click", () => (($("step-select").value = ""), onStep()));
   // The first window is asked for at once and drawn after the breakdown chart.
-  await loadWindow(undefined, undefined, Promise.all([loadPlotly(), afterBreakdownDrawn()]));
+  firstWindow = loadWindow(undefined, undefined, Promise.all([loadPlotly(), afterBreakdownDrawn()]));
+  await firstWindow;
   performance.mark("timeline-drawn"); // (benchmarks read these marks)
   const chart = $("timeline-chart");
   chart.on("plotly_relayout", onRelayout);

@@ -1,5 +1,6 @@
 // Trace page: follow the trace's progress over the websocket; once ready, chart and table
-// the operator breakdown; a click on an operator type opens its drill-down.
+// the operator breakdown; a click on an operator type opens its drill-down. A finding's link
+// ("trace:show-evidence") filters the breakdown to the finding's operators.
 import { connect } from "../lib/live.js";
 import { errorMessage, fetchJSON } from "../lib/http.js";
 import { cell, loadPlotly, pct, plotConfig, row, statusLabel, us } from "../lib/trace_kit.js";
@@ -9,7 +10,7 @@ const api = root.dataset.apiUrl;
 const $ = (id) => document.getElementById(id);
 // kind undefined: the side's default (framework operators on the host, so that Python frames
 // never bury them); null: all kinds.
-const state = { side: "host", kind: undefined, kinds: null, op: null, opKind: null, offset: 0, limit: 50, total: 0 };
+const state = { side: "host", kind: undefined, kinds: null, op: null, opKind: null, offset: 0, limit: 50, total: 0, only: null };
 
 function showStatus(status, progress, events, error) {
   root.dataset.status = status;
@@ -70,9 +71,39 @@ async function loadBreakdown() {
     return;
   }
   fillKinds(data.kinds);
-  drawChart(data.results);
-  fillTable(data.results);
+  const rows = state.only ? data.results.filter((r) => state.only.has(r.op)) : data.results;
+  drawChart(rows);
+  fillTable(rows);
+  showFilter(rows.length);
 }
+
+// The breakdown filtered to a finding's operators (on their side, every kind).
+function showFilter(shown) {
+  const note = $("breakdown-filter");
+  note.hidden = !state.only;
+  $("breakdown-table").dataset.filtered = state.only ? "1" : "";
+  if (!state.only) return;
+  const all = document.createElement("a");
+  all.href = "#trace-results";
+  all.textContent = "show every operator";
+  all.addEventListener("click", (event) => {
+    event.preventDefault();
+    state.only = null;
+    loadBreakdown();
+  });
+  note.replaceChildren(`Filtered to the finding's operators (${shown} shown) · `, all);
+}
+
+function filterToFinding(event) {
+  const ops = (event.detail.operators || []).filter((o) => o.side === "host" || o.side === "device");
+  if (!ops.length || !loaded) return;
+  state.side = ops[0].side;
+  state.kind = null;
+  state.only = new Set(ops.filter((o) => o.side === state.side).map((o) => o.op));
+  document.querySelectorAll("#side-tabs button").forEach((b) => b.classList.toggle("active", b.dataset.side === state.side));
+  loadBreakdown();
+}
+document.addEventListener("trace:show-evidence", filterToFinding);
 
 function fillKinds(kinds) {
   const select = $("kind-select");
@@ -211,12 +242,14 @@ for (const button of document.querySelectorAll("#side-tabs button")) {
     document.querySelectorAll("#side-tabs button").forEach((b) => b.classList.toggle("active", b === button));
     state.side = button.dataset.side;
     state.kind = state.side === "host" ? undefined : null;
+    state.only = null;
     $("drilldown").hidden = true;
     loadBreakdown();
   });
 }
 $("kind-select").addEventListener("change", (event) => {
   state.kind = event.target.value || null;
+  state.only = null;
   loadBreakdown();
 });
 $("group-by").addEventListener("change", () => loadDrill());

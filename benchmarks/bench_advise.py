@@ -1,0 +1,86 @@
+"""The advisor at a million events: ``advise`` on top of loading the trace.
+
+    .venv/bin/python benchmarks/bench_advise.py [--events 1000000] [--repeat 3]
+
+Generates (cached under var/bench/advise/) Kineto traces of about ``--events`` events:
+
+* ``synthetic``: the generator's training steps (traces.atrace.synthetic);
+* ``launch_bound``, ``host_sync``: the same model with one known problem each
+  (traces.atrace.synthetic_problems), 20 steps deep enough to reach the size, so that
+  the rules' what-ifs run (at that depth a 300 µs sync is a small part of a step: its rule
+  runs, and stays below its threshold).
+
+For each it prints the load time, then ``advise``'s wall and CPU time (median of
+``--repeat`` runs), the steps analysed, the verdict and the findings. A loaded machine
+stretches wall time; CPU time is what the process itself spent — say how loaded the
+machine was when quoting them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from traces.atrace import advise, read_trace  # noqa: E402
+from traces.atrace.synthetic import write_kineto_trace  # noqa: E402
+from traces.atrace.synthetic_problems import write_problem_trace  # noqa: E402
+
+EVENTS_PER_LAYER_STEP = 43  # events read per layer of one step of a problem trace
+STEPS = 20
+
+
+def prepare(directory: Path, name: str, events: int) -> Path:
+    path = directory / f"{name}_{events}.json"
+    if not path.exists():
+        if name == "synthetic":
+            write_kineto_trace(path, int(events * 1.53), seed=1)
+        else:
+            layers = max(2, events // (STEPS * EVENTS_PER_LAYER_STEP))
+            write_problem_trace(path, name, steps=STEPS, layers=layers, seed=1)
+    return path
+
+
+def measure(path: Path, repeat: int) -> dict:
+    t = time.perf_counter()
+    trace = read_trace(path)
+    load = time.perf_counter() - t
+    walls, cpus = [], []
+    for _ in range(repeat):
+        trace._cache.clear()  # nothing from a previous run helps the next
+        w, c = time.perf_counter(), time.process_time()
+        found = advise(trace)
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return {"events": len(trace), "load_s": load, "wall_s": statistics.median(walls),
+            "cpu_s": statistics.median(cpus), "found": found}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--traces", nargs="*", default=["synthetic", "launch_bound", "host_sync"])
+    args = p.parse_args()
+    directory = ROOT / "var" / "bench" / "advise"
+    directory.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()[0]
+    print(f"advise at {args.events:,} events ({os.cpu_count()} cores, load average {load:.1f})")
+    print(f"{'trace':24s} {'events':>10s} {'load s':>7s} {'advise wall s':>14s} {'advise CPU s':>13s}  steps  verdict / findings")
+    for name in args.traces:
+        r = measure(prepare(directory, name, args.events), args.repeat)
+        f = r["found"]
+        steps = f"{len(f.scope['windows_analysed'])}/{f.scope['steps'] or 1}"
+        rules = ", ".join(f"{x.rule} {x.saving_share:.0%}" for x in f.findings) or "none"
+        print(f"{name:24s} {r['events']:>10,} {r['load_s']:7.2f} {r['wall_s']:14.3f} {r['cpu_s']:13.3f}  {steps:>5s}  "
+              f"{f.verdict}: {rules}")
+
+
+if __name__ == "__main__":
+    main()
