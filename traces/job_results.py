@@ -23,8 +23,11 @@ import orjson
 from django.core.files.storage import storages
 from django.utils import timezone
 
+from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS
+from traces.atrace.analysis.advice.job import straggler_rule
 from traces.atrace.analysis.job_digest import read_digest
-from traces.atrace.analysis.job_report import job_report, straggler_cost, timeline_arrays
+from traces.atrace.analysis.job_report import job_report, timeline_arrays
+from traces.atrace.analysis.path_tables import step_list
 from traces.choices import JobStatus, RankStatus, TraceSource, TraceStatus
 from traces.files import REPORT, TIMELINE, JobFiles
 from traces.job_analysis import enqueue_trace_analysis, fail_job, move_job
@@ -59,8 +62,10 @@ def combine(job_id: int) -> None:
             digests.append(read_digest(f.read()))
     report, matched = job_report(digests)
     fleet = _fleet_facts(job, ranks)
-    straggler = next((row["rank"] for row in report["stragglers"] if row["straggler"]), None)
-    finding = _finding(matched, straggler, {r.rank: r for r in ranks}, fleet) if straggler is not None else None
+    window = report["window_us"]
+    found = straggler_rule(matched, DEFAULT_ADVICE_LIMITS, int((window[1] - window[0]) * 1000))
+    straggler = found[0].rank if found else None
+    finding = _finding(matched, found[0], fleet) if found else None
     report.update({
         "fleet": {str(k): v for k, v in fleet.items()},
         "straggler": finding,
@@ -107,11 +112,22 @@ def _fleet_facts(job: Job, ranks: list[JobRank]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _finding(matched, rank: int, rows: dict[int, JobRank], fleet: dict[int, dict]) -> dict[str, Any]:
+def _finding(matched, advice, fleet: dict[int, dict]) -> dict[str, Any]:
+    """The advisor's straggler finding (rule 7), with where the rank ran and the fleet's
+    reasons: the job time lost waiting for it is the advisor's saving (the others' waiting
+    with nothing else to do), per step and in total."""
+    found = advice.to_dict()
+    measured = found["measured"]
+    rank = advice.rank
+    steps = len(step_list(matched.traces[matched.ranks.index(rank)]))
     facts = fleet.get(rank, {})
     health = facts.get("health") or {}
     return {
-        **straggler_cost(matched, rank),
+        "rank": rank, "title": found["title"], "action": found["action"], "severity": found["severity"],
+        "last_at": measured["last_at"], "collectives": measured["collectives"], "steps": steps,
+        "delay_total_us": found["saving_us"], "delay_per_step_us": found["saving_per_step_us"],
+        "waiting_total_us": measured["waiting_total_us"],
+        "waiting_per_step_us": round(measured["waiting_total_us"] / steps, 3) if steps else None,
         "host": facts.get("host", ""), "device": facts.get("device", ""), "device_id": facts.get("device_id"),
         "sw_version": facts.get("sw_version", ""),
         "reasons": health.get("reasons", []),

@@ -32,9 +32,8 @@ from ..model.stats import merge_intervals, us
 from ..model.trace import Kind
 from .job_digest import RankDigest
 from .multirank import Job, analyse_job, side_by_side_rows
-from .path_tables import step_list
 
-__all__ = ["collective_path", "job_report", "straggler_cost", "timeline_arrays"]
+__all__ = ["collective_path", "job_report", "timeline_arrays"]
 
 MAX_PATH_SEGMENTS = 20_000
 
@@ -202,28 +201,6 @@ def device_busy_between(trace, a: np.ndarray, b: np.ndarray) -> int:
         return cum[i] - over
 
     return int((covered_to(b) - covered_to(a)).sum())
-
-
-def straggler_cost(job: Job, rank: int) -> dict[str, Any]:
-    """What waiting for ``rank`` cost: at each collective where it arrived last, the others'
-    waiting for it (its arrival minus each one's, summed over them) and the collective's delay
-    (its arrival minus the next-latest's: the job time it lost), in total and per step."""
-    waiting = delay = last = 0
-    for c in job.collectives:
-        if c.last_rank != rank or len(c.start_ns) < 2:
-            continue
-        mine = c.start_ns[rank]
-        others = [s for r, s in c.start_ns.items() if r != rank]
-        waiting += sum(mine - s for s in others)
-        delay += mine - max(others)
-        last += 1
-    steps = len(step_list(job.traces[job.ranks.index(rank)])) if rank in job.ranks else 0
-    per = max(steps, 1)
-    return {
-        "rank": rank, "last_at": last, "collectives": len(job.collectives), "steps": steps,
-        "waiting_total_us": us(waiting), "delay_total_us": us(delay),
-        "waiting_per_step_us": us(waiting / per) if steps else None, "delay_per_step_us": us(delay / per) if steps else None,
-    }
 
 
 def timeline_arrays(job: Job) -> dict[str, np.ndarray]:
