@@ -343,6 +343,9 @@ TRACE_ANALYSIS_TIMEOUT_S = env_int("TRACE_ANALYSIS_TIMEOUT_S", 600, minimum=10)
 # Seconds a trace may wait in the queue before it fails (no trace worker running?).
 TRACE_QUEUE_TIMEOUT_S = env_int("TRACE_QUEUE_TIMEOUT_S", 900, minimum=10)
 TRACE_WORKER_CONCURRENCY = env_int("TRACE_WORKER_CONCURRENCY", 3, minimum=1)
+# Distributed jobs: at most this many ranks, and this many events kept per captured rank.
+JOB_MAX_RANKS = env_int("JOB_MAX_RANKS", 256, minimum=1)
+JOB_RANK_MAX_EVENTS = env_int("JOB_RANK_MAX_EVENTS", 250_000, minimum=1000)
 
 # --- Auth, REST API. ---
 LOGIN_URL = "login"

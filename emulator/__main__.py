@@ -6,6 +6,7 @@
     python -m emulator clear EVT-0000-00-1298 overheat
     python -m emulator reboot EVT-0000-00-1298
     python -m emulator materialise host-00 /tmp/sysfs
+    python -m emulator job /tmp/job --type gpu --duration 2   # per-rank Kineto traces
 
 State lives under --state-dir (default var/emulator), shared with the workers that poll.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from emulator.config import DEFAULT_TYPES, FleetConfig, fleet_layout
 from emulator.devices import DEVICE_TYPES, FAULTS
 from emulator.host import EmulatedHost
+from emulator.training import PARALLELISMS
 
 
 def _config(args: argparse.Namespace) -> FleetConfig:
@@ -90,6 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("materialise", help="write a host's sysfs-style trees as real files")
     p.add_argument("host")
     p.add_argument("directory", type=Path)
+    p = sub.add_parser("job", help="run a distributed job on devices as they are now; write one trace per rank")
+    p.add_argument("directory", type=Path)
+    p.add_argument("--name", default="job")
+    p.add_argument("--devices", help="comma-separated serials, in rank order")
+    p.add_argument("--host", action="append", help="every device of this host (repeatable)")
+    p.add_argument("--type", help="only devices of this type")
+    p.add_argument("--parallelism", choices=PARALLELISMS, default="data")
+    p.add_argument("--duration", type=float, default=2.0, help="seconds of the job to trace")
     return parser
 
 
@@ -140,9 +150,42 @@ def _act(cfg: FleetConfig, host: EmulatedHost, args: argparse.Namespace) -> None
     host.save()
 
 
+def _job(cfg: FleetConfig, args: argparse.Namespace) -> None:
+    """Run a job from now on the devices as their saved states say; nothing is saved."""
+    from emulator.jobs import emulated_conditions, make_job, run_job, select_devices
+    from traces.atrace import write_chrome_trace
+
+    try:
+        serials = args.devices.split(",") if args.devices else None
+        devices = select_devices(cfg, serials=serials, hosts=args.host, device_type=args.type)
+        spec = make_job(args.name, devices, args.parallelism)
+    except (KeyError, ValueError) as exc:
+        raise SystemExit(str(exc)) from None
+    now = time.time()
+    hosts = {name: EmulatedHost(cfg, name, args.state_dir) for name in spec.hosts}
+    for host in hosts.values():
+        host.sync(now)
+        for r in spec.ranks:
+            if r.host == host.name:
+                host.occupy(r.serial, now + args.duration + 60)
+    capture = run_job(spec, args.duration, emulated_conditions(hosts), start_s=now, seed=args.seed)
+    args.directory.mkdir(parents=True, exist_ok=True)
+    for r in spec.ranks:
+        if r.rank in capture.traces:
+            path = args.directory / f"{spec.name}_rank{r.rank}.json.gz"
+            write_chrome_trace(capture.traces[r.rank], path)
+            print(f"rank {r.rank:3d}  {r.serial:18s} {r.host}  {len(capture.traces[r.rank]):7d} events  {path}")
+        else:
+            print(f"rank {r.rank:3d}  {r.serial:18s} {r.host}  failed: {capture.failed[r.rank]}")
+    print(f"{capture.steps_run} steps of {spec.parallelism}-parallel {spec.name!r} in {args.duration:g} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     cfg = _config(args)
+    if args.command == "job":
+        _job(cfg, args)
+        return 0
     if args.command == "list":
         _list(cfg)
         return 0

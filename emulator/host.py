@@ -211,6 +211,10 @@ class EmulatedHost:
     def reboot(self, serial: str) -> None:
         physics.reboot(self.state(serial), self.cfg.reboot_s)
 
+    def occupy(self, serial: str, until: float) -> None:
+        """A distributed job holds the device at full load until ``until`` (epoch s)."""
+        physics.occupy(self.state(serial), until)
+
     # -- drivers -------------------------------------------------------------------------
     def binding(self, serial: str) -> DeviceBinding:
         """What a monitor needs to reach this device through its driver."""

@@ -24,6 +24,7 @@ ECC_BACKGROUND_PER_S = 2e-4
 ECC_STORM_PER_S = 150.0
 ECC_STORM_UNCORRECTED_PER_S = 0.2
 PCIE_DEGRADED_ERRORS_PER_S = 25.0
+JOB_LOAD = 0.95  # a training job keeps its devices this busy (its collectives take the rest)
 WORKLOAD_PHASE = {"video_pipeline": 0.83, "recommendation": 0.79, "transformer": 0.6}
 
 
@@ -59,6 +60,7 @@ class DevicePhysics:
         default_factory=dict
     )  # name -> {"since": t, "persistent": bool}
     rebooting_until: float | None = None
+    job_until: float | None = None  # a distributed job holds the device at full load until then
     boots: int = 0
     stuck_core: int = 0
 
@@ -158,7 +160,8 @@ def _step(
         s.rebooting_until = None
     serving = not (rebooting or "hang" in s.faults)
     h = noise.mix(s.key, tick)  # the step's draws share their leading keys
-    _activity(s, d, demand(t, workload, host_key), h, serving, rebooting)
+    wanted = JOB_LOAD if s.job_until is not None and t < s.job_until else demand(t, workload, host_key)
+    _activity(s, d, wanted, h, serving, rebooting)
     f = _clock_and_power(s, d, dt, h, rebooting)
     _temperature(s, d, dt)
     _counters(s, d, dt, h, f, items_per_s)
@@ -257,6 +260,17 @@ def clear(state: DevicePhysics, fault: str) -> None:
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; expected one of {', '.join(FAULTS)}")
     state.faults.pop(fault, None)
+
+
+def occupy(state: DevicePhysics, until: float) -> None:
+    """A distributed job runs on the device until ``until``: it serves at full load (and
+    heats up, and throttles if it cannot shed the heat) instead of following demand."""
+    state.job_until = max(until, state.job_until or until)
+
+
+def ecc_rate(state: DevicePhysics) -> float:
+    """Corrected ECC errors per second the device has now."""
+    return ECC_STORM_PER_S if "ecc_storm" in state.faults else ECC_BACKGROUND_PER_S
 
 
 def reboot(state: DevicePhysics, duration_s: float) -> None:

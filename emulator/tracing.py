@@ -75,6 +75,10 @@ class DeviceNow:
 
     load: float = 1.0  # share of time the device is busy, 0..1
     faults: frozenset[str] = frozenset()
+    clock_share: float = 1.0  # clock over the type's maximum (a throttled device is below 1)
+    link_share: float = 1.0  # PCIe bandwidth as trained over the type's full link
+    serving: bool = True  # False while the device reboots or hangs
+    ecc_per_s: float = 0.0  # corrected memory errors a second
 
 
 def _cores(device_type: str) -> tuple[int, str]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "WORKLOADS",
     "CostProfile",
+    "build_workload",
     "OpNode",
     "Workload",
     "op_time_us",
@@ -299,12 +300,21 @@ def _decode(batch: int = 1, hidden: int = 768, layers: int = 12, ffn: int = 3072
     return b.build()
 
 
-WORKLOADS: dict[str, Workload] = {
-    "recommendation": _recommendation(),
-    "transformer": _transformer(),
-    "video_pipeline": _video_pipeline(),
-    "decode": _decode(),
+_BUILDERS = {
+    "recommendation": _recommendation,
+    "transformer": _transformer,
+    "video_pipeline": _video_pipeline,
+    "decode": _decode,
 }
+WORKLOADS: dict[str, Workload] = {name: build() for name, build in _BUILDERS.items()}
+
+
+def build_workload(name: str, **shape: int) -> Workload:
+    """The graph of workload ``name`` at other shapes (``batch=``, ``seq=``, ``frames=``)."""
+    try:
+        return _BUILDERS[name](**shape)
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r}; expected one of {sorted(_BUILDERS)}") from None
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,24 @@ def seeded_fleet(fleet_settings, clean_redis):
 
 
 @pytest.fixture
+def gpu_fleet(settings, tmp_path, clean_redis):
+    """A fleet of GPU-like devices only (tests.support.jobs.GPU_FLEET), seeded, for jobs."""
+    from fleet import emulated_fleet
+    from fleet.emulated_fleet import seed_fleet
+    from fleet.models import Device
+    from tests.support.jobs import GPU_FLEET
+
+    for name, value in GPU_FLEET.items():
+        setattr(settings, name, value)
+    settings.EMULATOR_STATE_DIR = tmp_path / "emulator"
+    settings.POLL_SHARDS = 1
+    emulated_fleet.host_monitor.cache_clear()
+    seed_fleet()
+    yield list(Device.objects.select_related("host").order_by("host__name", "index"))
+    emulated_fleet.host_monitor.cache_clear()
+
+
+@pytest.fixture
 def polled_fleet(seeded_fleet):
     """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
     from fleet import polling

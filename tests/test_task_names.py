@@ -12,5 +12,9 @@ def test_tasks_queued_by_name_are_registered_under_that_name():
     assert fleet_tasks.issue_action.name == remediation.ISSUE_ACTION_TASK
     assert trace_tasks.capture_trace.name == queueing.CAPTURE_TASK
     assert trace_tasks.analyse_trace.name == queueing.ANALYSIS_TASK
-    for name in (remediation.ISSUE_ACTION_TASK, queueing.CAPTURE_TASK, queueing.ANALYSIS_TASK):
+    assert trace_tasks.capture_job.name == queueing.JOB_CAPTURE_TASK
+    assert trace_tasks.analyse_job_rank.name == queueing.JOB_RANK_TASK
+    assert trace_tasks.combine_job.name == queueing.JOB_COMBINE_TASK
+    for name in (remediation.ISSUE_ACTION_TASK, queueing.CAPTURE_TASK, queueing.ANALYSIS_TASK,
+                 queueing.JOB_CAPTURE_TASK, queueing.JOB_RANK_TASK, queueing.JOB_COMBINE_TASK):
         assert name in celery_app.tasks, name

@@ -25,7 +25,7 @@ from fleet.models import Sample
 from traces import atrace
 from traces.atrace.analysis.advice import RULES, compare_findings
 from traces.atrace.analysis.comparison import compare_tables
-from traces.atrace.analysis.versions import version_regressions
+from traces.atrace.analysis.versions import step_regressions, step_time, version_regressions
 from traces.atrace.render.page_data import PREFIX, compute_page_data, load_document, load_timeline
 from traces.atrace.render.timeline import window
 from traces.choices import TraceSource, TraceStatus
@@ -285,11 +285,15 @@ def versions(workload: str, device_type: str) -> dict[str, Any]:
     records = []
     for t in traces:
         try:
-            records.append({"id": t.pk, "version": t.sw_version, "ops": load_document(analyses_folder(t), "op_means")})
+            folder = analyses_folder(t)
+            record = {"id": t.pk, "version": t.sw_version, "ops": load_document(folder, "op_means")}
+            record.update(step_time(load_document(folder, "paths").get("steps", [])) or {})
+            records.append(record)
         except (AnalysesMissing, FileNotFoundError):
             continue
     result = version_regressions(records)
-    return {"workload": workload, "type": device_type, "traces_read": len(records), **result}
+    steps = step_regressions(records, result)
+    return {"workload": workload, "type": device_type, "traces_read": len(records), **result, "step_changes": steps}
 
 
 def version_choices(workload: str = "", device_type: str = "") -> list[dict[str, Any]]:

@@ -12,6 +12,12 @@ trace's files):
 ``view.*``
     The trace page's analyses (flame, timeline, critical path, correlation, comparison tables),
     as Atrace writes them (traces/analyses.py).
+``job_digest.npz``
+    When the trace is a rank of a distributed job: what the job's cross-rank step needs of it
+    (traces/job_analysis.py).
+
+A distributed job's own files are in ``jobs/<id>/`` (:class:`JobFiles`): ``report.json``
+(the cross-rank report) and ``timeline.npz`` (every collective's arrival and end per rank).
 
 The storage is Django's ``storages["traces"]`` (a folder under var/ by default; any storage
 class through TRACE_STORAGE_BACKEND); nothing here reads the database.
@@ -28,6 +34,8 @@ from pathlib import Path, PurePath
 from django.core.files.storage import storages
 
 SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
+DIGEST = "job_digest.npz"
+REPORT, TIMELINE = "report.json", "timeline.npz"
 RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
 
 
@@ -107,3 +115,14 @@ class TraceFiles:
         if folder is not None:
             with contextlib.suppress(OSError):
                 folder.rmdir()  # file systems keep empty folders
+
+
+class JobFiles(TraceFiles):
+    """The files of one distributed job, in ``jobs/<id>/`` of the traces storage."""
+
+    @property
+    def folder(self) -> str:
+        return f"jobs/{self.trace_id}"
+
+    def name(self, file: str) -> str:
+        return f"{self.folder}/{file}"

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from traces.choices import CAPTURE_BUSY_STATUSES, TraceSource, TraceStatus
+from traces.choices import CAPTURE_BUSY_STATUSES, JobStatus, RankStatus, TraceSource, TraceStatus
 
 
 class TraceQuerySet(models.QuerySet):
@@ -96,3 +96,82 @@ class Trace(models.Model):
     @property
     def folder(self) -> str:
         return f"{self.pk}"
+
+
+class JobQuerySet(models.QuerySet):
+    def for_list(self):
+        return self.select_related("created_by", "straggler_device").order_by("-created_at", "-id")
+
+
+class Job(models.Model):
+    """A distributed job captured on many devices at once, or uploaded as one file per rank:
+    its ranks (JobRank, each with its Trace), their per-rank analyses and the cross-rank
+    step. The cross-rank results are files in the traces storage (traces/files.py, JobFiles)."""
+
+    name = models.CharField(max_length=200)
+    source = models.CharField(max_length=16, choices=TraceSource.choices)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    error = models.TextField(blank=True, help_text="Why the job failed")
+    progress = models.FloatField(default=0.0, help_text="0-1 within the current state")
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Cross-rank attempts so far")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    params = models.JSONField(default=dict, blank=True, help_text="What was asked (devices, duration, ...)")
+    parallelism = models.CharField(max_length=16, blank=True)
+    world_size = models.PositiveIntegerField(default=0)
+    device_type = models.CharField(max_length=32, blank=True)
+    workload = models.CharField(max_length=64, blank=True)
+
+    # What the cross-rank step found.
+    straggler_rank = models.IntegerField(null=True, blank=True)
+    straggler_device = models.ForeignKey(
+        "fleet.Device", null=True, blank=True, on_delete=models.SET_NULL, related_name="straggler_jobs"
+    )
+    summary = models.JSONField(default=dict, blank=True, help_text="Headline figures of the cross-rank step")
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+    capture_started_at = models.DateTimeField(null=True, blank=True)
+    capture_ended_at = models.DateTimeField(null=True, blank=True)
+    analysis_started_at = models.DateTimeField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.status})"
+
+    def get_absolute_url(self):
+        return reverse("traces:job", args=[self.pk])
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in (JobStatus.READY, JobStatus.FAILED)
+
+
+class JobRank(models.Model):
+    """One rank of a job: the device it ran on and the trace captured or uploaded for it."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="ranks")
+    rank = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=RankStatus.choices, default=RankStatus.QUEUED)
+    error = models.TextField(blank=True)
+    progress = models.FloatField(default=0.0)
+    device = models.ForeignKey("fleet.Device", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    device_serial = models.CharField(max_length=160, blank=True)
+    host_name = models.CharField(max_length=128, blank=True)
+    trace = models.ForeignKey(Trace, null=True, blank=True, on_delete=models.SET_NULL, related_name="job_ranks")
+    events = models.BigIntegerField(null=True, blank=True)
+    digest_file = models.CharField(max_length=255, blank=True, help_text="Storage name of the rank's digest")
+    health = models.JSONField(default=dict, blank=True, help_text="The device's health during the capture")
+
+    class Meta:
+        ordering = ["job", "rank"]
+        constraints = [models.UniqueConstraint(fields=["job", "rank"], name="job_rank_unique")]
+
+    def __str__(self):
+        return f"job {self.job_id} rank {self.rank} ({self.status})"

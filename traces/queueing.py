@@ -6,14 +6,27 @@ from django.conf import settings
 
 CAPTURE_TASK = "traces.tasks.capture_trace"
 ANALYSIS_TASK = "traces.tasks.analyse_trace"
+JOB_CAPTURE_TASK = "traces.tasks.capture_job"
+JOB_RANK_TASK = "traces.tasks.analyse_job_rank"
+JOB_COMBINE_TASK = "traces.tasks.combine_job"
 
 
 def trace_queue() -> str:
     return f"{settings.CELERY_TASK_DEFAULT_QUEUE}.traces"
 
 
-def send(task_name: str, trace_id: int, limit_s: float) -> None:
-    """Queue ``task_name(trace_id)``: soft time limit ``limit_s``, killed 30 s later."""
+def send(task_name: str, trace_id: int, limit_s: float, *more: int) -> None:
+    """Queue ``task_name(trace_id, *more)``: soft time limit ``limit_s``, killed 30 s later."""
     current_app.send_task(
-        task_name, (trace_id,), queue=trace_queue(), time_limit=limit_s + 30, soft_time_limit=limit_s
+        task_name, (trace_id, *more), queue=trace_queue(), time_limit=limit_s + 30, soft_time_limit=limit_s
     )
+
+
+def send_group(task_name: str, arguments: list[tuple], limit_s: float) -> None:
+    """Queue one ``task_name(*args)`` per item of ``arguments`` at once (a Celery group), for
+    as many trace workers as there are to take them."""
+    from celery import group
+
+    signature = current_app.signature
+    group(signature(task_name, args, queue=trace_queue(), time_limit=limit_s + 30, soft_time_limit=limit_s)
+          for args in arguments).apply_async()

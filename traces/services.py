@@ -272,7 +272,7 @@ def run_capture(trace_id: int) -> None:
     except DeviceHung as exc:
         fail(trace_id, f"device {trace.device.serial} stopped answering: {exc}")
         return
-    raw = _chrome_gz(live.trace)
+    raw = chrome_gz(live.trace)
     files = TraceFiles(trace_id)
     name = files.raw_name(head=raw[:2])
     files.save_stream(name, io.BytesIO(raw))
@@ -286,7 +286,7 @@ def run_capture(trace_id: int) -> None:
         _enqueue_analysis(trace_id)
 
 
-def _chrome_gz(trace: atrace.Trace) -> bytes:
+def chrome_gz(trace: atrace.Trace) -> bytes:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3) as gz:
         atrace.write_chrome_trace(trace, gz, gzip_output=False)

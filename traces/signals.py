@@ -1,5 +1,5 @@
-"""The traces app's receivers: deleting a trace deletes its files once the deletion has
-committed; the fleet's ``capture_wanted`` (a health rule asking for a trace) starts a capture."""
+"""The traces app's receivers: deleting a trace (or a job) deletes its files once the
+deletion has committed; the fleet's ``capture_wanted`` (a health rule asking for a trace) starts a capture."""
 
 import logging
 
@@ -8,8 +8,8 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from fleet.signals import capture_wanted
-from traces.files import TraceFiles
-from traces.models import Trace
+from traces.files import JobFiles, TraceFiles
+from traces.models import Job, Trace
 
 log = logging.getLogger(__name__)
 
@@ -17,6 +17,12 @@ log = logging.getLogger(__name__)
 @receiver(post_delete, sender=Trace)
 def delete_trace_files(sender, instance: Trace, **kwargs):
     files = TraceFiles(instance.pk)
+    transaction.on_commit(files.delete_all)
+
+
+@receiver(post_delete, sender=Job)
+def delete_job_files(sender, instance: Job, **kwargs):
+    files = JobFiles(instance.pk)
     transaction.on_commit(files.delete_all)
 
 

@@ -6,7 +6,7 @@ own worker process, so a fleet poll never waits behind a trace.
 
 from celery import shared_task
 
-from traces import services
+from traces import job_analysis, job_capture, job_results, services
 from traces.queueing import trace_queue  # noqa: F401  (the queue a trace worker serves)
 
 
@@ -21,10 +21,25 @@ def analyse_trace(trace_id: int) -> None:
 
 
 @shared_task
+def capture_job(job_id: int) -> None:
+    job_capture.run_job_capture(job_id)
+
+
+@shared_task
+def analyse_job_rank(job_id: int, rank: int) -> None:
+    job_analysis.analyse_rank(job_id, rank)
+
+
+@shared_task
+def combine_job(job_id: int) -> None:
+    job_results.combine(job_id)
+
+
+@shared_task
 def expire_stuck_traces() -> int:
-    return services.expire_stuck()
+    return services.expire_stuck() + job_analysis.expire_stuck_jobs()
 
 
 @shared_task
 def prune_traces() -> int:
-    return services.prune_traces()
+    return services.prune_traces() + job_results.prune_jobs(services.retention_cutoff())

@@ -9,4 +9,6 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("versions/", views.versions, name="versions"),
     path("<int:trace_id>/", views.detail, name="detail"),
+    path("jobs/", views.jobs, name="jobs"),
+    path("jobs/<int:job_id>/", views.job, name="job"),
 ]

@@ -11,7 +11,8 @@ from rest_framework.exceptions import ValidationError
 from traces import analyses, services
 from traces.api.views import ORDERINGS, filter_traces
 from traces.choices import TraceSource, TraceStatus
-from traces.models import Trace
+from traces.job_results import job_page
+from traces.models import Job, Trace
 
 PAGE_SIZE = 50
 TOP_DELTAS = 15  # bars in the comparison's chart of largest deltas
@@ -112,3 +113,20 @@ def versions(request):
         except analyses.BadRequest as exc:
             return render(request, "traces/versions.html", {**context, "error": str(exc)}, status=400)
     return render(request, "traces/versions.html", context)
+
+
+# -- distributed jobs ----------------------------------------------------------------------
+@login_required
+@permission_required("traces.view_trace", raise_exception=True)
+def jobs(request):
+    from django.conf import settings
+
+    page = Paginator(Job.objects.for_list(), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "traces/jobs.html", {"page": page, "max_mb": settings.TRACE_UPLOAD_MAX_MB})
+
+
+@login_required
+@permission_required("traces.view_trace", raise_exception=True)
+def job(request, job_id: int):
+    found = get_object_or_404(Job.objects.select_related("created_by", "straggler_device"), pk=job_id)
+    return render(request, "traces/job.html", job_page(found))

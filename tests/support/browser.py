@@ -102,7 +102,7 @@ def _stack_env(folder: Path, stack_settings: dict) -> dict:
     from tests.support.processes import child_env
 
     shared = {"EMULATOR_STATE_DIR": folder / "emulator", "TRACE_STORAGE_DIR": folder / "traces"}
-    with override_settings(**TEST_FLEET, **shared, **stack_settings):
+    with override_settings(**{**TEST_FLEET, **shared, **stack_settings}):  # a module's settings win
         return child_env()
 
 

@@ -74,6 +74,9 @@ def test_versions_page_flags_the_regression(client, viewer, operator, versions_p
     response = client.get("/traces/versions/?workload=transformer&type=gpu")
     assert response.status_code == 200
     assert [(r["op"], r["to"]) for r in response.context["result"]["regressions"]] == [("bmm", "2.1")]
+    (step,) = response.context["result"]["step_changes"]
+    assert step["flagged"] and step["delta_us"] > step["noise_us"] and [r["op"] for r in step["responsible"]] == ["bmm"]
+    assert 'id="step-table"' in response.content.decode()
     index = client.get("/traces/versions/").content.decode()
     assert "transformer on gpu" in index
     assert client.get("/traces/versions/?workload=transformer").status_code == 400

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from emulator.tracing import PROBLEMS as CAPTURE_PROBLEMS
-from traces.models import Trace
+from traces.models import Job, Trace
 
 
 class TraceSerializer(serializers.ModelSerializer):
@@ -88,3 +88,51 @@ class InstancesSerializer(serializers.Serializer):
     results = InstanceSerializer(many=True)
     group_by = serializers.CharField(required=False)
     groups = serializers.ListField(child=serializers.DictField(), required=False)
+
+
+class JobRankSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    status = serializers.CharField()
+    error = serializers.CharField()
+    progress = serializers.FloatField()
+    events = serializers.IntegerField(allow_null=True)
+    device = serializers.IntegerField(source="device_id", allow_null=True)
+    device_serial = serializers.CharField()
+    host = serializers.CharField(source="host_name")
+    trace = serializers.IntegerField(source="trace_id", allow_null=True)
+    reasons = serializers.SerializerMethodField(help_text="What the fleet saw wrong with the device during the capture")
+
+    def get_reasons(self, rank) -> list[str]:
+        return [r["text"] for r in (rank.health or {}).get("reasons", [])]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    url = serializers.CharField(source="get_absolute_url", read_only=True, help_text="The job's page")
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    straggler_device = serializers.IntegerField(source="straggler_device_id", read_only=True, allow_null=True)
+    ranks = JobRankSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "url", "name", "source", "status", "progress", "error", "parallelism", "world_size",
+            "device_type", "workload", "params", "straggler_rank", "straggler_device", "summary", "created_by",
+            "created_at", "capture_started_at", "capture_ended_at", "analysis_started_at", "ready_at", "ranks",
+        ]
+        read_only_fields = fields
+
+
+class JobCaptureRequestSerializer(serializers.Serializer):
+    devices = serializers.ListField(child=serializers.IntegerField(), required=False,
+                                    help_text="Device ids, in rank order")
+    host = serializers.CharField(required=False, allow_blank=True, help_text="Or: every device of this host")
+    type = serializers.CharField(required=False, allow_blank=True, help_text="And/or: every device of this type")
+    duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    parallelism = serializers.ChoiceField(choices=["data", "tensor"], default="data")
+
+
+class JobUploadSerializer(serializers.Serializer):
+    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True),
+                                 help_text="One Kineto / PyTorch profiler trace per rank")
+    name = serializers.CharField(required=False, max_length=200)

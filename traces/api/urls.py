@@ -2,13 +2,15 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from traces.api import analysis_views as analysis
-from traces.api import views
+from traces.api import job_views, views
 
 router = SimpleRouter()
 router.register("traces", views.TraceViewSet, basename="trace")
+router.register("jobs", job_views.JobViewSet, basename="job")
 
 urlpatterns = [
     path("devices/<int:pk>/capture/", views.CaptureView.as_view(), name="device-capture"),
+    path("jobs/capture/", job_views.JobCaptureView.as_view(), name="job-capture"),
     # The analyses (before the router: its detail route would take "compare" for an id).
     path("traces/compare/", analysis.ComparisonView.as_view(), name="trace-compare"),
     path("traces/versions/", analysis.VersionsView.as_view(), name="trace-versions"),

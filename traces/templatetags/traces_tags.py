@@ -4,7 +4,7 @@ from django.utils.html import json_script
 from fleet.durations import human_duration
 from fleet.routing import capture_unavailable_reason
 from traces.choices import TraceStatus
-from traces.models import Trace
+from traces.models import Job, Trace
 
 register = template.Library()
 
@@ -27,6 +27,13 @@ def device_traces(context, device, limit: int = 10):
         "capture_unavailable": capture_unavailable_reason(device.host),
         "csrf_token": context.get("csrf_token"),
     }
+
+
+@register.inclusion_tag("traces/device_jobs.html")
+def device_straggler_jobs(device, limit: int = 10):
+    """The jobs in which this device was the straggler, latest first."""
+    found = Job.objects.filter(straggler_device=device).order_by("-created_at")
+    return {"device": device, "jobs": list(found[:limit]), "total": found.count()}
 
 
 @register.filter

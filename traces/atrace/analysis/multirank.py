@@ -94,37 +94,11 @@ class Job:
         return rows[:top] if top else rows
 
     def per_rank(self) -> list[dict[str, Any]]:
-        out = []
-        for r, t in zip(self.ranks, self.traces):
-            bd = operator_breakdown(t)
-            comm = communication(t)
-            t0, t1 = t.span()
-            out.append({
-                "rank": r,
-                "file": t.meta.get("file", ""),
-                "events": len(t),
-                "span_us": us(t1 - t0),
-                "busy_us": {k: us(v) for k, v in bd.busy_ns.items()},
-                "communication": {k: v["share"] for k, v in comm["split"].items()},
-                "overlap_share": comm["overlap"]["share"],
-                "top_device_ops": bd.rows("device", top=5),
-            })
-        return out
+        return [rank_row(r, t) for r, t in zip(self.ranks, self.traces)]
 
     def side_by_side(self, top: int = 20) -> list[dict[str, Any]]:
         """Device operators with their total time on every rank, largest first."""
-        totals: dict[str, dict[int, float]] = defaultdict(dict)
-        for r, t in zip(self.ranks, self.traces):
-            for row in operator_breakdown(t, side="device").rows("device"):
-                totals[row["op"]][r] = row["total_us"]
-        rows = []
-        for op, by_rank in totals.items():
-            values = [by_rank.get(r, 0.0) for r in self.ranks]
-            rows.append({"op": op, "total_us": {str(r): v for r, v in zip(self.ranks, values)},
-                         "max_over_min": round(max(values) / min(values), 4) if min(values) > 0 else None,
-                         "sum_us": round(sum(values), 3)})
-        rows.sort(key=lambda row: -row["sum_us"])
-        return rows[:top]
+        return side_by_side_rows(self.ranks, [device_op_totals(t) for t in self.traces], top)
 
     def to_dict(self, top: int | None = 20) -> dict[str, Any]:
         return {
@@ -136,6 +110,45 @@ class Job:
             "skew": self.skew(top),
             "stragglers": self.stragglers(),
         }
+
+
+def rank_row(rank: int, trace: Trace) -> dict[str, Any]:
+    """One rank's figures: events, span, busy time by side, the device time's split."""
+    bd = operator_breakdown(trace)
+    comm = communication(trace)
+    t0, t1 = trace.span()
+    return {
+        "rank": rank,
+        "file": trace.meta.get("file", ""),
+        "events": len(trace),
+        "span_us": us(t1 - t0),
+        "busy_us": {k: us(v) for k, v in bd.busy_ns.items()},
+        "communication": {k: v["share"] for k, v in comm["split"].items()},
+        "overlap_share": comm["overlap"]["share"],
+        "top_device_ops": bd.rows("device", top=5),
+    }
+
+
+def device_op_totals(trace: Trace) -> dict[str, float]:
+    """Total time (us) of each device operator of a rank."""
+    return {row["op"]: row["total_us"] for row in operator_breakdown(trace, side="device").rows("device")}
+
+
+def side_by_side_rows(ranks: list[int], totals: list[dict[str, float]], top: int = 20) -> list[dict[str, Any]]:
+    """Device operators with their total time on every rank (``totals``: per rank, op ->
+    us), largest first."""
+    by_op: dict[str, dict[int, float]] = defaultdict(dict)
+    for r, ops in zip(ranks, totals):
+        for op, total in ops.items():
+            by_op[op][r] = total
+    rows = []
+    for op, by_rank in by_op.items():
+        values = [by_rank.get(r, 0.0) for r in ranks]
+        rows.append({"op": op, "total_us": {str(r): v for r, v in zip(ranks, values)},
+                     "max_over_min": round(max(values) / min(values), 4) if min(values) > 0 else None,
+                     "sum_us": round(sum(values), 3)})
+    rows.sort(key=lambda row: -row["sum_us"])
+    return rows[:top]
 
 
 def analyse_job(traces: list[Trace]) -> Job:

@@ -119,3 +119,68 @@ def _change(a: str, b: str, sa: dict, sb: dict, min_change: float) -> dict[str, 
         "noise_us": noise,
         "flagged": bool(delta > noise and pct is not None and pct > 100.0 * min_change),
     }
+
+
+# -- step time ------------------------------------------------------------------------------
+def step_time(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``{"step_us", "steps"}``: the median length of a trace's steps (``step_list``: its
+    ``ProfilerStep#N`` / ``step#N`` ranges) and how many there are; None without steps."""
+    if not steps:
+        return None
+    return {"step_us": round(float(np.median([s["dur_us"] for s in steps])), 3), "steps": len(steps)}
+
+
+def step_regressions(traces: list[dict[str, Any]], ops: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Step-time changes between consecutive software versions, each flagged when the step
+    got slower by more than the noise between captures of one version (the spread of their
+    step times: max minus min, the larger of the two versions'). With a single capture of
+    each version the noise is unknown and nothing is flagged.
+
+    ``traces``: ``[{"id", "version", "step_us", "steps", "ops": op_means(...)}]``; ``ops``:
+    :func:`version_regressions` of the same traces, whose flagged operators of each change
+    are named as responsible, ranked by the time per step they added.
+    """
+    timed = [t for t in traces if t.get("step_us")]
+    versions = sorted({t["version"] for t in timed}, key=version_key)
+    stats = {}
+    for v in versions:
+        steps = np.array([t["step_us"] for t in timed if t["version"] == v], float)
+        stats[v] = {"mean_us": round(float(steps.mean()), 3), "spread_us": round(float(steps.max() - steps.min()), 3),
+                    "captures": len(steps)}
+    out = []
+    for a, b in zip(versions, versions[1:]):
+        sa, sb = stats[a], stats[b]
+        delta = sb["mean_us"] - sa["mean_us"]
+        known = max(sa["captures"], sb["captures"]) >= 2
+        noise = max(sa["spread_us"], sb["spread_us"])
+        out.append({
+            "from": a, "to": b, "step_us": {a: sa, b: sb}, "delta_us": round(delta, 3),
+            "delta_pct": round(100.0 * delta / sa["mean_us"], 2) if sa["mean_us"] else None,
+            "noise_us": noise if known else None,
+            "flagged": bool(known and delta > noise and delta > 0),
+            "responsible": _responsible(timed, ops, a, b),
+        })
+    return out
+
+
+def _per_step(timed: list[dict[str, Any]], version: str, op: str) -> float:
+    """Time per step of an operator in a version's captures (us, averaged)."""
+    values = [t["ops"][op]["mean_us"] * t["ops"][op]["count"] / t["steps"]
+              for t in timed if t["version"] == version and op in t.get("ops", {}) and t.get("steps")]
+    return float(np.mean(values)) if values else 0.0
+
+
+def _responsible(timed: list[dict[str, Any]], ops: dict[str, Any] | None, a: str, b: str) -> list[dict[str, Any]]:
+    if not ops:
+        return []
+    named = []
+    for row in ops["rows"]:
+        change = next((c for c in row["changes"] if c["from"] == a and c["to"] == b and c["flagged"]), None)
+        if change is None:
+            continue
+        key = f"{row['side']}/{row['op']}"
+        added = _per_step(timed, b, key) - _per_step(timed, a, key)
+        named.append({"op": row["op"], "side": row["side"], "delta_pct": change["delta_pct"],
+                      "added_per_step_us": round(added, 3)})
+    named.sort(key=lambda r: -r["added_per_step_us"])
+    return named

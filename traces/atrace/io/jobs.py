@@ -56,21 +56,25 @@ def read_job(sources: str | os.PathLike | list) -> list[Trace]:
     if len(items) > MAX_RANKS:
         raise TraceFormatError(f"{len(items)} trace files: more than {MAX_RANKS} ranks", str(sources))
     traces = []
-    for position, (name, src) in enumerate(items):
+    for name, src in items:
         trace = read_trace(io.BytesIO(src) if isinstance(src, bytes) else src)
-        trace.meta["rank"] = _rank_of(trace, name, position)
         trace.meta["file"] = name
         traces.append(trace)
-    ranks = [t.meta["rank"] for t in traces]
-    if len(set(ranks)) != len(ranks):
-        # Ranks repeat (copies of one file, or names without ranks): number them by position.
-        for position, t in enumerate(traces):
-            t.meta["rank"] = position
+    for trace, rank in zip(traces, rank_numbers([t.meta for t in traces], [name for name, _ in items])):
+        trace.meta["rank"] = rank
     return sorted(traces, key=lambda t: t.meta["rank"])
 
 
-def _rank_of(trace: Trace, name: str, position: int) -> int:
-    info = trace.meta.get("distributedInfo")
+def rank_numbers(metas: list[dict], names: list[str]) -> list[int]:
+    """The rank of each file of a job, in order: its ``distributedInfo.rank``, else the
+    number in its name, else its position; if ranks repeat (copies of one file, or names
+    without ranks) every file is numbered by its position."""
+    ranks = [_rank_of(meta, name, position) for position, (meta, name) in enumerate(zip(metas, names))]
+    return ranks if len(set(ranks)) == len(ranks) else list(range(len(ranks)))
+
+
+def _rank_of(meta: dict, name: str, position: int) -> int:
+    info = meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return info["rank"]
     m = _RANK_IN_NAME.search(name)

@@ -34,6 +34,7 @@ _SYNC_NAME = re.compile(r"synchroni[sz]e", re.IGNORECASE)
 _DEVICE_PROCESS = re.compile(r"^(gpu|device|accelerator|npu|tpu|mtia|xpu|hpu)\b", re.IGNORECASE)
 
 _COLUMNS = ("name", "cat", "op", "kind", "ph", "ts", "dur", "track", "corr", "ext")
+ROWS_PER_CHUNK = 1024  # events (and edges) added one at a time are moved into arrays this often
 _DTYPES = {
     "name": np.int32,
     "cat": np.int32,
@@ -67,6 +68,7 @@ class TraceBuilder:
         self.count = 0
         self._rows: dict[str, list] = {c: [] for c in _COLUMNS}
         self._row_args: list[bytes] = []
+        self._edge_rows: tuple[list[int], list[int], list[int]] = ([], [], [])
 
     # -- tracks --------------------------------------------------------------------------
     def track(self, pid: Any, tid: Any, **attrs: Any) -> int:
@@ -114,14 +116,28 @@ class TraceBuilder:
         rows["ext"].append(ext)
         self._row_args.append(orjson.dumps(args) if args else b"")
         self.count += 1
+        if len(self._row_args) >= ROWS_PER_CHUNK:
+            # Into columns now: a list of Python ints costs ten times an array, and each
+            # of orjson's bytes holds a 4 KB block until it is joined into the chunk's blob.
+            self._flush_rows()
         return self.count - 1
 
     def edge(self, src: int, dst: int, kind: EdgeKind = EdgeKind.DATA) -> None:
-        self.edges.append(
-            (np.array([src], np.int64), np.array([dst], np.int64), np.array([kind], np.uint8))
-        )
+        src_rows, dst_rows, kind_rows = self._edge_rows
+        src_rows.append(src)
+        dst_rows.append(dst)
+        kind_rows.append(int(kind))
+        if len(src_rows) >= ROWS_PER_CHUNK:
+            self._flush_edges()
+
+    def _flush_edges(self) -> None:
+        src_rows, dst_rows, kind_rows = self._edge_rows
+        if src_rows:
+            self.edges.append((np.array(src_rows, np.int64), np.array(dst_rows, np.int64), np.array(kind_rows, np.uint8)))
+            self._edge_rows = ([], [], [])
 
     def add_edges(self, src: np.ndarray, dst: np.ndarray, kind: EdgeKind) -> None:
+        self._flush_edges()  # edges keep the order they were added in
         src = np.asarray(src, np.int64)
         self.edges.append((src, np.asarray(dst, np.int64), np.full(len(src), kind, np.uint8)))
 
@@ -161,6 +177,7 @@ class TraceBuilder:
         """The trace; ``finish=False`` leaves :func:`finish_trace` to the caller (a reader
         that still fixes kinds calls it once, afterwards)."""
         self._flush_rows()
+        self._flush_edges()
         cols, self.columns = self.columns, {c: np.zeros(0, _DTYPES[c]) for c in _COLUMNS}
         for column in cols.values():
             column.resize(self._filled, refcheck=False)

@@ -21,6 +21,7 @@ vendors' traces compare call for call.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -123,9 +124,15 @@ def _ranks(value: Any) -> list[int] | None:
     if isinstance(value, list):
         return [int(x) for x in value if isinstance(x, int)]
     if isinstance(value, str):
-        found = re.findall(r"-?\d+", value)
-        return [int(x) for x in found] if found else None
+        found = _ranks_in_text(value)
+        return list(found) if found else None
     return None
+
+
+@lru_cache(maxsize=64)
+def _ranks_in_text(value: str) -> tuple[int, ...]:
+    """Rank numbers written as text ("[0, 1, 2]"): every collective of a group repeats it."""
+    return tuple(int(x) for x in re.findall(r"-?\d+", value))
 
 
 _HIP = re.compile(r"^(_*)hip")

@@ -9,8 +9,14 @@ from emulator.config import FleetConfig, fleet_layout
 from emulator.tracing import capture
 from traces.atrace import compare, operator_breakdown
 from traces.atrace.analysis.comparison import compare_tables, op_table
-from traces.atrace.analysis.path_tables import path_tables
-from traces.atrace.analysis.versions import op_means, version_key, version_regressions
+from traces.atrace.analysis.path_tables import path_tables, step_list
+from traces.atrace.analysis.versions import (
+    op_means,
+    step_regressions,
+    step_time,
+    version_key,
+    version_regressions,
+)
 from traces.atrace.render.page_data import (
     PageLimits,
     compute_page_data,
@@ -156,3 +162,49 @@ def test_page_data_keeps_within_the_limits_it_is_given(gpu_traces):
     assert len(docs["correlation"]["launched_by"]) == 4
     roomy = compute_page_data(trace, LIMITS).documents
     assert len(roomy["paths"]["whole"]["rows"]) > 5 and len(roomy["correlation"]["launched_by"]) > 4
+
+
+@pytest.fixture()
+def release_5pct_slower(monkeypatch):
+    """A release 2.2 whose GELU is 2.4 times slower: the GPU's step gets about 5 % longer."""
+    import dataclasses
+
+    from emulator import workloads
+
+    gpu = workloads.COST_PROFILES["gpu"]
+    monkeypatch.setitem(workloads.COST_PROFILES, "gpu",
+                        dataclasses.replace(gpu, sw_regressions={**gpu.sw_regressions, "2.2": {"gelu": 2.42}}))
+
+
+def _step_record(version, seed):
+    trace = capture("gpu", DURATION_S, sw_version=version, seed=seed)
+    return {"id": f"{version}-{seed}", "version": version, "ops": op_means(operator_breakdown(trace)),
+            **step_time(step_list(trace))}
+
+
+def test_a_5_percent_slower_step_is_flagged_with_the_operator_that_slowed(release_5pct_slower):
+    records = [_step_record(v, s) for v in ("2.0", "2.2") for s in (1, 2)]
+    (change,) = step_regressions(records, version_regressions(records))
+    assert (change["from"], change["to"]) == ("2.0", "2.2")
+    assert 4 < change["delta_pct"] < 6 and change["flagged"]
+    assert change["delta_us"] > 5 * change["noise_us"]
+    assert [r["op"] for r in change["responsible"]] == ["gelu"]
+    assert change["responsible"][0]["added_per_step_us"] > 0.5 * change["delta_us"]
+
+
+def test_captures_of_one_version_are_not_a_step_regression():
+    same = [_step_record("2.0", s) for s in (1, 2, 3)]
+    relabelled = [{**r, "version": "2.0.1"} if k == 2 else r for k, r in enumerate(same)]
+    (change,) = step_regressions(relabelled, version_regressions(relabelled))
+    assert not change["flagged"] and change["responsible"] == []
+    # One capture of each version: the noise is unknown, so nothing is flagged.
+    (alone,) = step_regressions(same[:1] + relabelled[2:])
+    assert alone["noise_us"] is None and not alone["flagged"]
+
+
+def test_step_time_is_the_median_step_and_none_without_steps():
+    assert step_time([]) is None
+    trace = capture("gpu", DURATION_S, seed=1)
+    found = step_time(step_list(trace))
+    assert found["steps"] == trace.meta["steps"]
+    assert 400 < found["step_us"] < 1000

@@ -1,0 +1,338 @@
+"""Distributed-job figures: the straggler named with its reason, latency, scale, versions.
+
+    python benchmarks/bench_jobs.py [--runs 20] [--only accuracy,latency,scale,versions]
+
+Runs against the PostgreSQL and Redis the environment names (DATABASE_URL, REDIS_URL), on a
+throwaway database it creates and drops.
+
+* accuracy: ``--runs`` 16-rank data-parallel jobs with a fault injected on one device
+  (overheat, a degraded PCIe link, an ECC storm, a regressed software version on that device,
+  in turn, on a different rank each time), each captured live (2 s) and analysed through the
+  services, the fleet polled before it: how often the faulty device is named as the straggler
+  *with the fleet's reason of the right kind*; and ``--runs`` fault-free jobs: how often a
+  straggler is named (it should never be).
+* latency: a 16-rank 5 s capture through the API and a real trace worker (concurrency 3, as
+  ``make run`` starts it): from the end of the capture window to the job being ready.
+* scale: a 64-rank job of about 125k events per rank (benchmarks/job_inputs.py; generated
+  once), uploaded, then analysed by 2 and by 3 trace worker processes (solo pools): upload →
+  ready, and each worker's peak RSS.
+* versions: a release whose step is about 5 % slower (one operator 2.4x slower) against its
+  predecessor, three captures each; and three captures of one version labelled as two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_traces import cpu_seconds, database_url, peak_rss_mb, reset_peak  # noqa: E402
+
+BIN = Path(sys.executable).parent
+PREFIX = "asicmon-bench-jobs"
+FAULTS = ("overheat", "pcie_degraded", "ecc_storm", "software")
+REASON_KIND = {"overheat": "throttled", "pcie_degraded": "pcie", "ecc_storm": "ecc", "software": "software"}
+
+
+def start_worker(queue: str, name: str, pool: str = "solo", concurrency: int = 1) -> subprocess.Popen:
+    from django.db import connection
+
+    env = dict(os.environ, DATABASE_URL=database_url(connection), PYTHONUNBUFFERED="1", LOG_LEVEL="INFO")
+    argv = [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "-Q", queue, "--without-gossip",
+            "--without-mingle", "-n", f"{name}-{os.getpid()}@%h", "--pool", pool]
+    if pool != "solo":
+        argv += ["--concurrency", str(concurrency)]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if "ready." in line:
+            break
+    # Keep draining its output so that the worker never blocks on a full pipe.
+    import threading
+
+    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+    return proc
+
+
+def stop(procs) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(timeout=60)
+
+
+def wipe_redis() -> None:
+    from fleet.redis import get_redis
+
+    client = get_redis()
+    keys = list(client.scan_iter(f"{PREFIX}*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+def wait_job(job_id: int, timeout: float = 900):
+    from traces.models import Job
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = Job.objects.get(pk=job_id)
+        if job.status in ("ready", "failed"):
+            return job
+        time.sleep(0.05)
+    raise SystemExit(f"job {job_id} not done after {timeout} s")
+
+
+# -- the fleet --------------------------------------------------------------------------------
+def fleet_devices(count: int):
+    """``count`` GPU-like devices on software 2.0 (from as many hosts as it takes), and one
+    device on another version (for the software fault)."""
+    from emulator.config import find_host
+    from fleet.emulated_fleet import fleet_config
+    from fleet.models import Device
+
+    cfg = fleet_config()
+    devices = list(Device.objects.select_related("host").order_by("host__name", "index"))
+    version = {d.pk: find_host(cfg, d.host.name).device(d.serial).sw_version for d in devices}
+    same = [d for d in devices if version[d.pk] == "2.0"][:count]
+    other = next(d for d in devices if version[d.pk] == "2.1")
+    return same, other
+
+
+def prepare(devices, fault: str | None, victim, state_dir: Path) -> None:
+    """The job has run on the devices for 15 minutes (the fault since it started); the fleet
+    polled them just now."""
+    from django.conf import settings
+
+    from fleet import emulated_fleet, health_index, polling
+    from fleet.models import HealthEvent
+
+    settings.EMULATOR_STATE_DIR = state_dir
+    emulated_fleet.host_monitor.cache_clear()
+    HealthEvent.objects.all().delete()
+    wipe_redis()
+    health_index.forget([d.pk for d in devices])
+    now = time.time()
+    for name in {d.host.name for d in devices}:
+        host = emulated_fleet.host_monitor(name).host
+        with host.locked():
+            host.sync(now - 900)
+            for d in devices:
+                if d.host.name == name:
+                    host.occupy(d.serial, now + 600)
+            if fault and fault != "software" and victim.host.name == name:
+                host.inject_fault(victim.serial, fault)
+            host.advance(now - 2)
+            host.save()
+    for cycle in (now - 2, now):
+        for shard in polling.shards():
+            polling.poll_shard(shard, cycle)
+
+
+def run_job_in_process(user, devices, duration: float):
+    from traces import job_analysis, job_capture, job_results
+    from traces.models import Job
+
+    job = job_capture.request_job_capture(user, devices, duration, name="bench")
+    job_capture.run_job_capture(job.pk)
+    for r in Job.objects.get(pk=job.pk).ranks.filter(status="analysing"):
+        job_analysis.analyse_rank(job.pk, r.rank)
+    job_results.combine(job.pk)
+    return Job.objects.get(pk=job.pk)
+
+
+def bench_accuracy(user, runs: int, workdir: Path) -> None:
+    from traces import job_results
+
+    same, other = fleet_devices(16)
+    named = with_reason = 0
+    misses = []
+    started = time.perf_counter()
+    for k in range(runs):
+        fault = FAULTS[k % len(FAULTS)]
+        position = (3 + 5 * k) % 16
+        devices = list(same)
+        if fault == "software":
+            devices[position] = other
+        victim = devices[position]
+        prepare(devices, fault, victim, workdir / f"emulator-fault-{k}")
+        job = run_job_in_process(user, devices, 2.0)
+        finding = job_results.read_report(job)["straggler"] if job.status == "ready" else None
+        right = finding is not None and finding["rank"] == position and job.straggler_device_id == victim.pk
+        kinds = [r["kind"] for r in (finding or {}).get("reasons", [])]
+        named += right
+        with_reason += right and REASON_KIND[fault] in kinds
+        if not (right and REASON_KIND[fault] in kinds):
+            misses.append(f"{fault} on rank {position}: named {job.straggler_rank}, reasons {kinds} {job.error}")
+    print(f"accuracy: faulty device named as the straggler in {named}/{runs} runs, with its health reason of the "
+          f"right kind in {with_reason}/{runs} ({100 * with_reason / runs:.0f} %) across {', '.join(FAULTS)}")
+    for miss in misses:
+        print(f"  miss: {miss}")
+    false = 0
+    for k in range(runs):
+        prepare(same, None, None, workdir / f"emulator-clean-{k}")
+        job = run_job_in_process(user, same, 2.0)
+        false += job.straggler_rank is not None or job.status != "ready"
+    print(f"accuracy: fault-free jobs naming a straggler: {false}/{runs}  "
+          f"({time.perf_counter() - started:.0f} s for {2 * runs} jobs of 16 ranks)")
+
+
+def bench_latency(client, workdir: Path, repeat: int = 3) -> None:
+    from traces.tasks import trace_queue
+
+    same, _ = fleet_devices(16)
+    worker = start_worker(trace_queue(), "latency", pool="prefork", concurrency=3)
+    try:
+        after = []
+        for k in range(repeat):
+            prepare(same, None, None, workdir / f"emulator-latency-{k}")
+            response = client.post("/api/jobs/capture/", {"devices": [d.pk for d in same], "duration_s": 5},
+                                   content_type="application/json")
+            assert response.status_code == 202, response.content[:300]
+            job = wait_job(response.json()["id"])
+            assert job.status == "ready", job.error
+            window_end = job.capture_started_at.timestamp() + 5
+            after.append(job.ready_at.timestamp() - window_end)
+            print(f"latency: 16-rank 5 s capture: window end → ready {after[-1]:.1f} s "
+                  f"(capture stored {job.capture_ended_at.timestamp() - window_end:.1f} s after the window)")
+        print(f"latency: median {statistics.median(after):.1f} s after the capture window (target ≤ 30 s)")
+    finally:
+        stop([worker])
+
+
+def bench_scale(user, workdir: Path, ranks: int, events: int) -> None:
+    from django.core.files import File
+    from job_inputs import job_files
+
+    from traces import job_analysis, job_uploads
+    from traces.tasks import trace_queue
+
+    files = job_files(ranks, events, ROOT / "var" / "bench" / "jobs")
+    size = sum(f.stat().st_size for f in files)
+    for workers in (2, 3):
+        handles = [f.open("rb") for f in files]
+        try:
+            job = job_uploads.accept_job_upload([File(h, name=f.name) for h, f in zip(handles, files)], user,
+                                                name=f"scale-{workers}")
+        finally:
+            for h in handles:
+                h.close()
+        procs = [start_worker(trace_queue(), f"scale{k}") for k in range(workers)]
+        try:
+            for p in procs:
+                reset_peak(p.pid)
+            cpu0 = [cpu_seconds(p.pid) for p in procs]
+            t0 = time.perf_counter()
+            job_analysis.start_analysis(job.pk, ["queued"])
+            done = wait_job(job.pk)
+            took = time.perf_counter() - t0
+            rss = [peak_rss_mb(p.pid) for p in procs]
+            cpu = [cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0)]
+        finally:
+            stop(procs)
+            wipe_redis()  # the ranks' own trace analyses queued after the job's: not measured here
+        events_total = sum(r.events or 0 for r in done.ranks.all())
+        print(f"scale: {ranks} ranks, {events_total:,} events ({size / 1e6:.0f} MB gz), {workers} trace workers: "
+              f"analysis start → ready {took:.1f} s (worker CPU {' / '.join(f'{c:.0f}' for c in cpu)} s), "
+              f"peak RSS per worker {' / '.join(f'{r:.0f}' for r in rss)} MB; the cross-rank step "
+              f"{done.summary.get('cross_rank_s', 0):.1f} s of it; straggler rank {done.straggler_rank}; {done.status}")
+
+
+def bench_versions(captures: int = 3) -> None:
+    from emulator import workloads
+    from emulator.tracing import capture
+    from traces.atrace import operator_breakdown
+    from traces.atrace.analysis.path_tables import step_list
+    from traces.atrace.analysis.versions import (
+        op_means,
+        step_regressions,
+        step_time,
+        version_regressions,
+    )
+
+    gpu = workloads.COST_PROFILES["gpu"]
+    workloads.COST_PROFILES["gpu"] = dataclasses.replace(gpu, sw_regressions={**gpu.sw_regressions, "2.2": {"gelu": 2.42}})
+    try:
+        def record(version, seed, label=None):
+            trace = capture("gpu", 0.05, sw_version=version, seed=seed)
+            return {"id": seed, "version": label or version, "ops": op_means(operator_breakdown(trace)),
+                    **step_time(step_list(trace))}
+
+        slower = [record(v, s) for v in ("2.0", "2.2") for s in range(1, captures + 1)]
+        (change,) = step_regressions(slower, version_regressions(slower))
+        print(f"versions: 2.0 → 2.2 step {change['delta_pct']:+.2f} % ({change['delta_us']:.1f} µs, noise "
+              f"{change['noise_us']:.1f} µs): flagged {change['flagged']}, responsible "
+              f"{[r['op'] for r in change['responsible']]}")
+        same = [record("2.0", s, "2.0" if s <= captures else "2.0.1") for s in range(1, 2 * captures + 1)]
+        (change,) = step_regressions(same, version_regressions(same))
+        print(f"versions: two labels of one version: step {change['delta_pct']:+.2f} % (noise {change['noise_us']:.1f} µs): "
+              f"flagged {change['flagged']}")
+    finally:
+        workloads.COST_PROFILES["gpu"] = gpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--only", default="accuracy,latency,scale,versions")
+    parser.add_argument("--ranks", type=int, default=64)
+    parser.add_argument("--events", type=int, default=125_000)
+    args = parser.parse_args()
+    sections = set(args.only.split(","))
+    if "versions" in sections:
+        bench_versions()
+    if not sections - {"versions"}:
+        return
+
+    workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-jobs-"))
+    os.environ.update(
+        EMULATOR_STATE_DIR=str(workdir / "emulator"), TRACE_STORAGE_DIR=str(workdir / "traces"),
+        REDIS_KEY_PREFIX=PREFIX, CELERY_QUEUE=PREFIX, FLEET_HOSTS="5", FLEET_DEVICES_PER_HOST="8",
+        FLEET_TYPES="gpu", FLEET_SEED="5", POLL_SHARDS="1", LOG_LEVEL="WARNING", TRACE_STORAGE_MAX_GB="50",
+        ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.test.utils import setup_databases, teardown_databases
+
+    from fleet.emulated_fleet import seed_fleet
+    from fleet.roles import ensure_roles
+
+    # Its own throwaway database: never the test suite's, which may be running too.
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"asicmon_bench_jobs_{os.getpid()}"
+    old = setup_databases(verbosity=0, interactive=False)
+    try:
+        seed_fleet()
+        ensure_roles()
+        user = User.objects.create_superuser("bench", password="bench-password-123")
+        client = Client()
+        client.force_login(user)
+        print("Job figures (the machine may be shared and loaded)")
+        if "accuracy" in sections:
+            bench_accuracy(user, args.runs, workdir)
+        if "latency" in sections:
+            bench_latency(client, workdir)
+        if "scale" in sections:
+            bench_scale(user, workdir, args.ranks, args.events)
+    finally:
+        wipe_redis()
+        teardown_databases(old, verbosity=0)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""A job through real Celery workers: the per-rank analyses spread over two worker processes
+(each could be on its own machine: they share only the database, the broker and the
+storage), and the cross-rank step runs once, after the last rank."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.support.jobs import running_job, same_software
+from tests.support.processes import child_env, start_worker
+from tests.support.tiers import starts_processes
+from traces.choices import JobStatus
+from traces.models import Job
+from traces.tasks import trace_queue
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+@starts_processes
+def two_workers(settings, tmp_path, trace_storage):
+    env = child_env(TRACE_STORAGE_DIR=settings.TRACE_STORAGE_DIR)
+    workers = [start_worker(env, concurrency=1, queue=trace_queue()) for _ in range(2)]
+    yield workers
+    for w in workers:
+        w.stop()
+
+
+def wait_for(job_id: int, statuses: set[str], timeout: float) -> Job:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = Job.objects.get(pk=job_id)
+        if job.status in statuses:
+            return job
+        time.sleep(0.2)
+    raise TimeoutError(f"job {job_id} still {Job.objects.get(pk=job_id).status} after {timeout} s")
+
+
+def test_ranks_are_analysed_by_every_worker_and_combined_once(gpu_fleet, two_workers, api_client, operator):
+    devices = same_software(gpu_fleet, 6)
+    running_job(devices, "ecc_storm", devices[4])
+    api_client.force_authenticate(operator)
+    response = api_client.post("/api/jobs/capture/", {"devices": [d.pk for d in devices], "duration_s": 2}, format="json")
+    assert response.status_code == 202
+    job = wait_for(response.data["id"], {JobStatus.READY, JobStatus.FAILED}, 180)
+    logs = [w.output() for w in two_workers]
+    assert job.status == JobStatus.READY, f"{job.error}\n{logs}"
+    assert job.straggler_rank == 4 and job.straggler_device_id == devices[4].pk
+    assert any("ECC storm" in r for r in job.summary["straggler"]["reasons"]), job.summary
+    ranks_done = [len(re.findall(rf"job {job.pk} rank \d+ digested", log)) for log in logs]
+    assert sum(ranks_done) == 6 and all(n > 0 for n in ranks_done), ranks_done
+    combined = sum(len(re.findall(rf"job {job.pk} combined", log)) for log in logs)
+    assert combined == 1

@@ -1,0 +1,130 @@
+"""The jobs API: capture a distributed job, upload one, read its ranks and its results."""
+
+from django.http import UnreadablePostError
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from fleet.api import params
+from traces import job_capture, job_results, job_uploads, services
+from traces.api.permissions import CanCaptureTraces, CanUploadTraces, CanViewTraces
+from traces.api.serializers import (
+    CreatedSerializer,
+    JobCaptureRequestSerializer,
+    JobSerializer,
+    JobUploadSerializer,
+)
+from traces.api.views import NotReady, Refused, TooLarge
+from traces.choices import JobStatus
+from traces.models import Job
+from traces.uploads import refusal, use_limited_handlers
+
+MAX_TIMELINE_COLLECTIVES = 500
+
+
+def _created(job: Job) -> Response:
+    return Response({"id": job.pk, "url": job.get_absolute_url(), "status": job.status}, status=status.HTTP_202_ACCEPTED)
+
+
+def ready_job(job: Job) -> Job:
+    if job.status != JobStatus.READY:
+        reason = f": {job.error}" if job.error else ""
+        raise NotReady(f"job {job.pk} is {job.status}{reason}; its results are not ready")
+    return job
+
+
+class JobViewSet(viewsets.ReadOnlyModelViewSet):
+    """Distributed jobs: their ranks, status and cross-rank results."""
+
+    serializer_class = JobSerializer
+    parser_classes = [MultiPartParser]
+
+    def get_permissions(self):
+        return [CanUploadTraces()] if self.action == "create" else [CanViewTraces()]
+
+    def initialize_request(self, request, *args, **kwargs):
+        use_limited_handlers(request)  # before anything (the CSRF check) reads the body
+        return super().initialize_request(request, *args, **kwargs)
+
+    def get_queryset(self):
+        queryset = Job.objects.for_list().prefetch_related("ranks")
+        if self.action == "list" and (state := params.parse_choice(self.request.query_params, "status", JobStatus.values)):
+            queryset = queryset.filter(status=state)
+        return queryset
+
+    @extend_schema(
+        request={"multipart/form-data": JobUploadSerializer},
+        responses={202: CreatedSerializer, 400: OpenApiResponse(description="A bad file: which, and the engine's message"),
+                   413: OpenApiResponse(description="Too large"), 507: OpenApiResponse(description="Storage full")},
+    )
+    def create(self, request):
+        """Upload a job: one trace file per rank (multipart ``files``); checked, stored, analysed."""
+        try:
+            files = request.FILES.getlist("files")
+            name = request.data.get("name", "")
+        except UnreadablePostError:
+            files, name = [], ""
+        if reason := refusal(request._request):
+            raise TooLarge(reason)
+        if not files:
+            raise ValidationError({"files": "upload one trace file per rank (multipart field 'files')."})
+        try:
+            job = job_uploads.accept_job_upload(files, request.user, name=str(name)[:200])
+        except services.TraceRefused as exc:
+            raise Refused(exc) from None
+        return _created(job)
+
+    @extend_schema(responses={200: OpenApiResponse(description="The cross-rank report"),
+                              409: OpenApiResponse(description="Not ready")})
+    @action(detail=True, methods=["get"])
+    def report(self, request, pk=None):
+        """Ranks, collectives' arrival skew, stragglers, the cross-rank critical path, and the
+        straggler's reasons from the fleet."""
+        return Response(job_results.read_report(ready_job(self.get_object())))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("first", int, description="First collective (default 0)"),
+                    OpenApiParameter("limit", int, description=f"Collectives (default 60, at most {MAX_TIMELINE_COLLECTIVES})")],
+        responses={200: OpenApiResponse(description="Arrivals and ends per rank, and the path"),
+                   409: OpenApiResponse(description="Not ready")},
+    )
+    @action(detail=True, methods=["get"])
+    def timeline(self, request, pk=None):
+        """A window of collectives on every rank, with the critical path's segments in it."""
+        job = ready_job(self.get_object())
+        query = request.query_params
+        first = query.get("first") or "0"
+        if not first.isdigit():
+            raise ValidationError({"first": f"'{first}' is not a non-negative integer."})
+        count = params.parse_limit(query, default=job_results.TIMELINE_COLLECTIVES, maximum=MAX_TIMELINE_COLLECTIVES)
+        return Response(job_results.timeline(job, int(first), count))
+
+
+class JobCaptureView(APIView):
+    """POST /api/jobs/capture/: capture a distributed job on devices (operators)."""
+
+    permission_classes = [CanCaptureTraces]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=JobCaptureRequestSerializer,
+        responses={202: CreatedSerializer, 400: OpenApiResponse(description="Bad devices or duration"),
+                   409: OpenApiResponse(description="Every device is busy, or a host cannot capture")},
+    )
+    def post(self, request):
+        form = JobCaptureRequestSerializer(data=request.data)
+        if not form.is_valid():
+            raise ValidationError(form.errors)
+        data = form.validated_data
+        try:
+            devices = job_capture.job_devices(device_ids=data.get("devices"), host=data.get("host", ""),
+                                              device_type=data.get("type", ""))
+            job = job_capture.request_job_capture(request.user, devices, data["duration_s"], name=data.get("name", ""),
+                                                  parallelism=data["parallelism"])
+        except services.TraceRefused as exc:
+            raise Refused(exc) from None
+        return _created(job)
