@@ -16,6 +16,7 @@ from django.db import connection, transaction
 
 from fleet import partitions, rollups, samples
 from fleet.models import Sample, SampleHour, SampleMinute
+from tests.support.fleet import POLLED_CYCLE
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db
@@ -45,7 +46,7 @@ def ids(seeded_fleet):
 
 def test_a_repeated_cycle_adds_nothing_and_keeps_the_first_values(ids):
     devices, counters = ids
-    ts = at(1_795_000_000)
+    ts = at(POLLED_CYCLE + 0)
     first = cycle_rows(devices, counters, ts, seed=1)
     assert samples.write_samples(first, "shard:0/2") == len(first)
     assert samples.write_samples(cycle_rows(devices, counters, ts, seed=2), "shard:0/2") == 0
@@ -57,7 +58,7 @@ def test_a_batch_that_meets_another_writers_keys_keeps_both_once(ids):
     """Hosts that moved between shards: the second writer's COPY meets stored keys, is
     undone, and its batch goes through INSERT … ON CONFLICT instead."""
     devices, counters = ids
-    ts = at(1_795_000_005)
+    ts = at(POLLED_CYCLE + 5)
     a = cycle_rows(devices[:5], counters, ts, seed=1)
     b = cycle_rows(devices[3:], counters, ts, seed=2)
     samples.write_samples(a, "shard:0/2")
@@ -69,7 +70,7 @@ def test_a_batch_that_meets_another_writers_keys_keeps_both_once(ids):
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_of_the_same_cycle_store_it_once(ids):
     devices, counters = ids
-    ts = at(1_795_000_010)
+    ts = at(POLLED_CYCLE + 10)
     batches = [cycle_rows(devices, counters, ts, seed=n) for n in range(4)]
     results, errors = [], []
 

@@ -1,8 +1,12 @@
 """What several test folders share about a polled fleet."""
 
+import time
+
 # A fixed poll slot: the `polled_fleet` fixture polls the three cycles ending here, so that
-# no test straddles a cycle boundary and tests can ask for exact times.
-POLLED_CYCLE = 1_795_000_000.0
+# no test straddles a cycle boundary and tests can ask for exact times. It is the start of
+# today (UTC), not a constant: a slot fixed in the calendar falls out of the sample retention
+# a week later and the samples written for it are refused.
+POLLED_CYCLE = float(int(time.time()) // 86_400 * 86_400)
 
 # The small emulated fleet of the suite (2 hosts x 4 devices, three types): `fleet_settings`
 # sets these for a test, and a stack shared by a test module starts with them.
