@@ -5,9 +5,9 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run agent test test-fast soak lint bench bench-fleet bench-atrace bench-trace-views proto bench-chakra browser-deps prometheus-deps clean
+.PHONY: run agent test test-fast soak lint bench bench-fleet bench-atrace bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
 
-run: $(VENV)/.runtime
+run: $(VENV)/.runtime tsdb-deps
 	$(BIN)/python -m dashboard.stack run
 
 # On a machine with real accelerators: register this host and poll its devices. Needs the
@@ -19,15 +19,15 @@ agent: $(VENV)/.runtime
 # or drive Chromium (tests/support/tiers.py says which is which); property tests try every
 # example they ask for (Hypothesis profile `ci`).
 test: export HYPOTHESIS_PROFILE ?= ci
-test: $(VENV)/.dev browser-deps prometheus-deps
+test: $(VENV)/.dev browser-deps prometheus-deps tsdb-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit,stack --durations=25 $(PYTEST_ARGS)
 
 # The unit tier only (no child processes, no browser), in parallel: the loop while working.
-test-fast: $(VENV)/.dev prometheus-deps
+test-fast: $(VENV)/.dev prometheus-deps tsdb-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit $(PYTEST_ARGS)
 
 # The long soak: websockets held through 10 minutes of polling at the default interval.
-soak: $(VENV)/.dev
+soak: $(VENV)/.dev tsdb-deps
 	ASICMON_SOAK=long $(BIN)/python -m dashboard.stack test tests/dashboard/test_soak.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
@@ -73,6 +73,12 @@ proto: $(VENV)/.dev
 browser-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium chromium-driver)
+
+# Debian's VictoriaMetrics: the time-series store `make run` and `make test` start when none
+# answers at TSDB_URL.
+tsdb-deps:
+	@command -v victoria-metrics >/dev/null || \
+	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q victoria-metrics)
 
 # Debian's Prometheus (and promtool), for the scrape and alert-rule tests.
 prometheus-deps:

@@ -23,6 +23,7 @@ from tests.support.browser import (  # noqa: F401 (fixtures)
     trace_stack,
 )
 from tests.support.fleet import POLLED_CYCLE, TEST_FLEET
+from tests.support.tsdb import prometheus_store, unique_labels, victoria_metrics  # noqa: F401 (fixtures)
 
 TEST_PREFIX = "asicmon-test"
 CHILDREN_BEFORE = pytest.StashKey[dict]()
@@ -94,6 +95,15 @@ def pytest_runtest_call(item):
     result = yield
     tiers.check_left_no_children(item.stash[CHILDREN_BEFORE])
     return result
+
+
+@pytest.fixture(autouse=True)
+def own_tsdb_labels(settings):
+    """Every test writes and reads series of its own in the shared store (tests/support/tsdb.py)."""
+    settings.TSDB_LABELS = unique_labels()
+    settings.TSDB_BUFFER_DIR = settings.EMULATOR_STATE_DIR.parent / f"tsdb-buffer-{settings.TSDB_LABELS[-16:]}"
+    yield settings.TSDB_LABELS
+    shutil.rmtree(settings.TSDB_BUFFER_DIR, ignore_errors=True)
 
 
 @pytest.fixture
