@@ -1,10 +1,10 @@
 """A poll cycle's samples as one Prometheus remote-write request, and the way it goes out.
 
 Encoding: a WriteRequest (protobuf) of one TimeSeries per (device, counter), each holding one
-sample at the cycle's slot. A series' labels never change between cycles, so each series'
-bytes up to its value are built once per device (and TSDB_LABELS) and kept; a cycle appends
-that prefix, the value's 8 bytes and the timestamp's few for each series. The request is
-snappy-compressed as remote write asks (benchmarks/bench_tsdb.py measures it).
+sample at the cycle's slot. A series' labels never change between cycles, so each device's
+series bytes are built once (per TSDB_LABELS) and kept; a cycle joins them and writes each
+value's 8 bytes and the timestamp in place. The request is snappy-compressed as remote write
+asks (benchmarks/bench_tsdb.py measures it).
 
 Writing (`Writer`): the request goes straight to the store when nothing is waiting; when the
 store is down, slow or busy with another writer, it waits in the spool (fleet/tsdb/buffer.py)
@@ -17,21 +17,20 @@ kept once: VictoriaMetrics deduplicates samples of a series with the same timest
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import compress as compress_values
+from typing import NamedTuple
 
 import cramjam
+import numpy as np
 
 from fleet.tsdb.buffer import Batch, Spool
 from fleet.tsdb.client import Client, TsdbError, TsdbUnavailable
 from fleet.tsdb.series import GPU_TYPES, DeviceKey, dcgm_fields, parse_labels, series_counters
 
 log = logging.getLogger(__name__)
-
-_pack_double = struct.Struct("<d").pack
-
 
 def _varint(n: int) -> bytes:
     out = bytearray()
@@ -62,73 +61,117 @@ def _series_prefix(labels: dict[str, str], ts_len: int) -> bytes:
     return b"\x0a" + _varint(body_len) + labels_bytes + b"\x12" + bytes([sample_len]) + b"\x09"
 
 
+class _Template(NamedTuple):
+    body: bytes  # the series that have a number, with room for each value and timestamp
+    offsets: tuple[int, ...]  # where each value goes
+    present: tuple[bool, ...]  # which of the layout's series these are
+    factors: tuple[float, ...]  # each value's factor
+
+
+class _Layout:
+    """A device's candidate series: the counters they read, each value's factor (dcgm
+    series are in dcgm-exporter's units) and their bytes up to the value; and templates of
+    the request bytes by the types of the values read (a number or not)."""
+
+    __slots__ = ("counters", "factors", "prefixes", "templates")
+
+    def __init__(self, counters: tuple, factors: tuple, prefixes: tuple):
+        self.counters = counters
+        self.factors = factors
+        self.prefixes = prefixes
+        self.templates: dict[tuple, _Template] = {}
+
+    def template(self, types: tuple[type, ...], ts_len: int) -> _Template:
+        out, offsets = bytearray(), []
+        present = tuple(t in _NUMBERS for t in types)
+        for prefix, here in zip(self.prefixes, present, strict=True):
+            if here:
+                out += prefix
+                offsets.append(len(out))
+                out += bytes(8) + b"\x10" + bytes(ts_len)
+        factors = tuple(f for f, here in zip(self.factors, present, strict=True) if here)
+        found = self.templates[types] = _Template(bytes(out), tuple(offsets), present, factors)
+        return found
+
+
+_NUMBERS = {int, float}
+
+
 class Encoder:
-    """Encodes cycles of polled devices; keeps each device's series prefixes between cycles."""
+    """Encodes cycles of polled devices; keeps each device's series bytes between cycles.
+
+    A cycle is assembled from each device's template (its series' bytes, made once) with
+    the cycle's values and timestamp written into place by numpy: per device, Python only
+    reads the counters and looks up the template for the types of what it read."""
 
     def __init__(self, *, dcgm: bool = True):
         self.dcgm = dcgm
-        self._prefixes: dict[tuple, tuple[tuple, tuple]] = {}
+        self._layouts: dict[tuple, dict[DeviceKey, _Layout]] = {}
 
-    def _device(self, key: DeviceKey, extra: str, ts_len: int) -> tuple[tuple, tuple]:
-        found = self._prefixes.get((key, extra, ts_len))
-        if found is None:
-            extra_labels = dict(parse_labels(extra))
-            labels = {**key.labels(), **extra_labels}
-            own = tuple((counter, _series_prefix({**labels, "__name__": name}, ts_len))
-                        for counter, name in series_counters())
-            dcgm = ()
-            if self.dcgm and key.device_type in GPU_TYPES:
-                dcgm_labels = {**key.dcgm_labels(), **extra_labels}
-                dcgm = tuple((counter, factor, _series_prefix({**dcgm_labels, "__name__": field}, ts_len))
-                             for field, counter, factor in dcgm_fields())
-            if len(self._prefixes) > 200_000:  # devices come and go: keep it bounded
-                self._prefixes.clear()
-            found = self._prefixes[(key, extra, ts_len)] = (own, dcgm)
-        return found
+    def _layout(self, key: DeviceKey, extra: str, ts_len: int) -> _Layout:
+        extra_labels = dict(parse_labels(extra))
+        labels = {**key.labels(), **extra_labels}
+        series = [(counter, 1.0, _series_prefix({**labels, "__name__": name}, ts_len))
+                  for counter, name in series_counters()]
+        if self.dcgm and key.device_type in GPU_TYPES:
+            dcgm_labels = {**key.dcgm_labels(), **extra_labels}
+            series += [(counter, factor, _series_prefix({**dcgm_labels, "__name__": field}, ts_len))
+                       for field, counter, factor in dcgm_fields()]
+        counters, factors, prefixes = zip(*series, strict=True)
+        return _Layout(counters, factors, prefixes)
 
-    def encode(self, cycle: float, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> tuple[bytes, int]:
+    def encode(self, cycle: float, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> tuple[bytearray, int]:
         """The uncompressed WriteRequest of one cycle (epoch seconds) and its number of samples.
 
         A counter's value must be a number (not a bool); anything else has no sample."""
         ts = _varint(round(cycle * 1000))
-        suffix = b"\x10" + ts
-        out = bytearray()
-        samples = 0
+        layouts = self._layouts.get((extra, len(ts)))
+        if layouts is None or len(layouts) > 200_000:  # devices come and go: keep it bounded
+            layouts = self._layouts[(extra, len(ts))] = {}
+        parts: list[bytes] = []
+        offsets: list[int] = []
+        values: list = []
+        factors: list[float] = []
+        bases: list[int] = []
+        counts: list[int] = []
+        size = 0
         for key, snapshot in devices:
-            own, dcgm = self._device(key, extra, len(ts))
-            get = snapshot.get
-            for counter, prefix in own:
-                value = get(counter)
-                if value is None or value.__class__ is bool:
-                    continue
-                try:
-                    packed = _pack_double(value)
-                except struct.error:
-                    continue  # not a number
-                out += prefix
-                out += packed
-                out += suffix
-                samples += 1
-            for counter, factor, prefix in dcgm:
-                value = get(counter)
-                if value is None or value.__class__ is bool:
-                    continue
-                try:
-                    packed = _pack_double(value * factor)
-                except (struct.error, TypeError):
-                    continue
-                out += prefix
-                out += packed
-                out += suffix
-                samples += 1
-        return bytes(out), samples
+            layout = layouts.get(key)
+            if layout is None:
+                layout = layouts[key] = self._layout(key, extra, len(ts))
+            found = tuple(map(snapshot.get, layout.counters))
+            types = tuple(map(type, found))
+            template = layout.templates.get(types) or layout.template(types, len(ts))
+            n = len(template.offsets)
+            if n == 0:
+                continue
+            parts.append(template.body)
+            offsets.extend(template.offsets)
+            values.extend(found if n == len(found) else compress_values(found, template.present))
+            factors.extend(template.factors)
+            bases.append(size)
+            counts.append(n)
+            size += len(template.body)
+        if not values:
+            return bytearray(), 0
+        raw = bytearray().join(parts)  # the one copy of the request's bytes
+        body = np.frombuffer(raw, dtype=np.uint8)
+        at = np.asarray(offsets, dtype=np.int64) + np.repeat(np.asarray(bases, dtype=np.int64), counts)
+        numbers = np.asarray(values, dtype="<f8") * np.asarray(factors, dtype="<f8")
+        body[at[:, None] + _EIGHT] = numbers.view(np.uint8).reshape(-1, 8)
+        body[(at + 9)[:, None] + np.arange(len(ts))] = np.frombuffer(ts, dtype=np.uint8)
+        del body  # raw is resized by nobody, but let no view outlive this
+        return raw, len(values)
 
     def batch(self, cycle: float, scope: str, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> Batch:
         raw, samples = self.encode(cycle, devices, extra)
         return Batch(round(cycle * 1000), scope, samples, compress(raw))
 
 
-def compress(raw: bytes) -> bytes:
+_EIGHT = np.arange(8)
+
+
+def compress(raw: bytes | bytearray) -> bytes:
     return bytes(cramjam.snappy.compress_raw(raw))
 
 

@@ -1,0 +1,311 @@
+"""The time-series store's figures (issue 17), on a VictoriaMetrics of its own.
+
+    python benchmarks/bench_tsdb.py [--devices 10000] [--minutes 60] [--p95-hours 24]
+                                    [--history-days 30] [--no-outage]
+
+Prints:
+- write: an hour of a 10,000-device fleet's samples, generated directly (the values of
+  emulated devices, polled at each cycle; timestamps one 5 s interval apart), sent as the
+  poll sends them (fleet.tsdb.writes: remote write, one batch per shard and cycle, 2
+  shards): samples/s for one worker process, encoding included, and the worker's CPU per
+  device per cycle; the same through VictoriaMetrics' text import, for comparison;
+- storage: bytes per stored sample (the data folder after a flush and a forced merge);
+- reads: one device's 8 key counters (fleet/key_counters.py: the 4 key counters and the
+  first 4 health-rule series) over 2 h and over 30 days (min/avg/max_over_time, a point per
+  pixel of ~1000), and the fleet-wide p95 temperature by device type over 24 h
+  (quantile by (type) over avg_over_time, ~1000 points), medians of 5 with the store's
+  result cache off;
+- outage: the 60 s outage test's count (tests/fleet/test_tsdb_outage.py).
+
+Figures depend on the machine and its load: say which when you quote them.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+INTERVAL = 5.0
+SHARDS = 2
+LABELS = "asicmon_bench=tsdb"
+
+
+def setup(args) -> None:
+    state = tempfile.mkdtemp(prefix="asicmon-bench-tsdb-")
+    os.environ.update(
+        FLEET_HOSTS=str(args.source_hosts), FLEET_DEVICES_PER_HOST="8", EMULATOR_STATE_DIR=state,
+        REDIS_KEY_PREFIX="asicmon-bench-tsdb", LOG_LEVEL="WARNING",
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+
+
+class Store:
+    """A VictoriaMetrics as `make run` starts it (its result cache off, to time real reads)."""
+
+    def __init__(self):
+        from dashboard.stack import free_port, tsdb_answers, victoria_metrics_argv
+
+        self.folder = Path(tempfile.mkdtemp(prefix="asicmon-bench-vm-"))
+        self.url = f"http://127.0.0.1:{free_port()}"
+        port = int(self.url.rsplit(":", 1)[1])
+        self.proc = subprocess.Popen([*victoria_metrics_argv(self.folder / "data", port, 40), "-search.disableCache"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        while not tsdb_answers(self.url):
+            time.sleep(0.1)
+
+    def get(self, path: str) -> None:
+        with urllib.request.urlopen(self.url + path, timeout=600) as answer:
+            answer.read()
+
+    def size(self) -> int:
+        return sum(f.stat().st_size for f in (self.folder / "data").rglob("*") if f.is_file())
+
+    def settle(self) -> int:
+        """Flush, merge every partition, and wait until the folder stops changing: its size."""
+        self.get("/internal/force_flush")
+        self.get("/internal/force_merge")
+        last, stable = -1, 0
+        while stable < 5:
+            time.sleep(2)
+            size = self.size()
+            stable = stable + 1 if size == last else 0
+            last = size
+        return last
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(60)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def source_snapshots(args, cycles: int, end: float):
+    """Per cycle, the snapshots of the emulated source devices polled at that instant."""
+    from emulator import fleet_layout
+    from fleet import emulated_fleet
+
+    hosts = fleet_layout(emulated_fleet.fleet_config())[: args.source_hosts]
+    specs = {d.serial: d for h in hosts for d in h.devices}
+    monitors = [emulated_fleet.host_monitor(h.name) for h in hosts]
+    start = end - cycles * INTERVAL
+    for m in monitors:
+        m.poll(start - INTERVAL)  # rates need a previous refresh
+    for c in range(cycles):
+        yield [{**s, "device_type": specs[serial].type, "model": specs[serial].model}
+               for m in monitors for serial, s in m.poll(start + c * INTERVAL).items()]
+
+
+def fleet_keys(devices: int, first_snapshots: list[dict]):
+    from fleet.tsdb.series import DeviceKey
+
+    keys = []
+    for d in range(devices):
+        source = first_snapshots[d % len(first_snapshots)]
+        keys.append(DeviceKey(f"bench-{d // 8:04d}", d + 1, f"BEN-{d + 1:05d}", source["device_type"],
+                              source.get("model") or source["device_type"].upper(), d % 8))
+    return keys
+
+
+def write_hour(args, store) -> dict:
+    """An hour of the fleet, written as the poll writes it; wall and CPU of the writes."""
+    from fleet.tsdb.client import Client
+    from fleet.tsdb.writes import Encoder
+
+    client = Client(store.url, write_timeout_s=120)
+    encoder = Encoder()
+    cycles = int(args.minutes * 60 / INTERVAL)
+    end = time.time() // INTERVAL * INTERVAL - 3600
+    samples = encode_cpu = write_cpu = wall = 0.0
+    keys = None
+    pool_of_cycle = []
+    started = time.perf_counter()
+    for c, pool in enumerate(source_snapshots(args, cycles, end)):
+        if keys is None:
+            keys = fleet_keys(args.devices, pool)
+        pool_of_cycle.append([s.get("temperature_c") for s in pool])
+        keyed = [(key, pool[d % len(pool)]) for d, key in enumerate(keys)]
+        cycle = end - (cycles - c) * INTERVAL
+        per_shard = (len(keyed) + SHARDS - 1) // SHARDS
+        for shard in range(SHARDS):
+            t0, c0 = time.perf_counter(), time.process_time()
+            batch = encoder.batch(cycle, f"shard:{shard}/{SHARDS}", keyed[shard * per_shard:(shard + 1) * per_shard], LABELS)
+            c1 = time.process_time()
+            client.write(batch.body)
+            wall += time.perf_counter() - t0
+            encode_cpu += c1 - c0
+            write_cpu += time.process_time() - c1
+            samples += batch.samples
+    return {"cycles": cycles, "samples": int(samples), "wall": wall, "encode_cpu": encode_cpu,
+            "post_cpu": write_cpu, "end": end, "keys": keys, "temperatures": pool_of_cycle,
+            "elapsed": time.perf_counter() - started}
+
+
+def text_import(store, keys, cycles: int = 10) -> float:
+    """The same samples through VictoriaMetrics' /api/v1/import/prometheus (text, label
+    strings made once per series): samples/s, formatting included."""
+    import http.client
+
+    from fleet.tsdb.series import parse_labels, series_counters
+
+    extra = dict(parse_labels(LABELS))
+    names = series_counters()
+    prefixes = []
+    for key in keys:
+        labels = ",".join(f'{k}="{v}"' for k, v in {**key.labels(), **extra}.items())
+        prefixes.append([(counter, f"{name}{{{labels}}} ") for counter, name in names])
+    snapshot = {counter: 42.5 for counter, _ in names}
+    conn = http.client.HTTPConnection(store.url.removeprefix("http://"), timeout=120)
+    samples, t0 = 0, time.perf_counter()
+    base = time.time() // INTERVAL * INTERVAL - 3 * 3600
+    for c in range(cycles):
+        ts = f" {round((base + c * INTERVAL) * 1000)}\n"
+        lines = [prefix + repr(float(snapshot[counter])) + ts for device in prefixes for counter, prefix in device]
+        body = "".join(lines).encode()
+        conn.request("POST", "/api/v1/import/prometheus", body=body)
+        conn.getresponse().read()
+        samples += len(lines)
+    return samples / (time.perf_counter() - t0)
+
+
+def write_history(store, days: float, end: float, key):
+    """`days` of one device's series, every 5 s up to `end` (the values of one emulated device)."""
+    from fleet.tsdb.client import Client
+    from fleet.tsdb.writes import Encoder, compress
+
+    client = Client(store.url, write_timeout_s=300)
+    encoder = Encoder()
+    cycles = int(days * 86400 / INTERVAL)
+    pool = next(source_snapshots(argparse.Namespace(source_hosts=1), 1, end))
+    snapshot = next(s for s in pool if s["device_type"] == key.device_type)
+    chunk = bytearray()
+    for c in range(cycles):
+        values = {**snapshot, "temperature_c": 40 + (c % 720) / 24, "power_w": 200 + (c % 97)}
+        raw, _ = encoder.encode(end - (cycles - c) * INTERVAL, [(key, values)], LABELS)
+        chunk += raw
+        if len(chunk) > 8 << 20:
+            client.write(compress(bytes(chunk)))
+            chunk.clear()
+    if chunk:
+        client.write(compress(bytes(chunk)))
+    return cycles
+
+
+def write_temperatures(store, keys, temperatures, hours: float, end: float) -> int:
+    """The fleet's temperature only, `hours` before `end` (the last hour is written whole)."""
+    from fleet.tsdb.client import Client
+    from fleet.tsdb.writes import Encoder
+
+    client = Client(store.url, write_timeout_s=300)
+    encoder = Encoder(dcgm=False)
+    cycles = int(hours * 3600 / INTERVAL)
+    samples = 0
+    for c in range(cycles):
+        pool = temperatures[c % len(temperatures)]
+        keyed = [(key, {"temperature_c": pool[d % len(pool)]}) for d, key in enumerate(keys)]
+        batch = encoder.batch(end - (cycles - c) * INTERVAL, "bench", keyed, LABELS)
+        client.write(batch.body)
+        samples += batch.samples
+    return samples
+
+
+def timed(client, query: str, start: float, end: float, step: float, runs: int = 5) -> tuple[float, int]:
+    times, points = [], 0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        series = client.query_range(query, start, end, step)
+        times.append(time.perf_counter() - t0)
+        points = sum(len(s.points) for s in series)
+    return statistics.median(times) * 1000, points
+
+
+def device_reads(client, key, end: float, span: float) -> tuple[float, int]:
+    from fleet.key_counters import KEY_COUNTERS, RULE_SERIES
+    from fleet.tsdb.series import selector, series_name
+
+    names = "|".join(series_name(k.name) for k in (*KEY_COUNTERS, *RULE_SERIES[:4]))
+    step = max(INTERVAL, round(span / 1000))
+    inside = selector("", extra=LABELS, device=str(key.device_id))[1:-1]
+    total, points = 0.0, 0
+    for fn in ("min_over_time", "avg_over_time", "max_over_time"):
+        ms, n = timed(client, f'{fn}({{__name__=~"{names}",{inside}}}[{step}s])', end - span, end, step)
+        total += ms
+        points += n
+    return total, points
+
+
+def outage_count() -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "dashboard.stack", "test", "tests/fleet/test_tsdb_outage.py", "-k", "victoria",
+         "-q", "-s", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
+    )
+    found = re.search(r"\{'waiting at the end of the outage'.*\}", done.stdout)
+    return found.group(0) if found else f"(the outage test did not report: exit {done.returncode})\n{done.stdout[-1500:]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", type=int, default=10_000)
+    parser.add_argument("--minutes", type=float, default=60)
+    parser.add_argument("--p95-hours", type=float, default=24)
+    parser.add_argument("--history-days", type=float, default=30)
+    parser.add_argument("--source-hosts", type=int, default=30, help="emulated hosts whose values the fleet takes")
+    parser.add_argument("--no-outage", action="store_true")
+    args = parser.parse_args()
+    setup(args)
+    from fleet.tsdb.client import Client
+    from fleet.tsdb.series import DeviceKey, selector
+
+    store = Store()
+    try:
+        print(f"VictoriaMetrics (victoria-metrics {store.url}), {args.devices} devices, {os.cpu_count()} cores")
+        hour = write_hour(args, store)
+        n, cycles, devices = hour["samples"], hour["cycles"], args.devices
+        print(f"write: {cycles} cycles x {devices} devices = {n:,} samples ({n / cycles / devices:.1f} per device and cycle), "
+              f"{SHARDS} batches a cycle, in {hour['wall']:.1f} s of writing ({hour['elapsed']:.0f} s with the emulator)")
+        print(f"  one worker process, encoding included: {n / hour['wall']:,.0f} samples/s (target >= 500,000)")
+        per_device = (hour["encode_cpu"] + hour["post_cpu"]) / cycles / devices * 1e6
+        print(f"  worker CPU per device per cycle: {per_device:.1f} us (encode + snappy {hour['encode_cpu'] / cycles / devices * 1e6:.1f}, "
+              f"sending {hour['post_cpu'] / cycles / devices * 1e6:.1f}; target <= 20)")
+        print(f"  encoding alone: {n / hour['encode_cpu']:,.0f} samples/s of CPU")
+        size = store.settle()
+        print(f"storage: {size:,} bytes for {n:,} samples = {size / n:.2f} bytes per sample (target <= 2; "
+              f"{size / n * n / cycles * 17280 * 30 / 2**30:.1f} GiB for 30 days of this fleet)")
+        print(f"  text import (/api/v1/import/prometheus), formatting included: {text_import(store, hour['keys']):,.0f} samples/s")
+
+        client = Client(store.url, read_timeout_s=120)
+        end = hour["end"]
+        key = DeviceKey("bench-history", 99_999_999, "BEN-HISTORY", "gpu", "GPU-X", 0)
+        write_history(store, args.history_days, end, key)
+        extra = write_temperatures(store, hour["keys"], hour["temperatures"], args.p95_hours - args.minutes / 60,
+                                   end - args.minutes * 60)
+        store.get("/internal/force_flush")
+        for span, name, target in ((7200, "2 h", 30), (args.history_days * 86400, f"{args.history_days:g} days", 150)):
+            ms, points = device_reads(client, key, end, span)
+            print(f"reads: one device's 8 key counters over {name}: {ms:.1f} ms for min/avg/max ({points} points; target <= {target} ms)")
+        span = args.p95_hours * 3600
+        step = round(span / 1000, 1)
+        temperature = selector("asicmon_temperature_c", extra=LABELS)
+        query = f"quantile by (type) (0.95, avg_over_time({temperature}[{step}s]))"
+        ms, points = timed(client, query, end - span, end, step)
+        print(f"  fleet p95 temperature by type over {args.p95_hours:g} h ({devices} devices, {extra + devices * cycles:,} "
+              f"temperature samples): {ms:.0f} ms ({points} points; target <= 500 ms)")
+    finally:
+        store.stop()
+    if not args.no_outage:
+        print(f"outage (60 s, tests/fleet/test_tsdb_outage.py): {outage_count()}")
+
+
+if __name__ == "__main__":
+    main()
