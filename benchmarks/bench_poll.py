@@ -2,8 +2,9 @@
 
     python benchmarks/bench_poll.py [--hosts 4] [--devices-per-host 8] [--cycles 20]
 
-Runs against the database and Redis that the environment names (DATABASE_URL,
-REDIS_URL), on a throwaway database it creates and drops, and prints medians.
+Runs against the database, Redis and time-series store that the environment names
+(DATABASE_URL, REDIS_URL, TSDB_URL), on a throwaway database it creates and drops, and
+prints medians (its samples go to the store under the label asicmon_bench=poll).
 """
 
 import argparse
@@ -33,6 +34,8 @@ def main() -> None:
         REDIS_KEY_PREFIX="asicmon-bench",
         POLL_SHARDS="1",
         LOG_LEVEL="WARNING",
+        TSDB_LABELS="asicmon_bench=poll",
+        TSDB_BUFFER_DIR=f"{state}/tsdb-buffer",
     )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
@@ -41,8 +44,9 @@ def main() -> None:
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import emulated_fleet, polling, queries, samples, snapshots
-    from fleet.models import Device, Host, Sample
+    from fleet import emulated_fleet, polling, queries, snapshots
+    from fleet.models import Device, Host
+    from fleet.tsdb.series import DeviceKey
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
@@ -65,13 +69,12 @@ def main() -> None:
                 polled.update(emulated_fleet.host_monitor(name).poll())
             probes.append(time.perf_counter() - t0)
             ids = dict(Device.objects.values_list("serial", "id"))
-            counter_ids = samples.counter_ids()
-            from datetime import UTC, datetime
-
-            ts = datetime.fromtimestamp(c + 0.5, tz=UTC)
-            rows = [r for serial, snap in polled.items() for r in samples.rows_from_snapshot(ids[serial], ts, snap, counter_ids)]
+            rows = polling._devices_of(list(Host.objects.values_list("id", "name")))
+            host_of = dict(Device.objects.values_list("serial", "host__name"))
+            keyed = [(DeviceKey(host_of[serial], device_id, serial, device_type, model, index), polled[serial])
+                     for serial, device_id, device_type, _, model, index in rows if serial in polled]
             t0 = time.perf_counter()
-            samples.write_samples(rows)
+            polling.write_samples(c + 0.5, "bench", keyed)
             writes.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             snapshots.write_snapshots(c + 0.5, {ids[s]: v for s, v in polled.items()})
@@ -91,10 +94,9 @@ def main() -> None:
         print(f"Asicmon poll cycle — {devices} devices ({args.hosts} hosts), {vendor}, {args.cycles} cycles")
         print(f"  full shard cycle (probe + samples + snapshots + publish): median {ms(totals):7.2f} ms, max {max(totals) * 1000:.2f} ms")
         print(f"  probe all devices through Asicmon:                         median {ms(probes):7.2f} ms ({ms(probes) * 1000 / devices:.0f} µs/device)")
-        print(f"  write {len(rows)} samples in one batch:                           median {ms(writes):7.2f} ms ({len(rows) / statistics.median(writes):,.0f} samples/s)")
+        print(f"  write {devices} devices' samples to the store (remote write):     median {ms(writes):7.2f} ms")
         print(f"  store {devices} snapshots in Redis:                              median {ms(caches):7.2f} ms")
         print(f"  fleet page data (summary + first table page):             mean   {overview_ms:7.2f} ms")
-        print(f"  samples stored: {Sample.objects.count():,}")
     finally:
         snapshots.forget_snapshots(list(Device.objects.values_list("id", flat=True)))
         teardown_databases(old, verbosity=0)

@@ -17,7 +17,6 @@ import pstats
 import tempfile
 import time
 from collections import defaultdict
-from datetime import UTC, datetime
 
 REDIS_PREFIX = "asicmon-bench-capacity"
 
@@ -38,10 +37,13 @@ class Clock:
 
 
 def _setup() -> None:
+    state = tempfile.mkdtemp(prefix="asicmon-capacity-")
     os.environ.update(
-        EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-"),
+        EMULATOR_STATE_DIR=state,
         REDIS_KEY_PREFIX=REDIS_PREFIX,
         LOG_LEVEL="WARNING",
+        TSDB_LABELS="asicmon_bench=capacity",  # its samples go to the store at TSDB_URL, labelled
+        TSDB_BUFFER_DIR=f"{state}/tsdb-buffer",
     )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
@@ -72,27 +74,26 @@ def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
         health_service,
         polling,
         remediation,
-        samples,
         snapshots,
     )
     from fleet.models import Host
+    from fleet.tsdb.series import DeviceKey
 
     hosts = clock.time("database reads", lambda: list(
         Host.objects.emulated().in_shard(shard, settings.POLL_SHARDS).values_list("id", "name")))
     by_serial = clock.time("database reads", lambda: polling._devices_of(hosts))
-    counter_ids = clock.time("database reads", samples.counter_ids)
-    devices = {serial: device_id for serial, device_id, _, _ in by_serial}
-    kinds = {device_id: (device_type, state) for _, device_id, device_type, state in by_serial}
+    devices = {row[0]: row for row in by_serial}
+    kinds = {device_id: (device_type, state) for _, device_id, device_type, state, _, _ in by_serial}
+    names = dict(hosts)
     now = cycle  # each host's emulator moves on by exactly one interval, whatever the fleet size
-    polled = {}
-    for _, name in hosts:
+    polled, keyed = {}, []
+    for host_id, name in hosts:
         for serial, snap in _poll_host_phases(clock, emulated_fleet.host_monitor(name), now).items():
-            polled[devices[serial]] = snap
-    cycle_ts = datetime.fromtimestamp(cycle, tz=UTC)
-    rows = clock.time("sample rows", lambda: [
-        r for device_id, s in polled.items() for r in samples.rows_from_snapshot(device_id, cycle_ts, s, counter_ids)])
+            _, device_id, device_type, _, model, index = devices[serial]
+            polled[device_id] = snap
+            keyed.append((DeviceKey(names[host_id], device_id, serial, device_type, model, index), snap))
     clock.time("health rules", lambda: health_service.assess_polled(polled, kinds, now))
-    clock.time("samples write", lambda: samples.write_samples(rows, f"shard:{shard}/{settings.POLL_SHARDS}"))
+    clock.time("samples write (store)", lambda: polling.write_samples(cycle, f"shard:{shard}/{settings.POLL_SHARDS}", keyed))
     clock.time("snapshots (Redis)", lambda: snapshots.write_snapshots(cycle, polled))
     clock.time("remediation", lambda: remediation.after_poll(polled))
     clock.time("health index", lambda: health_index.record(polled, cycle))
