@@ -175,10 +175,12 @@ class Encoder:
             chunks.append(chunk.assemble(ts))
         return chunks
 
-    def batches(self, cycle: float, scope: str, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> list[Batch]:
-        """The cycle's samples as requests of at most MAX_REQUEST_BYTES, compressed."""
+    def batches(self, cycle: float, scope: str, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "",
+                max_bytes: int = MAX_REQUEST_BYTES) -> list[Batch]:
+        """The cycle's samples as requests of at most `max_bytes` uncompressed, compressed."""
         cycle_ms = round(cycle * 1000)
-        return [Batch(cycle_ms, scope, n, compress(raw)) for raw, n in self.encode_chunks(cycle, devices, extra)]
+        return [Batch(cycle_ms, scope, n, compress(raw))
+                for raw, n in self.encode_chunks(cycle, devices, extra, max_bytes=max_bytes)]
 
     def batch(self, cycle: float, scope: str, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> Batch:
         """The cycle's samples as one request, whatever its size."""
