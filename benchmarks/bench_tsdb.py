@@ -33,6 +33,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -201,45 +203,81 @@ def compare_protocols(store, keys, pool, cycles: int = 10) -> tuple[float, float
     return remote_write, samples / (time.perf_counter() - t0)
 
 
-def write_history(store, days: float, end: float, key):
-    """`days` of one device's series, every 5 s up to `end` (the values of one emulated device)."""
-    from fleet.tsdb.client import Client
-    from fleet.tsdb.writes import Encoder, compress
+# One sample inside a TimeSeries: field 2 (length 16) holding a Sample (double, 6-byte varint).
+SAMPLE = np.dtype([("tag", "u1"), ("length", "u1"), ("value_tag", "u1"), ("value", "<f8"), ("ts_tag", "u1"),
+                   ("ts", "u1", (6,))])
 
-    client = Client(store.url, write_timeout_s=300)
-    encoder = Encoder()
-    cycles = int(days * 86400 / INTERVAL)
-    pool = next(source_snapshots(argparse.Namespace(source_hosts=1), 1, end))
-    snapshot = next(s for s in pool if s["device_type"] == key.device_type)
-    chunk = bytearray()
-    for c in range(cycles):
-        values = {**snapshot, "temperature_c": 40 + (c % 720) / 24, "power_w": 200 + (c % 97)}
-        raw, _ = encoder.encode(end - (cycles - c) * INTERVAL, [(key, values)], LABELS)
-        chunk += raw
-        if len(chunk) > 8 << 20:
-            client.write(compress(bytes(chunk)))
+
+def many_samples(labels: dict[str, str], ts_ms: np.ndarray, values: np.ndarray) -> bytes:
+    """A TimeSeries with many samples (a backfill; the poll writes one per series and cycle)."""
+    from fleet.tsdb.writes import _labels, _varint
+
+    samples = np.empty(len(ts_ms), SAMPLE)
+    samples["tag"], samples["length"], samples["value_tag"], samples["ts_tag"] = 0x12, 16, 0x09, 0x10
+    samples["value"] = values
+    for k in range(6):  # timestamps of 2^35..2^42 ms (1971-2109) take 6 varint bytes
+        samples["ts"][:, k] = ((ts_ms >> (7 * k)) & 0x7F) | (0x80 if k < 5 else 0)
+    body = _labels(labels) + samples.tobytes()
+    return b"\x0a" + _varint(len(body)) + body
+
+
+def backfill(client, series) -> int:
+    """Send (labels, ts_ms, values) series in requests of about 4 MiB: samples sent."""
+    from fleet.tsdb.writes import compress
+
+    chunk, sent = bytearray(), 0
+    for labels, ts_ms, values in series:
+        chunk += many_samples(labels, ts_ms, values)
+        sent += len(ts_ms)
+        if len(chunk) > 4 << 20:
+            client.write(compress(chunk))
             chunk.clear()
     if chunk:
-        client.write(compress(bytes(chunk)))
-    return cycles
+        client.write(compress(chunk))
+    return sent
+
+
+def write_history(store, days: float, end: float, key) -> int:
+    """`days` of one device's 8 key counters, every 5 s up to `end` (a day's cycle of made-up values)."""
+    from fleet.key_counters import KEY_COUNTERS, RULE_SERIES
+    from fleet.tsdb.client import Client
+    from fleet.tsdb.series import parse_labels, series_name
+
+    client = Client(store.url, write_timeout_s=300)
+    labels = {**key.labels(), **dict(parse_labels(LABELS))}
+    cycles = int(days * 86400 / INTERVAL)
+    ts = np.round((end - (cycles - np.arange(cycles)) * INTERVAL) * 1000).astype(np.int64)
+    rng = np.random.default_rng(1)
+    sent = 0
+    for n, counter in enumerate((*KEY_COUNTERS, *RULE_SERIES[:4])):
+        day = np.sin(np.arange(cycles) * 2 * np.pi / 17280)
+        values = np.round(50 + 20 * day + rng.normal(0, 1, cycles), 2) * (n + 1)
+        for start in range(0, cycles, 200_000):
+            sent += backfill(client, [({**labels, "__name__": series_name(counter.name)},
+                                       ts[start:start + 200_000], values[start:start + 200_000])])
+    return sent
 
 
 def write_temperatures(store, keys, temperatures, hours: float, end: float) -> int:
-    """The fleet's temperature only, `hours` before `end` (the last hour is written whole)."""
+    """The fleet's temperature only, `hours` before `end` (the last hour is written whole),
+    the source devices' values of the hour written over again."""
     from fleet.tsdb.client import Client
-    from fleet.tsdb.writes import Encoder
+    from fleet.tsdb.series import parse_labels, series_name
 
     client = Client(store.url, write_timeout_s=300)
-    encoder = Encoder(dcgm=False)
-    cycles = int(hours * 3600 / INTERVAL)
-    samples = 0
-    for c in range(cycles):
-        pool = temperatures[c % len(temperatures)]
-        keyed = [(key, {"temperature_c": pool[d % len(pool)]}) for d, key in enumerate(keys)]
-        for batch in encoder.batches(end - (cycles - c) * INTERVAL, "bench", keyed, LABELS):
-            client.write(batch.body)
-            samples += batch.samples
-    return samples
+    extra = dict(parse_labels(LABELS))
+    name = series_name("temperature_c")
+    table = np.array([[np.nan if v is None else v for v in pool] for pool in temperatures], dtype=float)
+    per_hour = int(3600 / INTERVAL)
+    sent = 0
+    for hour in range(int(hours)):
+        start = end - (int(hours) - hour) * 3600
+        ts = np.round((start + np.arange(per_hour) * INTERVAL) * 1000).astype(np.int64)
+        sent += backfill(client, (
+            ({**key.labels(), **extra, "__name__": name}, ts, np.resize(table[:, d % table.shape[1]], per_hour))
+            for d, key in enumerate(keys)
+        ))
+    return sent
 
 
 def timed(client, query: str, start: float, end: float, step: float, runs: int = 5) -> tuple[float, int]:
@@ -311,9 +349,12 @@ def main() -> None:
         client = Client(store.url, read_timeout_s=120)
         end = hour["end"]
         key = DeviceKey("bench-history", 99_999_999, "BEN-HISTORY", "gpu", "GPU-X", 0)
-        write_history(store, args.history_days, end, key)
+        t0 = time.perf_counter()
+        history = write_history(store, args.history_days, end, key)
         extra = write_temperatures(store, hour["keys"], hour["temperatures"], args.p95_hours - args.minutes / 60,
                                    end - args.minutes * 60)
+        print(f"  (backfilled {history:,} samples of one device's history and {extra:,} fleet temperatures "
+              f"in {time.perf_counter() - t0:.0f} s)", flush=True)
         store.get("/internal/force_flush")
         for span, name, target in ((7200, "2 h", 30), (args.history_days * 86400, f"{args.history_days:g} days", 150)):
             ms, points = device_reads(client, key, end, span)
