@@ -166,7 +166,10 @@ def vmalert_argv(rules: Path, read_url: str, write_url: str, interval_s: float, 
     return [
         server, f"-rule={rules}", f"-datasource.url={read_url}", f"-remoteWrite.url={write}",
         *(["-remoteWrite.disablePathAppend"] if path_given else []),
-        f"-evaluationInterval={interval_s:g}s", f"-remoteWrite.flushInterval={interval_s:g}s",
+        # Each evaluation sees every device's latest sample of the last two poll slots (a
+        # cycle written a little late still counts; a device gone for longer does not).
+        f"-evaluationInterval={interval_s:g}s", f"-datasource.queryStep={2 * interval_s:g}s",
+        f"-remoteWrite.flushInterval={interval_s:g}s",
         f"-httpListenAddr=127.0.0.1:{port}", "-loggerLevel=WARN",
     ]
 
