@@ -8,6 +8,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from fleet import rollups, samples
+from fleet.models import Sample
 from tests.support.browser import sign_in
 from tests.support.processes import child_env, start_web
 from tests.support.tiers import starts_processes
@@ -31,8 +32,8 @@ def test_a_long_range_draws_rollups_and_a_short_one_raw_samples(browser, web, vi
     device = seeded_fleet[0]
     temperature = samples.counter_ids()["temperature_c"]
     now = rollups.floor(datetime.now(tz=UTC), rollups.MINUTE)
-    rows = [samples.SampleRow(device.id, temperature, now - timedelta(seconds=30 * n), 40.0 + n % 9) for n in range(240)]
-    samples.write_samples(rows, "shard:0/1")
+    Sample.objects.bulk_create([Sample(device=device, counter_id=temperature, ts=now - timedelta(seconds=30 * n),
+                                       value=40.0 + n % 9) for n in range(240)])
     rollups.roll_up(now=now + timedelta(minutes=1))
 
     sign_in(browser, web, "vera")
