@@ -61,13 +61,18 @@ def test_failed_sign_ins_are_throttled(client, viewer, clean_redis):
 
 @pytest.mark.django_db
 def test_admin_host_delete_page_does_not_list_samples(admin_client, seeded_fleet, clean_redis, django_assert_max_num_queries):
-    from fleet import polling
-    from fleet.models import Host, Sample
+    from datetime import UTC, datetime, timedelta
 
-    for offset in range(3):
-        for shard in polling.shards():
-            polling.poll_shard(shard, polling.current_cycle() - 5 * offset)
+    from fleet import samples
+    from fleet.models import Device, Host, Sample
+
     host = Host.objects.first()
+    now = datetime.now(tz=UTC)
+    counters = sorted(samples.counter_ids().values())[:10]
+    Sample.objects.bulk_create([  # rows the poll wrote here before the time-series store
+        Sample(device=device, counter_id=counter, ts=now - timedelta(seconds=5 * n), value=1.0)
+        for device in Device.objects.filter(host=host) for counter in counters for n in range(3)
+    ])
     assert Sample.objects.filter(device__host=host).count() > 100
     with django_assert_max_num_queries(40):
         page = admin_client.get(f"/admin/fleet/host/{host.pk}/delete/")
