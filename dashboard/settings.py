@@ -335,7 +335,7 @@ SAMPLES_SYNCHRONOUS_COMMIT = env_bool("SAMPLES_SYNCHRONOUS_COMMIT", True)
 # --- Traces. ---
 TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30, minimum=1)
-TRACE_UPLOAD_MAX_MB = env_int("TRACE_UPLOAD_MAX_MB", 2048, minimum=1)
+TRACE_UPLOAD_MAX_MB = env_int("TRACE_UPLOAD_MAX_MB", 8192, minimum=1)
 # A capture keeps whole iterations up to this many events and says how many it dropped.
 TRACE_CAPTURE_MAX_EVENTS = env_int("TRACE_CAPTURE_MAX_EVENTS", 1_000_000, minimum=1000)
 # Seconds an analysis may take before it is stopped and the trace fails.
