@@ -125,17 +125,20 @@ def aligned(start: float, end: float, step: float) -> tuple[float, float]:
 
 
 def bands(client: Client, metrics: dict[str, str], labels: dict[str, str], start: float, end: float, step: float,
-          *, extra: str | None = None, count: bool = False) -> dict[str, list[tuple]]:
+          *, extra: str | None = None, count: bool = False, limit: int | None = None) -> dict[str, list[tuple]]:
     """Per step, the statistics of the samples of each series in ``metrics`` (key -> series
     name) with ``labels``: key -> [(t, mean, min, max)] (``count``: (t, mean, min, max,
-    count)), oldest first, t a multiple of ``step`` ending the window it sums up. Computed by
-    the store; queried in chunks of at most MAX_STEPS_PER_QUERY points."""
+    count)), oldest first, t a multiple of ``step`` ending the window it sums up; only the
+    latest ``limit`` steps when given. Computed by the store; queried in chunks of at most
+    MAX_STEPS_PER_QUERY points."""
     out: dict[str, list[tuple]] = {key: [] for key in metrics}
     if not metrics or end < start:
         return out
     if step < 1:
         raise ValueError(f"a band step is at least 1 s, not {step:g}")
     first, last = aligned(start, end, step)
+    if limit:
+        first = max(first, last - (limit - 1) * step)
     steps = round((last - first) / step) + 1
     if steps > MAX_POINTS:
         raise TooManyPoints(
