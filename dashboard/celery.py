@@ -23,6 +23,11 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": interval,
             "options": {"expires": interval * 0.9},
         },
+        "flush-samples": {
+            "task": "fleet.tasks.flush_samples",
+            "schedule": 10.0,
+            "options": {"expires": 9.0},
+        },
         "expire-stuck-traces": {
             "task": "traces.tasks.expire_stuck_traces",
             "schedule": 30.0,

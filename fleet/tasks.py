@@ -32,6 +32,13 @@ def poll_agent_host(host_id: int, cycle: float) -> dict | None:
 
 
 @shared_task(ignore_result=True)
+def flush_samples() -> dict:
+    """Send the samples waiting in the spool for the time-series store (polls send them too)."""
+    result = polling.flush_samples()
+    return {"written": result.written, "rejected": result.rejected, "waiting": result.waiting}
+
+
+@shared_task(ignore_result=True)
 def prune_samples() -> dict:
     """Retention (dropping whole partitions on PostgreSQL), and partitions made ahead."""
     result = rollups.prune()

@@ -140,6 +140,7 @@ class WriteResult:
     buffered: int = 0  # samples of this batch left waiting in the spool
     rejected: int = 0  # samples the store refused (its message logged), never retried
     waiting: int = 0  # batches in the spool afterwards
+    kept: int = 0  # samples of this batch now in the store or waiting for it
 
 
 class Writer:
@@ -156,25 +157,26 @@ class Writer:
             return WriteResult(waiting=self.spool.count())
         with self.spool.lock(blocking=False) as held:
             if not held:  # another writer is talking to the store: queue behind it
-                self.spool.append(batch)
-                return WriteResult(buffered=batch.samples, waiting=self.spool.count())
+                kept = batch.samples if self.spool.append(batch) else 0
+                return WriteResult(buffered=kept, waiting=self.spool.count(), kept=kept)
             if self.spool.count() == 0:
                 try:
                     self.client.write(batch.body)
-                    return WriteResult(written=batch.samples)
+                    return WriteResult(written=batch.samples, kept=batch.samples)
                 except TsdbUnavailable as exc:
                     log.warning("time-series store unavailable, cycle %d of %s waits in the spool: %s",
                                 batch.cycle_ms, batch.scope, exc)
-                    self.spool.append(batch)
-                    return WriteResult(buffered=batch.samples, waiting=self.spool.count())
+                    kept = batch.samples if self.spool.append(batch) else 0
+                    return WriteResult(buffered=kept, waiting=self.spool.count(), kept=kept)
                 except TsdbError as exc:
                     self.spool.note_dropped(batch, f"rejected by the store: {exc}")
                     return WriteResult(rejected=batch.samples)
             entry = self.spool.append(batch)
             flushed = self._drain(time.monotonic() + self.flush_budget_s)
         still = entry is not None and entry.exists()
+        kept = batch.samples if still or (entry is not None and entry not in flushed.rejected_entries) else 0
         return WriteResult(written=flushed.written, buffered=batch.samples if still else 0,
-                           rejected=flushed.rejected, waiting=self.spool.count())
+                           rejected=flushed.rejected, waiting=self.spool.count(), kept=kept)
 
     def flush(self, budget_s: float | None = None) -> WriteResult:
         """Send waiting batches, oldest first, until the spool is empty, the store fails or
@@ -186,8 +188,9 @@ class Writer:
             result = self._drain(time.monotonic() + budget)
         return WriteResult(written=result.written, rejected=result.rejected, waiting=self.spool.count())
 
-    def _drain(self, deadline: float) -> WriteResult:
+    def _drain(self, deadline: float) -> _Drained:
         written = rejected = 0
+        rejected_entries = set()
         for entry in self.spool.entries():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -204,7 +207,15 @@ class Writer:
                 self.spool.note_dropped(batch, f"rejected by the store: {exc}")
                 self.spool.remove(entry)
                 rejected += batch.samples
+                rejected_entries.add(entry)
                 continue
             self.spool.remove(entry)
             written += batch.samples
-        return WriteResult(written=written, rejected=rejected)
+        return _Drained(written, rejected, rejected_entries)
+
+
+@dataclass(frozen=True)
+class _Drained:
+    written: int
+    rejected: int
+    rejected_entries: set

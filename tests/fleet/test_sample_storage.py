@@ -1,12 +1,13 @@
-"""Sample storage: idempotent writes, time partitions and retention, rollups, and reading
-at the resolution a range needs (issue 12, "storage that lasts" and "ingestion")."""
+"""Sample storage in PostgreSQL: time partitions and retention, rollups, and reading at the
+resolution a range needs (issue 12). The poll no longer writes here (fleet/tsdb, issue 17):
+these tests put their rows in themselves, until the tables go."""
 
 import json
 import os
 import random
 import subprocess
 import sys
-import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,7 +17,6 @@ from django.db import connection, transaction
 
 from fleet import partitions, rollups, samples
 from fleet.models import Sample, SampleHour, SampleMinute
-from tests.support.fleet import POLLED_CYCLE
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db
@@ -27,9 +27,28 @@ def at(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=UTC)
 
 
-def cycle_rows(devices, counters, ts: datetime, seed: int = 0) -> list[samples.SampleRow]:
+@dataclass(frozen=True)
+class Row:
+    device_id: int
+    counter_id: int
+    ts: datetime
+    value: float
+
+
+def cycle_rows(devices, counters, ts: datetime, seed: int = 0) -> list[Row]:
     rng = random.Random(seed)
-    return [samples.SampleRow(d, c, ts, rng.uniform(0, 100)) for d in devices for c in counters]
+    return [Row(d, c, ts, rng.uniform(0, 100)) for d in devices for c in counters]
+
+
+def write_rows(rows: list[Row]) -> None:
+    """Rows into the (partitioned) table, the partitions they need made first."""
+    if connection.vendor == "postgresql":
+        with transaction.atomic(), connection.cursor() as cursor:
+            partitions.ensure(cursor.cursor, Sample._meta.db_table, {r.ts for r in rows})
+    Sample.objects.bulk_create(
+        [Sample(device_id=r.device_id, counter_id=r.counter_id, ts=r.ts, value=r.value) for r in rows],
+        ignore_conflicts=True,
+    )
 
 
 def stored(ts: datetime) -> dict:
@@ -40,57 +59,6 @@ def stored(ts: datetime) -> dict:
 def ids(seeded_fleet):
     counters = sorted(samples.counter_ids().values())[:5]
     return [d.id for d in seeded_fleet], counters
-
-
-# --- Idempotency ------------------------------------------------------------------------
-
-def test_a_repeated_cycle_adds_nothing_and_keeps_the_first_values(ids):
-    devices, counters = ids
-    ts = at(POLLED_CYCLE + 0)
-    first = cycle_rows(devices, counters, ts, seed=1)
-    assert samples.write_samples(first, "shard:0/2") == len(first)
-    assert samples.write_samples(cycle_rows(devices, counters, ts, seed=2), "shard:0/2") == 0
-    assert samples.write_samples(cycle_rows(devices, counters, ts, seed=3)) == len(first)  # no scope: ON CONFLICT
-    assert stored(ts) == {(r.device_id, r.counter_id): r.value for r in first}
-
-
-def test_a_batch_that_meets_another_writers_keys_keeps_both_once(ids):
-    """Hosts that moved between shards: the second writer's COPY meets stored keys, is
-    undone, and its batch goes through INSERT … ON CONFLICT instead."""
-    devices, counters = ids
-    ts = at(POLLED_CYCLE + 5)
-    a = cycle_rows(devices[:5], counters, ts, seed=1)
-    b = cycle_rows(devices[3:], counters, ts, seed=2)
-    samples.write_samples(a, "shard:0/2")
-    assert samples.write_samples(b, "shard:1/4") == len(b)
-    expected = {(r.device_id, r.counter_id): r.value for r in b} | {(r.device_id, r.counter_id): r.value for r in a}
-    assert stored(ts) == expected
-
-
-@pytest.mark.django_db(transaction=True)
-def test_concurrent_writers_of_the_same_cycle_store_it_once(ids):
-    devices, counters = ids
-    ts = at(POLLED_CYCLE + 10)
-    batches = [cycle_rows(devices, counters, ts, seed=n) for n in range(4)]
-    results, errors = [], []
-
-    def write(rows):
-        try:
-            results.append(samples.write_samples(rows, "shard:0/1"))
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=write, args=(rows,)) for rows in batches]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
-    assert sorted(results) == [0, 0, 0, len(batches[0])]
-    winner = {tuple((r.device_id, r.counter_id, r.value) for r in rows) for rows in batches}
-    assert tuple(sorted((d, c, v) for (d, c), v in stored(ts).items())) in {tuple(sorted(w)) for w in winner}
 
 
 # --- Partitions and retention ---------------------------------------------------------------
@@ -107,7 +75,7 @@ def test_partitions_are_made_before_a_write_and_take_over_the_defaults_rows(ids)
         assert cursor.fetchone()[0] == 1  # no partition yet: the default keeps it
 
     rows = cycle_rows(devices, counters, hour + timedelta(minutes=2))
-    samples.write_samples(rows, "shard:0/1")
+    write_rows(rows)
 
     with connection.cursor() as cursor:
         found = {p[0]: p[1:] for p in partitions.partitions(cursor.cursor, "fleet_sample")}
@@ -127,7 +95,7 @@ def test_retention_drops_whole_partitions_and_keeps_everything_within_it(ids, se
     cutoff = now - timedelta(hours=10)
     times = [cutoff - timedelta(hours=3), cutoff - timedelta(minutes=1), cutoff + timedelta(seconds=5), now]
     for n, ts in enumerate(times):
-        samples.write_samples(cycle_rows(devices, counters, ts, seed=n), f"shard:0/{n}")
+        write_rows(cycle_rows(devices, counters, ts, seed=n))
     per_cycle = len(devices) * len(counters)
 
     result = rollups.prune(now=now)
@@ -206,9 +174,9 @@ def test_rollups_equal_min_mean_max_of_the_raw_samples_and_are_idempotent(ids, s
     start = rollups.floor(datetime.now(tz=UTC), rollups.HOUR) - timedelta(hours=3, minutes=2)
     for n in range(40):  # 40 cycles, 5 s apart but for a few missed polls, across an hour's end
         if n % 7 != 3:
-            samples.write_samples(cycle_rows(devices, counters, start + timedelta(seconds=5 * n), seed=n), "shard:0/1")
+            write_rows(cycle_rows(devices, counters, start + timedelta(seconds=5 * n), seed=n))
     for n in range(12):  # and a later hour, a minute apart
-        samples.write_samples(cycle_rows(devices, counters, start + timedelta(hours=1, minutes=5 + n), seed=100 + n), "shard:0/1")
+        write_rows(cycle_rows(devices, counters, start + timedelta(hours=1, minutes=5 + n), seed=100 + n))
     now = start + timedelta(hours=3, seconds=5)
 
     rollups.roll_up(now=now)
@@ -225,7 +193,7 @@ def test_rollups_equal_min_mean_max_of_the_raw_samples_and_are_idempotent(ids, s
     pending = rollups.floor(now, rollups.MINUTE) - rollups.MINUTE
     assert now - pending < rollups.MINUTE + timedelta(seconds=2 * settings.POLL_INTERVAL)
     assert not any(k[2] == pending for k in before)
-    samples.write_samples([samples.SampleRow(devices[0], counters[0], pending + timedelta(seconds=55), 1e6)])
+    write_rows([Row(devices[0], counters[0], pending + timedelta(seconds=55), 1e6)])
     rollups.roll_up(now=now + timedelta(minutes=1))
     assert_same(rolled(SampleMinute), expected_rollups(rollups.MINUTE))
     assert rolled(SampleMinute)[(devices[0], counters[0], pending)] == (1e6, 1e6, 1e6, 1)
@@ -256,7 +224,7 @@ def history(ids):
     now = rollups.floor(datetime.now(tz=UTC), rollups.MINUTE)
     for n in range(360):
         ts = now - timedelta(seconds=20 * n)
-        samples.write_samples([samples.SampleRow(devices[0], temperature, ts, 40 + n % 30)], "shard:0/1")
+        write_rows([Row(devices[0], temperature, ts, 40 + n % 30)])
     rollups.roll_up(now=now + timedelta(hours=2))  # every minute and hour of them complete
     return devices[0], now
 
@@ -315,14 +283,17 @@ host = Host.objects.create(name="h")
 device = Device.objects.create(host=host, serial="s", device_type="gpu", index=0)
 counter = samples.counter_ids()["temperature_c"]
 now = rollups.floor(datetime.now(tz=UTC), rollups.MINUTE)
-rows = [samples.SampleRow(device.id, counter, now - timedelta(seconds=5 * n), float(n)) for n in range(1, 25)]
-sent = [samples.write_samples(rows, "shard:0/1"), samples.write_samples(rows, "shard:0/1")]
+def write(rows):
+    Sample.objects.bulk_create([Sample(device=device, counter_id=counter, ts=ts, value=v) for ts, v in rows],
+                               ignore_conflicts=True)
+rows = [(now - timedelta(seconds=5 * n), float(n)) for n in range(1, 25)]
+write(rows)
+write(rows)
 rollups.roll_up(now=now + timedelta(minutes=1))
 minutes = list(SampleMinute.objects.order_by("ts").values_list("min", "mean", "max", "count"))
-old = samples.SampleRow(device.id, counter, now - timedelta(days=30), 1.0)
-samples.write_samples([old])
+write([(now - timedelta(days=30), 1.0)])
 pruned = rollups.prune(now=now)
-print(json.dumps({"sent": sent, "samples": Sample.objects.count(), "minutes": minutes,
+print(json.dumps({"samples": Sample.objects.count(), "minutes": minutes,
                   "points": len(rollups.read_points("raw", device.id, counter, now - timedelta(hours=1), now, 100)),
                   "resolution": rollups.choose_resolution(now - timedelta(days=1), now, now),
                   "deleted": pruned.deleted["fleet_sample"]}))
@@ -335,6 +306,6 @@ def test_the_sqlite_path_writes_rolls_up_reads_and_prunes(tmp_path):
     done = subprocess.run([sys.executable, "-c", SQLITE_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["sent"] == [24, 24] and out["samples"] == 24 and out["points"] == 24
+    assert out["samples"] == 24 and out["points"] == 24
     assert out["minutes"] == [[13.0, 18.5, 24.0, 12], [1.0, 6.5, 12.0, 12]]
     assert out["resolution"] == "1m" and out["deleted"] == 1

@@ -59,6 +59,47 @@ def flush(newest: float | None = None, url: str | None = None) -> None:
 VM_LATENCY_S = 1.05
 
 
+ALL_SERIES = "asicmon_.+|DCGM_.+"  # every series the poll writes
+
+
+def raw_samples(start: float, end: float, names: str = ALL_SERIES) -> list:
+    """Every sample the store holds in (start, end] of the test's series whose name matches
+    the regular expression `names`, as fleet.tsdb.Series with their raw points."""
+    from fleet import tsdb
+    from fleet.tsdb.series import selector
+
+    window = max(1, round((end - start) * 1000))
+    own = selector("")[1:-1]  # the test's labels
+    return tsdb.client().query(f'{{__name__=~"{names}",{own}}}[{window}ms]', end)
+
+
+def samples_at(cycle: float, names: str = ALL_SERIES) -> dict[tuple[str, str], list[float]]:
+    """(series name, device id) → the values stored at exactly `cycle` (one, unless duplicated);
+    for the dcgm-exporter series (whose `device` is nvidia<index>) the serial (UUID) stands
+    for the device id."""
+    found = {}
+    for series in raw_samples(cycle - 1, cycle, names):
+        values = [v for t, v in series.points if t == cycle]
+        if values:
+            labels = series.labels
+            key = (labels["__name__"], labels["UUID"] if "UUID" in labels else labels.get("device", ""))
+            found.setdefault(key, []).extend(values)
+    return found
+
+
+def wait_for_samples(cycle: float, expected: int, timeout: float = 30.0, names: str = ALL_SERIES) -> dict:
+    """Wait until `expected` series have a sample at `cycle` (a poll writes its samples last)."""
+    deadline = time.time() + timeout
+    found = {}
+    while time.time() < deadline:
+        flush(newest=cycle)
+        found = samples_at(cycle, names)
+        if len(found) >= expected:
+            return found
+        time.sleep(0.2)
+    raise TimeoutError(f"{len(found)} series of {expected} have a sample at {cycle}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
