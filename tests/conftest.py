@@ -168,10 +168,12 @@ def gpu_fleet(settings, tmp_path, clean_redis):
 def polled_fleet(seeded_fleet):
     """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
     from fleet import polling
+    from tests.support.tsdb import flush
 
     for offset in (-2, -1, 0):
         for shard in polling.shards():
             polling.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
+    flush(newest=POLLED_CYCLE)  # the samples, readable from the store
     return seeded_fleet
 
 
