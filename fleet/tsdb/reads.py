@@ -37,8 +37,8 @@ MAX_RAW_POINTS = 1000  # a chart draws raw samples while its range holds at most
 MIN_STEP_S = 60  # band steps are whole minutes, at least one
 MAX_STEPS_PER_QUERY = 10_000  # Prometheus answers at most 11,000 points a series per query_range
 MAX_POINTS = 100_000  # a series' points in one read, whatever the caller asks: no read runs for minutes
-STATS = {"min": "min", "max": "max", "count": "count"}  # statistic -> PromQL *_over_time (the mean: below)
-AGGREGATE = {"min": "min", "max": "max", "count": "sum"}  # across a counter's series
+STATS = {"mean": "avg", "min": "min", "max": "max", "count": "count"}  # statistic -> PromQL *_over_time
+AGGREGATE = {"mean": "avg", "min": "min", "max": "max", "count": "sum"}  # across a counter's series
 _KEY = re.compile(r"[A-Za-z0-9_:.-]+")
 
 
@@ -103,18 +103,16 @@ def band_expression(selectors: dict[str, str], window: float, stats: Iterable[st
     """One PromQL expression for the bands of several selectors (key -> selector): for each
     key and statistic, the statistic of the key's samples in the ``window`` seconds before
     each point, across all of the key's series (a device that moved host has two), labelled
-    band="<key>/<statistic>". The mean is avg_over_time's, weighted across series:
-    sum_over_time / count_over_time."""
+    band="<key>/<statistic>". Each statistic is one pass over the samples (the store's
+    cost grows with them): where two series of a key share a window, the mean is the mean
+    of their means."""
     duration = _duration(window)
     parts = []
     for key, chosen in selectors.items():
         if not _KEY.fullmatch(key):
             raise ValueError(f"{key!r} is not a band key (letters, digits, _ : . -)")
         for stat in stats:
-            if stat == "mean":
-                inner = f"sum(sum_over_time({chosen}[{duration}])) / sum(count_over_time({chosen}[{duration}]))"
-            else:
-                inner = f"{AGGREGATE[stat]}({STATS[stat]}_over_time({chosen}[{duration}]))"
+            inner = f"{AGGREGATE[stat]}({STATS[stat]}_over_time({chosen}[{duration}]))"
             parts.append(f'label_replace({inner}, "band", "{key}/{stat}", "", "")')
     return " or ".join(parts)
 

@@ -50,14 +50,15 @@ def close(got, want) -> bool:
 def check_raw_and_bands(client, extra: str) -> None:
     """What every store must answer alike (the samples span under an hour, as a fresh
     Prometheus accepts them)."""
-    end = float(int(time.time()) // 60 * 60)
-    start = end - 50 * 60
+    end = float(int(time.time()) // 600 * 600)
+    start = end - 50 * 60  # on the 2-minute bands' boundaries
     device = a_device(101)
     temperature = wave(start, 600, 5.0, 40.0)
     power = wave(start + 2.5, 600, 5.0, 200.0)
-    # The device moved to another host half-way: a second series of the same counter.
-    write_points(device, {"temperature_c": temperature[:300], "power_w": power}, client=client, extra=extra)
-    write_points(device, {"temperature_c": temperature[300:]}, host="host-b", client=client, extra=extra)
+    # The device moved to another host half-way (after the end of a band, 288 × 5 s after
+    # `start`): a second series of the same counter.
+    write_points(device, {"temperature_c": temperature[:289], "power_w": power}, client=client, extra=extra)
+    write_points(device, {"temperature_c": temperature[289:]}, host="host-b", client=client, extra=extra)
     labels = {"device": "101"}
 
     since, until = temperature[100][0], temperature[250][0]
