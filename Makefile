@@ -47,6 +47,12 @@ bench-fleet: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_fleet10k.py
 	$(BIN)/python benchmarks/bench_fleet_capacity.py breakdown  # where a poll cycle's time goes (1k, 10k)
 
+# The time-series store on a VictoriaMetrics of its own: an hour of a 10,000-device fleet
+# (bytes per sample, ingest rate, CPU per device), reads over 2 h, 30 days and a fleet-wide
+# p95 over 24 h, and the 60 s outage's count (minutes).
+bench-tsdb: $(VENV)/.dev tsdb-deps
+	$(BIN)/python benchmarks/bench_tsdb.py
+
 # Atrace against HTA on 10k/100k/1M-event Kineto traces (builds benchmarks/.venv-hta; minutes).
 bench-atrace: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_atrace.py

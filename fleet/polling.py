@@ -143,12 +143,13 @@ def write_samples(cycle: float, scope: str, keyed: list[tuple[DeviceKey, dict]])
     encoder = _encoders.get(settings.TSDB_DCGM_SERIES)
     if encoder is None:
         encoder = _encoders[settings.TSDB_DCGM_SERIES] = Encoder(dcgm=settings.TSDB_DCGM_SERIES)
-    batch = encoder.batch(cycle, scope, keyed, settings.TSDB_LABELS)
+    batches = encoder.batches(cycle, scope, keyed, settings.TSDB_LABELS)
     try:
-        return tsdb.writer().write(batch)
+        return tsdb.writer().write(batches)
     except OSError as exc:
-        log.error("cycle %.0f of %s: %d samples lost, the spool cannot be written: %s", cycle, scope, batch.samples, exc)
-        return WriteResult(rejected=batch.samples)
+        lost = sum(b.samples for b in batches)
+        log.error("cycle %.0f of %s: %d samples lost, the spool cannot be written: %s", cycle, scope, lost, exc)
+        return WriteResult(rejected=lost)
 
 
 def flush_samples() -> WriteResult:

@@ -13,8 +13,8 @@ No label takes values without bound: a fleet of N devices has N × (counters) se
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from fleet.asicmon import CATALOGUE
 
@@ -74,9 +74,8 @@ def dcgm_fields() -> tuple[tuple[str, str, float], ...]:
     return tuple((field, counter, factor) for field, _, counter, factor, _ in DCGM_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceKey:
-    """What a device's series are labelled with."""
+class DeviceKey(NamedTuple):
+    """What a device's series are labelled with (a tuple: quick to hash, as each cycle does)."""
 
     host: str
     device_id: int

@@ -1,10 +1,10 @@
 """A poll cycle's samples as one Prometheus remote-write request, and the way it goes out.
 
 Encoding: a WriteRequest (protobuf) of one TimeSeries per (device, counter), each holding one
-sample at the cycle's slot. A series' labels never change between cycles, so each series'
-bytes up to its value are built once per device (and TSDB_LABELS) and kept; a cycle appends
-that prefix, the value's 8 bytes and the timestamp's few for each series. The request is
-snappy-compressed as remote write asks (benchmarks/bench_tsdb.py measures it).
+sample at the cycle's slot. A series' labels never change between cycles, so each device's
+series bytes are built once (per TSDB_LABELS) and kept; a cycle joins them and writes each
+value's 8 bytes and the timestamp in place. The request is snappy-compressed as remote write
+asks (benchmarks/bench_tsdb.py measures it).
 
 Writing (`Writer`): the request goes straight to the store when nothing is waiting; when the
 store is down, slow or busy with another writer, it waits in the spool (fleet/tsdb/buffer.py)
@@ -17,21 +17,20 @@ kept once: VictoriaMetrics deduplicates samples of a series with the same timest
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import compress as compress_values
+from typing import NamedTuple
 
 import cramjam
+import numpy as np
 
 from fleet.tsdb.buffer import Batch, Spool
 from fleet.tsdb.client import Client, TsdbError, TsdbUnavailable
 from fleet.tsdb.series import GPU_TYPES, DeviceKey, dcgm_fields, parse_labels, series_counters
 
 log = logging.getLogger(__name__)
-
-_pack_double = struct.Struct("<d").pack
-
 
 def _varint(n: int) -> bytes:
     out = bytearray()
@@ -62,73 +61,162 @@ def _series_prefix(labels: dict[str, str], ts_len: int) -> bytes:
     return b"\x0a" + _varint(body_len) + labels_bytes + b"\x12" + bytes([sample_len]) + b"\x09"
 
 
+class _Template(NamedTuple):
+    body: bytes  # the series that have a number, with room for each value and timestamp
+    offsets: tuple[int, ...]  # where each value goes
+    present: tuple[bool, ...]  # which of the layout's series these are
+    factors: tuple[float, ...]  # each value's factor
+
+
+class _Layout:
+    """A device's candidate series: the counters they read, each value's factor (dcgm
+    series are in dcgm-exporter's units) and their bytes up to the value; and templates of
+    the request bytes by the types of the values read (a number or not)."""
+
+    __slots__ = ("by_presence", "counters", "factors", "prefixes", "templates")
+
+    def __init__(self, counters: tuple, factors: tuple, prefixes: tuple):
+        self.counters = counters
+        self.factors = factors
+        self.prefixes = prefixes
+        self.templates: dict[tuple, _Template] = {}  # by the types of the values read
+        self.by_presence: dict[tuple, _Template] = {}  # by which series have a number
+
+    def template(self, types: tuple[type, ...], ts_len: int) -> _Template:
+        """The template for values of these types (made once for each set of series that
+        have a number: an int that becomes a float next cycle changes nothing)."""
+        present = tuple(t in _NUMBERS for t in types)
+        found = self.by_presence.get(present)
+        if found is None:
+            out, offsets = bytearray(), []
+            for prefix, here in zip(self.prefixes, present, strict=True):
+                if here:
+                    out += prefix
+                    offsets.append(len(out))
+                    out += bytes(8) + b"\x10" + bytes(ts_len)
+            factors = tuple(f for f, here in zip(self.factors, present, strict=True) if here)
+            found = self.by_presence[present] = _Template(bytes(out), tuple(offsets), present, factors)
+        if len(self.templates) > 256:
+            self.templates.clear()
+        self.templates[types] = found
+        return found
+
+
+_NUMBERS = {int, float}
+# Requests stay well below the stores' limits on a request's uncompressed size
+# (VictoriaMetrics' -maxInsertRequestSize is 32 MiB): a large shard's cycle is several.
+MAX_REQUEST_BYTES = 4 << 20
+
+
 class Encoder:
-    """Encodes cycles of polled devices; keeps each device's series prefixes between cycles."""
+    """Encodes cycles of polled devices; keeps each device's series bytes between cycles.
+
+    A cycle is assembled from each device's template (its series' bytes, made once) with
+    the cycle's values and timestamp written into place by numpy: per device, Python only
+    reads the counters and looks up the template for the types of what it read."""
 
     def __init__(self, *, dcgm: bool = True):
         self.dcgm = dcgm
-        self._prefixes: dict[tuple, tuple[tuple, tuple]] = {}
+        self._layouts: dict[tuple, dict[DeviceKey, _Layout]] = {}
 
-    def _device(self, key: DeviceKey, extra: str, ts_len: int) -> tuple[tuple, tuple]:
-        found = self._prefixes.get((key, extra, ts_len))
-        if found is None:
-            extra_labels = dict(parse_labels(extra))
-            labels = {**key.labels(), **extra_labels}
-            own = tuple((counter, _series_prefix({**labels, "__name__": name}, ts_len))
-                        for counter, name in series_counters())
-            dcgm = ()
-            if self.dcgm and key.device_type in GPU_TYPES:
-                dcgm_labels = {**key.dcgm_labels(), **extra_labels}
-                dcgm = tuple((counter, factor, _series_prefix({**dcgm_labels, "__name__": field}, ts_len))
-                             for field, counter, factor in dcgm_fields())
-            if len(self._prefixes) > 200_000:  # devices come and go: keep it bounded
-                self._prefixes.clear()
-            found = self._prefixes[(key, extra, ts_len)] = (own, dcgm)
-        return found
+    def _layout(self, key: DeviceKey, extra: str, ts_len: int) -> _Layout:
+        extra_labels = dict(parse_labels(extra))
+        labels = {**key.labels(), **extra_labels}
+        series = [(counter, 1.0, _series_prefix({**labels, "__name__": name}, ts_len))
+                  for counter, name in series_counters()]
+        if self.dcgm and key.device_type in GPU_TYPES:
+            dcgm_labels = {**key.dcgm_labels(), **extra_labels}
+            series += [(counter, factor, _series_prefix({**dcgm_labels, "__name__": field}, ts_len))
+                       for field, counter, factor in dcgm_fields()]
+        counters, factors, prefixes = zip(*series, strict=True)
+        return _Layout(counters, factors, prefixes)
 
-    def encode(self, cycle: float, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> tuple[bytes, int]:
-        """The uncompressed WriteRequest of one cycle (epoch seconds) and its number of samples.
+    def encode(self, cycle: float, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> tuple[bytearray, int]:
+        """The uncompressed WriteRequest of one cycle (epoch seconds) and its number of
+        samples, in one piece whatever its size."""
+        chunks = self.encode_chunks(cycle, devices, extra, max_bytes=None)
+        if not chunks:
+            return bytearray(), 0
+        return chunks[0]
+
+    def encode_chunks(self, cycle: float, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "",
+                      max_bytes: int | None = MAX_REQUEST_BYTES) -> list[tuple[bytearray, int]]:
+        """The cycle's WriteRequests, each below `max_bytes` uncompressed (but for one
+        device's series), with their numbers of samples.
 
         A counter's value must be a number (not a bool); anything else has no sample."""
         ts = _varint(round(cycle * 1000))
-        suffix = b"\x10" + ts
-        out = bytearray()
-        samples = 0
+        layouts = self._layouts.get((extra, len(ts)))
+        if layouts is None or len(layouts) > 200_000:  # devices come and go: keep it bounded
+            layouts = self._layouts[(extra, len(ts))] = {}
+        chunks = []
+        chunk = _Chunk()
         for key, snapshot in devices:
-            own, dcgm = self._device(key, extra, len(ts))
-            get = snapshot.get
-            for counter, prefix in own:
-                value = get(counter)
-                if value is None or value.__class__ is bool:
-                    continue
-                try:
-                    packed = _pack_double(value)
-                except struct.error:
-                    continue  # not a number
-                out += prefix
-                out += packed
-                out += suffix
-                samples += 1
-            for counter, factor, prefix in dcgm:
-                value = get(counter)
-                if value is None or value.__class__ is bool:
-                    continue
-                try:
-                    packed = _pack_double(value * factor)
-                except (struct.error, TypeError):
-                    continue
-                out += prefix
-                out += packed
-                out += suffix
-                samples += 1
-        return bytes(out), samples
+            layout = layouts.get(key)
+            if layout is None:
+                layout = layouts[key] = self._layout(key, extra, len(ts))
+            found = tuple(map(snapshot.get, layout.counters))
+            types = tuple(map(type, found))
+            template = layout.templates.get(types) or layout.template(types, len(ts))
+            n = len(template.offsets)
+            if n == 0:
+                continue
+            if max_bytes is not None and chunk.size + len(template.body) > max_bytes and chunk.size:
+                chunks.append(chunk.assemble(ts))
+                chunk = _Chunk()
+            chunk.parts.append(template.body)
+            chunk.offsets.extend(template.offsets)
+            chunk.values.extend(found if n == len(found) else compress_values(found, template.present))
+            chunk.factors.extend(template.factors)
+            chunk.bases.append(chunk.size)
+            chunk.counts.append(n)
+            chunk.size += len(template.body)
+        if chunk.size:
+            chunks.append(chunk.assemble(ts))
+        return chunks
+
+    def batches(self, cycle: float, scope: str, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "",
+                max_bytes: int = MAX_REQUEST_BYTES) -> list[Batch]:
+        """The cycle's samples as requests of at most `max_bytes` uncompressed, compressed."""
+        cycle_ms = round(cycle * 1000)
+        return [Batch(cycle_ms, scope, n, compress(raw))
+                for raw, n in self.encode_chunks(cycle, devices, extra, max_bytes=max_bytes)]
 
     def batch(self, cycle: float, scope: str, devices: Iterable[tuple[DeviceKey, dict]], extra: str = "") -> Batch:
+        """The cycle's samples as one request, whatever its size."""
         raw, samples = self.encode(cycle, devices, extra)
         return Batch(round(cycle * 1000), scope, samples, compress(raw))
 
 
-def compress(raw: bytes) -> bytes:
+class _Chunk:
+    """One request being assembled: its devices' templates, and where their values go."""
+
+    __slots__ = ("bases", "counts", "factors", "offsets", "parts", "size", "values")
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+        self.offsets: list[int] = []
+        self.values: list = []
+        self.factors: list[float] = []
+        self.bases: list[int] = []
+        self.counts: list[int] = []
+        self.size = 0
+
+    def assemble(self, ts: bytes) -> tuple[bytearray, int]:
+        raw = bytearray().join(self.parts)  # the one copy of the request's bytes
+        body = np.frombuffer(raw, dtype=np.uint8)
+        at = np.asarray(self.offsets, dtype=np.int64) + np.repeat(np.asarray(self.bases, dtype=np.int64), self.counts)
+        numbers = np.asarray(self.values, dtype="<f8") * np.asarray(self.factors, dtype="<f8")
+        body[at[:, None] + _EIGHT] = numbers.view(np.uint8).reshape(-1, 8)
+        body[(at + 9)[:, None] + np.arange(len(ts))] = np.frombuffer(ts, dtype=np.uint8)
+        del body
+        return raw, len(self.values)
+
+
+_EIGHT = np.arange(8)
+
+
+def compress(raw: bytes | bytearray) -> bytes:
     return bytes(cramjam.snappy.compress_raw(raw))
 
 
@@ -151,32 +239,45 @@ class Writer:
         self.spool = spool
         self.flush_budget_s = flush_budget_s
 
-    def write(self, batch: Batch) -> WriteResult:
-        """Send `batch` (or spool it behind those waiting), then send what waits, within the budget."""
-        if batch.samples == 0:
+    def write(self, batch: Batch | list[Batch]) -> WriteResult:
+        """Send a cycle's batches (or spool them behind those waiting), then send what
+        waits, within the budget."""
+        batches = [b for b in ([batch] if isinstance(batch, Batch) else batch) if b.samples]
+        if not batches:
             return WriteResult(waiting=self.spool.count())
         with self.spool.lock(blocking=False) as held:
             if not held:  # another writer is talking to the store: queue behind it
-                kept = batch.samples if self.spool.append(batch) else 0
-                return WriteResult(buffered=kept, waiting=self.spool.count(), kept=kept)
+                return self._spooled(batches, written=0)
             if self.spool.count() == 0:
-                try:
-                    self.client.write(batch.body)
-                    return WriteResult(written=batch.samples, kept=batch.samples)
-                except TsdbUnavailable as exc:
-                    log.warning("time-series store unavailable, cycle %d of %s waits in the spool: %s",
-                                batch.cycle_ms, batch.scope, exc)
-                    kept = batch.samples if self.spool.append(batch) else 0
-                    return WriteResult(buffered=kept, waiting=self.spool.count(), kept=kept)
-                except TsdbError as exc:
-                    self.spool.note_dropped(batch, f"rejected by the store: {exc}")
-                    return WriteResult(rejected=batch.samples)
-            entry = self.spool.append(batch)
+                written = rejected = 0
+                for n, each in enumerate(batches):
+                    try:
+                        self.client.write(each.body)
+                        written += each.samples
+                    except TsdbUnavailable as exc:
+                        log.warning("time-series store unavailable, cycle %d of %s waits in the spool: %s",
+                                    each.cycle_ms, each.scope, exc)
+                        return self._spooled(batches[n:], written=written, rejected=rejected)
+                    except TsdbError as exc:
+                        self.spool.note_dropped(each, f"rejected by the store: {exc}")
+                        rejected += each.samples
+                return WriteResult(written=written, rejected=rejected, kept=written)
+            entries = [self.spool.append(each) for each in batches]
             flushed = self._drain(time.monotonic() + self.flush_budget_s)
-        still = entry is not None and entry.exists()
-        kept = batch.samples if still or (entry is not None and entry not in flushed.rejected_entries) else 0
-        return WriteResult(written=flushed.written, buffered=batch.samples if still else 0,
-                           rejected=flushed.rejected, waiting=self.spool.count(), kept=kept)
+        buffered = kept = 0
+        for each, entry in zip(batches, entries, strict=True):
+            if entry is not None and entry.exists():
+                buffered += each.samples
+                kept += each.samples
+            elif entry is not None and entry not in flushed.rejected_entries:
+                kept += each.samples
+        return WriteResult(written=flushed.written, buffered=buffered, rejected=flushed.rejected,
+                           waiting=self.spool.count(), kept=kept)
+
+    def _spooled(self, batches: list[Batch], *, written: int, rejected: int = 0) -> WriteResult:
+        buffered = sum(each.samples for each in batches if self.spool.append(each))
+        return WriteResult(written=written, buffered=buffered, rejected=rejected, waiting=self.spool.count(),
+                           kept=written + buffered)
 
     def flush(self, budget_s: float | None = None) -> WriteResult:
         """Send waiting batches, oldest first, until the spool is empty, the store fails or

@@ -146,3 +146,21 @@ def test_only_numbers_become_samples():
 
 def test_the_settings_labels_isolate_each_test(settings, own_tsdb_labels):
     assert own_tsdb_labels == settings.TSDB_LABELS and own_tsdb_labels.startswith("asicmon_test=")
+
+
+def test_a_large_cycle_goes_as_several_requests_below_the_limit_and_lands_whole(settings, tmp_path):
+    from fleet.tsdb.buffer import Spool
+    from fleet.tsdb.writes import Writer
+
+    now = time.time() // 5 * 5
+    keys = [DeviceKey("host-big", n, f"BIG-{n}", "video", "V1") for n in range(1, 301)]
+    devices = [(key, {"temperature_c": float(key.device_id), "power_w": 2.0 * key.device_id}) for key in keys]
+    raw_chunks = Encoder().encode_chunks(now, devices, settings.TSDB_LABELS, max_bytes=8192)
+    assert len(raw_chunks) > 5 and all(len(raw) <= 8192 for raw, _ in raw_chunks)
+    assert sum(n for _, n in raw_chunks) == 600
+    batches = Encoder().batches(now, "shard:0/1", devices, settings.TSDB_LABELS, max_bytes=8192)
+    result = Writer(tsdb.client(), Spool(tmp_path, 1 << 20)).write(batches)
+    assert (result.written, result.kept, result.rejected) == (600, 600, 0)
+    flush(newest=now)
+    stored = tsdb.client().query(selector("asicmon_power_w"), now)
+    assert sorted((int(s.labels["device"]), s.points[0][1]) for s in stored) == [(n, 2.0 * n) for n in range(1, 301)]
