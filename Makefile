@@ -52,6 +52,7 @@ bench-fleet: $(VENV)/.dev
 # p95 over 24 h, and the 60 s outage's count (minutes).
 bench-tsdb: $(VENV)/.dev tsdb-deps
 	$(BIN)/python benchmarks/bench_tsdb.py
+	$(BIN)/python benchmarks/bench_history.py  # the readers' queries: device page, API, fleet p95
 
 # Atrace against HTA on 10k/100k/1M-event Kineto traces (builds benchmarks/.venv-hta; minutes).
 bench-atrace: $(VENV)/.dev
