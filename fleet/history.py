@@ -3,7 +3,8 @@ counter names and datetimes into the PromQL reads of `fleet.tsdb.reads`, for the
 the samples API, the metrics beside a trace and a job's device health.
 
 Every function here raises `TsdbUnavailable` when the store is down or slow and `TsdbError`
-when it refuses a query; callers show "history unavailable" (`unavailable`) rather than fail.
+when it refuses a query: pages and the trace and job analyses show "history unavailable"
+(`unavailable`) rather than fail, the API answers 503 / 502 (dashboard/middleware.py).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ MAX_POINTS = 100_000  # a series' points in one read, whatever the caller asks: 
 STATS = {"mean": "avg", "min": "min", "max": "max", "count": "count"}  # statistic -> PromQL *_over_time
 AGGREGATE = {"mean": "avg", "min": "min", "max": "max", "count": "sum"}  # across a counter's series
 _KEY = re.compile(r"[A-Za-z0-9_:.-]+")
+_METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 class TooManyPoints(ValueError):  # noqa: N818 (a refusal, said in its message)
@@ -58,9 +59,11 @@ def chart_step(span_s: float, interval_s: float, points: int = CHART_POINTS) -> 
 def names_selector(metrics: Iterable[str], labels: dict[str, str], extra: str | None = None) -> str:
     """A selector of several series names with the same labels (and the TSDB_LABELS)."""
     names = sorted(set(metrics))
+    for name in names:
+        if not _METRIC.fullmatch(name):
+            raise ValueError(f"{name!r} is not a series name")
     inside = selector("", extra=extra, **labels)[1:-1]
-    name = f'__name__=~"{"|".join(re.escape(n) for n in names)}"'
-    return "{" + ",".join(part for part in (name, inside) if part) + "}"
+    return "{" + ",".join(part for part in (f'__name__=~"{"|".join(names)}"', inside) if part) + "}"
 
 
 def _duration(seconds: float) -> str:
@@ -190,8 +193,9 @@ def fleet_quantile(client: Client, metric: str, q: float, start: float, end: flo
                    extra: str | None = None) -> dict[tuple[str, ...], list[tuple[float, float]]]:
     """The ``q`` quantile of a series across the fleet's devices, grouped by the labels
     ``by`` (device type by default), every ``step`` from start to end: group -> [(t, value)].
-    Each point is the quantile of the devices' latest samples at t (the store's lookback),
-    so its cost grows with devices × points, not with the samples in the range."""
+    Each point is the quantile of the devices' latest samples at t (the store's lookback).
+    It costs the store a read of the range's samples and a sort of the devices' values at
+    each point: fewer points cost less (benchmarks/bench_history.py)."""
     if not 0 <= q <= 1:
         raise ValueError(f"a quantile is between 0 and 1, not {q:g}")
     steps = (end - start) / step + 1

@@ -166,3 +166,5 @@ def test_a_selector_of_several_names_escapes_label_values():
     chosen = reads.names_selector(["asicmon_b", "asicmon_a"], {"device": '7"x'}, extra="site=lab")
     assert chosen == '{__name__=~"asicmon_a|asicmon_b",device="7\\"x",site="lab"}'
     assert reads.names_selector(["asicmon_a"], {}, extra="") == '{__name__=~"asicmon_a"}'
+    with pytest.raises(ValueError, match="not a series name"):
+        reads.names_selector(['a"}or{b'], {}, extra="")
