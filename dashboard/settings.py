@@ -339,7 +339,7 @@ TSDB_WRITE_TIMEOUT_S = env_float("TSDB_WRITE_TIMEOUT_S", 2.0, minimum=0.1)
 TSDB_BUFFER_DIR = Path(env_str("TSDB_BUFFER_DIR", str(VAR_DIR / "tsdb-buffer")))
 TSDB_BUFFER_MAX_MB = env_int("TSDB_BUFFER_MAX_MB", 512, minimum=1)
 # Seconds a poll (or the flush task) may spend writing waiting batches to the store.
-TSDB_FLUSH_BUDGET_S = env_float("TSDB_FLUSH_BUDGET_S", 1.0, minimum=0.0)
+TSDB_FLUSH_BUDGET_S = env_float("TSDB_FLUSH_BUDGET_S", 1.0, minimum=0.1)
 # Also write the dcgm-exporter names (DCGM_FI_DEV_*) of GPU-type devices.
 TSDB_DCGM_SERIES = env_bool("TSDB_DCGM_SERIES", True)
 # Extra labels on every written series and in every selector read, "name=value,name=value":

@@ -155,6 +155,41 @@ def start_victoria_metrics(data_dir: Path, port: int, retention_days: int) -> tu
     sys.exit(f"victoria-metrics did not start on port {port}: see {data_dir.parent / f'{data_dir.name}.log'}")
 
 
+def vmalert_argv(rules: Path, read_url: str, write_url: str, interval_s: float, port: int) -> list[str] | None:
+    """vmalert recording the fleet's aggregates (fleet.tsdb.series.RECORDED) into the store;
+    None if it is not installed (Debian's victoria-metrics package ships it)."""
+    server = shutil.which("vmalert")
+    if server is None:
+        return None
+    write = write_url.rstrip("/")
+    path_given = write.endswith(("/api/v1/write", "/api/v1/push"))
+    return [
+        server, f"-rule={rules}", f"-datasource.url={read_url}", f"-remoteWrite.url={write}",
+        *(["-remoteWrite.disablePathAppend"] if path_given else []),
+        # Each evaluation sees every device's latest sample of the last two poll slots (a
+        # cycle written a little late still counts; a device gone for longer does not).
+        f"-evaluationInterval={interval_s:g}s", f"-datasource.queryStep={2 * interval_s:g}s",
+        f"-remoteWrite.flushInterval={interval_s:g}s",
+        f"-httpListenAddr=127.0.0.1:{port}", "-loggerLevel=WARN",
+    ]
+
+
+def start_vmalert(env: dict, folder: Path) -> list[subprocess.Popen]:
+    """Start vmalert beside the store the stack started, its rules made for TSDB_LABELS."""
+    from fleet.tsdb.series import recording_rules
+
+    rules = folder / "tsdb-rules.yml"
+    rules.write_text(recording_rules(env.get("TSDB_LABELS", "")))
+    argv = vmalert_argv(rules, env["TSDB_URL"], env["TSDB_WRITE_URL"], float(env.get("POLL_INTERVAL") or 5), free_port())
+    if argv is None:
+        say("vmalert is not installed: the fleet-wide aggregates are not recorded")
+        return []
+    with (folder / "vmalert.log").open("ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_detach_and_die_with_parent)
+    say(f"vmalert records the fleet-wide aggregates ({rules})")
+    return [proc]
+
+
 def _local_port(url: str) -> int | None:
     """The port of a URL on this machine that nothing listens on yet, else None."""
     parts = urlparse(url)
@@ -359,7 +394,10 @@ def run() -> int:
     env.setdefault("PYTHONUNBUFFERED", "1")
     VAR.mkdir(parents=True, exist_ok=True)
     helpers = resolve_services(env)
-    helpers += resolve_tsdb(env, VAR / "tsdb")
+    started_store = resolve_tsdb(env, VAR / "tsdb")
+    helpers += started_store
+    if started_store:
+        helpers += start_vmalert(env, VAR)
     if env.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
         ensure_postgres_database(env["DATABASE_URL"])
     try:

@@ -103,8 +103,8 @@ def _poll_hosts(
     their samples.
 
     A transient database or Redis error is retried until the cycle's slot ends; if it is
-    still failing then, the cycle is a gap for these hosts. The samples go last, as one
-    batch for the store (`write_samples`): a store that is down or slow makes them wait in
+    still failing then, the cycle is a gap for these hosts. The samples go last, to the
+    store (`write_samples`): a store that is down or slow makes them wait in
     the spool, within TSDB_WRITE_TIMEOUT_S and TSDB_FLUSH_BUDGET_S, never holding up the
     live values. ``scope`` names the writer of the batch.
     """
@@ -138,8 +138,9 @@ _encoders: dict[bool, Encoder] = {}
 
 
 def write_samples(cycle: float, scope: str, keyed: list[tuple[DeviceKey, dict]]) -> WriteResult:
-    """The cycle's samples to the store as one batch, through the spool when it cannot take
-    them now. A spool that cannot be written (a full disk) loses this batch, said in the log."""
+    """The cycle's samples to the store (requests of at most 4 MiB), through the spool when
+    it cannot take them now. A spool that cannot be written (a full disk) loses them, said
+    in the log."""
     encoder = _encoders.get(settings.TSDB_DCGM_SERIES)
     if encoder is None:
         encoder = _encoders[settings.TSDB_DCGM_SERIES] = Encoder(dcgm=settings.TSDB_DCGM_SERIES)

@@ -10,11 +10,12 @@ connection per thread and server.
 from __future__ import annotations
 
 import http.client
-import json
 import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
+
+import orjson
 
 WRITE_PATHS = ("/api/v1/write", "/api/v1/push")
 
@@ -73,8 +74,8 @@ class Client:
             self.read_timeout_s,
         )
         try:
-            answer = json.loads(payload)
-        except ValueError:
+            answer = orjson.loads(payload)
+        except orjson.JSONDecodeError:
             answer = None
         if status == 200 and isinstance(answer, dict) and answer.get("status") == "success":
             return answer["data"]
@@ -159,8 +160,8 @@ def _message(status: int, payload: bytes, answer) -> str:
     """The store's own words for an error."""
     if answer is None:
         try:
-            answer = json.loads(payload)
-        except ValueError:
+            answer = orjson.loads(payload)
+        except orjson.JSONDecodeError:
             answer = None
     if isinstance(answer, dict) and answer.get("error"):
         return f"{answer.get('errorType', status)}: {answer['error']}".strip()

@@ -129,3 +129,33 @@ def selector(metric: str, *, extra: str | None = None, **labels: str) -> str:
     matchers = [*labels.items(), *parse_labels(extra)]
     inside = ",".join(f'{name}="{escape(str(value))}"' for name, value in matchers)
     return f"{metric}{{{inside}}}"
+
+
+# Fleet-wide aggregates recorded by the store's rule engine (vmalert beside VictoriaMetrics,
+# Prometheus' rule_files): a fleet-wide graph over a day reads these few series instead of
+# every device's (benchmarks/bench_tsdb.py). (recorded name, PromQL aggregation, counter).
+RECORDED = (
+    ("asicmon:temperature_c:p95_by_type", "quantile by ({by}) (0.95, {series})", "temperature_c"),
+    ("asicmon:temperature_c:max_by_type", "max by ({by}) ({series})", "temperature_c"),
+    ("asicmon:device_utilization:avg_by_type", "avg by ({by}) ({series})", "device_utilization"),
+    ("asicmon:power_w:sum_by_type", "sum by ({by}) ({series})", "power_w"),
+)
+
+
+def recording_rules(extra: str = "") -> str:
+    """The rules file (Prometheus' format, which vmalert reads too) recording RECORDED per
+    device type, for the series carrying the TSDB_LABELS `extra` (kept on the results)."""
+    extra_names = [name for name, _ in parse_labels(extra)]
+    by = ", ".join(["type", *extra_names])
+    lines = [
+        "# Fleet-wide aggregates by device type, recorded by the store's rule engine (vmalert with",
+        "# VictoriaMetrics, rule_files in Prometheus). Made by fleet.tsdb.series.recording_rules().",
+        "groups:",
+        "  - name: asicmon-fleet",
+        "    rules:",
+    ]
+    for record, aggregation, counter in RECORDED:
+        expr = aggregation.format(by=by, series=selector(series_name(counter), extra=extra))
+        quoted = expr.replace("'", "''")  # a YAML single-quoted string
+        lines += [f"      - record: {record}", f"        expr: '{quoted}'"]
+    return "\n".join(lines) + "\n"
