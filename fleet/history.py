@@ -15,9 +15,10 @@ from django.conf import settings
 
 from fleet import tsdb
 from fleet.tsdb import TsdbError, TsdbUnavailable, reads
+from fleet.tsdb.reads import TooManyPoints
 from fleet.tsdb.series import series_counters
 
-__all__ = ["TsdbError", "TsdbUnavailable", "api_points", "api_resolution", "chart_step", "read", "stats", "unavailable"]
+__all__ = ["TooManyPoints", "TsdbError", "TsdbUnavailable", "api_points", "api_resolution", "chart_step", "read", "stats", "unavailable"]
 
 # The samples API's resolutions: the step of its points (None: every sample), and what `auto`
 # picks by the range's length.

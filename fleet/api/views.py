@@ -113,7 +113,10 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
         resolution = params.parse_choice(query, "resolution", ["auto", *history.API_STEPS]) or "auto"
         if resolution == "auto":
             resolution = history.api_resolution(since, until)
-        points = history.api_points(device.id, name, since, until, resolution, limit)
+        try:
+            points = history.api_points(device.id, name, since, until, resolution, limit)
+        except history.TooManyPoints as exc:  # bounded above already; a refusal, never a 500
+            raise ValidationError({"since": str(exc)}) from None
         return Response(
             {
                 "device": device.id,

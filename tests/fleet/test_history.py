@@ -120,6 +120,14 @@ def test_a_raw_read_of_a_whole_month_looks_back_a_bounded_number_of_polls(api_cl
     assert len(body["points"]) == len(temperature) and reads.MAX_POINTS * 5 > 3 * 3600
 
 
+def test_a_read_over_the_points_bound_is_a_400_not_a_500(api_client, viewer, seeded_fleet, monkeypatch):
+    monkeypatch.setattr(reads, "MAX_POINTS", 50)  # the bound every read keeps, made small
+    api_client.force_authenticate(viewer)
+    response = api_client.get(f"/api/devices/{seeded_fleet[0].pk}/samples/",
+                              {"counter": "temperature_c", "resolution": "1m", "since": "0", "until": "7200", "limit": "100"})
+    assert response.status_code == 400 and "at most 50" in str(response.json()["since"])
+
+
 def test_the_api_answers_503_when_the_store_is_down(api_client, viewer, seeded_fleet, store_down):
     api_client.force_authenticate(viewer)
     response = api_client.get(f"/api/devices/{seeded_fleet[0].pk}/samples/", {"counter": "temperature_c"})
