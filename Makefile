@@ -5,9 +5,9 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run agent test test-fast soak lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra browser-deps prometheus-deps clean
+.PHONY: run agent test test-fast soak lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
 
-run: $(VENV)/.runtime
+run: $(VENV)/.runtime tsdb-deps
 	$(BIN)/python -m dashboard.stack run
 
 # On a machine with real accelerators: register this host and poll its devices. Needs the
@@ -19,15 +19,15 @@ agent: $(VENV)/.runtime
 # or drive Chromium (tests/support/tiers.py says which is which); property tests try every
 # example they ask for (Hypothesis profile `ci`).
 test: export HYPOTHESIS_PROFILE ?= ci
-test: $(VENV)/.dev browser-deps prometheus-deps
+test: $(VENV)/.dev browser-deps prometheus-deps tsdb-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit,stack --durations=25 $(PYTEST_ARGS)
 
 # The unit tier only (no child processes, no browser), in parallel: the loop while working.
-test-fast: $(VENV)/.dev prometheus-deps
+test-fast: $(VENV)/.dev prometheus-deps tsdb-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit $(PYTEST_ARGS)
 
 # The long soak: websockets held through 10 minutes of polling at the default interval.
-soak: $(VENV)/.dev
+soak: $(VENV)/.dev tsdb-deps
 	ASICMON_SOAK=long $(BIN)/python -m dashboard.stack test tests/dashboard/test_soak.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
@@ -46,6 +46,13 @@ bench: $(VENV)/.dev
 bench-fleet: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_fleet10k.py
 	$(BIN)/python benchmarks/bench_fleet_capacity.py breakdown  # where a poll cycle's time goes (1k, 10k)
+
+# The time-series store on a VictoriaMetrics of its own: an hour of a 10,000-device fleet
+# (bytes per sample, ingest rate, CPU per device), reads over 2 h, 30 days and a fleet-wide
+# p95 over 24 h, and the 60 s outage's count (minutes).
+bench-tsdb: $(VENV)/.dev tsdb-deps
+	$(BIN)/python benchmarks/bench_tsdb.py
+	$(BIN)/python benchmarks/bench_history.py  # the readers' queries: device page, API, fleet p95
 
 # Atrace against HTA on 10k/100k/1M-event Kineto traces (builds benchmarks/.venv-hta; minutes).
 bench-atrace: $(VENV)/.dev
@@ -79,6 +86,12 @@ proto: $(VENV)/.dev
 browser-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium chromium-driver)
+
+# Debian's VictoriaMetrics: the time-series store `make run` and `make test` start when none
+# answers at TSDB_URL.
+tsdb-deps:
+	@command -v victoria-metrics >/dev/null || \
+	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q victoria-metrics)
 
 # Debian's Prometheus (and promtool), for the scrape and alert-rule tests.
 prometheus-deps:

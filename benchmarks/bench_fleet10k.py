@@ -6,42 +6,52 @@ Prints, for the fleet size asked for:
 - probe: the emulator and the Asicmon refresh per device (timed on --probe-hosts hosts and
   scaled), hence the CPU seconds one cycle of the whole fleet needs and how many worker
   processes keep up with a POLL_INTERVAL;
-- write: one cycle's samples (every device, every series counter) written with the
-  idempotency guarantee into the hourly-partitioned table, three ways: COPY straight into
-  the table behind a (scope, cycle) marker row (what polls use); COPY into a staging table
-  then one INSERT … ON CONFLICT; and one row per device and cycle with the counters as an
-  array (COPY + INSERT … ON CONFLICT). Wall time and the writer's own CPU time, the repeat
-  of a cycle, range queries on each layout, and the 1-minute rollup of the cycles written;
+- write: one cycle's samples (every device, every series counter, the dcgm-exporter names
+  of the GPUs) encoded and written to the time-series store as the poll does it
+  (fleet.polling.write_samples: one remote write per shard), wall time and the writer's own
+  CPU time; then the device page's read of one device (fleet.tsdb.reads) and the fleet's p95
+  temperature by type over the cycles written. benchmarks/bench_tsdb.py has the store's
+  figures over an hour of the fleet (bytes per sample, ingest rate, reads over 30 days);
 - push: the bytes of one cycle's fleet message, the whole fleet to every fleet page.
 
-Runs on a throwaway database it creates and drops (PostgreSQL for the write figures).
-Figures depend on the machine and its load: say which when you quote them.
+Runs on a throwaway database it creates and drops, and the store at TSDB_URL (a throwaway
+VictoriaMetrics when none answers there) under a label of its own. Figures depend on the
+machine and its load: say which when you quote them.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def setup(args) -> None:
+def setup(args) -> list:
+    """Settings for the run, and the throwaway store started for it (if any)."""
+    from dashboard.stack import resolve_tsdb
+
     state = tempfile.mkdtemp(prefix="asicmon-bench10k-")
     os.environ.update(
         FLEET_HOSTS=str(args.hosts), FLEET_DEVICES_PER_HOST="8", EMULATOR_STATE_DIR=state,
         REDIS_KEY_PREFIX="asicmon-bench10k", POLL_SHARDS="1", LOG_LEVEL="WARNING",
+        TSDB_LABELS=f"asicmon_bench=fleet{os.getpid()}", TSDB_BUFFER_DIR=str(Path(state) / "spool"),
     )
+    env = dict(os.environ)
+    helpers = resolve_tsdb(env, Path(state) / "tsdb")
+    os.environ.update({k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
 
     django.setup()
+    return helpers
 
 
 def probe_figures(args) -> tuple[float, list[dict]]:
@@ -62,127 +72,61 @@ def probe_figures(args) -> tuple[float, list[dict]]:
     return statistics.median(per_cycle) / len(snaps), snaps
 
 
-def fleet_rows(snaps: list[dict], devices: int, cycle: datetime):
-    """One cycle's sample rows for `devices` devices, cycling through real snapshots."""
-    from fleet import samples
+def fleet_keys(snaps: list[dict], devices: int) -> list[tuple]:
+    """(series labels, snapshot) of `devices` devices, 8 a host, types in turn by host,
+    cycling through real snapshots."""
+    from django.conf import settings
 
-    ids = samples.counter_ids()
-    rows = []
-    for device_id in range(1, devices + 1):
-        snap = snaps[device_id % len(snaps)]
-        rows.extend(samples.rows_from_snapshot(device_id, cycle, snap, ids))
-    return rows
+    from fleet.tsdb.series import DeviceKey
 
-
-def write_arrays(cursor, rows, counters: int) -> None:
-    """One row per device and cycle: values[counter_id] (NULL where a counter has no value)."""
-    cursor.execute("CREATE TABLE IF NOT EXISTS bench_device_cycle (device_id bigint, ts timestamptz, v float8[], PRIMARY KEY (device_id, ts))")
-    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS cycle_staging (device_id bigint, ts timestamptz, v float8[]) ON COMMIT DELETE ROWS")
-    by_device: dict[int, list] = {}
-    for r in rows:
-        by_device.setdefault(r.device_id, [None] * counters)[r.counter_id - 1] = r.value
-    ts = rows[0].ts
-    with cursor.copy("COPY cycle_staging (device_id, ts, v) FROM STDIN") as copy:
-        for device_id, values in by_device.items():
-            copy.write_row((device_id, ts, values))
-    cursor.execute("INSERT INTO bench_device_cycle SELECT * FROM cycle_staging ON CONFLICT DO NOTHING")
-
-
-def time_writes(write, make_rows, cycles: int) -> tuple[list[float], list[float], list[int]]:
-    """Wall and CPU seconds of each cycle's write, and what each write reported."""
-    from django.db import connection, transaction
-
-    seconds, cpu, sent = [], [], []
-    for i in range(cycles):
-        rows = make_rows(i)
-        t0, c0 = time.perf_counter(), time.process_time()
-        with transaction.atomic(), connection.cursor() as cursor:
-            sent.append(write(cursor.cursor, rows))
-        seconds.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return seconds, cpu, sent
-
-
-def range_query_ms(sql: str, params) -> float:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)  # plan and warm
-        cursor.fetchall()
-        t0 = time.perf_counter()
-        for _ in range(20):
-            cursor.execute(sql, params)
-            cursor.fetchall()
-        return (time.perf_counter() - t0) / 20 * 1000
+    types = settings.FLEET_TYPES
+    return [(DeviceKey(f"bench-{i // 8:05d}", i, f"BENCH-{i:06d}", types[(i // 8) % len(types)], "M", i % 8),
+             snaps[i % len(snaps)]) for i in range(1, devices + 1)]
 
 
 def ingestion(args, snaps) -> None:
     from django.conf import settings
-    from django.db import connection
 
-    from fleet import rollups, samples
+    from fleet import polling, tsdb
+    from fleet.tsdb import reads
+    from fleet.tsdb.series import selector
 
-    if connection.vendor != "postgresql":
-        print("  write: skipped (the ingestion figures need PostgreSQL: set DATABASE_URL)")
-        return
     devices = args.hosts * 8
-    counters = max(samples.counter_ids().values())
-    base = time.time() // 3600 * 3600 - 7200  # two hours ago, on the hour: 12 cycles a minute
-
-    def rows_at(offset):
-        return lambda i: fleet_rows(snaps, devices, datetime.fromtimestamp(base + 5 * (i + offset), tz=UTC))
-
-    n = len(rows_at(0)(0))
-    print(f"  write one cycle ({n:,} samples, {devices:,} devices), median of {args.write_cycles}, idempotent, "
-          f"load {os.getloadavg()[0]:.1f}:")
-    ways = [
-        ("marker row + COPY straight into the table (polls)", lambda c, r: samples.write_samples(r, "shard:0/1"), 0, True),
-        ("  the same, not waiting for the WAL flush at commit", lambda c, r: samples.write_samples(r, "shard:0/1"), 300, False),
-        ("COPY into staging + INSERT … ON CONFLICT", lambda c, r: samples.write_samples(r), 100, True),
-        ("row per device and cycle, counters as an array", lambda c, r: write_arrays(c, r, counters), 200, True),
-    ]
-    # The ways take turns, cycle by cycle, so that a change in the machine's load falls on
-    # all of them alike.
-    timings = {label: ([], []) for label, *_ in ways}
-    for i in range(args.write_cycles + 1):  # the last round repeats a cycle: adds nothing
-        for label, write, offset, durable in ways:
-            settings.SAMPLES_SYNCHRONOUS_COMMIT = durable
-            secs, cpu, _ = time_writes(write, lambda _, o=offset, i=i: rows_at(o)(min(i, args.write_cycles - 1)), 1)
-            timings[label][0].append(secs[0])
-            timings[label][1].append(cpu[0])
-    settings.SAMPLES_SYNCHRONOUS_COMMIT = True
-    for label, (secs, cpu) in timings.items():
-        median = statistics.median(secs[:-1])
-        print(f"    {label:52s} {median * 1000:7.0f} ms {n / median:>9,.0f} samples/s, writer CPU "
-              f"{statistics.median(cpu[:-1]) * 1000:5.0f} ms (repeat of a cycle {secs[-1] * 1000:.0f} ms)")
-    since = datetime.fromtimestamp(base - 3600, tz=UTC)
-    until = datetime.fromtimestamp(base + 3600, tz=UTC)
-    q1 = range_query_ms(
-        "SELECT ts, value FROM fleet_sample WHERE device_id = %s AND counter_id = %s AND ts BETWEEN %s AND %s ORDER BY ts",
-        [42, 3, since, until],
-    )
-    q2 = range_query_ms(
-        "SELECT ts, v[3] FROM bench_device_cycle WHERE device_id = %s AND ts BETWEEN %s AND %s ORDER BY ts",
-        [42, since, until],
-    )
-    q3 = range_query_ms(  # the device page: its charted counters over 15 minutes
-        "SELECT counter_id, ts, value FROM fleet_sample WHERE device_id = %s AND counter_id = ANY(%s) "
-        "AND ts >= %s AND ts <= %s ORDER BY ts",
-        [42, list(range(1, 9)), since, until],
-    )
-    print(f"    range query, one device's counter over 2 h: partitioned per-sample table {q1:.2f} ms, "
-          f"array table {q2:.2f} ms; the device page's 8 counters {q3:.2f} ms")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'fleet_sample'::regclass")
-        size = cursor.fetchone()[0]
-        cursor.execute("SELECT count(*) FROM fleet_sample")
-        stored = cursor.fetchone()[0]
-    print(f"    storage: {size / stored:.0f} bytes per sample with its primary key ({stored:,} samples)")
+    keyed = fleet_keys(snaps, devices)
+    shards = [keyed[k::args.shards] for k in range(args.shards)]
+    base = polling.current_cycle() - args.write_cycles * args.interval
+    seconds, cpu, counts = [], [], []
+    for i in range(args.write_cycles):
+        cycle = base + i * args.interval
+        t0, c0 = time.perf_counter(), time.process_time()
+        results = [polling.write_samples(cycle, f"shard:{k}", part) for k, part in enumerate(shards)]
+        seconds.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        counts.append(sum(r.written for r in results))
+        if any(r.buffered or r.rejected for r in results):
+            print(f"  write: the store did not take cycle {i} ({results}): see {settings.TSDB_URL}")
+            return
+    n, median = counts[0], statistics.median(seconds)
+    print(f"  write one cycle to the store ({n:,} samples, {devices:,} devices, {args.shards} batches), median of "
+          f"{args.write_cycles}, load {os.getloadavg()[0]:.1f}: {median * 1000:.0f} ms, {n / median:,.0f} samples/s; "
+          f"writer CPU {statistics.median(cpu) * 1000:.0f} ms ({statistics.median(cpu) / devices * 1e6:.1f} µs/device)")
+    with contextlib.suppress(OSError):  # VictoriaMetrics: what was just written, readable now
+        urllib.request.urlopen(f"{settings.TSDB_URL}/internal/force_flush", timeout=60).close()
+    time.sleep(1.1)
+    client, end = tsdb.client(), base + args.write_cycles * args.interval
+    names = {"device_utilization": "asicmon_device_utilization", "temperature_c": "asicmon_temperature_c",
+             "power_w": "asicmon_power_w", "memory_used_bytes": "asicmon_memory_used_bytes"}
     t0 = time.perf_counter()
-    rolled = rollups.roll_up(now=datetime.fromtimestamp(base + 3600, tz=UTC))
-    seconds = time.perf_counter() - t0
-    print(f"    rollups of the samples written ({stored:,}, {stored / n * 5 / 60:.1f} min of the fleet's polls): "
-          f"{rolled.rows['1m']:,} 1-minute and {rolled.rows['1h']:,} 1-hour rows in {seconds:.2f} s")
+    raw = reads.raw_points(client, names, {"device": "42"}, end - 900, end, interval_s=args.interval)
+    raw_ms = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    quantile = reads.fleet_quantile(client, "asicmon_temperature_c", 0.95, base, end, args.interval)
+    p95_ms = (time.perf_counter() - t0) * 1000
+    print(f"    device page read, 4 key counters of one device over 15 min: {raw_ms:.1f} ms "
+          f"({sum(map(len, raw.values()))} points); fleet p95 temperature by type over the {args.write_cycles} cycles: "
+          f"{p95_ms:.0f} ms ({len(quantile)} types)")
+    stored = client.query(f"count(count_over_time({selector('asicmon_temperature_c')}[1h]))", at=end)
+    print(f"    devices with samples in the store: {int(stored[0].points[0][1]) if stored else 0:,} of {devices:,}")
 
 
 def push_figures(args, snaps) -> None:
@@ -201,9 +145,12 @@ def main() -> None:
     parser.add_argument("--probe-hosts", type=int, default=60, help="hosts actually probed (the rest scaled)")
     parser.add_argument("--write-cycles", type=int, default=5)
     parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument("--shards", type=int, default=2, help="batches a cycle (POLL_SHARDS)")
     args = parser.parse_args()
-    setup(args)
+    helpers = setup(args)
     from django.test.utils import setup_databases, teardown_databases
+
+    from dashboard.stack import stop
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
@@ -219,6 +166,7 @@ def main() -> None:
         push_figures(args, snaps)
     finally:
         teardown_databases(old, verbosity=0)
+        stop(helpers)
 
 
 if __name__ == "__main__":

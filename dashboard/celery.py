@@ -23,6 +23,11 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": interval,
             "options": {"expires": interval * 0.9},
         },
+        "flush-samples": {
+            "task": "fleet.tasks.flush_samples",
+            "schedule": 10.0,
+            "options": {"expires": 9.0},
+        },
         "expire-stuck-traces": {
             "task": "traces.tasks.expire_stuck_traces",
             "schedule": 30.0,
@@ -32,15 +37,5 @@ def declare_beat_schedule(sender, **kwargs):
             "task": "traces.tasks.prune_traces",
             "schedule": 3600.0,
             "options": {"expires": 3500.0},
-        },
-        "prune-samples": {
-            "task": "fleet.tasks.prune_samples",
-            "schedule": 3600.0,
-            "options": {"expires": 3500.0},
-        },
-        "roll-up-samples": {
-            "task": "fleet.tasks.roll_up_samples",
-            "schedule": 60.0,
-            "options": {"expires": 55.0},
         },
     }

@@ -324,13 +324,35 @@ AUTOCAPTURE_MAX_PER_HOUR = env_int("AUTOCAPTURE_MAX_PER_HOUR", 6)
 # Bearer token Prometheus sends to /metrics; empty turns /metrics off.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
-# Samples older than this many hours are pruned by a beat task.
-SAMPLE_RETENTION_HOURS = env_int("SAMPLE_RETENTION_HOURS", 24 * 7, minimum=1)
-# Rollups (fleet/rollups.py) are kept longer: 1-minute ones this many days, 1-hour ones this many.
-SAMPLE_MINUTE_RETENTION_DAYS = env_int("SAMPLE_MINUTE_RETENTION_DAYS", 31, minimum=1)
-SAMPLE_HOUR_RETENTION_DAYS = env_int("SAMPLE_HOUR_RETENTION_DAYS", 400, minimum=1)
-# Whether a sample write waits for PostgreSQL's WAL flush at commit (docs/deploy.md).
-SAMPLES_SYNCHRONOUS_COMMIT = env_bool("SAMPLES_SYNCHRONOUS_COMMIT", True)
+# --- The time-series store (fleet/tsdb): samples go to a Prometheus-compatible store. ---
+# Read base URL (PromQL: /api/v1/query_range, /api/v1/query): VictoriaMetrics by default,
+# a vmselect (http://host:8481/select/0/prometheus) or a Prometheus.
+TSDB_URL = env_str("TSDB_URL", "http://127.0.0.1:8428").rstrip("/")
+# Write base URL (Prometheus remote write, /api/v1/write appended unless it ends in
+# /api/v1/write or /api/v1/push): the read URL by default, or a vminsert
+# (http://host:8480/insert/0/prometheus), a Prometheus with --web.enable-remote-write-receiver.
+TSDB_WRITE_URL = env_str("TSDB_WRITE_URL", "").rstrip("/") or TSDB_URL
+TSDB_READ_TIMEOUT_S = env_float("TSDB_READ_TIMEOUT_S", 10.0, minimum=0.1)
+TSDB_WRITE_TIMEOUT_S = env_float("TSDB_WRITE_TIMEOUT_S", 2.0, minimum=0.1)
+# Where a poll's samples wait while the store is down or slow (fleet/tsdb/buffer.py), and how
+# large that spool may grow before its oldest batches are dropped (and said so).
+TSDB_BUFFER_DIR = Path(env_str("TSDB_BUFFER_DIR", str(VAR_DIR / "tsdb-buffer")))
+TSDB_BUFFER_MAX_MB = env_int("TSDB_BUFFER_MAX_MB", 512, minimum=1)
+# Seconds a poll (or the flush task) may spend writing waiting batches to the store.
+TSDB_FLUSH_BUDGET_S = env_float("TSDB_FLUSH_BUDGET_S", 1.0, minimum=0.1)
+# Also write the dcgm-exporter names (DCGM_FI_DEV_*) of GPU-type devices.
+TSDB_DCGM_SERIES = env_bool("TSDB_DCGM_SERIES", True)
+# Extra labels on every written series and in every selector read, "name=value,name=value":
+# lets installations share one store (and tests keep to their own series).
+# Checked when the app starts (fleet/apps.py).
+TSDB_LABELS = env_str("TSDB_LABELS", "")
+# Days of samples the store keeps (its -retentionPeriod, set by `make run`).
+SAMPLE_RETENTION_DAYS = env_int("SAMPLE_RETENTION_DAYS", 30, minimum=1)
+
+# Migration 0009 drops the samples tables PostgreSQL kept before the store; it refuses while
+# they hold rows `manage.py export_samples` has not copied to the store, unless this is set
+# (docs/deploy.md, "Moving history out of PostgreSQL").
+ASICMON_DROP_SAMPLES = env_bool("ASICMON_DROP_SAMPLES", False)
 
 # --- Traces. ---
 TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parent.parent
 VAR = Path(os.environ.get("ASICMON_VAR_DIR", ROOT / "var"))
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_TSDB_URL = "http://127.0.0.1:8428"
 COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
 RESET = "\033[0m"
 
@@ -102,6 +103,124 @@ def start_throwaway_redis() -> tuple[subprocess.Popen, str]:
         time.sleep(0.05)
     proc.kill()
     sys.exit(f"redis-server did not start on port {port}")
+
+
+def tsdb_answers(url: str) -> bool:
+    """Whether a Prometheus-compatible store answers PromQL at `url`."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/query?query=1", timeout=1) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def victoria_metrics_argv(data_dir: Path, port: int, retention_days: int) -> list[str]:
+    """VictoriaMetrics for Asicmon: a sample is readable as soon as it is written (no latency
+    offset; the tests flush), a sample written twice (the same timestamp) is kept once."""
+    server = shutil.which("victoria-metrics")
+    if server is None:
+        sys.exit("No store answers at TSDB_URL and victoria-metrics is not installed "
+                 "(apt-get install victoria-metrics, or `make run`, which installs it).")
+    return [
+        server,
+        f"-storageDataPath={data_dir}",
+        f"-httpListenAddr=127.0.0.1:{port}",
+        f"-retentionPeriod={retention_days}d",
+        "-search.latencyOffset=0s",
+        "-dedup.minScrapeInterval=1ms",
+        "-memory.allowedPercent=20",
+        "-loggerLevel=WARN",
+    ]
+
+
+def start_victoria_metrics(data_dir: Path, port: int, retention_days: int) -> tuple[subprocess.Popen, str]:
+    """Start VictoriaMetrics on `port` with its data in `data_dir` (its log beside it)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir.parent / f"{data_dir.name}.log").open("ab") as log:
+        proc = subprocess.Popen(
+            victoria_metrics_argv(data_dir, port, retention_days), stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=_detach_and_die_with_parent,
+        )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        if tsdb_answers(url):
+            return proc, url
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"victoria-metrics did not start on port {port}: see {data_dir.parent / f'{data_dir.name}.log'}")
+
+
+def vmalert_argv(rules: Path, read_url: str, write_url: str, interval_s: float, port: int) -> list[str] | None:
+    """vmalert recording the fleet's aggregates (fleet.tsdb.series.RECORDED) into the store;
+    None if it is not installed (Debian's victoria-metrics package ships it)."""
+    server = shutil.which("vmalert")
+    if server is None:
+        return None
+    write = write_url.rstrip("/")
+    path_given = write.endswith(("/api/v1/write", "/api/v1/push"))
+    return [
+        server, f"-rule={rules}", f"-datasource.url={read_url}", f"-remoteWrite.url={write}",
+        *(["-remoteWrite.disablePathAppend"] if path_given else []),
+        # Each evaluation sees every device's latest sample of the last two poll slots (a
+        # cycle written a little late still counts; a device gone for longer does not).
+        f"-evaluationInterval={interval_s:g}s", f"-datasource.queryStep={2 * interval_s:g}s",
+        f"-remoteWrite.flushInterval={interval_s:g}s",
+        f"-httpListenAddr=127.0.0.1:{port}", "-loggerLevel=WARN",
+    ]
+
+
+def start_vmalert(env: dict, folder: Path) -> list[subprocess.Popen]:
+    """Start vmalert beside the store the stack started, its rules made for TSDB_LABELS."""
+    from fleet.tsdb.series import recording_rules
+
+    rules = folder / "tsdb-rules.yml"
+    rules.write_text(recording_rules(env.get("TSDB_LABELS", "")))
+    argv = vmalert_argv(rules, env["TSDB_URL"], env["TSDB_WRITE_URL"], float(env.get("POLL_INTERVAL") or 5), free_port())
+    if argv is None:
+        say("vmalert is not installed: the fleet-wide aggregates are not recorded")
+        return []
+    with (folder / "vmalert.log").open("ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_detach_and_die_with_parent)
+    say(f"vmalert records the fleet-wide aggregates ({rules})")
+    return [proc]
+
+
+def _local_port(url: str) -> int | None:
+    """The port of a URL on this machine that nothing listens on yet, else None."""
+    parts = urlparse(url)
+    if parts.hostname not in {"127.0.0.1", "localhost"}:
+        return None
+    port = parts.port or 80
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return None
+    return port
+
+
+def resolve_tsdb(env: dict, data_dir: Path) -> list[subprocess.Popen]:
+    """Point env at a time-series store that answers, starting VictoriaMetrics with its data
+    in `data_dir` when none does (on TSDB_URL's port when that is a free local one)."""
+    url = env.get("TSDB_URL") or DEFAULT_TSDB_URL
+    if tsdb_answers(url):
+        say(f"Time-series store: {url}" + (f", writes to {env['TSDB_WRITE_URL']}" if env.get("TSDB_WRITE_URL") else ""))
+        return []
+    retention = env.get("SAMPLE_RETENTION_DAYS") or "30"
+    if not retention.isdigit() or int(retention) < 1:
+        sys.exit(f"SAMPLE_RETENTION_DAYS={retention!r} is not a number of days")
+    port = _local_port(url) or free_port()
+    proc, env["TSDB_URL"] = start_victoria_metrics(data_dir, port, int(retention))
+    if not env.get("TSDB_WRITE_URL") or env["TSDB_WRITE_URL"].rstrip("/") == url.rstrip("/"):
+        env["TSDB_WRITE_URL"] = env["TSDB_URL"]
+    say(f"Time-series store: nothing answered at {url}, started VictoriaMetrics at {env['TSDB_URL']} "
+        f"(data in {data_dir}, kept {retention} days)")
+    return [proc]
 
 
 def resolve_services(env: dict) -> list[subprocess.Popen]:
@@ -275,6 +394,10 @@ def run() -> int:
     env.setdefault("PYTHONUNBUFFERED", "1")
     VAR.mkdir(parents=True, exist_ok=True)
     helpers = resolve_services(env)
+    started_store = resolve_tsdb(env, VAR / "tsdb")
+    helpers += started_store
+    if started_store:
+        helpers += start_vmalert(env, VAR)
     if env.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
         ensure_postgres_database(env["DATABASE_URL"])
     try:
@@ -291,8 +414,7 @@ def run() -> int:
         say("Press Ctrl-C to stop the worker, beat and web server.")
         return supervisor.wait()
     finally:
-        for proc in helpers:
-            proc.terminate()
+        stop(helpers)
 
 
 # The suite's tiers (tests/support/tiers.py sorts the tests): `make test-fast` runs the
@@ -319,6 +441,9 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
     env["CELERY_QUEUE"] = "asicmon-test"
     VAR.mkdir(parents=True, exist_ok=True)
     helpers = resolve_services(env)
+    # A throwaway store under var/, emptied afterwards (tests keep apart by TSDB_LABELS).
+    tsdb_dir = VAR / f"tsdb-test-{os.getpid()}"
+    helpers += resolve_tsdb(env, tsdb_dir)
     try:
         if not tiers:
             return _pytest(pytest_args, env)
@@ -331,8 +456,20 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
         failed = [s for s in statuses if s != NO_TESTS_COLLECTED]
         return max(failed, default=NO_TESTS_COLLECTED)
     finally:
-        for proc in helpers:
-            proc.terminate()
+        stop(helpers)
+        shutil.rmtree(tsdb_dir, ignore_errors=True)
+        Path(f"{tsdb_dir}.log").unlink(missing_ok=True)
+
+
+def stop(helpers: list[subprocess.Popen]) -> None:
+    """Stop the services we started, and wait for them (a store flushes its data)."""
+    for proc in helpers:
+        proc.terminate()
+    for proc in helpers:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _pytest(args: list[str], env: dict) -> int:

@@ -25,26 +25,11 @@ from fleet.asicmon import CATALOGUE
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Health
 from fleet.health_service import current_health
 from fleet.models import Action, Automation, Device
+from fleet.tsdb.series import DCGM_FIELDS, metric_name
 
 LABELS = ("host", "device", "serial", "type", "model")
 GPU_TYPES = {"gpu", "nvml"}
-RENAMED = {"core_count": "cores"}  # a _count suffix means a histogram's count to Prometheus
-MiB = 1 << 20
-# dcgm-exporter's field, its Prometheus type, the catalogue counter and the factor to its unit.
-DCGM_FIELDS = (
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "device_utilization", 100.0, "GPU utilization (in %)."),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "temperature_c", 1.0, "GPU temperature (in C)."),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "power_w", 1.0, "Power draw (in W)."),
-    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "energy_j_total", 1000.0, "Total energy consumption since boot (in mJ)."),
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "clock_mhz", 1.0, "SM clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "memory_used_bytes", 1.0 / MiB, "Framebuffer memory used (in MiB)."),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "memory_free_bytes", 1.0 / MiB, "Framebuffer memory free (in MiB)."),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "pcie_errors_total", 1.0, "Total number of PCIe retries."),
-    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "ecc_corrected_total", 1.0, "Total number of single-bit volatile ECC errors."),
-    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "ecc_uncorrected_total", 1.0, "Total number of double-bit volatile ECC errors."),
-)
-
-
+__all__ = ["DCGM_FIELDS", "metric_name", "render"]
 class _Families:
     """Metric families by name, each a header and its sample lines in the text format.
 
@@ -82,15 +67,6 @@ def _number(value) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     return float(value) if isinstance(value, int | float) else None
-
-
-def metric_name(counter_name: str) -> str:
-    """The Prometheus name of a catalogue counter: units spelled out as Prometheus names them."""
-    name = RENAMED.get(counter_name, counter_name)
-    name = name.replace("_per_s", "_per_second")
-    if name.endswith("_s"):
-        name = name.removesuffix("_s") + "_seconds"
-    return f"asicmon_{name}"
 
 
 def _catalogue_samples(families: _Families, labels: str, snapshot: dict) -> None:

@@ -1,5 +1,6 @@
 """Polling: every cycle, each shard of emulated hosts (and each host with an agent) is
-probed, and its health, samples, snapshots, health index and one message are written.
+probed, and its health, snapshots, health index, one message and its samples are written
+(the samples to the time-series store, fleet/tsdb).
 
 Celery tasks (fleet/tasks.py) are thin wrappers over these functions; tests call them too.
 """
@@ -16,11 +17,13 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.db import connection as db_connection
 
-from fleet import events, health_index, health_service, remediation, samples, snapshots
+from fleet import events, health_index, health_service, remediation, snapshots, tsdb
 from fleet.emulated_fleet import host_monitor
 from fleet.hosts import PolledHost
 from fleet.models import Device, Host
 from fleet.sharding import shard_of_host
+from fleet.tsdb.series import DeviceKey
+from fleet.tsdb.writes import Encoder, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +44,18 @@ class ShardPollResult:
     shard: int
     cycle: float
     devices: int
-    samples: int
+    samples: int  # the cycle's samples: sent to the store, or waiting in the spool
     seconds: float
     gap: str = ""  # why nothing of this cycle was written for the shard; empty when written
+    waiting: int = 0  # batches waiting in the spool for the store afterwards
 
 
 def poll_shard(shard: int, cycle: float) -> ShardPollResult:
     """Poll every emulated host of one shard through Asicmon, for one cycle.
 
-    Writes the cycle's samples in one batch (a repeat of the same cycle adds nothing),
-    stores the latest snapshots in Redis and publishes one message for the shard. Hosts
-    with an agent are left to their agents (`poll_agent_host`).
+    Stores the latest snapshots in Redis, publishes one message for the shard and writes
+    the cycle's samples to the time-series store in one batch (a repeat of the same cycle
+    adds nothing). Hosts with an agent are left to their agents (`poll_agent_host`).
     """
     deadline = cycle + settings.POLL_INTERVAL
     try:
@@ -95,36 +99,63 @@ def _poll_hosts(
     shard: int, cycle: float, hosts: list[tuple[int, str]], monitor_of: Callable[[str], PolledHost], *,
     label: str, scope: str,
 ) -> ShardPollResult:
-    """Probe the hosts, then write their health, samples, snapshots, health index and one message.
+    """Probe the hosts, then write their health, snapshots, health index, one message and
+    their samples.
 
     A transient database or Redis error is retried until the cycle's slot ends; if it is
-    still failing then, the cycle is a gap for these hosts: their samples are written
-    whole (one transaction) or not at all. ``scope`` names the writer of the samples:
-    a repeat of the cycle by the same scope adds none (`samples.write_samples`).
+    still failing then, the cycle is a gap for these hosts. The samples go last, to the
+    store (`write_samples`): a store that is down or slow makes them wait in
+    the spool, within TSDB_WRITE_TIMEOUT_S and TSDB_FLUSH_BUDGET_S, never holding up the
+    live values. ``scope`` names the writer of the batch.
     """
     started = time.perf_counter()
     deadline = cycle + settings.POLL_INTERVAL
     try:
         rows_by_serial = retry_transient(lambda: _devices_of(hosts), deadline)
-        counter_ids = retry_transient(samples.counter_ids, deadline)
-        devices = {serial: device_id for serial, device_id, _, _ in rows_by_serial}
-        kinds = {device_id: (device_type, state) for _, device_id, device_type, state in rows_by_serial}
+        devices = {row[0]: row for row in rows_by_serial}
+        kinds = {device_id: (device_type, state) for _, device_id, device_type, state, _, _ in rows_by_serial}
         now = time.time()
-        polled, rows = _probe(hosts, devices, cycle, counter_ids, monitor_of)
+        polled, keyed = _probe(hosts, devices, monitor_of)
         retry_transient(lambda: health_service.assess_polled(polled, kinds, now), deadline)
-        written = retry_transient(lambda: samples.write_samples(rows, scope), deadline)
         retry_transient(lambda: snapshots.write_snapshots(cycle, polled), deadline)
         _remediate(polled)
         retry_transient(lambda: health_index.record(polled, cycle), deadline)
         retry_transient(lambda: events.shard_polled(shard, cycle, list(polled)), deadline)
     except SlotPassed as exc:
         return _gap(shard, cycle, label, started, exc)
-    result = ShardPollResult(shard, cycle, len(polled), written, time.perf_counter() - started)
+    written = write_samples(cycle, scope, keyed)
+    result = ShardPollResult(shard, cycle, len(polled), written.kept, time.perf_counter() - started,
+                             waiting=written.waiting)
     log.info(
-        "%s cycle %.0f: %d devices, %d samples in %.1f ms",
+        "%s cycle %.0f: %d devices, %d samples in %.1f ms%s",
         label, cycle, result.devices, result.samples, result.seconds * 1000,
+        f" ({result.waiting} batches wait for the store)" if result.waiting else "",
     )
     return result
+
+
+_encoders: dict[bool, Encoder] = {}
+
+
+def write_samples(cycle: float, scope: str, keyed: list[tuple[DeviceKey, dict]]) -> WriteResult:
+    """The cycle's samples to the store (requests of at most 4 MiB), through the spool when
+    it cannot take them now. A spool that cannot be written (a full disk) loses them, said
+    in the log."""
+    encoder = _encoders.get(settings.TSDB_DCGM_SERIES)
+    if encoder is None:
+        encoder = _encoders[settings.TSDB_DCGM_SERIES] = Encoder(dcgm=settings.TSDB_DCGM_SERIES)
+    batches = encoder.batches(cycle, scope, keyed, settings.TSDB_LABELS)
+    try:
+        return tsdb.writer().write(batches)
+    except OSError as exc:
+        lost = sum(b.samples for b in batches)
+        log.error("cycle %.0f of %s: %d samples lost, the spool cannot be written: %s", cycle, scope, lost, exc)
+        return WriteResult(rejected=lost)
+
+
+def flush_samples() -> WriteResult:
+    """Send the batches waiting in the spool, within TSDB_FLUSH_BUDGET_S (the beat task)."""
+    return tsdb.writer().flush()
 
 
 def _remediate(polled: dict[int, dict]) -> None:
@@ -140,28 +171,30 @@ def _gap(shard: int, cycle: float, label: str, started: float, exc: Exception) -
     return ShardPollResult(shard, cycle, 0, 0, time.perf_counter() - started, gap=str(exc))
 
 
-def _devices_of(hosts: list[tuple[int, str]]) -> list[tuple[str, int, str, str]]:
-    """(serial, id, type, state) of the hosts' devices."""
+def _devices_of(hosts: list[tuple[int, str]]) -> list[tuple[str, int, str, str, str, int]]:
+    """(serial, id, type, state, model, index) of the hosts' devices."""
     return list(
         Device.objects.filter(host_id__in=[host_id for host_id, _ in hosts]).values_list(
-            "serial", "id", "device_type", "state"
+            "serial", "id", "device_type", "state", "model", "index"
         )
     )
 
 
-def _probe(hosts, devices: dict[str, int], cycle: float, counter_ids: dict[str, int], monitor_of):
-    """Snapshots by device id, and the cycle's sample rows."""
-    cycle_ts = datetime.fromtimestamp(cycle, tz=UTC)
+def _probe(hosts, devices: dict[str, tuple], monitor_of):
+    """Snapshots by device id, and (series labels, snapshot) of each device for the store."""
     polled: dict[int, dict] = {}
-    rows: list[samples.SampleRow] = []
-    for snapshots_by_serial in poll_hosts_concurrently([monitor_of(name) for _, name in hosts]):
+    keyed: list[tuple[DeviceKey, dict]] = []
+    for (_, host), snapshots_by_serial in zip(
+        hosts, poll_hosts_concurrently([monitor_of(name) for _, name in hosts]), strict=True
+    ):
         for serial, snapshot in snapshots_by_serial.items():
-            device_id = devices.get(serial)
-            if device_id is None:
+            row = devices.get(serial)
+            if row is None:
                 continue  # a device the database does not know (yet): not ours to record
+            _, device_id, device_type, _, model, index = row
             polled[device_id] = snapshot
-            rows.extend(samples.rows_from_snapshot(device_id, cycle_ts, snapshot, counter_ids))
-    return polled, rows
+            keyed.append((DeviceKey(host, device_id, serial, device_type, model, index), snapshot))
+    return polled, keyed
 
 
 _host_pool: ThreadPoolExecutor | None = None

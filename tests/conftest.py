@@ -23,6 +23,7 @@ from tests.support.browser import (  # noqa: F401 (fixtures)
     trace_stack,
 )
 from tests.support.fleet import POLLED_CYCLE, TEST_FLEET
+from tests.support.tsdb import prometheus_store, unique_labels, victoria_metrics  # noqa: F401 (fixtures)
 
 TEST_PREFIX = "asicmon-test"
 CHILDREN_BEFORE = pytest.StashKey[dict]()
@@ -96,6 +97,15 @@ def pytest_runtest_call(item):
     return result
 
 
+@pytest.fixture(autouse=True)
+def own_tsdb_labels(settings):
+    """Every test writes and reads series of its own in the shared store (tests/support/tsdb.py)."""
+    settings.TSDB_LABELS = unique_labels()
+    settings.TSDB_BUFFER_DIR = settings.EMULATOR_STATE_DIR.parent / f"tsdb-buffer-{settings.TSDB_LABELS[-16:]}"
+    yield settings.TSDB_LABELS
+    shutil.rmtree(settings.TSDB_BUFFER_DIR, ignore_errors=True)
+
+
 @pytest.fixture
 def clean_redis():
     """Delete this suite's keys before and after a test that uses Redis."""
@@ -158,10 +168,12 @@ def gpu_fleet(settings, tmp_path, clean_redis):
 def polled_fleet(seeded_fleet):
     """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
     from fleet import polling
+    from tests.support.tsdb import flush
 
     for offset in (-2, -1, 0):
         for shard in polling.shards():
             polling.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
+    flush(newest=POLLED_CYCLE)  # the samples, readable from the store
     return seeded_fleet
 
 

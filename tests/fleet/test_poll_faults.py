@@ -1,5 +1,6 @@
 """A poll survives transient database and Redis failures within its slot, and otherwise
-records a gap: a shard's cycle is written whole or not at all (issue 12, defect 1)."""
+records a gap: a shard's cycle is written whole or not at all (issue 12, defect 1). The
+store's own outages: tests/fleet/test_tsdb_outage.py."""
 
 import shutil
 import subprocess
@@ -12,18 +13,18 @@ from django.db import connection
 
 from fleet import polling, snapshots
 from fleet import redis as fleet_redis
-from fleet.models import Device, Sample
+from fleet.models import Device
 from tests.support.processes import free_port
 from tests.support.tiers import starts_processes
+from tests.support.tsdb import flush, samples_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def cycle_rows(cycle: float) -> set[int]:
-    from datetime import UTC, datetime
-
-    ts = datetime.fromtimestamp(cycle, tz=UTC)
-    return set(Sample.objects.filter(ts=ts).values_list("device_id", flat=True).distinct())
+    """The devices with samples at `cycle` in the store."""
+    flush(newest=cycle)
+    return {int(device) for name, device in samples_at(cycle, "asicmon_.+")}
 
 
 def slot_with_room(seconds_left: float) -> float:

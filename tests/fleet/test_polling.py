@@ -2,8 +2,9 @@
 
 import pytest
 
-from fleet import emulated_fleet, polling, rollups, samples, snapshots
-from fleet.models import Sample
+from fleet import emulated_fleet, polling, snapshots
+from fleet.tsdb.series import series_name
+from tests.support.tsdb import flush, samples_at
 
 pytestmark = pytest.mark.django_db
 
@@ -34,35 +35,40 @@ def test_a_poll_cycle_writes_samples_and_snapshots_for_every_device(seeded_fleet
     results = poll_all(cycle)
 
     assert sum(r.devices for r in results) == len(seeded_fleet)
-    assert Sample.objects.count() == sum(r.samples for r in first + results) > 0
+    flush(newest=cycle)
+    stored = samples_at(cycle)
+    assert len(stored) == sum(r.samples for r in results) > 0
+    assert len(samples_at(cycle - fleet_interval())) == sum(r.samples for r in first)
     latest = snapshots.read_snapshots()
     assert set(latest) == {d.id for d in seeded_fleet}
-    temperature = samples.counter_ids()["temperature_c"]
+    temperature = series_name("temperature_c")
     for device in seeded_fleet:
         snap = latest[device.id]
         assert snap["cycle"] == cycle
         assert 0.0 <= snap["device_utilization"] <= 1.0
-        stored = Sample.objects.filter(device=device, counter_id=temperature).latest("ts")
-        assert stored.value == pytest.approx(snap["temperature_c"])
-        assert stored.ts.timestamp() == cycle
+        assert stored[(temperature, str(device.id))] == [pytest.approx(snap["temperature_c"])]
 
 
-def test_repeating_a_cycle_adds_no_samples_and_keeps_the_first_values(seeded_fleet):
+def test_repeating_a_cycle_adds_no_samples(seeded_fleet):
     cycle = polling.current_cycle()
     poll_all(cycle - fleet_interval())  # warm-up: from now on every rate has a value
     poll_all(cycle)
-    before = set(Sample.objects.values_list("device_id", "counter_id", "ts", "value"))
+    flush(newest=cycle)
+    before = samples_at(cycle)
     poll_all(cycle)
-    assert set(Sample.objects.values_list("device_id", "counter_id", "ts", "value")) == before
+    flush(newest=cycle)
+    after = samples_at(cycle)
+    assert set(after) == set(before) and all(len(values) == 1 for values in after.values())
 
 
 def test_next_cycle_adds_a_new_sample_per_series(seeded_fleet):
     cycle = polling.current_cycle()
     poll_all(cycle - fleet_interval())
     poll_all(cycle)
-    count = Sample.objects.filter(ts=cycle_dt(cycle)).count()
     poll_all(cycle + fleet_interval())
-    assert Sample.objects.filter(ts=cycle_dt(cycle + fleet_interval())).count() == count > 0
+    flush(newest=cycle + fleet_interval())
+    count = len(samples_at(cycle))
+    assert len(samples_at(cycle + fleet_interval())) == count > 0
 
 
 def test_a_late_retry_does_not_roll_snapshots_back(seeded_fleet):
@@ -83,12 +89,6 @@ def fleet_interval() -> float:
     from django.conf import settings
 
     return settings.POLL_INTERVAL
-
-
-def cycle_dt(cycle: float):
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(cycle, tz=UTC)
 
 
 def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, fleet_settings):
@@ -116,36 +116,3 @@ def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, 
     assert result.devices == sum(shard_of_host(d.host_id) == shard for d in seeded_fleet)
     assert all(latest[d.id]["driver_status"] == "ok" for d in neighbours)
     assert all(latest[d.id]["cycle"] == cycle for d in neighbours)
-
-
-def test_deleting_a_device_deletes_its_samples(seeded_fleet):
-    poll_all(polling.current_cycle())
-    gone, kept = seeded_fleet[0], seeded_fleet[1]
-    assert Sample.objects.filter(device=gone).exists()
-    gone.delete()
-    assert not Sample.objects.filter(device_id=gone.id).exists()
-    assert Sample.objects.filter(device=kept).exists()
-
-
-def test_pruning_removes_samples_past_retention_only(seeded_fleet):
-    import time
-
-    from django.db import connection
-
-    now_cycle = polling.current_cycle()
-    old_cycle = polling.current_cycle(time.time() - 50 * 3600)
-    kept_cycle = polling.current_cycle(time.time() - 47 * 3600)  # within retention, just
-    for cycle in (old_cycle, kept_cycle, now_cycle):
-        poll_all(cycle)
-    counts = {c: Sample.objects.filter(ts=cycle_dt(c)).count() for c in (old_cycle, kept_cycle, now_cycle)}
-    assert all(counts.values())
-
-    result = rollups.prune(raw_hours=48)
-
-    assert not Sample.objects.filter(ts=cycle_dt(old_cycle)).exists()
-    assert Sample.objects.filter(ts=cycle_dt(kept_cycle)).count() == counts[kept_cycle]
-    assert Sample.objects.filter(ts=cycle_dt(now_cycle)).count() == counts[now_cycle]
-    if connection.vendor == "postgresql":  # the old hour's partition went whole
-        assert f"fleet_sample_p{cycle_dt(old_cycle):%Y%m%d%H}" in result.dropped
-    else:
-        assert result.deleted["fleet_sample"] == counts[old_cycle]

@@ -4,11 +4,12 @@ import time
 
 import pytest
 
-from fleet import emulated_fleet, polling, samples, snapshots
-from fleet.models import Sample
+from fleet import emulated_fleet, polling, snapshots
 from fleet.tasks import poll_fleet
+from fleet.tsdb.series import series_name
 from tests.support.processes import child_env, start_worker
 from tests.support.tiers import starts_processes
+from tests.support.tsdb import flush, samples_at, wait_for_samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -48,31 +49,23 @@ def test_worker_poll_writes_samples_once_and_matches_the_snapshot(worker, seeded
     cycle = polling.current_cycle()
     poll_and_wait(cycle - 5.0, len(seeded_fleet))  # warm-up: rates need a previous refresh
     latest = poll_and_wait(cycle, len(seeded_fleet))
-    this_cycle = Sample.objects.filter(ts=cycle_dt(cycle))
-    first_values = {(d, c): v for d, c, v in this_cycle.values_list("device_id", "counter_id", "value")}
-    assert first_values
-    assert {d for d, _ in first_values} == {d.id for d in seeded_fleet}
+    temperature = series_name("temperature_c")
+    wait_for_samples(cycle, len(seeded_fleet), names=temperature)
+    first = wait_for_samples(cycle, len(samples_at(cycle - 5.0)))
+    assert {device for name, device in first if name == temperature} == {str(d.id) for d in seeded_fleet}
     first_seen = {d: s["sample_ts"] for d, s in latest.items()}
-
-    temperature = samples.counter_ids()["temperature_c"]
     for device_id, snap in latest.items():
-        stored = Sample.objects.get(device_id=device_id, counter_id=temperature, ts=cycle_dt(cycle))
-        assert stored.value == pytest.approx(snap["temperature_c"])
+        assert first[(temperature, str(device_id))] == [pytest.approx(snap["temperature_c"])]
 
     # The same cycle again (a retry, a duplicate beat): snapshots refresh, samples do not grow.
     poll_fleet.delay(cycle)
     wait_until(
         lambda: all(s["sample_ts"] > first_seen[d] for d, s in snapshots.read_snapshots().items())
     )
-    # Nothing was added and what was written stays as it was.
-    again = {(d, c): v for d, c, v in this_cycle.values_list("device_id", "counter_id", "value")}
-    assert again == first_values
-
-
-def cycle_dt(cycle):
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(cycle, tz=UTC)
+    time.sleep(1.0)  # the samples go after the snapshots
+    flush(newest=cycle)
+    again = samples_at(cycle)
+    assert set(again) == set(first) and all(len(values) == 1 for values in again.values())
 
 
 def test_a_worker_process_killed_mid_cycle_loses_and_duplicates_nothing(seeded_fleet, fleet_settings):
@@ -113,5 +106,7 @@ def test_a_worker_process_killed_mid_cycle_loses_and_duplicates_nothing(seeded_f
     assert latest[hung.id]["driver_status"] == "hung"
     shard = shard_of_host(hung.host_id)
     redone = [d for d in seeded_fleet if shard_of_host(d.host_id) == shard and d.id != hung.id]
-    written = set(Sample.objects.filter(ts=cycle_dt(cycle)).values_list("device_id", flat=True))
-    assert {d.id for d in redone} <= written
+    temperature = series_name("temperature_c")
+    written = wait_for_samples(cycle, len(redone), names=temperature)
+    assert {str(d.id) for d in redone} <= {device for _, device in written}
+    assert all(len(values) == 1 for values in written.values())

@@ -100,8 +100,10 @@ def _stack_env(folder: Path, stack_settings: dict) -> dict:
 
     from tests.support.fleet import TEST_FLEET
     from tests.support.processes import child_env
+    from tests.support.tsdb import unique_labels
 
-    shared = {"EMULATOR_STATE_DIR": folder / "emulator", "TRACE_STORAGE_DIR": folder / "traces"}
+    shared = {"EMULATOR_STATE_DIR": folder / "emulator", "TRACE_STORAGE_DIR": folder / "traces",
+              "TSDB_LABELS": unique_labels(), "TSDB_BUFFER_DIR": folder / "tsdb-buffer"}
     with override_settings(**{**TEST_FLEET, **shared, **stack_settings}):  # a module's settings win
         return child_env()
 
@@ -114,6 +116,8 @@ def _on_the_stack(stack: Stack, stack_settings: dict, settings) -> None:
         setattr(settings, name, value)
     settings.EMULATOR_STATE_DIR = Path(stack.env["EMULATOR_STATE_DIR"])
     settings.TRACE_STORAGE_DIR = Path(stack.env["TRACE_STORAGE_DIR"])
+    settings.TSDB_LABELS = stack.env["TSDB_LABELS"]  # the stack's series are the test's
+    settings.TSDB_BUFFER_DIR = Path(stack.env["TSDB_BUFFER_DIR"])
     settings.STORAGES = {
         **settings.STORAGES,
         "traces": {**settings.STORAGES["traces"], "OPTIONS": {"location": stack.env["TRACE_STORAGE_DIR"]}},

@@ -5,9 +5,11 @@ import pytest
 from fleet import polling, routing, snapshots
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
-from fleet.models import Device, Host, Sample
+from fleet.models import Device, Host
 from fleet.redis import get_redis
 from fleet.tasks import poll_fleet
+from fleet.tsdb.series import series_name
+from tests.support.tsdb import flush, samples_at
 
 pytestmark = pytest.mark.django_db
 
@@ -26,22 +28,34 @@ def test_the_agent_polls_its_host_into_samples_and_snapshots(agent_registered):
     latest = snapshots.read_snapshots(list(ids))
     assert set(latest) == ids
     assert all(s["driver_status"] == "ok" and s["cycle"] == cycle for s in latest.values())
-    written = Sample.objects.filter(device_id__in=ids).count()
-    assert written == result.samples > 0
+    flush(newest=cycle)
+    written = samples_at(cycle)
+    assert {int(device) for _, device in written} == ids
+    assert len(written) == result.samples > 0
+    assert {s.labels["host"] for s in flush_and_read(cycle)} == {"node-a"}
     # A sensor chip has no memory: no sample at all, rather than a zero.
     sensor = Device.objects.get(serial="hwmon:node-a:coretemp.0:coretemp")
-    names = set(Sample.objects.filter(device=sensor).values_list("counter__name", flat=True))
-    assert "temperature_c" in names and "memory_used_bytes" not in names
+    names = {name for name, device in written if device == str(sensor.id)}
+    assert series_name("temperature_c") in names and series_name("memory_used_bytes") not in names
     # The same cycle again writes nothing twice.
     polling.poll_agent_host(agent_registered.id, cycle)
-    assert Sample.objects.filter(device_id__in=ids).count() == written
+    flush(newest=cycle)
+    again = samples_at(cycle)
+    assert set(again) == set(written) and all(len(values) == 1 for values in again.values())
+
+
+def flush_and_read(cycle: float):
+    from tests.support.tsdb import raw_samples
+
+    flush(newest=cycle)
+    return raw_samples(cycle - 1, cycle, "asicmon_.+")
 
 
 def test_shard_polls_leave_agent_hosts_to_their_agents(agent_registered, seeded_fleet):
     cycle = polling.current_cycle()
     polled = sum(polling.poll_shard(shard, cycle).devices for shard in polling.shards())
     assert polled == len(seeded_fleet)
-    assert not Sample.objects.filter(device__host=agent_registered).exists()
+    assert "node-a" not in {s.labels["host"] for s in flush_and_read(cycle)}
 
 
 def test_an_agent_refuses_another_hosts_poll(agent_settings, seeded_fleet):
@@ -144,10 +158,13 @@ def test_the_agent_reads_this_machines_nvidia_gpus(agent_settings, clean_redis):
     gpus = list(Device.objects.filter(device_type="nvml"))
     assert gpus, "nvidia-smi is here but the agent found no GPU"
     host = Host.objects.get(name="node-a")
-    polling.poll_agent_host(host.id, polling.current_cycle())
+    cycle = polling.current_cycle()
+    polling.poll_agent_host(host.id, cycle)
+    flush(newest=cycle)
+    written = samples_at(cycle)
     for gpu in gpus:
         snap = snapshots.read_snapshot(gpu.id)
         print(gpu.serial, gpu.model, {k: v for k, v in snap.items() if v is not None})  # the closing note's figures
         assert gpu.serial.startswith("GPU-")
         assert snap["driver_status"] == "ok" and snap["memory_total_bytes"] > 0
-        assert Sample.objects.filter(device=gpu).exists()
+        assert (series_name("temperature_c"), str(gpu.id)) in written
