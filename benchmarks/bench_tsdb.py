@@ -1,7 +1,7 @@
 """The time-series store's figures (issue 17), on a VictoriaMetrics of its own.
 
     python benchmarks/bench_tsdb.py [--devices 10000] [--minutes 60] [--p95-hours 24]
-                                    [--history-days 30] [--no-outage]
+                                    [--history-days 30] [--no-outage] [--keep DIR | --reads DIR]
 
 Prints:
 - write: an hour of a 10,000-device fleet's samples, generated directly (the values of
@@ -22,6 +22,7 @@ Figures depend on the machine and its load: say which when you quote them.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -40,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 INTERVAL = 5.0
 SHARDS = 2
-LABELS = "asicmon_bench=tsdb"
+LABELS = ""  # the store is the benchmark's own: no TSDB_LABELS, as a default installation
 
 
 def setup(args) -> None:
@@ -351,6 +352,67 @@ def outage_count() -> str:
     return found.group(0) if found else f"(the outage test did not report: exit {done.returncode})\n{done.stdout[-1500:]}"
 
 
+HISTORY_KEY = ("bench-history", 99_999_999, "BEN-HISTORY", "gpu", "GPU-X", 0)
+
+
+def writes(args, store) -> dict:
+    """The hour of the fleet, storage, the protocol comparison and the backfills: what the reads need."""
+    from fleet.tsdb.series import DeviceKey
+
+    hour = write_hour(args, store)
+    n, cycles, devices = hour["samples"], hour["cycles"], args.devices
+    print(f"write: {cycles} cycles x {devices} devices = {n:,} samples ({n / cycles / devices:.1f} per device and cycle), "
+          f"{SHARDS} batches a cycle, in {hour['wall']:.1f} s of writing ({hour['elapsed']:.0f} s with the emulator)")
+    print(f"  one worker process, encoding included: {n / hour['wall']:,.0f} samples/s (target >= 500,000)")
+    per_device = (hour["encode_cpu"] + hour["post_cpu"]) / cycles / devices * 1e6
+    print(f"  worker CPU per device per cycle: {per_device:.1f} us (encode + snappy {hour['encode_cpu'] / cycles / devices * 1e6:.1f}, "
+          f"sending {hour['post_cpu'] / cycles / devices * 1e6:.1f}; target <= 20)")
+    print(f"  encoding alone: {n / hour['encode_cpu']:,.0f} samples/s of CPU")
+    size = store.settle()
+    print(f"storage: {size:,} bytes for {n:,} samples = {size / n:.2f} bytes per sample (target <= 2; "
+          f"{size / n * n / cycles * 17280 * 30 / 2**30:.1f} GiB for 30 days of this fleet)")
+    remote_write, text = compare_protocols(store, hour["keys"], hour["last_pool"])
+    print(f"  the same 10 cycles again, existing series: remote write {remote_write:,.0f} samples/s, "
+          f"text import (/api/v1/import/prometheus) {text:,.0f} samples/s, encoding/formatting included")
+    end = hour["end"]
+    t0 = time.perf_counter()
+    history = write_history(store, args.history_days, end, DeviceKey(*HISTORY_KEY))
+    extra = write_temperatures(store, hour["keys"], hour["temperatures"], args.p95_hours - args.minutes / 60,
+                               end - args.minutes * 60)
+    print(f"  (backfilled {history:,} samples of one device's history and {extra:,} fleet temperatures "
+          f"in {time.perf_counter() - t0:.0f} s)", flush=True)
+    store.settle()  # reads on merged data, as an hour later
+    return {"end": end, "devices": devices, "temperatures": extra + devices * cycles}
+
+
+def reads(args, store, meta: dict) -> None:
+    from fleet.tsdb.client import Client
+    from fleet.tsdb.series import DeviceKey, selector
+
+    client, warm = cold_client(store.url), Client(store.url, read_timeout_s=120)
+    end, key = meta["end"], DeviceKey(*HISTORY_KEY)
+    print("reads (median of 5; 'cold' skips the store's result cache, 'warm' is a repeat it serves):")
+    for span, name, target in ((7200, "2 h", 30), (args.history_days * 86400, f"{args.history_days:g} days", 150)):
+        cold = device_reads(client, key, end, span)
+        hot = device_reads(warm, key, end, span)
+        print(f"  one device's 8 key counters over {name} (target <= {target} ms): min/avg/max_over_time, "
+              f"3 queries: {cold['three']:.1f} ms cold, {hot['three']:.1f} ms warm; "
+              f"rollup() (MetricsQL, one query): {cold['rollup']:.1f} ms cold")
+    span = args.p95_hours * 3600
+    step = round(span / 1000, 1)
+    temperature = selector("asicmon_temperature_c", extra=LABELS)
+    query = f"quantile by (type) (0.95, avg_over_time({temperature}[{step}s]))"
+    ms, points = timed(client, query, end - span, end, step, runs=3)
+    print(f"  fleet p95 temperature by type over {args.p95_hours:g} h from every device's series "
+          f"({meta['devices']} devices, {meta['temperatures']:,} samples): {ms:.0f} ms cold ({points} points; target <= 500 ms)")
+    recorded = selector("asicmon:temperature_c:p95_by_type", extra=LABELS)
+    if not client.query(f"count_over_time({recorded}[{span:.0f}s])", end):
+        took = record_aggregates(store, end - span, end)
+        print(f"  (vmalert replayed the recording rules, every 5 s over the {args.p95_hours:g} h, in {took:.0f} s)")
+    ms, points = timed(client, f"max_over_time({recorded}[{step}s])", end - span, end, step)
+    print(f"  the same from the recorded aggregate (vmalert, every 5 s): {ms:.1f} ms cold ({points} points)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=int, default=10_000)
@@ -359,62 +421,24 @@ def main() -> None:
     parser.add_argument("--history-days", type=float, default=30)
     parser.add_argument("--source-hosts", type=int, default=30, help="emulated hosts whose values the fleet takes")
     parser.add_argument("--no-outage", action="store_true")
+    parser.add_argument("--keep", type=Path, help="keep the store's folder here (for --reads)")
+    parser.add_argument("--reads", type=Path, help="only the reads, on a folder kept by --keep")
     args = parser.parse_args()
     setup(args)
-    from fleet.tsdb.client import Client
-    from fleet.tsdb.series import DeviceKey, selector
-
-    store = Store()
+    store = Store(args.reads or args.keep)
     try:
-        print(f"VictoriaMetrics (victoria-metrics {store.url}), {args.devices} devices, {os.cpu_count()} cores")
-        hour = write_hour(args, store)
-        n, cycles, devices = hour["samples"], hour["cycles"], args.devices
-        print(f"write: {cycles} cycles x {devices} devices = {n:,} samples ({n / cycles / devices:.1f} per device and cycle), "
-              f"{SHARDS} batches a cycle, in {hour['wall']:.1f} s of writing ({hour['elapsed']:.0f} s with the emulator)")
-        print(f"  one worker process, encoding included: {n / hour['wall']:,.0f} samples/s (target >= 500,000)")
-        per_device = (hour["encode_cpu"] + hour["post_cpu"]) / cycles / devices * 1e6
-        print(f"  worker CPU per device per cycle: {per_device:.1f} us (encode + snappy {hour['encode_cpu'] / cycles / devices * 1e6:.1f}, "
-              f"sending {hour['post_cpu'] / cycles / devices * 1e6:.1f}; target <= 20)")
-        print(f"  encoding alone: {n / hour['encode_cpu']:,.0f} samples/s of CPU")
-        size = store.settle()
-        print(f"storage: {size:,} bytes for {n:,} samples = {size / n:.2f} bytes per sample (target <= 2; "
-              f"{size / n * n / cycles * 17280 * 30 / 2**30:.1f} GiB for 30 days of this fleet)")
-        remote_write, text = compare_protocols(store, hour["keys"], hour["last_pool"])
-        print(f"  the same 10 cycles again, existing series: remote write {remote_write:,.0f} samples/s, "
-              f"text import (/api/v1/import/prometheus) {text:,.0f} samples/s, encoding/formatting included")
-
-        client, warm = cold_client(store.url), Client(store.url, read_timeout_s=120)
-        end = hour["end"]
-        key = DeviceKey("bench-history", 99_999_999, "BEN-HISTORY", "gpu", "GPU-X", 0)
-        t0 = time.perf_counter()
-        history = write_history(store, args.history_days, end, key)
-        extra = write_temperatures(store, hour["keys"], hour["temperatures"], args.p95_hours - args.minutes / 60,
-                                   end - args.minutes * 60)
-        print(f"  (backfilled {history:,} samples of one device's history and {extra:,} fleet temperatures "
-              f"in {time.perf_counter() - t0:.0f} s)", flush=True)
-        store.get("/internal/force_flush")
-        print("reads (median of 5; 'cold' skips the store's result cache, 'warm' is a repeat it serves):")
-        for span, name, target in ((7200, "2 h", 30), (args.history_days * 86400, f"{args.history_days:g} days", 150)):
-            cold = device_reads(client, key, end, span)
-            hot = device_reads(warm, key, end, span)
-            print(f"  one device's 8 key counters over {name} (target <= {target} ms): min/avg/max_over_time, "
-                  f"3 queries: {cold['three']:.1f} ms cold, {hot['three']:.1f} ms warm; "
-                  f"rollup() (MetricsQL, one query): {cold['rollup']:.1f} ms cold")
-        span = args.p95_hours * 3600
-        step = round(span / 1000, 1)
-        temperature = selector("asicmon_temperature_c", extra=LABELS)
-        query = f"quantile by (type) (0.95, avg_over_time({temperature}[{step}s]))"
-        ms, points = timed(client, query, end - span, end, step, runs=3)
-        print(f"  fleet p95 temperature by type over {args.p95_hours:g} h from every device's series "
-              f"({extra + devices * cycles:,} samples): {ms:.0f} ms cold ({points} points; target <= 500 ms)")
-        took = record_aggregates(store, end - span, end)
-        recorded = selector("asicmon:temperature_c:p95_by_type", extra=LABELS)
-        ms, points = timed(client, f"max_over_time({recorded}[{step}s])", end - span, end, step)
-        print(f"  the same from the recorded aggregate (vmalert, every 5 s; replayed over the {args.p95_hours:g} h "
-              f"in {took:.0f} s): {ms:.1f} ms cold ({points} points)")
+        print(f"VictoriaMetrics (victoria-metrics {store.url}), {args.devices} devices, {os.cpu_count()} cores, "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        if args.reads:
+            meta = json.loads((args.reads / "bench.json").read_text())
+        else:
+            meta = writes(args, store)
+            (store.folder / "bench.json").write_text(json.dumps(meta))
+        reads(args, store, meta)
+        print(f"(load average {os.getloadavg()[0]:.1f} at the end)")
     finally:
         store.stop()
-    if not args.no_outage:
+    if not args.no_outage and not args.reads:
         print(f"outage (60 s, tests/fleet/test_tsdb_outage.py): {outage_count()}")
 
 

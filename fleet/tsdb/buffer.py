@@ -1,7 +1,7 @@
 """The spool: a poll's batches wait here, on disk, while the store is down or slow.
 
-A folder (TSDB_BUFFER_DIR) of files, one per batch (one writer's cycle: the compressed
-remote-write request exactly as it will be sent, after a one-line header). A batch is
+A folder (TSDB_BUFFER_DIR) of files, one per batch (a request of one writer's cycle: the
+compressed remote-write request exactly as it will be sent, after a one-line header). A batch is
 written to a temporary file, fsynced, renamed into place and the folder fsynced, so a batch
 is either whole in the spool or not there, across crashes and restarts. Files are named by
 the cycle's timestamp, then the time they were added: sending them in name order sends each

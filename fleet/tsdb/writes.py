@@ -1,14 +1,14 @@
-"""A poll cycle's samples as one Prometheus remote-write request, and the way it goes out.
+"""A poll cycle's samples as Prometheus remote-write requests, and the way they go out.
 
-Encoding: a WriteRequest (protobuf) of one TimeSeries per (device, counter), each holding one
-sample at the cycle's slot. A series' labels never change between cycles, so each device's
-series bytes are built once (per TSDB_LABELS) and kept; a cycle joins them and writes each
-value's 8 bytes and the timestamp in place. The request is snappy-compressed as remote write
-asks (benchmarks/bench_tsdb.py measures it).
+Encoding: WriteRequests (protobuf) of one TimeSeries per (device, counter), each holding one
+sample at the cycle's slot, of at most MAX_REQUEST_BYTES each. A series' labels never change
+between cycles, so each device's series bytes are built once (per TSDB_LABELS) and kept; a
+cycle joins them and writes each value's 8 bytes and the timestamp in place. Requests are
+snappy-compressed as remote write asks (benchmarks/bench_tsdb.py measures it).
 
-Writing (`Writer`): the request goes straight to the store when nothing is waiting; when the
-store is down, slow or busy with another writer, it waits in the spool (fleet/tsdb/buffer.py)
-and every later request queues behind it, so that the store receives each writer's cycles
+Writing (`Writer`): the requests go straight to the store when nothing is waiting; when the
+store is down, slow or busy with another writer, they wait in the spool (fleet/tsdb/buffer.py)
+and every later request queues behind them, so that the store receives each writer's cycles
 in order. A cycle written twice (a retried task, an answer lost after the store took it) is
 kept once: VictoriaMetrics deduplicates samples of a series with the same timestamp
 (-dedup.minScrapeInterval=1ms), Prometheus ignores an exact repeat of its latest sample.
@@ -31,6 +31,7 @@ from fleet.tsdb.client import Client, TsdbError, TsdbUnavailable
 from fleet.tsdb.series import GPU_TYPES, DeviceKey, dcgm_fields, parse_labels, series_counters
 
 log = logging.getLogger(__name__)
+
 
 def _varint(n: int) -> bytes:
     out = bytearray()
