@@ -7,6 +7,7 @@ database, Redis keys, queues and folders.
 """
 
 import functools
+import gc
 import os
 import shutil
 import tempfile
@@ -69,6 +70,14 @@ def load_hypothesis_profile() -> None:
     hypothesis.register_profile("ci", max_examples=100, deadline=None)
     hypothesis.register_profile("fast", max_examples=25, deadline=None)
     hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+def pytest_collection_finish(session):
+    """Move what collection left alive (modules, Django, numpy, torch) out of reach of the
+    cyclic garbage collector, whose full collections then walk only what tests make: trace
+    tests build hundreds of thousands of objects, and run about a tenth faster."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config, items):
