@@ -111,4 +111,4 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
 	touch $@ $(VENV)/.runtime
 
 clean:
-	rm -rf var/staticfiles var/test-db.sqlite3* .pytest_cache .ruff_cache
+	rm -rf var/staticfiles var/test-db.sqlite3* var/pycache .pytest_cache .ruff_cache

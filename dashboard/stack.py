@@ -439,6 +439,11 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
     # Keep tests apart from a running dashboard on the same Redis.
     env["REDIS_KEY_PREFIX"] = "asicmon-test"
     env["CELERY_QUEUE"] = "asicmon-test"
+    # Where PYTHONDONTWRITEBYTECODE keeps compiled modules out of the source tree, keep them in
+    # var/pycache instead: else every xdist worker, and every process a test starts, compiles
+    # the project and pytest rewrites every test module afresh (half of a worker's start).
+    if env.pop("PYTHONDONTWRITEBYTECODE", None):
+        env.setdefault("PYTHONPYCACHEPREFIX", str(VAR / "pycache"))
     VAR.mkdir(parents=True, exist_ok=True)
     helpers = resolve_services(env)
     # A throwaway store under var/, emptied afterwards (tests keep apart by TSDB_LABELS).
