@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 def setup(args) -> list:
     """Settings for the run, and the throwaway store started for it (if any)."""
-    from dashboard.stack import resolve_tsdb
+    from dashboard.services import resolve_tsdb
 
     state = tempfile.mkdtemp(prefix="asicmon-bench10k-")
     os.environ.update(

@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20)
     args = parser.parse_args()
 
-    from dashboard.stack import resolve_tsdb, stop
+    from dashboard.services import resolve_tsdb, stop
 
     state = tempfile.mkdtemp(prefix="asicmon-bench-")
     os.environ.update(

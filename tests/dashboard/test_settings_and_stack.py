@@ -3,8 +3,8 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import services
 from dashboard import settings as project_settings
-from dashboard import stack
 
 
 @pytest.mark.parametrize(
@@ -37,13 +37,13 @@ def test_defaults_and_lists(monkeypatch):
 
 
 def test_runner_starts_a_throwaway_redis_when_none_answers():
-    silent = f"redis://127.0.0.1:{stack.free_port()}/0"
+    silent = f"redis://127.0.0.1:{services.free_port()}/0"
     env = {"REDIS_URL": silent}
-    started = stack.resolve_services(env)
+    started = services.resolve_services(env)
     try:
         assert len(started) == 1
         assert env["REDIS_URL"] != silent
-        assert stack.redis_answers(env["REDIS_URL"])
+        assert services.redis_answers(env["REDIS_URL"])
     finally:
         for proc in started:
             proc.terminate()
@@ -51,8 +51,8 @@ def test_runner_starts_a_throwaway_redis_when_none_answers():
 
 
 def test_runner_falls_back_to_sqlite_when_postgres_does_not_answer():
-    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{stack.free_port()}/asicmon", "REDIS_URL": "redis://127.0.0.1:6379/0"}
-    started = stack.resolve_services(env)
+    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{services.free_port()}/asicmon", "REDIS_URL": "redis://127.0.0.1:6379/0"}
+    started = services.resolve_services(env)
     for proc in started:
         proc.terminate()
     assert "DATABASE_URL" not in env
@@ -81,12 +81,12 @@ def test_runner_creates_a_missing_postgres_database():
     import psycopg
 
     server = "postgres://postgres@127.0.0.1:5432"
-    if not stack.postgres_answers(f"{server}/postgres"):
+    if not services.postgres_answers(f"{server}/postgres"):
         pytest.skip("no PostgreSQL at 127.0.0.1:5432 on this machine")
     name = f"asicmon_runner_{uuid.uuid4().hex[:8]}"
     try:
-        stack.ensure_postgres_database(f"{server}/{name}")
-        stack.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
+        services.ensure_postgres_database(f"{server}/{name}")
+        services.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
         with psycopg.connect(f"{server}/{name}") as conn:
             assert conn.execute("SELECT current_database()").fetchone()[0] == name
     finally:
