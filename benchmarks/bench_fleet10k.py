@@ -1,4 +1,4 @@
-"""A 10,000-device fleet (1,250 hosts x 8): where a poll cycle's time goes, and its write.
+"""A 10,000-device fleet (1,250 hosts x 8): where a poll cycle's time goes, and ingestion.
 
     DATABASE_URL=postgres://… python benchmarks/bench_fleet10k.py [--hosts 1250] [--probe-hosts 60]
 
@@ -6,37 +6,52 @@ Prints, for the fleet size asked for:
 - probe: the emulator and the Asicmon refresh per device (timed on --probe-hosts hosts and
   scaled), hence the CPU seconds one cycle of the whole fleet needs and how many worker
   processes keep up with a POLL_INTERVAL;
-- write: one cycle's samples (every device, every series counter) encoded as the poll sends
-  them to the time-series store (the store's figures: benchmarks/bench_tsdb.py);
+- write: one cycle's samples (every device, every series counter, the dcgm-exporter names
+  of the GPUs) encoded and written to the time-series store as the poll does it
+  (fleet.polling.write_samples: one remote write per shard), wall time and the writer's own
+  CPU time; then the device page's read of one device (fleet.tsdb.reads) and the fleet's p95
+  temperature by type over the cycles written. benchmarks/bench_tsdb.py has the store's
+  figures over an hour of the fleet (bytes per sample, ingest rate, reads over 30 days);
 - push: the bytes of one cycle's fleet message, the whole fleet to every fleet page.
 
-Runs on a throwaway database it creates and drops.
-Figures depend on the machine and its load: say which when you quote them.
+Runs on a throwaway database it creates and drops, and the store at TSDB_URL (a throwaway
+VictoriaMetrics when none answers there) under a label of its own. Figures depend on the
+machine and its load: say which when you quote them.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def setup(args) -> None:
+def setup(args) -> list:
+    """Settings for the run, and the throwaway store started for it (if any)."""
+    from dashboard.services import resolve_tsdb
+
     state = tempfile.mkdtemp(prefix="asicmon-bench10k-")
     os.environ.update(
         FLEET_HOSTS=str(args.hosts), FLEET_DEVICES_PER_HOST="8", EMULATOR_STATE_DIR=state,
         REDIS_KEY_PREFIX="asicmon-bench10k", POLL_SHARDS="1", LOG_LEVEL="WARNING",
+        TSDB_LABELS=f"asicmon_bench=fleet{os.getpid()}", TSDB_BUFFER_DIR=str(Path(state) / "spool"),
     )
+    env = dict(os.environ)
+    helpers = resolve_tsdb(env, Path(state) / "tsdb")
+    os.environ.update({k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
 
     django.setup()
+    return helpers
 
 
 def probe_figures(args) -> tuple[float, list[dict]]:
@@ -57,27 +72,61 @@ def probe_figures(args) -> tuple[float, list[dict]]:
     return statistics.median(per_cycle) / len(snaps), snaps
 
 
-def write_figures(args, snaps) -> None:
-    """One cycle's samples of the whole fleet encoded for the store, as a poll sends them
-    (the store's own figures, sending included: benchmarks/bench_tsdb.py)."""
+def fleet_keys(snaps: list[dict], devices: int) -> list[tuple]:
+    """(series labels, snapshot) of `devices` devices, 8 a host, types in turn by host,
+    cycling through real snapshots."""
+    from django.conf import settings
+
     from fleet.tsdb.series import DeviceKey
-    from fleet.tsdb.writes import Encoder
+
+    types = settings.FLEET_TYPES
+    return [(DeviceKey(f"bench-{i // 8:05d}", i, f"BENCH-{i:06d}", types[(i // 8) % len(types)], "M", i % 8),
+             snaps[i % len(snaps)]) for i in range(1, devices + 1)]
+
+
+def ingestion(args, snaps) -> None:
+    from django.conf import settings
+
+    from fleet import polling, tsdb
+    from fleet.tsdb import reads
+    from fleet.tsdb.series import selector
 
     devices = args.hosts * 8
-    keyed = [(DeviceKey(f"host-{d // 8:04d}", d + 1, f"SER-{d + 1:05d}", ("video", "inference", "gpu")[d % 3], "M", d % 8),
-              snaps[d % len(snaps)]) for d in range(devices)]
-    encoder = Encoder()
-    encoder.batches(time.time(), "bench", keyed)  # the series' bytes, made once per device
-    cpu, samples, size = [], 0, 0
+    keyed = fleet_keys(snaps, devices)
+    shards = [keyed[k::args.shards] for k in range(args.shards)]
+    base = polling.current_cycle() - args.write_cycles * args.interval
+    seconds, cpu, counts = [], [], []
     for i in range(args.write_cycles):
-        c0 = time.process_time()
-        batches = encoder.batches(time.time() + 5 * (i + 1), "bench", keyed)
+        cycle = base + i * args.interval
+        t0, c0 = time.perf_counter(), time.process_time()
+        results = [polling.write_samples(cycle, f"shard:{k}", part) for k, part in enumerate(shards)]
+        seconds.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-        samples = sum(b.samples for b in batches)
-        size = sum(len(b.body) for b in batches)
-    per_cycle = statistics.median(cpu)
-    print(f"  write: one cycle's {samples:,} samples as remote-write requests: {per_cycle * 1000:.0f} ms CPU "
-          f"({per_cycle / devices * 1e6:.1f} µs/device), {size / 2**20:.1f} MiB compressed in {len(batches)} requests")
+        counts.append(sum(r.written for r in results))
+        if any(r.buffered or r.rejected for r in results):
+            print(f"  write: the store did not take cycle {i} ({results}): see {settings.TSDB_URL}")
+            return
+    n, median = counts[0], statistics.median(seconds)
+    print(f"  write one cycle to the store ({n:,} samples, {devices:,} devices, {args.shards} batches), median of "
+          f"{args.write_cycles}, load {os.getloadavg()[0]:.1f}: {median * 1000:.0f} ms, {n / median:,.0f} samples/s; "
+          f"writer CPU {statistics.median(cpu) * 1000:.0f} ms ({statistics.median(cpu) / devices * 1e6:.1f} µs/device)")
+    with contextlib.suppress(OSError):  # VictoriaMetrics: what was just written, readable now
+        urllib.request.urlopen(f"{settings.TSDB_URL}/internal/force_flush", timeout=60).close()
+    time.sleep(1.1)
+    client, end = tsdb.client(), base + args.write_cycles * args.interval
+    names = {"device_utilization": "asicmon_device_utilization", "temperature_c": "asicmon_temperature_c",
+             "power_w": "asicmon_power_w", "memory_used_bytes": "asicmon_memory_used_bytes"}
+    t0 = time.perf_counter()
+    raw = reads.raw_points(client, names, {"device": "42"}, end - 900, end, interval_s=args.interval)
+    raw_ms = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    quantile = reads.fleet_quantile(client, "asicmon_temperature_c", 0.95, base, end, args.interval)
+    p95_ms = (time.perf_counter() - t0) * 1000
+    print(f"    device page read, 4 key counters of one device over 15 min: {raw_ms:.1f} ms "
+          f"({sum(map(len, raw.values()))} points); fleet p95 temperature by type over the {args.write_cycles} cycles: "
+          f"{p95_ms:.0f} ms ({len(quantile)} types)")
+    stored = client.query(f"count(count_over_time({selector('asicmon_temperature_c')}[1h]))", at=end)
+    print(f"    devices with samples in the store: {int(stored[0].points[0][1]) if stored else 0:,} of {devices:,}")
 
 
 def push_figures(args, snaps) -> None:
@@ -96,9 +145,12 @@ def main() -> None:
     parser.add_argument("--probe-hosts", type=int, default=60, help="hosts actually probed (the rest scaled)")
     parser.add_argument("--write-cycles", type=int, default=5)
     parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument("--shards", type=int, default=2, help="batches a cycle (POLL_SHARDS)")
     args = parser.parse_args()
-    setup(args)
+    helpers = setup(args)
     from django.test.utils import setup_databases, teardown_databases
+
+    from dashboard.stack import stop
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
@@ -110,10 +162,11 @@ def main() -> None:
               f"→ {cycle_cpu:.1f} CPU-s per cycle of the fleet")
         print(f"    worker processes needed to keep up (probe only): {cycle_cpu / args.interval:.1f}; "
               f"one process keeps up with {int(args.interval / per_device):,} devices")
-        write_figures(args, snaps)
+        ingestion(args, snaps)
         push_figures(args, snaps)
     finally:
         teardown_databases(old, verbosity=0)
+        stop(helpers)
 
 
 if __name__ == "__main__":

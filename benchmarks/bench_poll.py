@@ -2,17 +2,20 @@
 
     python benchmarks/bench_poll.py [--hosts 4] [--devices-per-host 8] [--cycles 20]
 
-Runs against the database, Redis and time-series store that the environment names
-(DATABASE_URL, REDIS_URL, TSDB_URL), on a throwaway database it creates and drops, and
-prints medians (its samples go to the store under the label asicmon_bench=poll).
+Runs against the database and Redis that the environment names (DATABASE_URL,
+REDIS_URL), on a throwaway database it creates and drops, and the time-series store at
+TSDB_URL (a throwaway VictoriaMetrics when none answers there), under a label of its own;
+prints medians.
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +29,8 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20)
     args = parser.parse_args()
 
+    from dashboard.services import resolve_tsdb, stop
+
     state = tempfile.mkdtemp(prefix="asicmon-bench-")
     os.environ.update(
         FLEET_HOSTS=str(args.hosts),
@@ -34,9 +39,12 @@ def main() -> None:
         REDIS_KEY_PREFIX="asicmon-bench",
         POLL_SHARDS="1",
         LOG_LEVEL="WARNING",
-        TSDB_LABELS="asicmon_bench=poll",
-        TSDB_BUFFER_DIR=f"{state}/tsdb-buffer",
+        TSDB_LABELS=f"asicmon_bench=poll{os.getpid()}",
+        TSDB_BUFFER_DIR=str(Path(state) / "spool"),
     )
+    env = dict(os.environ)
+    helpers = resolve_tsdb(env, Path(state) / "tsdb")
+    os.environ.update({k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
 
@@ -44,9 +52,9 @@ def main() -> None:
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import emulated_fleet, polling, queries, snapshots
+    from fleet import emulated_fleet, polling, queries, snapshots, tsdb
     from fleet.models import Device, Host
-    from fleet.tsdb.series import DeviceKey
+    from fleet.tsdb.series import DeviceKey, selector
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
@@ -69,12 +77,11 @@ def main() -> None:
                 polled.update(emulated_fleet.host_monitor(name).poll())
             probes.append(time.perf_counter() - t0)
             ids = dict(Device.objects.values_list("serial", "id"))
-            rows = polling._devices_of(list(Host.objects.values_list("id", "name")))
-            host_of = dict(Device.objects.values_list("serial", "host__name"))
-            keyed = [(DeviceKey(host_of[serial], device_id, serial, device_type, model, index), polled[serial])
-                     for serial, device_id, device_type, _, model, index in rows if serial in polled]
+            keys = {d.serial: DeviceKey(d.host.name, d.id, d.serial, d.device_type, d.model, d.index)
+                    for d in Device.objects.select_related("host")}
+            keyed = [(keys[serial], snap) for serial, snap in polled.items()]
             t0 = time.perf_counter()
-            polling.write_samples(c + 0.5, "bench", keyed)
+            written = polling.write_samples(c + 0.5, "bench", keyed)  # encoded and sent as a poll does
             writes.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             snapshots.write_snapshots(c + 0.5, {ids[s]: v for s, v in polled.items()})
@@ -94,12 +101,21 @@ def main() -> None:
         print(f"Asicmon poll cycle — {devices} devices ({args.hosts} hosts), {vendor}, {args.cycles} cycles")
         print(f"  full shard cycle (probe + samples + snapshots + publish): median {ms(totals):7.2f} ms, max {max(totals) * 1000:.2f} ms")
         print(f"  probe all devices through Asicmon:                         median {ms(probes):7.2f} ms ({ms(probes) * 1000 / devices:.0f} µs/device)")
-        print(f"  write {devices} devices' samples to the store (remote write):     median {ms(writes):7.2f} ms")
+        n = written.written + written.buffered
+        print(f"  write {n} samples to the time-series store in one batch:     median {ms(writes):7.2f} ms ({n / statistics.median(writes):,.0f} samples/s)")
         print(f"  store {devices} snapshots in Redis:                              median {ms(caches):7.2f} ms")
         print(f"  fleet page data (summary + first table page):             mean   {overview_ms:7.2f} ms")
+        with contextlib.suppress(OSError):  # VictoriaMetrics: what was just written, readable now
+            urllib.request.urlopen(f"{settings.TSDB_URL}/internal/force_flush", timeout=30).close()
+        time.sleep(1.1)
+        last = cycle + (args.cycles + 1) * settings.POLL_INTERVAL  # the cycles ran ahead of the clock
+        stored = tsdb.client().query(f"sum(count_over_time({selector('asicmon_temperature_c')}[1h]))", at=last)
+        print(f"  temperature samples in the store ({settings.TSDB_URL}): {int(stored[0].points[0][1]) if stored else 0:,}"
+              f" ({devices} devices x {args.cycles * 2 + 1} cycles written)")
     finally:
         snapshots.forget_snapshots(list(Device.objects.values_list("id", flat=True)))
         teardown_databases(old, verbosity=0)
+        stop(helpers)
 
 
 if __name__ == "__main__":

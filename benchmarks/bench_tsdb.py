@@ -57,10 +57,10 @@ def setup(args) -> None:
 
 
 class Store:
-    """A VictoriaMetrics as `make run` starts it, in a folder of its own (kept with --data)."""
+    """A VictoriaMetrics as `make run` starts it, in a folder of its own (kept with --keep)."""
 
     def __init__(self, folder: Path | None = None):
-        from dashboard.stack import free_port, tsdb_answers, victoria_metrics_argv
+        from dashboard.services import free_port, tsdb_answers, victoria_metrics_argv
 
         self.kept = folder is not None
         self.folder = folder or Path(tempfile.mkdtemp(prefix="asicmon-bench-vm-"))
@@ -328,7 +328,7 @@ def record_aggregates(store, start: float, end: float) -> float:
     written to the store, as a running vmalert would have: seconds it took."""
     from datetime import UTC, datetime
 
-    from dashboard.stack import free_port, vmalert_argv
+    from dashboard.services import free_port, vmalert_argv
     from fleet.tsdb.series import recording_rules
 
     rules = store.folder / "rules.yml"

@@ -3,8 +3,8 @@
 Each shard is polled the way `fleet.polling.poll_shard` polls it, but one phase after
 another (hosts one by one), so that the process CPU time of each phase is its own: state
 files, emulator physics, the monitors' refresh (driver reads + compiled Asimov code + stats
-cache, and the hand-off to probe threads), then the shard's sample rows and their write,
-health rules, snapshots, remediation and the push. The split of a refresh between the
+cache, and the hand-off to probe threads), then health rules, the shard's samples encoded
+for the time-series store and written to it, snapshots, remediation and the push. The split of a refresh between the
 driver and the monitor comes from profiling inline refreshes of a sample of hosts.
 Then the real `poll_shard` (hosts side by side) is timed for comparison.
 """
@@ -17,8 +17,10 @@ import pstats
 import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
 REDIS_PREFIX = "asicmon-bench-capacity"
+_helpers: list = []  # a throwaway store, when none answers at TSDB_URL
 
 
 class Clock:
@@ -37,14 +39,18 @@ class Clock:
 
 
 def _setup() -> None:
-    state = tempfile.mkdtemp(prefix="asicmon-capacity-")
+    from dashboard.stack import resolve_tsdb
+
     os.environ.update(
-        EMULATOR_STATE_DIR=state,
+        EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-"),
         REDIS_KEY_PREFIX=REDIS_PREFIX,
         LOG_LEVEL="WARNING",
-        TSDB_LABELS="asicmon_bench=capacity",  # its samples go to the store at TSDB_URL, labelled
-        TSDB_BUFFER_DIR=f"{state}/tsdb-buffer",
+        TSDB_LABELS="asicmon_bench=capacity",
+        TSDB_BUFFER_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-spool-"),
     )
+    env = dict(os.environ)
+    _helpers.extend(resolve_tsdb(env, Path(tempfile.mkdtemp(prefix="asicmon-capacity-tsdb-"))))
+    os.environ.update({k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
 
@@ -75,30 +81,36 @@ def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
         polling,
         remediation,
         snapshots,
+        tsdb,
     )
     from fleet.models import Host
     from fleet.tsdb.series import DeviceKey
+    from fleet.tsdb.writes import Encoder
 
     hosts = clock.time("database reads", lambda: list(
         Host.objects.emulated().in_shard(shard, settings.POLL_SHARDS).values_list("id", "name")))
-    by_serial = clock.time("database reads", lambda: polling._devices_of(hosts))
-    devices = {row[0]: row for row in by_serial}
-    kinds = {device_id: (device_type, state) for _, device_id, device_type, state, _, _ in by_serial}
-    names = dict(hosts)
+    rows = clock.time("database reads", lambda: polling._devices_of(hosts))
+    devices = {row[0]: row for row in rows}
+    kinds = {device_id: (device_type, state) for _, device_id, device_type, state, _, _ in rows}
     now = cycle  # each host's emulator moves on by exactly one interval, whatever the fleet size
     polled, keyed = {}, []
-    for host_id, name in hosts:
+    for _, name in hosts:
         for serial, snap in _poll_host_phases(clock, emulated_fleet.host_monitor(name), now).items():
             _, device_id, device_type, _, model, index = devices[serial]
             polled[device_id] = snap
-            keyed.append((DeviceKey(names[host_id], device_id, serial, device_type, model, index), snap))
+            keyed.append((DeviceKey(name, device_id, serial, device_type, model, index), snap))
     clock.time("health rules", lambda: health_service.assess_polled(polled, kinds, now))
-    clock.time("samples write (store)", lambda: polling.write_samples(cycle, f"shard:{shard}/{settings.POLL_SHARDS}", keyed))
+    encoder = _ENCODER.setdefault("poll", Encoder(dcgm=settings.TSDB_DCGM_SERIES))
+    batches = clock.time("samples encode", lambda: encoder.batches(cycle, f"shard:{shard}", keyed, settings.TSDB_LABELS))
+    clock.time("samples write", lambda: tsdb.writer().write(batches))
     clock.time("snapshots (Redis)", lambda: snapshots.write_snapshots(cycle, polled))
     clock.time("remediation", lambda: remediation.after_poll(polled))
     clock.time("health index", lambda: health_index.record(polled, cycle))
     clock.time("push", lambda: events.shard_polled(shard, cycle, list(polled)))
     return len(polled)
+
+
+_ENCODER: dict = {}  # one encoder for the run, as a worker keeps one (its series prefixes)
 
 
 DRIVER_FILES = ("emulator/drivers/", "emulator/physics.py")
@@ -196,7 +208,7 @@ def _real_polls(first_cycle: float, cycles: int) -> tuple[float, float]:
 
 PHASES = (
     "emulator physics", "driver reads", "monitor refresh", "probe threads hand-off", "state files",
-    "snapshots (copy)", "database reads", "sample rows", "samples write", "health rules",
+    "snapshots (copy)", "database reads", "health rules", "samples encode", "samples write",
     "snapshots (Redis)", "remediation", "push",
 )
 
@@ -242,3 +254,6 @@ def breakdown(sizes: list[int], cycles: int, shards: int) -> None:
         for name in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000):
             client.delete(name)
         teardown_databases(old, verbosity=0)
+        from dashboard.stack import stop
+
+        stop(_helpers)

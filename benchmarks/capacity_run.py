@@ -6,8 +6,10 @@ key prefix, Celery queue and emulator state folder, so a running dashboard is no
 disturbed. While it runs, a web server (Daphne) serves the sign-in page and /metrics
 (every device's latest snapshot and health), fetched every few seconds: the live stack
 still serves pages. A slot is *whole* for a shard when every device of the shard has its
-samples at that cycle, *partial* when some do (never expected: a shard's samples are one
-statement), a *gap* when none do.
+samples at that cycle in the time-series store, *partial* when some do (never expected: a
+shard's samples are one batch), a *gap* when none do. The samples go to the store at TSDB_URL
+under a label of the run's own (TSDB_LABELS); when none answers there, a throwaway
+VictoriaMetrics is started for the run.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def _run_env(args) -> dict:
         EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-state-"),
         METRICS_TOKEN="capacity-bench", LOG_LEVEL="INFO", PYTHONUNBUFFERED="1",
         DJANGO_SETTINGS_MODULE="dashboard.settings",
+        TSDB_LABELS=f"asicmon_capacity={os.getpid()}",
+        TSDB_BUFFER_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-spool-"),
     )
     return env
 
@@ -56,7 +60,7 @@ def _fresh_database(url: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from dashboard.stack import _postgres_dsn
+    from dashboard.services import _postgres_dsn
 
     parts = urlparse(url)
     with psycopg.connect(_postgres_dsn(parts, "postgres"), autocommit=True) as conn:
@@ -115,10 +119,12 @@ class PageProbe(threading.Thread):
 
 
 def real_run(args) -> None:
-    from dashboard.stack import free_port
+    from dashboard.services import free_port, resolve_tsdb
+    from dashboard.services import stop as stop_helpers
 
     env = _run_env(args)
     _fresh_database(env["DATABASE_URL"])
+    helpers = resolve_tsdb(env, Path(tempfile.mkdtemp(prefix="asicmon-capacity-tsdb-")))
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "seed_fleet"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -147,7 +153,10 @@ def real_run(args) -> None:
         pages.stop.set()
         for proc in (beat, worker, web):
             _stop(proc)
-    _report(args, env, started, stopped, loads, worker_cpu, pages)
+    try:
+        _report(args, env, started, stopped, loads, worker_cpu, pages)
+    finally:
+        stop_helpers(helpers)
     if not args.keep:
         _drop(env)
 
@@ -166,7 +175,7 @@ def _drop(env: dict) -> None:
     import psycopg
     from psycopg import sql
 
-    from dashboard.stack import _postgres_dsn
+    from dashboard.services import _postgres_dsn
 
     parts = urlparse(env["DATABASE_URL"])
     with psycopg.connect(_postgres_dsn(parts, "postgres"), autocommit=True) as conn:
@@ -174,30 +183,37 @@ def _drop(env: dict) -> None:
 
 
 def _count_slots(env: dict, first: float, last: float, shards: int) -> tuple[dict, dict]:
-    """Devices with samples, by shard and cycle, for cycles in [first, last]."""
-    os.environ.update({k: env[k] for k in ("DATABASE_URL", "REDIS_KEY_PREFIX", "POLL_SHARDS", "POLL_INTERVAL")})
+    """Devices with samples in the store, by shard and cycle, for cycles in [first, last]:
+    per slot, the devices of each host with a utilization sample stamped in it."""
+    keys = ("DATABASE_URL", "REDIS_KEY_PREFIX", "POLL_SHARDS", "POLL_INTERVAL", "TSDB_URL", "TSDB_WRITE_URL", "TSDB_LABELS")
+    os.environ.update({k: env[k] for k in keys if k in env})
     import django
 
     django.setup()
-    from datetime import UTC, datetime
+    from django.db.models import Count
 
-    from django.db import connection
+    from fleet import tsdb
+    from fleet.models import Host
+    from fleet.tsdb.series import selector
 
-    from fleet.models import Device, Host, Sample
-
-    sample, device, host = Sample._meta.db_table, Device._meta.db_table, Host._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT d.host_id %% %s, s.ts, count(DISTINCT s.device_id) FROM {sample} s "  # noqa: S608
-            f"JOIN {device} d ON d.id = s.device_id WHERE s.ts BETWEEN %s AND %s GROUP BY 1, 2",
-            [shards, datetime.fromtimestamp(first, tz=UTC), datetime.fromtimestamp(last, tz=UTC)],
-        )
-        counts: dict[int, dict[float, int]] = {shard: {} for shard in range(shards)}
-        for shard, ts, n in cursor.fetchall():
-            counts[shard][ts.timestamp()] = n
-        cursor.execute(f"SELECT h.id %% %s, count(*) FROM {device} d JOIN {host} h ON h.id = d.host_id GROUP BY 1",
-                       [shards])
-        expected = dict(cursor.fetchall())
+    shard_of = {name: host_id % shards for host_id, name in Host.objects.values_list("id", "name")}
+    interval = float(env["POLL_INTERVAL"])
+    window = f"{round(interval * 1000) - 1}ms"  # (slot - interval, slot]: one slot's samples
+    counts: dict[int, dict[float, int]] = {shard: {} for shard in range(shards)}
+    promql = f"sum by (host) (count_over_time({selector('asicmon_device_utilization')}[{window}]))"
+    step_points = 10_000
+    start = first
+    while start <= last:
+        end = min(last, start + (step_points - 1) * interval)
+        for series in tsdb.client().query_range(promql, start, end, interval):
+            shard = shard_of[series.labels["host"]]
+            for t, n in series.points:
+                counts[shard][t] = counts[shard].get(t, 0) + int(n)
+        start = end + interval
+    per_host = Host.objects.annotate(n=Count("devices")).values_list("id", "n")
+    expected: dict[int, int] = {}
+    for host_id, n in per_host:
+        expected[host_id % shards] = expected.get(host_id % shards, 0) + n
     return counts, expected
 
 

@@ -38,14 +38,4 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": 3600.0,
             "options": {"expires": 3500.0},
         },
-        "prune-samples": {
-            "task": "fleet.tasks.prune_samples",
-            "schedule": 3600.0,
-            "options": {"expires": 3500.0},
-        },
-        "roll-up-samples": {
-            "task": "fleet.tasks.roll_up_samples",
-            "schedule": 60.0,
-            "options": {"expires": 55.0},
-        },
     }

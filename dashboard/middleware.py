@@ -3,8 +3,8 @@
 - a query string longer than MAX_QUERY_STRING: 414;
 - a NUL byte in the URL's path or query string (no database stores one in a text column,
   so no path or query parameter accepts it): 400;
-- Redis or the task broker not answering while a page or API call needs it: 503 saying
-  so, not a 500;
+- Redis, the task broker or the time-series store not answering while a page or API call
+  needs it: 503 saying so, not a 500; the store refusing a query: 502 with its words;
 - a URL under /api/ that matches nothing: a JSON 404, like every other API answer.
 """
 
@@ -15,6 +15,8 @@ import redis
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from kombu.exceptions import OperationalError as BrokerUnavailable
+
+from fleet.tsdb import TsdbError, TsdbUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -63,4 +65,15 @@ class RequestGuardMiddleware:
             )
             response["Retry-After"] = "5"
             return response
+        if isinstance(exception, TsdbUnavailable):
+            log.warning("time-series store unavailable for %s: %s", request.path, exception)
+            response = _answer(
+                request, 503, f"The time-series store, which holds the samples' history, is not answering ({exception}). "
+                "Try again shortly."
+            )
+            response["Retry-After"] = "5"
+            return response
+        if isinstance(exception, TsdbError):
+            log.warning("time-series store refused a query for %s: %s", request.path, exception)
+            return _answer(request, 502, f"The time-series store refused the query: {exception}")
         return None

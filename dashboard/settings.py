@@ -349,15 +349,15 @@ TSDB_LABELS = env_str("TSDB_LABELS", "")
 # Days of samples the store keeps (its -retentionPeriod, set by `make run`).
 SAMPLE_RETENTION_DAYS = env_int("SAMPLE_RETENTION_DAYS", 30, minimum=1)
 
-# The PostgreSQL samples' retention and rollups (fleet/rollups.py): these go with those tables.
-SAMPLE_RETENTION_HOURS = env_int("SAMPLE_RETENTION_HOURS", 24 * 7, minimum=1)
-SAMPLE_MINUTE_RETENTION_DAYS = env_int("SAMPLE_MINUTE_RETENTION_DAYS", 31, minimum=1)
-SAMPLE_HOUR_RETENTION_DAYS = env_int("SAMPLE_HOUR_RETENTION_DAYS", 400, minimum=1)
+# Migration 0009 drops the samples tables PostgreSQL kept before the store; it refuses while
+# they hold rows `manage.py export_samples` has not copied to the store, unless this is set
+# (docs/deploy.md, "Moving history out of PostgreSQL").
+ASICMON_DROP_SAMPLES = env_bool("ASICMON_DROP_SAMPLES", False)
 
 # --- Traces. ---
 TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30, minimum=1)
-TRACE_UPLOAD_MAX_MB = env_int("TRACE_UPLOAD_MAX_MB", 2048, minimum=1)
+TRACE_UPLOAD_MAX_MB = env_int("TRACE_UPLOAD_MAX_MB", 8192, minimum=1)
 # A capture keeps whole iterations up to this many events and says how many it dropped.
 TRACE_CAPTURE_MAX_EVENTS = env_int("TRACE_CAPTURE_MAX_EVENTS", 1_000_000, minimum=1000)
 # Seconds an analysis may take before it is stopped and the trace fails.

@@ -17,8 +17,8 @@ THRESHOLDS = {
 
 def with_gaps(points: list[tuple], gap_s: float) -> list[tuple]:
     """The points with Nones wherever polls stopped for longer than ``gap_s``, so that the
-    line breaks there instead of bridging the silence. A point is (t, value) or, from
-    rollups, (t, mean, min, max)."""
+    line breaks there instead of bridging the silence. A point is a sample (t, value) or a
+    band (t, mean, min, max)."""
     out: list[tuple] = []
     for i, point in enumerate(points):
         t = point[0]
@@ -33,7 +33,7 @@ def _scaled(points: list[tuple], column: int, scale: float) -> list[float | None
 
 
 def _band(points: list[tuple], scale: float, colour: str) -> list[dict]:
-    """The min–max band of rollup points: the max line, then the min line filled up to it."""
+    """The min–max band of band points: the max line, then the min line filled up to it."""
     edge = {"type": "scatter", "mode": "lines", "x": [_iso(p[0]) for p in points], "connectgaps": False,
             "line": {"color": colour, "width": 0}, "hoverinfo": "skip", "showlegend": False}
     return [
@@ -56,7 +56,7 @@ def _lines(name: str, scale: float, ceiling: float | None) -> list[dict]:
 def counter_figure(name: str, points: list[tuple], *, gap_s: float | None = None,
                    ceiling: float | None = None, live: bool = True) -> dict:
     """A counter's graph; ``ceiling`` (in the counter's unit, e.g. total memory) is drawn
-    as a line, and the y axis reaches it. Rollup points (t, mean, min, max) draw the mean
+    as a line, and the y axis reaches it. Band points (t, mean, min, max) draw the mean
     with a min–max band. ``live``: the page extends the line with each poll."""
     style = series_style(name)
     title, unit, scale, colour = style.label, style.unit, style.scale, style.colour

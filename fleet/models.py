@@ -1,7 +1,5 @@
 from django.conf import settings
 from django.db import models
-from django.db.models.signals import post_delete
-from django.dispatch import receiver
 
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Health
 
@@ -89,7 +87,7 @@ class Device(models.Model):
 
 
 class Counter(models.Model):
-    """The Asicmon counter catalogue, mirrored so that samples refer to a small id."""
+    """The Asicmon counter catalogue, mirrored in the database (the API lists it)."""
 
     id = models.SmallAutoField(primary_key=True)
     name = models.CharField(max_length=64, unique=True)
@@ -102,88 +100,6 @@ class Counter(models.Model):
 
     def __str__(self):
         return self.name
-
-
-class Sample(models.Model):
-    """One value of one counter of one device at one poll cycle.
-
-    The composite primary key (device, counter, ts) is the index for "one device, one
-    counter, a time range", and makes a repeated poll of the same cycle a no-op. The
-    foreign keys carry no database constraint: checking two of them per row doubled the
-    cost of an insert on PostgreSQL, and the only writer takes ids from the tables
-    themselves. A device's samples are not collected by Django when it is deleted (the
-    admin's delete page would list millions of them): `delete_samples_of_device` removes
-    them with one statement instead.
-    """
-
-    pk = models.CompositePrimaryKey("device", "counter", "ts")
-    device = models.ForeignKey(Device, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False)
-    counter = models.ForeignKey(Counter, on_delete=models.PROTECT, db_index=False, db_constraint=False)
-    ts = models.DateTimeField()
-    value = models.FloatField()
-
-    class Meta:
-        # On PostgreSQL the table is partitioned by hour of ts and this index is a BRIN
-        # (migration 0007, fleet/partitions.py); Django sees the plain table it declares.
-        indexes = [models.Index(fields=["ts"], name="sample_ts_idx")]
-
-    def __str__(self):
-        return f"{self.device_id}/{self.counter_id}@{self.ts:%H:%M:%S}={self.value}"
-
-
-class SampleBatch(models.Model):
-    """A marker: the samples of one writer (``scope``, e.g. "shard:0") for one cycle are
-    stored. Written in the same transaction as the samples, it lets them be COPied
-    straight into the table: a repeat of the cycle finds the marker and adds nothing."""
-
-    pk = models.CompositePrimaryKey("scope", "ts")
-    scope = models.CharField(max_length=64)
-    ts = models.DateTimeField()
-
-    class Meta:
-        db_table = "fleet_sample_batch"
-        indexes = [models.Index(fields=["ts"], name="sample_batch_ts_idx")]
-
-    def __str__(self):
-        return f"{self.scope}@{self.ts:%H:%M:%S}"
-
-
-class SampleRollup(models.Model):
-    """min/mean/max and count of one counter of one device over one period from ``ts``."""
-
-    device = models.ForeignKey(Device, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False, related_name="+")
-    counter = models.ForeignKey(Counter, on_delete=models.PROTECT, db_index=False, db_constraint=False, related_name="+")
-    ts = models.DateTimeField()
-    min = models.FloatField()
-    mean = models.FloatField()
-    max = models.FloatField()
-    count = models.PositiveIntegerField()
-
-    class Meta:
-        abstract = True
-
-    def __str__(self):
-        return f"{self.device_id}/{self.counter_id}@{self.ts:%Y-%m-%d %H:%M} {self.min}..{self.mean}..{self.max}"
-
-
-class SampleMinute(SampleRollup):
-    """1-minute rollups (partitioned by day on PostgreSQL, like samples by hour)."""
-
-    pk = models.CompositePrimaryKey("device", "counter", "ts")
-
-    class Meta:
-        db_table = "fleet_sample_minute"
-        indexes = [models.Index(fields=["ts"], name="sample_minute_ts_idx")]
-
-
-class SampleHour(SampleRollup):
-    """1-hour rollups, made from the 1-minute ones."""
-
-    pk = models.CompositePrimaryKey("device", "counter", "ts")
-
-    class Meta:
-        db_table = "fleet_sample_hour"
-        indexes = [models.Index(fields=["ts"], name="sample_hour_ts_idx")]
 
 
 class HealthEvent(models.Model):
@@ -261,9 +177,3 @@ class Automation(models.Model):
     def read(cls) -> "Automation":
         """The brake's state for a page: one query, nothing written (running if no row yet)."""
         return cls.objects.filter(id=1).first() or cls(id=1)
-
-
-@receiver(post_delete, sender=Device)
-def delete_samples_of_device(sender, instance, **kwargs):
-    for model in (Sample, SampleMinute, SampleHour):
-        model.objects.filter(device_id=instance.pk).delete()

@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
-from fleet import health_index, rollups, samples, snapshots
+from fleet import health_index, history, snapshots
 from fleet.asicmon import CATALOGUE
 from fleet.choices import Health
 from fleet.health import Assessment
 from fleet.health_service import current_health
 from fleet.key_counters import key_counter_names
-from fleet.models import Device, Host, Sample
+from fleet.models import Device, Host
 
 
 @dataclass
@@ -182,36 +182,23 @@ DEVICE_RANGES = {
     "7d": (timedelta(days=7), "7 days"),
     "30d": (timedelta(days=30), "30 days"),
 }
-RESOLUTION_LABELS = {
-    "raw": "every sample (one per poll)",
-    "1m": "1-minute mean, min–max band",
-    "1h": "1-hour mean, min–max band",
-}
-MAX_HISTORY_POINTS = 20_000  # per counter
+
+
+def resolution_label(step: int | None) -> str:
+    """What a device page's graphs show, for the step of its history (None: raw samples)."""
+    if step is None:
+        return "every sample (one per poll)"
+    minutes = step // 60
+    width = f"{minutes // 60}-hour" if minutes % 60 == 0 else f"{minutes}-minute"
+    return f"{width} mean, min–max band"
 
 
 def device_history(device: Device, counters: list[str], since: datetime, until: datetime,
-                   resolution: str = "raw") -> dict[str, list]:
-    """Samples of a few counters of one device in [since, until], in one query, oldest
-    first: name -> [(epoch, value)] raw, or [(epoch, mean, min, max)] from rollups."""
-    ids = samples.counter_ids()
-    wanted = {ids[name]: name for name in counters if name in ids}
-    history: dict[str, list] = defaultdict(list)
-    if resolution == "raw":
-        rows = (
-            Sample.objects.filter(device=device, counter_id__in=list(wanted), ts__gte=since, ts__lte=until)
-            .order_by("ts")
-            .values_list("counter_id", "ts", "value")
-        )
-        for counter_id, ts, value in rows:
-            history[wanted[counter_id]].append((ts.timestamp(), value))
-    else:
-        limit = MAX_HISTORY_POINTS * max(len(wanted), 1)
-        for counter_id, ts, low, mean, high, _count in rollups.read_rollups(
-            resolution, device.id, list(wanted), since, until, limit
-        ):
-            history[wanted[counter_id]].append((ts.timestamp(), mean, low, high))
-    return {name: history.get(name, []) for name in counters}
+                   step: int | None = None) -> dict[str, list]:
+    """A few counters of one device in [since, until] from the time-series store, oldest
+    first: name -> [(epoch, value)] raw (``step`` None), or [(epoch, mean, min, max)] a point
+    per ``step`` seconds. Raises TsdbUnavailable / TsdbError (fleet.history)."""
+    return history.read(device.id, counters, since, until, step)
 
 
 @dataclass
@@ -220,14 +207,21 @@ class DeviceDetail:
     assessment: Assessment
     counters: list[dict]
     history: dict[str, list]
-    resolution: str = "raw"  # of the history: "raw", "1m" or "1h"
+    step: int | None = None  # of the history: None for raw samples, else the band step in seconds
     since: datetime | None = None
     until: datetime | None = None
+    history_error: str = ""  # why the history is missing (the store is down), else ""
+
+    @property
+    def resolution(self) -> str:
+        return "raw" if self.step is None else f"{self.step}s"
 
 
 def device_detail(device: Device, span: timedelta = timedelta(minutes=15), now: datetime | None = None) -> DeviceDetail:
-    """A device page's data: latest snapshot and its health, every counter, and the history
-    of the last ``span`` at the resolution that span needs (rollups.choose_resolution)."""
+    """A device page's data: latest snapshot and its health, every counter (from Redis), and
+    the history of the last ``span`` from the store, raw or in bands by the span's length
+    (fleet.history.chart_step). A store that does not answer leaves the history empty and
+    says why in ``history_error``."""
     snapshot = snapshots.read_snapshot(device.id) or {}
     counters = [
         {"name": name, "value": snapshot[name], "unit": CATALOGUE[name].unit, "description": CATALOGUE[name].description}
@@ -237,15 +231,21 @@ def device_detail(device: Device, span: timedelta = timedelta(minutes=15), now: 
     assessment = current_health(snapshot)
     until = now or datetime.now(tz=UTC)
     since = until - span
-    resolution = rollups.choose_resolution(since, until, until)
+    step = history.chart_step(since, until)
+    charted = charted_counters(assessment)
+    try:
+        found, error = device_history(device, charted, since, until, step), ""
+    except history.TsdbError as exc:
+        found, error = {name: [] for name in charted}, history.unavailable(exc)
     return DeviceDetail(
         snapshot=snapshot,
         assessment=assessment,
         counters=counters,
-        history=device_history(device, charted_counters(assessment), since, until, resolution),
-        resolution=resolution,
+        history=found,
+        step=step,
         since=since,
         until=until,
+        history_error=error,
     )
 
 

@@ -1,12 +1,11 @@
-"""The counter catalogue in the database, and reading the PostgreSQL samples table.
+"""The counter catalogue in the database.
 
-The poll writes samples to the time-series store (fleet/tsdb), not here.
+The poll writes samples to the time-series store (fleet/tsdb), and its readers read them
+there (fleet/history.py).
 """
 
-from datetime import datetime
-
 from fleet.asicmon import CATALOGUE
-from fleet.models import Counter, Sample
+from fleet.models import Counter
 
 # Kinds of catalogue counters that are numbers worth a time series.
 SERIES_KINDS = {"gauge", "counter"}
@@ -34,15 +33,3 @@ def counter_ids() -> dict[str, int]:
 
 def series_counter_names() -> list[str]:
     return sorted(name for name, c in CATALOGUE.items() if c.kind in SERIES_KINDS)
-
-
-def read_series(device_id: int, counter_id: int, since: datetime, until: datetime, limit: int):
-    """(ts, value) pairs of one device's counter in [since, until], oldest first; with more
-    than ``limit`` in the range, the latest ``limit`` of them."""
-    latest = list(
-        Sample.objects.filter(device_id=device_id, counter_id=counter_id, ts__gte=since, ts__lte=until)
-        .order_by("-ts")
-        .values_list("ts", "value")[:limit]
-    )
-    latest.reverse()
-    return latest

@@ -1,10 +1,10 @@
-"""Celery tasks: thin wrappers over fleet.polling, fleet.rollups and fleet.remediation,
+"""Celery tasks: thin wrappers over fleet.polling and fleet.remediation,
 JSON arguments only."""
 
 from celery import shared_task
 from django.conf import settings
 
-from fleet import polling, remediation, rollups, routing
+from fleet import polling, remediation, routing
 
 
 @shared_task(ignore_result=True)
@@ -36,19 +36,6 @@ def flush_samples() -> dict:
     """Send the samples waiting in the spool for the time-series store (polls send them too)."""
     result = polling.flush_samples()
     return {"written": result.written, "rejected": result.rejected, "waiting": result.waiting}
-
-
-@shared_task(ignore_result=True)
-def prune_samples() -> dict:
-    """Retention (dropping whole partitions on PostgreSQL), and partitions made ahead."""
-    result = rollups.prune()
-    return {"dropped": result.dropped, "deleted": result.deleted}
-
-
-@shared_task(ignore_result=True)
-def roll_up_samples() -> None:
-    """The 1-minute and 1-hour rollups of the minutes and hours completed since the last run."""
-    rollups.roll_up()
 
 
 @shared_task(ignore_result=True, acks_late=True)

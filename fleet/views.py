@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from fleet import health_index, metrics, queries, rollups
+from fleet import health_index, metrics, queries
 from fleet.charts import device_figures
 from fleet.choices import DeviceState, Health
 from fleet.forms import FleetFilterForm
@@ -73,7 +73,7 @@ def device(request, device_id: int):
         )
     detail = queries.device_detail(device, queries.DEVICE_RANGES[range_key][0])
     events, actions = queries.device_activity(device)
-    step = settings.POLL_INTERVAL if detail.resolution == "raw" else rollups.STEP_SECONDS[detail.resolution]
+    live = detail.step is None
     return render(
         request,
         "fleet/device.html",
@@ -82,12 +82,14 @@ def device(request, device_id: int):
             "events": events,
             "actions": actions,
             "figures": device_figures(
-                detail.history, gap_s=2.5 * step, snapshot=detail.snapshot, live=detail.resolution == "raw"
+                detail.history, gap_s=2.5 * (settings.POLL_INTERVAL if live else detail.step),
+                snapshot=detail.snapshot, live=live,
             ),
             "ranges": [(key, label) for key, (_, label) in queries.DEVICE_RANGES.items()],
             "range": range_key,
             "resolution": detail.resolution,
-            "resolution_label": queries.RESOLUTION_LABELS[detail.resolution],
+            "resolution_label": queries.resolution_label(detail.step),
+            "history_error": detail.history_error,
             "counters": detail.counters,
             "snapshot": detail.snapshot,
             "assessment": detail.assessment,

@@ -20,8 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.files import File
 
-from fleet import samples
-from fleet.models import Sample
+from fleet import history
 from traces import atrace
 from traces.atrace.analysis.advice import RULES, compare_findings
 from traces.atrace.analysis.comparison import compare_tables
@@ -194,26 +193,24 @@ def correlation(trace: Trace) -> dict[str, Any]:
 
 
 def metrics(trace: Trace) -> dict[str, Any]:
-    """The device's counters over the capture window and a minute either side."""
+    """The device's counters over the capture window and a minute either side, raw samples
+    from the time-series store; ``unavailable`` says why they are missing when the store
+    does not answer (the series are then empty)."""
     if trace.source != TraceSource.CAPTURE or not trace.device_id or not trace.capture_started_at:
         raise BadRequest("only a capture of a device has metrics around it; this trace is an upload")
     start = trace.capture_started_at - METRICS_MARGIN
     end = (trace.capture_ended_at or trace.capture_started_at) + METRICS_MARGIN
-    ids = samples.counter_ids()
-    wanted = {ids[name]: name for name in METRICS if name in ids}
-    series: dict[str, list] = {name: [] for name in METRICS}
-    rows = (
-        Sample.objects.filter(device_id=trace.device_id, counter_id__in=list(wanted), ts__gte=start, ts__lte=end)
-        .order_by("ts")
-        .values_list("counter_id", "ts", "value")
-    )
-    for counter_id, ts, value in rows:
-        series[wanted[counter_id]].append([round(ts.timestamp() * 1e6, 1), value])
+    try:
+        found, unavailable = history.read(trace.device_id, list(METRICS), start, end), None
+    except history.TsdbError as exc:
+        found, unavailable = {}, history.unavailable(exc)
+    series = {name: [[round(t * 1e6, 1), value] for t, value in found.get(name, [])] for name in METRICS}
     return {
         "device": trace.device_id,
         "capture_us": [trace.capture_started_at.timestamp() * 1e6, (trace.capture_ended_at or trace.capture_started_at).timestamp() * 1e6],
         "window_us": [start.timestamp() * 1e6, end.timestamp() * 1e6],
         "series": series,
+        "unavailable": unavailable,
     }
 
 

@@ -2,10 +2,11 @@
 
 :func:`device_health` is the one place that reads the fleet for a capture window: the
 device's health events that overlapped it, the statistics of its samples in it
-(temperature, clocks, PCIe link, ECC errors, power) and the monitor's snapshots taken when
-the capture started and ended (they carry the throttle reasons and the link status, which
-are states, not series). Samples are read through ``fleet.queries.device_history``, so when
-the time series move to another store only that function changes.
+(temperature, clocks, PCIe link, ECC errors, power; from the time-series store through
+``fleet.history.stats``) and the monitor's snapshots taken when the capture started and
+ended (they carry the throttle reasons and the link status, which are states, not series).
+When the store does not answer, the statistics are missing and ``series_unavailable`` says
+why; the reasons then come from the events and snapshots alone, and say so.
 
 :func:`health_reasons` turns those facts into the reasons a person reads, most telling
 first; it is a pure function of the facts (and the device's peers in the job, for the
@@ -19,12 +20,11 @@ from typing import Any
 
 from django.db.models import Q
 
-from fleet import snapshots
+from fleet import history, snapshots
 from fleet.models import Device, HealthEvent
-from fleet.queries import device_history
 
 SERIES = ("temperature_c", "clock_mhz", "clock_max_mhz", "pcie_link_gen", "pcie_link_width",
-          "ecc_corrected_per_s", "power_w", "utilization")
+          "ecc_corrected_per_s", "power_w", "device_utilization")
 SNAPSHOT_KEYS = ("temperature_c", "temperature_limit_c", "clock_mhz", "clock_max_mhz", "throttle_reasons",
                  "pcie_link_gen", "pcie_link_width", "pcie_link_status", "ecc_corrected_per_s", "power_w",
                  "driver_status", "firmware_version")
@@ -46,12 +46,10 @@ def device_health(device: Device, since: datetime, until: datetime, at_capture: 
     events = HealthEvent.objects.filter(device=device, started_at__lte=until).filter(
         Q(ended_at__isnull=True) | Q(ended_at__gte=since - LEAD)
     ).order_by("started_at")[:20]
-    history = device_history(device, list(SERIES), since - LEAD, until)
-    stats = {}
-    for name, points in history.items():
-        values = [p[1] for p in points]
-        if values:
-            stats[name] = {"min": min(values), "mean": sum(values) / len(values), "max": max(values), "n": len(values)}
+    try:
+        stats, unavailable = history.stats(device.pk, list(SERIES), since - LEAD, until), None
+    except history.TsdbError as exc:
+        stats, unavailable = {}, history.unavailable(exc)
     return {
         "device": device.serial,
         "device_id": device.pk,
@@ -61,6 +59,7 @@ def device_health(device: Device, since: datetime, until: datetime, at_capture: 
         "events": [{"rule": e.rule, "level": e.level, "reason": e.reason, "started_at": e.started_at.isoformat(),
                     "ended_at": e.ended_at.isoformat() if e.ended_at else None} for e in events],
         "series": stats,
+        "series_unavailable": unavailable,
         "snapshots": at_capture or {},
     }
 
@@ -105,4 +104,7 @@ def health_reasons(facts: dict[str, Any], *, sw_version: str = "", peer_versions
     for e in facts.get("events", []):
         out.append({"kind": "health_event", "text": f"Health event ({e['rule']}, {e['level']}): {e['reason']}",
                     "started_at": e["started_at"]})
+    if facts.get("series_unavailable"):
+        out.append({"kind": "history_unavailable",
+                    "text": f"{facts['series_unavailable']} These reasons come from the health events and snapshots only."})
     return out

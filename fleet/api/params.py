@@ -2,12 +2,17 @@
 
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import ValidationError
 
 DEFAULT_WINDOW = timedelta(minutes=15)
-MAX_WINDOW = timedelta(days=31)
+MAX_WINDOW = timedelta(days=31)  # or the store's retention and a day, when that is longer
+
+
+def max_window() -> timedelta:
+    return max(MAX_WINDOW, timedelta(days=settings.SAMPLE_RETENTION_DAYS + 1))
 
 
 def parse_instant(name: str, raw: str) -> datetime:
@@ -38,8 +43,10 @@ def parse_time_range(params) -> tuple[datetime, datetime]:
         raise ValidationError({"until": f"until ({until.isoformat()}) is too early to have a range before it."}) from None
     if since >= until:
         raise ValidationError({"since": f"since ({since.isoformat()}) must be before until ({until.isoformat()})."})
-    if until - since > MAX_WINDOW:
-        raise ValidationError({"since": f"the range may span at most {MAX_WINDOW.days} days."})
+    longest = max_window()
+    if until - since > longest:
+        raise ValidationError({"since": f"the range may span at most {longest.days} days; "
+                                        f"this one spans {(until - since).days} days."})
     return since, until
 
 

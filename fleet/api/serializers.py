@@ -86,10 +86,14 @@ class SeriesSerializer(serializers.Serializer):
     unit = serializers.CharField()
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
-    resolution = serializers.ChoiceField(["raw", "1m", "1h"], help_text="raw samples, or 1-minute / 1-hour rollups")
+    resolution = serializers.ChoiceField(
+        ["raw", "1m", "1h"], help_text="raw samples, or the samples of each minute / hour summed up by the store"
+    )
+    step = serializers.IntegerField(allow_null=True, help_text="Seconds between points; null for raw samples")
     points = serializers.ListField(
         child=serializers.ListField(),
-        help_text="[[iso_time, value], ...] raw; [[iso_time, mean, min, max, count], ...] from rollups",
+        help_text="[[iso_time, value], ...] raw; [[iso_time, mean, min, max, count], ...] per step, iso_time "
+        "ending the step (the samples in (iso_time - step, iso_time])",
     )
 
 

@@ -13,7 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from fleet import rollups, samples, snapshots
+from fleet import history, snapshots
 from fleet.api import params
 from fleet.api.serializers import (
     CounterSerializer,
@@ -24,11 +24,16 @@ from fleet.api.serializers import (
 from fleet.asicmon import CATALOGUE
 from fleet.choices import DeviceState
 from fleet.models import Counter, Device, Host
+from fleet.tsdb.series import series_counters
 
 MAX_POINTS = 100_000
 ERROR = OpenApiResponse(
     inline_serializer("Error", {"detail": drf_serializers.CharField()}),
     description="What was wrong with the request, by parameter (400) or why there is nothing (404)",
+)
+STORE_ERROR = OpenApiResponse(
+    inline_serializer("StoreError", {"detail": drf_serializers.CharField()}),
+    description="The time-series store refused the query (502) or is not answering (503); the body says which",
 )
 
 
@@ -74,38 +79,44 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "counter", str, required=True, enum=samples.series_counter_names(),
-                description="Counter name from /api/counters/",
+                "counter", str, required=True, enum=[name for name, _ in series_counters()],
+                description="Counter name from /api/counters/ (one with a time series: a gauge or counter)",
             ),
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default until - 15 min"),
             OpenApiParameter("until", OpenApiTypes.DATETIME, description="ISO 8601 or Unix seconds; default now"),
-            OpenApiParameter("limit", int, description=f"At most this many points (1..{MAX_POINTS})"),
+            OpenApiParameter("limit", int, description=f"At most this many points, the latest of the range (1..{MAX_POINTS})"),
             OpenApiParameter(
-                "resolution", str, enum=["auto", *rollups.RESOLUTIONS],
-                description="raw samples, or 1-minute / 1-hour rollups; auto (default): by the range's length "
-                "(raw up to 2 h, 1m up to 2 days, then 1h) and the retention of each",
+                "resolution", str, enum=["auto", *history.API_STEPS],
+                description="The step of the points: raw (every sample, one per poll), 1m or 1h (the mean, min, "
+                "max and count of the samples in each minute or hour, computed by the time-series store); "
+                "auto (default): by the range's length (raw up to 2 h, 1m up to 2 days, then 1h)",
             ),
         ],
-        responses={200: SeriesSerializer, 400: ERROR, 404: ERROR},
+        responses={200: SeriesSerializer, 400: ERROR, 404: ERROR, 502: STORE_ERROR, 503: STORE_ERROR},
     )
     @action(detail=True, methods=["get"])
     def samples(self, request, pk=None):
-        """One counter of one device over a time range, oldest first: [time, value] raw, or
-        [time, mean, min, max, count] from rollups; ``resolution`` says which."""
+        """One counter of one device over a time range, from the time-series store, oldest
+        first: [time, value] raw, or [time, mean, min, max, count] a point per step, the time
+        ending the step it sums up; ``resolution`` and ``step`` say which. A raw read looks
+        back at most 100,000 polls from ``until``; ``limit`` keeps the latest points."""
         device = self.get_object()
         query = request.query_params
         name = query.get("counter")
         if not name:
             raise ValidationError({"counter": "counter is required, e.g. ?counter=temperature_c."})
-        known = samples.series_counter_names()
+        known = [counter for counter, _ in series_counters()]
         if name not in known:
-            raise ValidationError({"counter": f"unknown counter '{name}'; known counters: {', '.join(known)}."})
+            raise ValidationError({"counter": f"unknown counter '{name}'; counters with a time series: {', '.join(known)}."})
         since, until = params.parse_time_range(query)
         limit = params.parse_limit(query, default=10_000, maximum=MAX_POINTS)
-        resolution = params.parse_choice(query, "resolution", ["auto", *rollups.RESOLUTIONS]) or "auto"
+        resolution = params.parse_choice(query, "resolution", ["auto", *history.API_STEPS]) or "auto"
         if resolution == "auto":
-            resolution = rollups.choose_resolution(since, until)
-        points = rollups.read_points(resolution, device.id, samples.counter_ids()[name], since, until, limit)
+            resolution = history.api_resolution(since, until)
+        try:
+            points = history.api_points(device.id, name, since, until, resolution, limit)
+        except history.TooManyPoints as exc:  # bounded above already; a refusal, never a 500
+            raise ValidationError({"since": str(exc)}) from None
         return Response(
             {
                 "device": device.id,
@@ -114,6 +125,7 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
                 "since": since,
                 "until": until,
                 "resolution": resolution,
+                "step": history.API_STEPS[resolution],
                 "points": points,
             }
         )

@@ -1,28 +1,9 @@
 from django.db import migrations
 
-from fleet import partitions
-
-# On PostgreSQL, samples and 1-minute rollups become time-partitioned tables (raw SQL:
-# Django's model stays the plain table it declares, so `makemigrations` sees no change).
-# SQLite keeps plain tables.
-TABLES = [("fleet_sample", "sample_ts_idx"), ("fleet_sample_minute", "sample_minute_ts_idx")]
-KEY = "device_id, counter_id, ts"
-
-
-def partition(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        for table, ts_index in TABLES:
-            partitions.partition_table(cursor.cursor, table, KEY, ts_index)
-
-
-def unpartition(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        for table, ts_index in TABLES:
-            partitions.unpartition_table(cursor.cursor, table, KEY, ts_index)
+# This migration made the samples and 1-minute rollups time-partitioned tables on PostgreSQL
+# (issue 12). Samples moved to the time-series store (issue 17) and migration 0009 drops those
+# tables, so there is nothing left to do here: a database that ran it keeps its partitioned
+# tables until 0009, a new one keeps the plain tables 0007 made until 0009.
 
 
 class Migration(migrations.Migration):
@@ -32,5 +13,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(partition, unpartition),
+        migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop),
     ]

@@ -1,16 +1,18 @@
-"""A device page's range links: a long range draws 1-minute rollups (mean and min–max band)
-and says so; the short default draws raw samples, which live polls extend."""
+"""A device page in Chromium draws its history from the time-series store: a long range as
+bands (mean line, min–max band, one point a step, computed by the store), a short one as the
+raw samples, which live polls extend; with the store down, the page says the history is
+unavailable and still shows the latest values."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fleet import rollups, samples
-from fleet.models import Sample
+from fleet import snapshots
 from tests.support.browser import sign_in
-from tests.support.processes import child_env, start_web
+from tests.support.history import write_points
+from tests.support.processes import child_env, free_port, start_web
 from tests.support.tiers import starts_processes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,31 +26,64 @@ def web(seeded_fleet):
     service.stop()
 
 
-def traces(browser) -> int:
-    return browser.execute_script("return document.getElementById('chart-temperature_c').data.length;")
+@pytest.fixture
+@starts_processes
+def web_without_store(seeded_fleet):
+    service, url = start_web(child_env(TSDB_URL=f"http://127.0.0.1:{free_port()}"))
+    yield url
+    service.stop()
 
 
-def test_a_long_range_draws_rollups_and_a_short_one_raw_samples(browser, web, viewer, seeded_fleet):
+def chart(browser, counter="temperature_c") -> list[dict]:
+    """The traces Plotly drew for a counter: name, x (epoch seconds) and y."""
+    return browser.execute_script(
+        "return document.getElementById(arguments[0]).data.map((t) => ({name: t.name, x: t.x, y: t.y}));",
+        f"chart-{counter}",
+    )
+
+
+def epochs(xs) -> list[float]:
+    return [datetime.fromisoformat(x).timestamp() for x in xs]
+
+
+def test_a_long_range_draws_bands_and_a_short_one_raw_samples(browser, web, viewer, seeded_fleet):
     device = seeded_fleet[0]
-    temperature = samples.counter_ids()["temperature_c"]
-    now = rollups.floor(datetime.now(tz=UTC), rollups.MINUTE)
-    Sample.objects.bulk_create([Sample(device=device, counter_id=temperature, ts=now - timedelta(seconds=30 * n),
-                                       value=40.0 + n % 9) for n in range(240)])
-    rollups.roll_up(now=now + timedelta(minutes=1))
+    end = float(int(datetime.now(tz=UTC).timestamp()))
+    points = [(end - 5 * i, 40.0 + (i * 7 % 13)) for i in range(2160)][::-1]  # three hours, every 5 s
+    write_points(device, {"temperature_c": points})
+    value_at = dict(points)
 
     sign_in(browser, web, "vera")
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
-
     browser.get(f"{web}/devices/{device.id}/?range=24h")
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#chart-temperature_c .main-svg"))
-    assert browser.find_element(By.ID, "resolution").get_attribute("data-resolution") == "1m"
-    assert "1-minute" in browser.find_element(By.ID, "resolution").text
-    assert traces(browser) == 3  # mean, then the band's max and min
-    assert browser.execute_script("return document.getElementById('chart-temperature_c').data[0].x.length;") == 120
+    resolution = browser.find_element(By.ID, "resolution")
+    assert resolution.get_attribute("data-resolution") == "180s" and "3-minute mean, min–max band" in resolution.text
+    mean, high, low = chart(browser)
+    assert (high["name"], low["name"]) == ("max", "min")
+    ends = epochs(mean["x"])
+    assert ends == sorted({-(-t // 180) * 180 for t, _ in points})  # a point at the end of every 3 minutes with samples
+    for t, y, top, bottom in zip(ends, mean["y"], high["y"], low["y"], strict=True):
+        values = [v for s, v in points if t - 180 < s <= t]
+        assert y == pytest.approx(sum(values) / len(values)) and (top, bottom) == (max(values), min(values))
 
     browser.find_element(By.LINK_TEXT, "15 min").click()
     wait.until(lambda b: b.find_element(By.ID, "resolution").get_attribute("data-resolution") == "raw")
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#chart-temperature_c .main-svg"))
-    assert traces(browser) == 1
-    # Raw samples of the last 15 minutes (30 s apart, the line broken between them).
-    assert browser.execute_script("return document.getElementById('chart-temperature_c').data[0].x.length;") >= 25
+    (line,) = chart(browser)  # one line, no band
+    drawn = [(t, y) for t, y in zip(epochs(line["x"]), line["y"], strict=True) if y is not None]
+    assert len(drawn) >= 170  # the samples of the last 15 minutes (180, less the seconds the page came later)
+    assert all(value_at[t] == y for t, y in drawn)  # each one a sample written, at its time
+    assert drawn[-1][0] == end
+
+
+def test_without_the_store_the_page_says_history_is_unavailable(browser, web_without_store, viewer, seeded_fleet):
+    device = seeded_fleet[0]
+    snapshots.write_snapshots(1.0, {device.id: {"temperature_c": 63.5, "power_w": 241.0}})
+    sign_in(browser, web_without_store, "vera")
+    browser.get(f"{web_without_store}/devices/{device.id}/")
+    notice = WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "history-unavailable"))
+    assert "History unavailable: the time-series store at" in notice.text and "not answering" in notice.text
+    empty = browser.find_element(By.CSS_SELECTOR, "#chart-temperature_c .chart-empty").text
+    assert "history unavailable; the graph starts with the next poll" in empty
+    assert "63.5 °C" in browser.find_element(By.ID, "counters").text  # the latest values, from Redis

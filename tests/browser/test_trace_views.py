@@ -13,6 +13,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from fleet import polling
 from fleet.sharding import shard_of_host
 from tests.support.browser import sign_in
+from tests.support.tsdb import flush
 from traces import services
 from traces.models import Trace
 
@@ -120,7 +121,9 @@ def test_catalogue_tick_two_and_a_device_capture_mark_opens_its_trace(browser, t
 
     # On the device page the capture is a mark on the graphs (a device's graphs need samples:
     # without any they say so); clicking it opens the trace.
-    polling.poll_shard(shard_of_host(new.device.host_id), polling.current_cycle())
+    cycle = polling.current_cycle()
+    polling.poll_shard(shard_of_host(new.device.host_id), cycle)
+    flush(newest=cycle)  # the samples, readable from the time-series store
     browser.get(f"{url}/devices/{new.device_id}/")
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#charts .chart[data-capture-marks='1']"))
     mark = browser.find_element(By.CSS_SELECTOR, "#charts .chart g.annotation")

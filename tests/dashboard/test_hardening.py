@@ -1,5 +1,5 @@
 """Production settings pass Django's deployment checks; development mode is explicit;
-failed sign-ins are throttled; the admin's host delete page does not list samples."""
+failed sign-ins are throttled; the admin's host delete page stays a few queries."""
 
 import os
 import secrets
@@ -60,24 +60,20 @@ def test_failed_sign_ins_are_throttled(client, viewer, clean_redis):
 
 
 @pytest.mark.django_db
-def test_admin_host_delete_page_does_not_list_samples(admin_client, seeded_fleet, clean_redis, django_assert_max_num_queries):
-    from datetime import UTC, datetime, timedelta
+def test_admin_host_delete_page_is_bounded_and_deletes_the_devices(admin_client, seeded_fleet, clean_redis,
+                                                                   django_assert_max_num_queries):
+    """Samples live in the time-series store: deleting a polled host is a few queries on
+    hosts and devices (their history stays in the store until its retention)."""
+    from fleet import polling
+    from fleet.models import Device, Host
 
-    from fleet import samples
-    from fleet.models import Device, Host, Sample
-
+    for offset in range(3):
+        for shard in polling.shards():
+            polling.poll_shard(shard, polling.current_cycle() - 5 * offset)
     host = Host.objects.first()
-    now = datetime.now(tz=UTC)
-    counters = sorted(samples.counter_ids().values())[:10]
-    Sample.objects.bulk_create([  # rows the poll wrote here before the time-series store
-        Sample(device=device, counter_id=counter, ts=now - timedelta(seconds=5 * n), value=1.0)
-        for device in Device.objects.filter(host=host) for counter in counters for n in range(3)
-    ])
-    assert Sample.objects.filter(device__host=host).count() > 100
     with django_assert_max_num_queries(40):
         page = admin_client.get(f"/admin/fleet/host/{host.pk}/delete/")
-    assert page.status_code == 200
-    assert b"Sample" not in page.content and b"Device" in page.content
+    assert page.status_code == 200 and b"Device" in page.content
     admin_client.post(f"/admin/fleet/host/{host.pk}/delete/", {"post": "yes"})
     assert not Host.objects.filter(pk=host.pk).exists()
-    assert not Sample.objects.filter(device__host=host).exists()
+    assert not Device.objects.filter(host_id=host.pk).exists()

@@ -3,8 +3,8 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import services
 from dashboard import settings as project_settings
-from dashboard import stack
 
 
 @pytest.mark.parametrize(
@@ -37,13 +37,13 @@ def test_defaults_and_lists(monkeypatch):
 
 
 def test_runner_starts_a_throwaway_redis_when_none_answers():
-    silent = f"redis://127.0.0.1:{stack.free_port()}/0"
+    silent = f"redis://127.0.0.1:{services.free_port()}/0"
     env = {"REDIS_URL": silent}
-    started = stack.resolve_services(env)
+    started = services.resolve_services(env)
     try:
         assert len(started) == 1
         assert env["REDIS_URL"] != silent
-        assert stack.redis_answers(env["REDIS_URL"])
+        assert services.redis_answers(env["REDIS_URL"])
     finally:
         for proc in started:
             proc.terminate()
@@ -51,8 +51,8 @@ def test_runner_starts_a_throwaway_redis_when_none_answers():
 
 
 def test_runner_falls_back_to_sqlite_when_postgres_does_not_answer():
-    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{stack.free_port()}/asicmon", "REDIS_URL": "redis://127.0.0.1:6379/0"}
-    started = stack.resolve_services(env)
+    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{services.free_port()}/asicmon", "REDIS_URL": "redis://127.0.0.1:6379/0"}
+    started = services.resolve_services(env)
     for proc in started:
         proc.terminate()
     assert "DATABASE_URL" not in env
@@ -81,12 +81,12 @@ def test_runner_creates_a_missing_postgres_database():
     import psycopg
 
     server = "postgres://postgres@127.0.0.1:5432"
-    if not stack.postgres_answers(f"{server}/postgres"):
+    if not services.postgres_answers(f"{server}/postgres"):
         pytest.skip("no PostgreSQL at 127.0.0.1:5432 on this machine")
     name = f"asicmon_runner_{uuid.uuid4().hex[:8]}"
     try:
-        stack.ensure_postgres_database(f"{server}/{name}")
-        stack.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
+        services.ensure_postgres_database(f"{server}/{name}")
+        services.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
         with psycopg.connect(f"{server}/{name}") as conn:
             assert conn.execute("SELECT current_database()").fetchone()[0] == name
     finally:
@@ -101,9 +101,9 @@ def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outli
     from fleet.tsdb.series import DeviceKey
     from fleet.tsdb.writes import Encoder
 
-    silent = f"http://127.0.0.1:{stack.free_port()}"
+    silent = f"http://127.0.0.1:{services.free_port()}"
     env = {"TSDB_URL": silent, "SAMPLE_RETENTION_DAYS": "7"}
-    started = stack.resolve_tsdb(env, tmp_path / "tsdb")
+    started = services.resolve_tsdb(env, tmp_path / "tsdb")
     now = time.time() // 5 * 5
     try:
         assert len(started) == 1 and "-retentionPeriod=7d" in started[0].args
@@ -111,27 +111,27 @@ def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outli
         batch = Encoder().batch(now, "test", [(DeviceKey("h", 1, "S", "video", "V"), {"power_w": 12.5})])
         Client(silent).write(batch.body)
     finally:
-        stack.stop(started)
-    assert not stack.tsdb_answers(silent)
-    again = stack.resolve_tsdb(dict(env), tmp_path / "tsdb")  # `make run` another day
+        services.stop(started)
+    assert not services.tsdb_answers(silent)
+    again = services.resolve_tsdb(dict(env), tmp_path / "tsdb")  # `make run` another day
     try:
         found = Client(silent).query("asicmon_power_w[1m]", now + 1)
         assert [s.points for s in found] == [[(now, 12.5)]]
     finally:
-        stack.stop(again)
+        services.stop(again)
 
 
 def test_runner_uses_the_store_that_answers_and_refuses_a_bad_retention(tmp_path, monkeypatch):
-    monkeypatch.setattr(stack, "tsdb_answers", lambda url: url == "http://store:8428")
+    monkeypatch.setattr(services, "tsdb_answers", lambda url: url == "http://store:8428")
     env = {"TSDB_URL": "http://store:8428", "TSDB_WRITE_URL": "http://vminsert:8480/insert/0/prometheus"}
-    assert stack.resolve_tsdb(env, tmp_path) == []
+    assert services.resolve_tsdb(env, tmp_path) == []
     assert env["TSDB_WRITE_URL"] == "http://vminsert:8480/insert/0/prometheus"
     with pytest.raises(SystemExit, match="SAMPLE_RETENTION_DAYS='a month' is not a number of days"):
-        stack.resolve_tsdb({"TSDB_URL": "http://silent:1", "SAMPLE_RETENTION_DAYS": "a month"}, tmp_path)
+        services.resolve_tsdb({"TSDB_URL": "http://silent:1", "SAMPLE_RETENTION_DAYS": "a month"}, tmp_path)
 
 
 def test_vmalert_gets_the_stores_urls_and_the_poll_interval(tmp_path):
-    argv = stack.vmalert_argv(tmp_path / "rules.yml", "http://vmselect/select/0/prometheus",
+    argv = services.vmalert_argv(tmp_path / "rules.yml", "http://vmselect/select/0/prometheus",
                               "http://mimir/api/v1/push", 5.0, 8880)
     assert argv is not None
     assert "-datasource.url=http://vmselect/select/0/prometheus" in argv

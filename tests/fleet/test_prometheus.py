@@ -1,6 +1,6 @@
 """A real Prometheus (Debian's package) scrapes /metrics from Daphne with the bearer token;
-promtool checks and unit-tests the shipped alert rules; the Grafana dashboard asks only for
-series /metrics serves."""
+promtool checks and unit-tests the shipped alert rules; the Grafana dashboard's panels on
+/metrics ask only for series it serves."""
 
 import json
 import re
@@ -131,13 +131,17 @@ def test_the_alert_rules_are_valid_and_fire_as_their_unit_tests_say():
 
 
 @pytest.mark.django_db
-def test_the_grafana_dashboard_asks_only_for_series_that_metrics_serves(client, settings, seeded_fleet):
+def test_the_grafana_dashboards_metrics_panels_ask_only_for_series_that_metrics_serves(client, settings, seeded_fleet):
+    """The panels on the `metrics` datasource (a Prometheus scraping /metrics); those on the
+    store are tested against the store (tests/fleet/test_grafana_store.py)."""
     settings.METRICS_TOKEN = TOKEN
     poll_twice()
     served = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).content.decode(), re.M))
     dashboard = json.loads(DASHBOARD.read_text())
     asked = set()
     for panel in dashboard["panels"]:
+        if panel["datasource"]["uid"] != "${metrics}":
+            continue
         for target in panel["targets"]:
             asked |= set(re.findall(r"\b(asicmon_[a-z_]+|DCGM_FI_[A-Z_]+)\b", target["expr"]))
     assert asked, "the dashboard queries nothing"

@@ -157,7 +157,7 @@ class Store:
 
 
 def victoria_metrics_argv(port: int, data_dir: Path) -> list[str]:
-    from dashboard.stack import victoria_metrics_argv as argv
+    from dashboard.services import victoria_metrics_argv as argv
 
     return [*argv(data_dir, port, 30), "-search.disableCache"]
 

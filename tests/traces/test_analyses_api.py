@@ -8,7 +8,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from fleet.models import Counter, Device, Host, Sample
+from fleet.models import Device, Host
+from tests.support.history import write_points
+from tests.support.processes import free_port
 from tests.support.trace_views import emulated_trace
 from tests.support.traces import real_trace
 from traces import services
@@ -140,22 +142,44 @@ def test_versions_flag_the_slowed_operator(api_client, viewer, operator, gpu_pai
     assert api_client.get("/api/traces/versions/?type=no-such-type").json()["choices"] == []
 
 
-def test_metrics_around_a_capture_come_from_the_device_samples(api_client, viewer, operator, trace_storage):
+@pytest.fixture
+def captured(operator, trace_storage):
+    """A capture of a device, ten minutes ago, 5 s long."""
     host = Host.objects.create(name="h-metrics")
     device = Device.objects.create(host=host, index=0, serial="EGX-M-1", device_type="gpu", model="X")
     trace = emulated_trace(operator, device=device)
-    started = timezone.now() - timedelta(minutes=10)
+    started = timezone.now().replace(microsecond=0) - timedelta(minutes=10)
     Trace.objects.filter(pk=trace.pk).update(
         source=TraceSource.CAPTURE, capture_started_at=started, capture_ended_at=started + timedelta(seconds=5)
     )
-    util, _ = Counter.objects.get_or_create(name="device_utilization", defaults={"kind": "gauge"})
-    for minutes, value in [(-3, 0.1), (-0.5, 0.5), (0, 0.9), (1.5, 0.4), (5, 0.2)]:
-        Sample.objects.create(device=device, counter=util, ts=started + timedelta(minutes=minutes), value=value)
+    return trace, device, started
+
+
+def test_metrics_around_a_capture_come_from_the_time_series_store(api_client, viewer, captured):
+    trace, device, started = captured
+    at = started.timestamp()
+    write_points(device, {
+        "device_utilization": [(at + minutes * 60, value) for minutes, value in [(-3, 0.1), (-0.5, 0.5), (0, 0.9), (1.5, 0.4), (5, 0.2)]],
+        "power_w": [(at - 60, 300.0), (at + 65, 310.0), (at + 65.001, 999.0)],  # both ends of the window, then past it
+    })
     api_client.force_authenticate(viewer)
     result = api_client.get(f"/api/traces/{trace.pk}/metrics/").json()
-    values = [v for _, v in result["series"]["device_utilization"]]
-    assert values == [0.5, 0.9]  # a minute either side: -0.5 and 0 in, -3, +1.5 and +5 out
-    assert result["capture_us"][0] == pytest.approx(started.timestamp() * 1e6)
+    # A minute either side: -0.5 and 0 in, -3, +1.5 and +5 out.
+    assert result["series"]["device_utilization"] == [[(at - 30) * 1e6, 0.5], [at * 1e6, 0.9]]
+    assert [v for _, v in result["series"]["power_w"]] == [300.0, 310.0]
+    assert result["series"]["temperature_c"] == [] and result["unavailable"] is None
+    assert result["capture_us"][0] == pytest.approx(at * 1e6)
+
+
+def test_metrics_say_the_history_is_unavailable_when_the_store_is_down(api_client, viewer, captured, settings):
+    trace, _, _ = captured
+    settings.TSDB_URL = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    api_client.force_authenticate(viewer)
+    response = api_client.get(f"/api/traces/{trace.pk}/metrics/")
+    assert response.status_code == 200
+    result = response.json()
+    assert "History unavailable" in result["unavailable"] and "not answering" in result["unavailable"]
+    assert all(points == [] for points in result["series"].values())
 
 
 def test_views_of_a_trace_not_ready_are_refused(api_client, viewer, operator, trace_storage):

@@ -125,7 +125,9 @@ class MetricsView(AnalysisView):
     @extend_schema(
         summary="The device's counters around a capture",
         description="Utilization, temperature, power and memory of the captured device over the "
-        "capture window and a minute either side ([epoch µs, value] pairs).",
+        "capture window and a minute either side ([epoch µs, value] pairs, every sample, from the "
+        "time-series store). When the store does not answer the series are empty and `unavailable` "
+        "says why (null otherwise).",
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):

@@ -1,12 +1,15 @@
 """Registering an agent's host and devices: idempotent, absent not deleted, history kept."""
 
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from fleet import history
 from fleet.agent.registration import HostNameTaken, register_host
 from fleet.local import discover
-from fleet.models import Device, Host, Sample
+from fleet.models import Device, Host
+from tests.support.history import write_points
 from tests.support.hwmon import write_hwmon_tree
 
 pytestmark = pytest.mark.django_db
@@ -14,6 +17,12 @@ pytestmark = pytest.mark.django_db
 
 def devices_of(tmp_path, host="node-a"):
     return discover(host, hwmon_root=write_hwmon_tree(tmp_path)).host.devices
+
+
+def history_of(device) -> int:
+    """How many temperature samples the store has of ``device`` over the last minute."""
+    now = datetime.now(tz=UTC)
+    return len(history.read(device.pk, ["temperature_c"], now - timedelta(minutes=1), now)["temperature_c"])
 
 
 def test_registering_twice_adds_nothing(tmp_path):
@@ -33,13 +42,13 @@ def test_a_device_that_disappears_is_absent_keeps_its_samples_and_comes_back(tmp
     devices = devices_of(tmp_path)
     register_host("node-a", "q", devices)
     gone = Device.objects.get(serial="hwmon:node-a:acpitz")
-    Sample.objects.create(device=gone, counter_id=1, ts=datetime.now(tz=UTC), value=27.8)
+    written = write_points(gone, {"temperature_c": [(time.time() - 10, 27.8)]})
 
     result = register_host("node-a", "q", [d for d in devices if d.serial != gone.serial])
     assert result.absent == [gone.serial]
     gone.refresh_from_db()
     assert gone.absent_since is not None
-    assert Sample.objects.filter(device=gone).count() == 1
+    assert history_of(gone) == written
 
     back = register_host("node-a", "q", devices)
     assert back.returned == [gone.serial]
@@ -67,11 +76,11 @@ def test_a_device_that_moved_between_agent_hosts_keeps_its_history(tmp_path):
     devices = devices_of(tmp_path)
     register_host("node-a", "qa", devices)
     moved = Device.objects.get(serial=devices[0].serial)
-    Sample.objects.create(device=moved, counter_id=1, ts=datetime.now(tz=UTC), value=1.0)
+    written = write_points(moved, {"temperature_c": [(time.time() - 10, 1.0)]})
     result = register_host("node-b", "qb", devices[:1])
     assert result.returned == [moved.serial]
     assert Device.objects.get(pk=moved.pk).host.name == "node-b"
-    assert Sample.objects.filter(device=moved).count() == 1
+    assert history_of(moved) == written  # the same device: its series, written under node-a, read as its own
 
 
 def test_an_emulated_devices_serial_is_refused(tmp_path, seeded_fleet):

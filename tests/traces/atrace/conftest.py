@@ -1,8 +1,10 @@
-"""Fixtures: real PyTorch profiler traces of small models, made on the CPU once per session."""
+"""Fixtures: real PyTorch profiler traces of small models, made on the CPU once per test run."""
 
 from __future__ import annotations
 
 import pytest
+
+from tests.support.shared import made_once
 
 
 def _profile(path, model, make_input, steps=3, train=True, record_shapes=True):
@@ -27,21 +29,27 @@ def _profile(path, model, make_input, steps=3, train=True, record_shapes=True):
     return path
 
 
-@pytest.fixture(scope="session")
-def torch_traces(tmp_path_factory):
-    """{name: path} of Kineto JSON traces of three small models, profiled on the CPU."""
+TORCH_MODELS = ("mlp", "cnn", "transformer")
+
+
+def _profile_models(out):
     import torch
     from torch import nn
 
-    out = tmp_path_factory.mktemp("torch_traces")
     mlp = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     cnn = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 15 * 15, 10))
     attn = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True)
-    return {
-        "mlp": _profile(out / "mlp.json", mlp, lambda: torch.randn(16, 64)),
-        "cnn": _profile(out / "cnn.json", cnn, lambda: torch.randn(4, 3, 32, 32), train=False),
-        "transformer": _profile(out / "transformer.json", attn, lambda: torch.randn(2, 16, 32)),
-    }
+    _profile(out / "mlp.json", mlp, lambda: torch.randn(16, 64))
+    _profile(out / "cnn.json", cnn, lambda: torch.randn(4, 3, 32, 32), train=False)
+    _profile(out / "transformer.json", attn, lambda: torch.randn(2, 16, 32))
+
+
+@pytest.fixture(scope="session")
+def torch_traces(tmp_path_factory):
+    """{name: path} of Kineto JSON traces of three small models, profiled on the CPU once
+    per test run (xdist workers share them: importing torch alone takes seconds)."""
+    out = made_once(tmp_path_factory, "torch_traces", _profile_models)
+    return {name: out / f"{name}.json" for name in TORCH_MODELS}
 
 
 @pytest.fixture(scope="session")

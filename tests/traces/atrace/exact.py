@@ -7,6 +7,8 @@ nests slices with a plain stack per thread. It shares no code with the engine.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
 import json
 from collections import defaultdict
@@ -29,6 +31,21 @@ def chrome_trace_files() -> list[Path]:
     return out
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """Pause Python's cyclic garbage collector (a context or a decorator): a JSON document
+    and the slices made from it hold no cycles, and collecting again and again while half a
+    million objects appear takes twice as long as building them."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@collector_paused()
 def load_raw(path: Path) -> dict:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
@@ -61,6 +78,7 @@ class Slice:
         return max(self.dur - self.children_ns, 0)
 
 
+@collector_paused()
 def slices(doc: dict) -> list[Slice]:
     """The complete ('X') events, in exact ns, with parent and self time from a stack."""
     out = [

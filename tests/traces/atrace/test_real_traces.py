@@ -194,16 +194,17 @@ def _partial_overlaps(trace):
 
 @pytest.fixture(scope="module")
 def exported(pair):
+    """(trace, its critical path, the Chrome JSON export with the path, the export's events)."""
     trace, _ = pair
     cp = critical_path(trace)
     data = chrome_trace_bytes(trace, critical_path=cp)
-    return trace, cp, data
+    return trace, cp, data, orjson.loads(data)["traceEvents"]
 
 
 def test_exported_flows_run_forward_and_each_id_starts_once(exported):
-    _, _, data = exported
+    *_, events = exported
     flows: dict = {}
-    for e in orjson.loads(data)["traceEvents"]:
+    for e in events:
         if e.get("ph") in ("s", "t", "f"):
             flows.setdefault(e["id"], []).append(e)
     for fid, points in flows.items():
@@ -213,7 +214,7 @@ def test_exported_flows_run_forward_and_each_id_starts_once(exported):
 
 
 def test_export_reimports_to_the_same_breakdown_and_critical_path(exported):
-    trace, cp, data = exported
+    trace, cp, data, _ = exported
     again = read_trace(data)
     assert operator_breakdown(again).to_dict() == operator_breakdown(trace).to_dict()
     cp2 = critical_path(again)
@@ -224,8 +225,8 @@ def test_export_reimports_to_the_same_breakdown_and_critical_path(exported):
 
 
 def test_export_invents_no_stream_for_annotations_and_waits(exported):
-    trace, _, data = exported
-    events = [e for e in orjson.loads(data)["traceEvents"] if e.get("ph") == "X"]
+    trace, _, _, exported_events = exported
+    events = [e for e in exported_events if e.get("ph") == "X"]
     source_has_stream = Counter(
         (trace.strings[trace.name[i]], int(trace.ts[i])) for i in range(len(trace))
         if b'"stream"' in trace.args.raw(i)

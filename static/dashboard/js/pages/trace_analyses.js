@@ -255,8 +255,8 @@ async function loadMetrics() {
   $("metrics-card").hidden = false;
   if (!Object.values(data.series).some((points) => points.length)) {
     const p = document.createElement("p");
-    p.className = "chart-empty";
-    p.textContent = "No samples of the device around this capture.";
+    p.className = data.unavailable ? "chart-empty history-unavailable" : "chart-empty";
+    p.textContent = data.unavailable || "No samples of the device around this capture.";
     $("metrics-chart").replaceChildren(p);
     return;
   }
