@@ -201,6 +201,7 @@ def _local_port(url: str) -> int | None:
         return None
     port = parts.port or 80
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the store binds it
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -92,3 +92,48 @@ def test_runner_creates_a_missing_postgres_database():
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outlive_it(tmp_path):
+    import time
+
+    from fleet.tsdb.client import Client
+    from fleet.tsdb.series import DeviceKey
+    from fleet.tsdb.writes import Encoder
+
+    silent = f"http://127.0.0.1:{stack.free_port()}"
+    env = {"TSDB_URL": silent, "SAMPLE_RETENTION_DAYS": "7"}
+    started = stack.resolve_tsdb(env, tmp_path / "tsdb")
+    now = time.time() // 5 * 5
+    try:
+        assert len(started) == 1 and "-retentionPeriod=7d" in started[0].args
+        assert env["TSDB_URL"] == env["TSDB_WRITE_URL"] == silent  # on the port asked for
+        batch = Encoder().batch(now, "test", [(DeviceKey("h", 1, "S", "video", "V"), {"power_w": 12.5})])
+        Client(silent).write(batch.body)
+    finally:
+        stack.stop(started)
+    assert not stack.tsdb_answers(silent)
+    again = stack.resolve_tsdb(dict(env), tmp_path / "tsdb")  # `make run` another day
+    try:
+        found = Client(silent).query("asicmon_power_w[1m]", now + 1)
+        assert [s.points for s in found] == [[(now, 12.5)]]
+    finally:
+        stack.stop(again)
+
+
+def test_runner_uses_the_store_that_answers_and_refuses_a_bad_retention(tmp_path, monkeypatch):
+    monkeypatch.setattr(stack, "tsdb_answers", lambda url: url == "http://store:8428")
+    env = {"TSDB_URL": "http://store:8428", "TSDB_WRITE_URL": "http://vminsert:8480/insert/0/prometheus"}
+    assert stack.resolve_tsdb(env, tmp_path) == []
+    assert env["TSDB_WRITE_URL"] == "http://vminsert:8480/insert/0/prometheus"
+    with pytest.raises(SystemExit, match="SAMPLE_RETENTION_DAYS='a month' is not a number of days"):
+        stack.resolve_tsdb({"TSDB_URL": "http://silent:1", "SAMPLE_RETENTION_DAYS": "a month"}, tmp_path)
+
+
+def test_vmalert_gets_the_stores_urls_and_the_poll_interval(tmp_path):
+    argv = stack.vmalert_argv(tmp_path / "rules.yml", "http://vmselect/select/0/prometheus",
+                              "http://mimir/api/v1/push", 5.0, 8880)
+    assert argv is not None
+    assert "-datasource.url=http://vmselect/select/0/prometheus" in argv
+    assert "-remoteWrite.url=http://mimir/api/v1/push" in argv and "-remoteWrite.disablePathAppend" in argv
+    assert "-evaluationInterval=5s" in argv and "-datasource.queryStep=10s" in argv
