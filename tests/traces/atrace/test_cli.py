@@ -102,7 +102,7 @@ def test_diff_compares_operators_and_lists_new_and_vanished_as_tables(capsys):
 
 
 def test_advise_a_trace_as_text_and_json(capsys):
-    real = ROOT.parent / "shared" / "data" / "real-traces" / "h100_bert_infer.json.gz"
+    real = real_trace("h100_bert_infer.json.gz")
     code, out, _ = _run(["advise", real], capsys)
     assert code == 0
     first = out.splitlines()[0]
