@@ -150,7 +150,7 @@ def main() -> None:
     helpers = setup(args)
     from django.test.utils import setup_databases, teardown_databases
 
-    from dashboard.stack import stop
+    from dashboard.services import stop
 
     old = setup_databases(verbosity=0, interactive=False)
     try:

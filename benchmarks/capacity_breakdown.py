@@ -39,7 +39,7 @@ class Clock:
 
 
 def _setup() -> None:
-    from dashboard.stack import resolve_tsdb
+    from dashboard.services import resolve_tsdb
 
     os.environ.update(
         EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-"),
@@ -254,6 +254,6 @@ def breakdown(sizes: list[int], cycles: int, shards: int) -> None:
         for name in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000):
             client.delete(name)
         teardown_databases(old, verbosity=0)
-        from dashboard.stack import stop
+        from dashboard.services import stop
 
         stop(_helpers)
