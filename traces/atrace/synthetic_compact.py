@@ -18,6 +18,8 @@ from pathlib import Path
 
 import orjson
 
+from traces.atrace import synthetic_frame
+
 CPU_PID = 4242
 MAIN_TID = 4242
 BWD_TID = 4250
@@ -229,23 +231,7 @@ _EVENTS_PER_LAYER = 29  # forward + backward of one linear + ReLU layer, flows i
 
 def write_header(out, rank: int, world_size: int) -> None:
     """The keys Kineto writes before the events (the device, the job), up to the array."""
-    header = {
-        "schemaVersion": 1,
-        "deviceProperties": [
-            {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045379072,
-             "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-             "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-             "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-             "sharedMemPerMultiprocessor": 233472, "numSms": 132,
-             "sharedMemPerBlockOptin": 232448}
-        ],
-        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size, "pg_count": 1,
-                            "pg_config": [], "nccl_version": "2.21.5"},
-    }
-    out.write(b"{\n")
-    for key, value in header.items():
-        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
-        out.write(b"  " + orjson.dumps(key) + b": " + text + b",\n")
+    synthetic_frame.write_header(out, rank, world_size)
     out.write(b'  "traceEvents": [\n')
 
 
