@@ -2,7 +2,7 @@
 
     python -m dashboard.stack run    # migrate, seed, then worker + beat + web, Ctrl-C stops all
     python -m dashboard.stack test   # pytest against PostgreSQL/Redis if they answer, else fallbacks
-    python -m dashboard.stack test --tiers=unit,stack   # the same, one run per tier
+    python -m dashboard.stack test --tiers=unit,slow,stack   # the same, one run per tier
 
 Plain Python: it runs before Django is configured, and decides what Django is given.
 """
@@ -192,16 +192,18 @@ def run() -> int:
 
 
 # The suite's tiers (tests/support/tiers.py sorts the tests): `make test-fast` runs the
-# first, `make test` all of them, one after the other. The unit tier runs in parallel; the
-# process and browser tiers on few workers, a test module (and the stack it shares) on one.
-# In the stack tier a test file runs on one worker, so that the stack its tests share starts
-# once. The unit tier starts each worker on a run of consecutive tests (a module's fixtures
-# are mostly made once) and lets idle workers take over the rest ("worksteal"; per-file
+# first, `make test` all of them, one after the other. The unit and slow tiers run in
+# parallel; the process and browser tiers on few workers, a test module (and the stack it
+# shares) on one. "slow" is the in-process work that is heavy by design (the largest real
+# trace, a migration replayed from an old schema): out of the working loop, never out of CI.
+# The unit tier starts each worker on a run of consecutive tests (a module's fixtures are
+# mostly made once) and lets idle workers take over the rest ("worksteal"; per-file
 # scheduling would run schemathesis's generated API tests, which share one id, only once).
-UNIT_TESTS = "not integration and not browser and not soak"
+IN_PROCESS = "not integration and not browser and not soak"
 TIERS = {
-    "unit": ["-m", UNIT_TESTS, "-n", os.environ.get("TEST_WORKERS", "4"), "--dist", "worksteal"],
-    "stack": ["-m", f"not ({UNIT_TESTS})", "-n", "2", "--dist", "loadfile"],
+    "unit": ["-m", f"{IN_PROCESS} and not slow", "-n", os.environ.get("TEST_WORKERS", "4"), "--dist", "worksteal"],
+    "slow": ["-m", f"{IN_PROCESS} and slow", "-n", "2", "--dist", "worksteal"],
+    "stack": ["-m", f"not ({IN_PROCESS})", "-n", "2", "--dist", "loadfile"],
 }
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a selection is empty
 

@@ -114,3 +114,34 @@ def test_a_child_reads_every_setting_as_the_test_has_it(settings):
     expected = {name: repr(getattr(settings, name)) for name in names - {"DATABASE_URL", "PROBE_TIMEOUT"}}
     assert {name: seen[name] for name in expected} == expected
     assert seen["PROBE_TIMEOUT"] == "0.25"
+
+
+def test_a_real_trace_over_the_size_limit_runs_its_checks_in_the_slow_tier(tmp_path, monkeypatch):
+    import gzip
+
+    from tests.support import traces
+
+    monkeypatch.setattr(traces, "REAL_TRACES", tmp_path)
+    small, large = tmp_path / "small.json.gz", tmp_path / "large.json.gz"
+    small.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    large.write_bytes(gzip.compress(b" " * (traces.LARGE_TRACE_BYTES + 1)))
+    params = {p.id: [m.name for m in p.marks] for p in traces.each_real_trace([small, large])}
+    assert params == {"small": [], "large": ["slow"]}
+
+
+def test_make_test_runs_every_tier_and_make_test_fast_the_unit_tier_alone():
+    from dashboard.stack import TIERS
+
+    recipes = {}
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("test:", "test-fast:")) and "export" not in line:
+            recipes[line.split(":")[0]] = lines[i + 1]
+    ran = {target: recipe.split("--tiers=")[1].split()[0].split(",") for target, recipe in recipes.items()}
+    assert ran == {"test": list(TIERS), "test-fast": ["unit"]}
+    # Each test is in exactly one tier: the marker expressions split the suite.
+    unit, slow, stack = (TIERS[t][TIERS[t].index("-m") + 1] for t in ("unit", "slow", "stack"))
+    for marks in ({"slow"}, {"integration"}, {"browser", "slow"}, set()):
+        chosen = [t for t, expr in (("unit", unit), ("slow", slow), ("stack", stack))
+                  if eval(expr, {}, {m: m in marks for m in ("integration", "browser", "soak", "slow")})]
+        assert len(chosen) == 1, (marks, chosen)

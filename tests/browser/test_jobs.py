@@ -9,6 +9,7 @@ import json
 import shutil
 
 import pytest
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -38,9 +39,15 @@ def job_stack(module_trace_stack, gpu_fleet, stack_settings, settings, operator)
     return module_trace_stack.url
 
 
+# The job page reloads itself when the job is done: an element read while it reloads is stale.
+RELOADING = (NoSuchElementException, StaleElementReferenceException)
+
+
 def _wait_ready(browser, timeout=180):
-    wait = WebDriverWait(browser, timeout, poll_frequency=0.2)
-    wait.until(lambda b: b.find_element(By.ID, "job-status").text.lower() in ("ready", "failed"))
+    """Waits for the page the server drew for a finished job (its progress bar hidden), not
+    the live page's status text that turns "ready" a moment before the page reloads."""
+    wait = WebDriverWait(browser, timeout, poll_frequency=0.2, ignored_exceptions=RELOADING)
+    wait.until(lambda b: b.find_element(By.ID, "job-pending").get_attribute("hidden") is not None)
     return browser.find_element(By.ID, "job-status").text.lower()
 
 
@@ -50,7 +57,7 @@ def test_operator_captures_a_job_from_the_fleet_page_and_reads_why_a_device_held
     running_job(devices, "overheat", victim)
     sign_in(browser, job_stack, "otto")
     browser.get(f"{job_stack}/")
-    wait = WebDriverWait(browser, 60, poll_frequency=0.1)
+    wait = WebDriverWait(browser, 60, poll_frequency=0.1, ignored_exceptions=RELOADING)
     for d in devices:
         browser.find_element(By.CSS_SELECTOR, f'input.job-pick[value="{d.pk}"]').click()
     assert browser.find_element(By.ID, "job-picked-count").text == "4"

@@ -23,6 +23,8 @@ from django.db import connection
 from tests.support.processes import child_env
 from tests.support.tsdb import flush, raw_samples
 
+# Each test replays migrations and a dozen manage.py commands: the slow tier (`make test`).
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ["fleet_sample", "fleet_sample_hour", "fleet_sample_minute"]
 

@@ -20,6 +20,9 @@ NO_REAL_TRACES = (
     "folder (README.md, 'Real traces')"
 )
 HOST_OP_CATEGORIES = {"cpu_op"}
+# A real trace whose JSON is larger than this runs its checks in the slow tier (`make test`,
+# not `make test-fast`): the exact references read it as Decimals, seconds of CPU per check.
+LARGE_TRACE_BYTES = 32 << 20
 
 
 def real_traces() -> Path:
@@ -38,12 +41,23 @@ def real_trace(name: str) -> Path:
     return path
 
 
+def json_size(path: Path) -> int:
+    """The size of a trace's text: a gzip file's own count of it (modulo 4 GiB), else the file's."""
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    with path.open("rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
+
+
 def each_real_trace(paths: list[Path]) -> list:
-    """Parameters for a test that runs on each of `paths` (named by file), or one skipped case
-    that says why when the real traces are absent."""
+    """Parameters for a test that runs on each of `paths` (named by file; those over
+    LARGE_TRACE_BYTES marked slow), or one skipped case that says why when the real traces
+    are absent."""
     if not REAL_TRACES.is_dir():
         return [pytest.param(None, id="no-real-traces", marks=pytest.mark.skip(reason=NO_REAL_TRACES))]
-    return [pytest.param(path, id=path.name.split(".")[0]) for path in paths]
+    return [pytest.param(path, id=path.name.split(".")[0], marks=[pytest.mark.slow] if json_size(path) > LARGE_TRACE_BYTES else [])
+            for path in paths]
 
 
 def upload_file(name: str, data: bytes):

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.traces import each_real_trace
 from tests.traces.atrace import exact
 from traces.atrace import advise, read_trace
 from traces.atrace.analysis.advice import VERDICTS
 
 FILES = exact.chrome_trace_files()
-IDS = [p.name.split(".")[0] for p in FILES]
 DOCS = Path(__file__).resolve().parents[4] / "docs" / "atrace.md"
 _SYNC = re.compile(r"synchroni[sz]e", re.IGNORECASE)
 _STEP = re.compile(r"^(ProfilerStep#|step#)\d+$")
@@ -126,7 +126,7 @@ def _union(slices) -> int:
     return total
 
 
-@pytest.fixture(scope="module", params=FILES, ids=IDS)
+@pytest.fixture(scope="module", params=each_real_trace(FILES))
 def case(request):
     return request.param.name.split(".")[0], advise(read_trace(request.param)), Reference(request.param)
 

@@ -8,6 +8,7 @@ import hashlib
 import orjson
 import pytest
 
+from tests.support.traces import each_real_trace
 from tests.traces.atrace import exact
 from traces.atrace import read_trace
 from traces.atrace.errors import TraceFormatError
@@ -35,7 +36,7 @@ def _both(path, chunk):
     return serial, parallel
 
 
-@pytest.mark.parametrize("source", REAL_JSON, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("source", each_real_trace(REAL_JSON))
 def test_real_traces_read_the_same_on_two_processes(source, tmp_path, monkeypatch):
     plain = tmp_path / "t.json"
     plain.write_bytes(gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes())

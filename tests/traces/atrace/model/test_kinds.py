@@ -67,6 +67,10 @@ def test_sync_annotations_and_dma_are_not_kernels():
     top = operator_breakdown(h100).rows("device", top=1)[0]
     assert top["kind"] == "kernel" and not top["op"].startswith("ProfilerStep")
     assert any(r["op"] == "ProfilerStep" for r in operator_breakdown(h100).to_dict()["device_annotations"])
+
+
+@pytest.mark.slow
+def test_mtia_dma_requests_are_copies_and_all_its_device_slices_kernels_or_copies():
     mtia = read_trace(real_trace("mtia_rank0.json.gz"))
     dma = mtia.name == mtia.find_name("dma_request")
     assert dma.any() and (mtia.kind[dma] == Kind.MEMCPY).all()
