@@ -4,6 +4,7 @@ environment the process helpers give a child."""
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,11 @@ def test_a_unit_test_that_leaves_a_child_running_fails():
     before = tiers.children()
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        assert sleeper.pid in tiers.children()
+        # Between fork and exec a child's command line is empty: wait for it to be `sleep`.
+        deadline = time.monotonic() + 10
+        while not tiers.children().get(sleeper.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert tiers.children()[sleeper.pid] == "sleep 60"
         with pytest.raises(tiers.TierError, match=rf"has child processes running at its end \({sleeper.pid}: sleep 60\)"):
             tiers.check_left_no_children(before)
     finally:
