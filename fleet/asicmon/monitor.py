@@ -129,7 +129,8 @@ class DeviceMonitor:
         self._cache: dict[str, Any] = dict(_BLANK)
         self._prev: dict[Any, tuple[Any, float]] = {}
         self._opened = False
-        self._pending: Future | None = None
+        self._pending: Future | None = None  # a probe left running in the background
+        self._pending_now = 0.0  # the time it probes for: its answer is as old as that
         self._refresh_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -181,10 +182,12 @@ class DeviceMonitor:
                 )
             finished, self._pending = self._pending, None
             if self.known_hung and not inline:
-                result = finished.result()
+                result, probed_at = finished.result(), self._pending_now
                 if result[1] == "hung":  # still not answering: keep probing in the background
-                    self._pending = _EXECUTOR.submit(self._collect, now)
-                return PendingRefresh(now, started, result=result)
+                    self._pending, self._pending_now = _EXECUTOR.submit(self._collect, now), now
+                # Published with the time it probed, not now: a "hung" from before a reboot
+                # that another process did meanwhile must not read as hung after it.
+                return PendingRefresh(probed_at, started, result=result)
         if inline:
             return PendingRefresh(now, started, result=self._collect(now))
         pending = PendingRefresh(now, started, wait=not self.known_hung)
@@ -201,7 +204,7 @@ class DeviceMonitor:
             try:
                 result = _await(pending, deadline)
             except FutureTimeout:
-                self._pending = pending.future
+                self._pending, self._pending_now = pending.future, pending.now
                 result = (
                     None,
                     "hung",

@@ -13,6 +13,10 @@ A device's counters over a range come back in one of two shapes:
   ``band`` label), hence one round trip; the series of one counter are aggregated into one,
   so a device that moved to another host (a new ``host`` label) still reads as one line.
 
+On VictoriaMetrics the mean, min and max of a band come from its ``rollup()`` (MetricsQL), one
+pass over the samples instead of three; a store that refuses it (Prometheus, Mimir, Thanos)
+is asked the portable way, and remembered.
+
 `chart_step` picks the shape of a range for a chart about `CHART_POINTS` pixels wide.
 Band points sit on multiples of their step (what VictoriaMetrics aligns to anyway), and band
 steps are whole minutes: VictoriaMetrics replaces the points of a shorter step that fall
@@ -29,7 +33,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from fleet.tsdb.client import Client
+from fleet.tsdb.client import Client, TsdbError, TsdbUnavailable
 from fleet.tsdb.series import selector
 
 CHART_POINTS = 600  # a device chart is about 600 px wide: about a point per pixel
@@ -39,6 +43,7 @@ MAX_STEPS_PER_QUERY = 10_000  # Prometheus answers at most 11,000 points a serie
 MAX_POINTS = 100_000  # a series' points in one read, whatever the caller asks: no read runs for minutes
 STATS = {"mean": "avg", "min": "min", "max": "max", "count": "count"}  # statistic -> PromQL *_over_time
 AGGREGATE = {"mean": "avg", "min": "min", "max": "max", "count": "sum"}  # across a counter's series
+ROLLUP = {"mean": "avg", "min": "min", "max": "max"}  # statistic -> the rollup label VictoriaMetrics gives it
 _KEY = re.compile(r"[A-Za-z0-9_:.-]+")
 _METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -150,21 +155,69 @@ def bands(client: Client, metrics: dict[str, str], labels: dict[str, str], start
     # A window a millisecond short of the step: (t - step, t] on every store, for samples
     # stamped to the millisecond (Prometheus 2 includes both ends of a range, VictoriaMetrics
     # only the later one), so that a sample falls in one band only.
-    promql = band_expression({key: selector(metric, extra=extra, **labels) for key, metric in metrics.items()},
-                             step - 0.001, stats)
-    values: dict[str, dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
-    chunk = first
-    while chunk <= last:
-        chunk_end = min(last, chunk + (MAX_STEPS_PER_QUERY - 1) * step)
-        for found in client.query_range(promql, chunk, chunk_end, step):
-            key, _, stat = found.labels.get("band", "").rpartition("/")
-            for t, v in found.points:
-                values[key][t][stat] = v
-        chunk = chunk_end + step
+    selectors = {key: selector(metric, extra=extra, **labels) for key, metric in metrics.items()}
+    window = step - 0.001
+    values = refused = None
+    if not count and client.read_url not in _NO_ROLLUP:
+        try:
+            values = _stats_by_time(client, rollup_expression(selectors, window), first, last, step, rollup=True)
+        except TsdbUnavailable:
+            raise
+        except TsdbError as exc:  # perhaps not MetricsQL: asked the portable way below
+            refused = exc
+    if values is None:
+        values = _stats_by_time(client, band_expression(selectors, window, stats), first, last, step, rollup=False)
+        if refused is not None:  # the store answers PromQL but refused rollup(): not again
+            _NO_ROLLUP.add(client.read_url)
     for key, by_time in values.items():
         if key in out:
             out[key] = [(t, *(row[s] for s in stats)) for t, row in sorted(by_time.items()) if len(row) == len(stats)]
     return out
+
+
+# Read URLs of stores that refused `rollup()`: asked with the portable expression from then on.
+_NO_ROLLUP: set[str] = set()
+
+
+def rollup_expression(selectors: dict[str, str], window: float) -> str:
+    """The MetricsQL of `band_expression`'s mean, min and max: VictoriaMetrics' ``rollup()``
+    of each series (labelled rollup="avg"/"min"/"max"), band="<key>"; a key's several series
+    are combined here, as the portable expression combines them in the store."""
+    duration = _duration(window)
+    parts = []
+    for key, chosen in selectors.items():
+        if not _KEY.fullmatch(key):
+            raise ValueError(f"{key!r} is not a band key (letters, digits, _ : . -)")
+        parts.append(f'label_replace(rollup({chosen}[{duration}]), "band", "{key}", "", "")')
+    return " or ".join(parts)
+
+
+def _stats_by_time(client: Client, promql: str, first: float, last: float, step: float,
+                   rollup: bool) -> dict[str, dict[float, dict[str, float]]]:
+    """key -> t -> statistic -> value of a band expression (`rollup`: of `rollup_expression`,
+    a key's series combined: the min of their minima, the max of their maxima, the mean of
+    their means), queried in chunks of at most MAX_STEPS_PER_QUERY points."""
+    found: dict[str, dict[float, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    chunk = first
+    while chunk <= last:
+        chunk_end = min(last, chunk + (MAX_STEPS_PER_QUERY - 1) * step)
+        for series in client.query_range(promql, chunk, chunk_end, step):
+            if rollup:
+                key, stat = series.labels.get("band", ""), _STAT_OF_ROLLUP.get(series.labels.get("rollup", ""))
+            else:
+                key, _, stat = series.labels.get("band", "").rpartition("/")
+            if stat is None:
+                continue
+            for t, v in series.points:
+                found[key][t][stat].append(v)
+        chunk = chunk_end + step
+    combine = {"mean": lambda vs: sum(vs) / len(vs), "min": min, "max": max, "count": sum}
+    return {key: {t: {stat: (combine[stat](vs) if rollup else vs[0]) for stat, vs in row.items()}
+                  for t, row in by_time.items()}
+            for key, by_time in found.items()}
+
+
+_STAT_OF_ROLLUP = {label: stat for stat, label in ROLLUP.items()}
 
 
 # --- Statistics over a window --------------------------------------------------------------

@@ -264,3 +264,27 @@ def test_rates_carry_on_when_another_process_polls_the_host_next(tmp_path):
     # A monitor on its own, with no shared state, has no rate at its first refresh.
     alone = HostMonitor.open(cfg, "host-00", state_dir=None)
     assert all(s["ecc_corrected_per_s"] is None for s in alone.poll(now=t0 + 10.0).values())
+
+
+def test_a_background_probe_is_published_with_the_time_it_probed(tmp_path):
+    """A known-hung device is probed in the background, and a probe's answer is published at a
+    later poll. It must carry the time it was taken: published with the later poll's time, a
+    "hung" from before a reboot (done meanwhile by another worker process) read as a device hung
+    after the reboot, and remediation rebooted it again (seen in CI: two reboots of one device)."""
+    cfg = FleetConfig(seed=3, hosts=1, devices_per_host=2, hang_block_s=0.6)
+    hm = HostMonitor.open(cfg, "host-00", state_dir=tmp_path, probe_timeout=0.2)
+    hm.poll(T0)
+    hung = hm.serials[0]
+    hm.inject_fault(hung, "hang")
+    first = hm.poll(T0 + 10)[hung]  # over its budget: left running in the background
+    assert first["driver_status"] == "hung" and first["sample_ts"] == T0 + 10
+    blocked = hm.poll(T0 + 20)[hung]  # still blocked in the driver, as seen now
+    assert blocked["driver_status"] == "hung" and blocked["sample_ts"] == T0 + 20
+    time.sleep(0.8)  # the probe of T0 + 10 gives up: "hung", as of T0 + 10
+    hm.reboot(hung)
+    late = hm.poll(T0 + 30)[hung]
+    assert late["driver_status"] == "hung"
+    assert late["sample_ts"] == T0 + 10, "a probe's answer is as old as the probe"
+    time.sleep(0.3)  # the probe started at T0 + 30 answers: the device is back
+    back = hm.poll(T0 + 40)[hung]
+    assert back["driver_status"] in {"ok", "rebooting"} and back["sample_ts"] == T0 + 30
