@@ -155,20 +155,7 @@ def bands(client: Client, metrics: dict[str, str], labels: dict[str, str], start
     # A window a millisecond short of the step: (t - step, t] on every store, for samples
     # stamped to the millisecond (Prometheus 2 includes both ends of a range, VictoriaMetrics
     # only the later one), so that a sample falls in one band only.
-    selectors = {key: selector(metric, extra=extra, **labels) for key, metric in metrics.items()}
-    window = step - 0.001
-    values = refused = None
-    if not count and client.read_url not in _NO_ROLLUP:
-        try:
-            values = _stats_by_time(client, rollup_expression(selectors, window), first, last, step, rollup=True)
-        except TsdbUnavailable:
-            raise
-        except TsdbError as exc:  # perhaps not MetricsQL: asked the portable way below
-            refused = exc
-    if values is None:
-        values = _stats_by_time(client, band_expression(selectors, window, stats), first, last, step, rollup=False)
-        if refused is not None:  # the store answers PromQL but refused rollup(): not again
-            _NO_ROLLUP.add(client.read_url)
+    values = _band_values(client, metrics, labels, extra, step - 0.001, stats, (first, last, step))
     for key, by_time in values.items():
         if key in out:
             out[key] = [(t, *(row[s] for s in stats)) for t, row in sorted(by_time.items()) if len(row) == len(stats)]
@@ -179,41 +166,59 @@ def bands(client: Client, metrics: dict[str, str], labels: dict[str, str], start
 _NO_ROLLUP: set[str] = set()
 
 
-def rollup_expression(selectors: dict[str, str], window: float) -> str:
-    """The MetricsQL of `band_expression`'s mean, min and max: VictoriaMetrics' ``rollup()``
-    of each series (labelled rollup="avg"/"min"/"max"), band="<key>"; a key's several series
-    are combined here, as the portable expression combines them in the store."""
-    duration = _duration(window)
-    parts = []
-    for key, chosen in selectors.items():
-        if not _KEY.fullmatch(key):
-            raise ValueError(f"{key!r} is not a band key (letters, digits, _ : . -)")
-        parts.append(f'label_replace(rollup({chosen}[{duration}]), "band", "{key}", "", "")')
-    return " or ".join(parts)
+def _band_values(client: Client, metrics: dict[str, str], labels: dict[str, str], extra: str | None, window: float,
+                 stats: tuple[str, ...], span: tuple[float, float, float]) -> dict[str, dict[float, dict[str, float]]]:
+    """`_stats_by_time` of the bands over `span` (first, last, step): from VictoriaMetrics'
+    ``rollup()`` where the store takes it (mean, min and max: one pass over the samples), else
+    from the portable expression (a pass per statistic)."""
+    refused = False
+    if "count" not in stats and client.read_url not in _NO_ROLLUP:
+        keys_of = defaultdict(list)
+        for key, metric in metrics.items():
+            keys_of[metric].append(key)
+        try:
+            return _stats_by_time(client, rollup_expression(metrics.values(), labels, extra, window), *span, keys_of=keys_of)
+        except TsdbUnavailable:
+            raise
+        except TsdbError:  # perhaps not MetricsQL: asked the portable way
+            refused = True
+    selectors = {key: selector(metric, extra=extra, **labels) for key, metric in metrics.items()}
+    values = _stats_by_time(client, band_expression(selectors, window, stats), *span)
+    if refused:  # the store answers PromQL but not rollup(): not asked again
+        _NO_ROLLUP.add(client.read_url)
+    return values
+def rollup_expression(metrics: Iterable[str], labels: dict[str, str], extra: str | None, window: float) -> str:
+    """The MetricsQL of `band_expression`'s mean, min and max: one VictoriaMetrics ``rollup()``
+    of every series of `metrics` with `labels` (each series' min, max and mean, labelled
+    rollup="min"/"max"/"avg", named as it is stored); a key's several series are combined
+    by `_stats_by_time`, as the portable expression combines them in the store."""
+    return f"rollup({names_selector(metrics, labels, extra)}[{_duration(window)}]) keep_metric_names"
 
 
 def _stats_by_time(client: Client, promql: str, first: float, last: float, step: float,
-                   rollup: bool) -> dict[str, dict[float, dict[str, float]]]:
-    """key -> t -> statistic -> value of a band expression (`rollup`: of `rollup_expression`,
-    a key's series combined: the min of their minima, the max of their maxima, the mean of
-    their means), queried in chunks of at most MAX_STEPS_PER_QUERY points."""
+                   keys_of: dict[str, list[str]] | None = None) -> dict[str, dict[float, dict[str, float]]]:
+    """key -> t -> statistic -> value of a band expression, queried in chunks of at most
+    MAX_STEPS_PER_QUERY points: of `band_expression` (key and statistic in its ``band``
+    label), or with `keys_of` (series name -> keys) of `rollup_expression`, a key's series
+    combined: the min of their minima, the max of their maxima, the mean of their means."""
     found: dict[str, dict[float, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     chunk = first
     while chunk <= last:
         chunk_end = min(last, chunk + (MAX_STEPS_PER_QUERY - 1) * step)
         for series in client.query_range(promql, chunk, chunk_end, step):
-            if rollup:
-                key, stat = series.labels.get("band", ""), _STAT_OF_ROLLUP.get(series.labels.get("rollup", ""))
-            else:
+            if keys_of is None:
                 key, _, stat = series.labels.get("band", "").rpartition("/")
+                keys = [key]
+            else:
+                keys, stat = keys_of.get(series.labels.get("__name__", ""), []), _STAT_OF_ROLLUP.get(series.labels.get("rollup", ""))
             if stat is None:
                 continue
-            for t, v in series.points:
-                found[key][t][stat].append(v)
+            for key in keys:
+                for t, v in series.points:
+                    found[key][t][stat].append(v)
         chunk = chunk_end + step
     combine = {"mean": lambda vs: sum(vs) / len(vs), "min": min, "max": max, "count": sum}
-    return {key: {t: {stat: (combine[stat](vs) if rollup else vs[0]) for stat, vs in row.items()}
-                  for t, row in by_time.items()}
+    return {key: {t: {stat: combine[stat](vs) for stat, vs in row.items()} for t, row in by_time.items()}
             for key, by_time in found.items()}
 
 
