@@ -20,7 +20,7 @@ agent: $(VENV)/.runtime
 # example they ask for (Hypothesis profile `ci`).
 test: export HYPOTHESIS_PROFILE ?= ci
 test: $(VENV)/.dev browser-deps prometheus-deps tsdb-deps
-	$(BIN)/python -m dashboard.stack test --tiers=unit,slow,stack --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m dashboard.stack test --tiers=unit+slow,stack --durations=25 $(PYTEST_ARGS)
 
 # The unit tier only (no child processes, no browser), in parallel: the loop while working.
 test-fast: $(VENV)/.dev prometheus-deps tsdb-deps

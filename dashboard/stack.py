@@ -2,7 +2,7 @@
 
     python -m dashboard.stack run    # migrate, seed, then worker + beat + web, Ctrl-C stops all
     python -m dashboard.stack test   # pytest against PostgreSQL/Redis if they answer, else fallbacks
-    python -m dashboard.stack test --tiers=unit,slow,stack   # the same, one run per tier
+    python -m dashboard.stack test --tiers=unit+slow,stack   # the same, a run per tier (+: one run)
 
 Plain Python: it runs before Django is configured, and decides what Django is given.
 """
@@ -192,8 +192,7 @@ def run() -> int:
 
 
 # The suite's tiers (tests/support/tiers.py sorts the tests): `make test-fast` runs the
-# first, `make test` all of them, one after the other. The unit and slow tiers run in
-# parallel; the process and browser tiers on few workers, a test module (and the stack it
+# first, `make test` all of them: the unit and slow tiers in one parallel run, then the rest; the process and browser tiers on few workers, a test module (and the stack it
 # shares) on one. "slow" is the in-process work that is heavy by design (the largest real
 # trace, a migration replayed from an old schema): out of the working loop, never out of CI.
 # The unit tier starts each worker on a run of consecutive tests (a module's fixtures are
@@ -230,8 +229,9 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
             return _pytest(pytest_args, env)
         statuses = []
         for tier in tiers:
-            say(f"{tier} tests: pytest {' '.join(TIERS[tier])}")
-            statuses.append(_pytest([*TIERS[tier], *pytest_args], env))
+            args = tier_args(tier)
+            say(f"{tier} tests: pytest {' '.join(args)}")
+            statuses.append(_pytest([*args, *pytest_args], env))
             if statuses[-1] == NO_TESTS_COLLECTED:
                 say(f"no {tier} tests in this selection")
         failed = [s for s in statuses if s != NO_TESTS_COLLECTED]
@@ -240,6 +240,16 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
         stop(helpers)
         shutil.rmtree(tsdb_dir, ignore_errors=True)
         Path(f"{tsdb_dir}.log").unlink(missing_ok=True)
+
+
+def tier_args(spec: str) -> list[str]:
+    """pytest's arguments for a tier, or for tiers joined by "+" into one run (their tests
+    together, on the first one's workers): "unit+slow"."""
+    names = spec.split("+")
+    first = TIERS[names[0]]
+    at = first.index("-m") + 1
+    chosen = " or ".join(f"({TIERS[name][TIERS[name].index('-m') + 1]})" for name in names)
+    return [*first[:at], chosen if len(names) > 1 else first[at], *first[at + 1:]]
 
 
 def _pytest(args: list[str], env: dict) -> int:
@@ -256,7 +266,7 @@ def main(argv: list[str]) -> int:
     tiers = None
     if args and args[0].startswith("--tiers="):
         tiers = args[0].removeprefix("--tiers=").split(",")
-        unknown = set(tiers) - set(TIERS)
+        unknown = {name for spec in tiers for name in spec.split("+")} - set(TIERS)
         if unknown:
             print(f"unknown tiers {sorted(unknown)}: the tiers are {', '.join(TIERS)}")
             return 2

@@ -142,11 +142,20 @@ def test_make_test_runs_every_tier_and_make_test_fast_the_unit_tier_alone():
     for i, line in enumerate(lines):
         if line.startswith(("test:", "test-fast:")) and "export" not in line:
             recipes[line.split(":")[0]] = lines[i + 1]
-    ran = {target: recipe.split("--tiers=")[1].split()[0].split(",") for target, recipe in recipes.items()}
-    assert ran == {"test": list(TIERS), "test-fast": ["unit"]}
+    ran = {target: recipe.split("--tiers=")[1].split()[0].replace("+", ",").split(",") for target, recipe in recipes.items()}
+    assert sorted(ran["test"]) == sorted(TIERS) and ran["test-fast"] == ["unit"]
     # Each test is in exactly one tier: the marker expressions split the suite.
     unit, slow, stack = (TIERS[t][TIERS[t].index("-m") + 1] for t in ("unit", "slow", "stack"))
     for marks in ({"slow"}, {"integration"}, {"browser", "slow"}, set()):
         chosen = [t for t, expr in (("unit", unit), ("slow", slow), ("stack", stack))
                   if eval(expr, {}, {m: m in marks for m in ("integration", "browser", "soak", "slow")})]
         assert len(chosen) == 1, (marks, chosen)
+
+
+def test_tiers_joined_by_a_plus_run_as_one_with_either_tiers_tests():
+    from dashboard.stack import TIERS, tier_args
+
+    assert tier_args("unit") == TIERS["unit"]
+    joined = tier_args("unit+slow")
+    unit, slow = (TIERS[t][TIERS[t].index("-m") + 1] for t in ("unit", "slow"))
+    assert joined == [*TIERS["unit"][:1], f"({unit}) or ({slow})", *TIERS["unit"][2:]]
