@@ -192,12 +192,13 @@ def run() -> int:
 
 
 # The suite's tiers (tests/support/tiers.py sorts the tests): `make test-fast` runs the
-# first, `make test` all of them: the unit and slow tiers in one parallel run, then the rest; the process and browser tiers on few workers, a test module (and the stack it
-# shares) on one. "slow" is the in-process work that is heavy by design (the largest real
-# trace, a migration replayed from an old schema): out of the working loop, never out of CI.
-# The unit tier starts each worker on a run of consecutive tests (a module's fixtures are
-# mostly made once) and lets idle workers take over the rest ("worksteal"; per-file
-# scheduling would run schemathesis's generated API tests, which share one id, only once).
+# first, `make test` all of them: the unit and slow tiers in one parallel run, then the
+# process and browser tiers on few workers, a test module (and the stack it shares) on one.
+# "slow" is the in-process work that is heavy by design (the largest real trace, a migration
+# replayed from an old schema): out of the working loop, never out of CI. The unit tier
+# starts each worker on a run of consecutive tests (a module's fixtures are mostly made
+# once) and lets idle workers take over the rest ("worksteal"; per-file scheduling would run
+# schemathesis's generated API tests, which share one id, only once).
 IN_PROCESS = "not integration and not browser and not soak"
 TIERS = {
     "unit": ["-m", f"{IN_PROCESS} and not slow", "-n", os.environ.get("TEST_WORKERS", "4"), "--dist", "worksteal"],

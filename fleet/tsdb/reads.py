@@ -43,7 +43,7 @@ MAX_STEPS_PER_QUERY = 10_000  # Prometheus answers at most 11,000 points a serie
 MAX_POINTS = 100_000  # a series' points in one read, whatever the caller asks: no read runs for minutes
 STATS = {"mean": "avg", "min": "min", "max": "max", "count": "count"}  # statistic -> PromQL *_over_time
 AGGREGATE = {"mean": "avg", "min": "min", "max": "max", "count": "sum"}  # across a counter's series
-ROLLUP = {"mean": "avg", "min": "min", "max": "max"}  # statistic -> the rollup label VictoriaMetrics gives it
+_STAT_OF_ROLLUP = {"avg": "mean", "min": "min", "max": "max"}  # VictoriaMetrics' rollup label -> statistic
 _KEY = re.compile(r"[A-Za-z0-9_:.-]+")
 _METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -177,7 +177,8 @@ def _band_values(client: Client, metrics: dict[str, str], labels: dict[str, str]
         for key, metric in metrics.items():
             keys_of[metric].append(key)
         try:
-            return _stats_by_time(client, rollup_expression(metrics.values(), labels, extra, window), *span, keys_of=keys_of)
+            promql = rollup_expression(metrics.values(), labels, extra, window)
+            return _stats_by_time(client, promql, *span, keys_of=keys_of)
         except TsdbUnavailable:
             raise
         except TsdbError:  # perhaps not MetricsQL: asked the portable way
@@ -187,6 +188,8 @@ def _band_values(client: Client, metrics: dict[str, str], labels: dict[str, str]
     if refused:  # the store answers PromQL but not rollup(): not asked again
         _NO_ROLLUP.add(client.read_url)
     return values
+
+
 def rollup_expression(metrics: Iterable[str], labels: dict[str, str], extra: str | None, window: float) -> str:
     """The MetricsQL of `band_expression`'s mean, min and max: one VictoriaMetrics ``rollup()``
     of every series of `metrics` with `labels` (each series' min, max and mean, labelled
@@ -206,11 +209,12 @@ def _stats_by_time(client: Client, promql: str, first: float, last: float, step:
     while chunk <= last:
         chunk_end = min(last, chunk + (MAX_STEPS_PER_QUERY - 1) * step)
         for series in client.query_range(promql, chunk, chunk_end, step):
+            labels = series.labels
             if keys_of is None:
-                key, _, stat = series.labels.get("band", "").rpartition("/")
+                key, _, stat = labels.get("band", "").rpartition("/")
                 keys = [key]
             else:
-                keys, stat = keys_of.get(series.labels.get("__name__", ""), []), _STAT_OF_ROLLUP.get(series.labels.get("rollup", ""))
+                keys, stat = keys_of.get(labels.get("__name__", ""), []), _STAT_OF_ROLLUP.get(labels.get("rollup", ""))
             if stat is None:
                 continue
             for key in keys:
@@ -220,9 +224,6 @@ def _stats_by_time(client: Client, promql: str, first: float, last: float, step:
     combine = {"mean": lambda vs: sum(vs) / len(vs), "min": min, "max": max, "count": sum}
     return {key: {t: {stat: combine[stat](vs) for stat, vs in row.items()} for t, row in by_time.items()}
             for key, by_time in found.items()}
-
-
-_STAT_OF_ROLLUP = {label: stat for stat, label in ROLLUP.items()}
 
 
 # --- Statistics over a window --------------------------------------------------------------
