@@ -83,6 +83,7 @@ def _peak_bytes(path) -> tuple[int, int]:
     return peak, len(trace)
 
 
+@pytest.mark.slow  # 200k generated events read under tracemalloc: seconds of CPU
 def test_memory_grows_with_events_not_with_json_text(tmp_path):
     """Peak memory per event stays flat as the file grows, and well under the file size."""
     small, big = tmp_path / "small.json", tmp_path / "big.json"
