@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import os
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -96,8 +97,9 @@ def _write(trace: Trace, out: BinaryIO, cp: Any) -> None:
         if parts:
             out.write((b"" if first else b",\n") + b",\n".join(parts))
             first = False
-    for text in _extra_events(trace, on_path, cp):
-        out.write((b"" if first else b",\n") + text)
+    extra = _extra_events(trace, on_path, cp)
+    while parts := list(itertools.islice(extra, _BATCH)):  # one write a batch: a gzip write costs
+        out.write((b"" if first else b",\n") + b",\n".join(parts))
         first = False
     tail = {"traceName": "atrace", "displayTimeUnit": "ms"}
     tail = {k: v for k, v in tail.items() if k not in trace.meta}
