@@ -19,7 +19,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,18 +38,9 @@ CHUNK = 200_000  # samples a write
 
 def start_store(folder: Path):
     """A VictoriaMetrics as `make run` starts one, its result cache off (each read a real one)."""
-    from dashboard.services import free_port, tsdb_answers, victoria_metrics_argv
+    from dashboard.services import free_port, start_victoria_metrics
 
-    port = free_port()
-    proc = subprocess.Popen([*victoria_metrics_argv(folder, port, 3650), "-search.disableCache"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(400):
-        if tsdb_answers(url):
-            return proc, url
-        time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"victoria-metrics did not start on port {port}")
+    return start_victoria_metrics(folder, free_port(), 3650, extra_args=("-search.disableCache",))
 
 
 def write(client, series) -> int:

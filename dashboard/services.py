@@ -140,12 +140,14 @@ def victoria_metrics_argv(data_dir: Path, port: int, retention_days: int) -> lis
     ]
 
 
-def start_victoria_metrics(data_dir: Path, port: int, retention_days: int) -> tuple[subprocess.Popen, str]:
-    """Start VictoriaMetrics on `port` with its data in `data_dir` (its log beside it)."""
+def start_victoria_metrics(data_dir: Path, port: int, retention_days: int,
+                           extra_args: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """Start VictoriaMetrics on `port` with its data in `data_dir` (its log beside it), with
+    `extra_args` added to its flags (a benchmark turns its result cache off)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with (data_dir.parent / f"{data_dir.name}.log").open("ab") as log:
         proc = subprocess.Popen(
-            victoria_metrics_argv(data_dir, port, retention_days), stdout=log, stderr=subprocess.STDOUT,
+            [*victoria_metrics_argv(data_dir, port, retention_days), *extra_args], stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=detach_and_die_with_parent,
         )
     url = f"http://127.0.0.1:{port}"
