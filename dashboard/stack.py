@@ -212,9 +212,13 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
     """Run pytest once with `pytest_args`, or once per tier (the arguments added to each)."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    # Keep tests apart from a running dashboard on the same Redis.
-    env["REDIS_KEY_PREFIX"] = "asicmon-test"
-    env["CELERY_QUEUE"] = "asicmon-test"
+    # Keep tests apart from a running dashboard on the same Redis (and, with
+    # ASICMON_TEST_PREFIX, from another checkout's test run on the same machine).
+    prefix = env.get("ASICMON_TEST_PREFIX", "asicmon-test")
+    if "test" not in prefix:
+        prefix = f"asicmon-test-{prefix}"
+    env["REDIS_KEY_PREFIX"] = prefix
+    env["CELERY_QUEUE"] = prefix
     # Where PYTHONDONTWRITEBYTECODE keeps compiled modules out of the source tree, keep them in
     # var/pycache instead: else every xdist worker, and every process a test starts, compiles
     # the project and pytest rewrites every test module afresh (half of a worker's start).
