@@ -113,3 +113,46 @@ def test_the_least_slack_table_groups_operators_and_hides_zero_length_events(bro
     rows[0].click()  # a row opens the details of its operator's event with the least slack
     detail = wait.until(lambda b: b.find_element(By.ID, "event-detail").is_displayed() and b.find_element(By.ID, "event-detail"))
     assert names[0] in detail.text
+
+
+# Each toggle button's text colour and background, and each drawn chart's x-axis title (charts with an x axis).
+TOGGLES = """
+return [...document.querySelectorAll(".tabs button")].filter((b) => b.offsetParent !== null)
+  .map((b) => [b.textContent.trim(), getComputedStyle(b).color, getComputedStyle(b).backgroundColor]);
+"""
+AXIS_TITLES = """
+return [...document.querySelectorAll("#trace-views .js-plotly-plot")]
+  .filter((c) => c.offsetParent !== null && c.querySelector(".xtick"))
+  .map((c) => [c.id, [...c.querySelectorAll(".xtitle")].map((t) => t.textContent)]);
+"""
+
+
+def luminance(css_colour: str) -> float:
+    """The relative luminance (WCAG) of an `rgb(…)`/`rgba(…)` colour."""
+    channels = [float(v) / 255 for v in css_colour[css_colour.index("(") + 1:-1].split(",")[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_toggles_are_readable_and_time_axes_say_their_unit(browser, web, viewer, operator):
+    """The flame's "Accelerator" toggle was white on white until clicked (issue 26), and the
+    timeline's axis titles were dropped: plotly.js 3 ignores a title given as a bare string."""
+    trace = emulated_trace(operator, version="2.0", seed=1)
+    sign_in(browser, web, "vera")
+    browser.get(f"{web}/traces/{trace.pk}/")
+    wait = WebDriverWait(browser, 60, poll_frequency=0.2)
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#timeline-chart .js-plotly-plot, #timeline-chart.js-plotly-plot"))
+    toggles = browser.execute_script(TOGGLES)
+    assert {"Host", "Accelerator"} <= {label for label, _, _ in toggles}, toggles
+    for label, colour, background in toggles:
+        assert contrast(colour, background) >= 3, f"{label}: {colour} on {background}"
+    titles = dict(browser.execute_script(AXIS_TITLES))
+    assert "timeline-chart" in titles, titles
+    assert any("ms" in t for t in titles["timeline-chart"]), titles
+    untitled = [chart for chart, texts in titles.items() if not any(texts)]
+    assert not untitled, f"charts with no x-axis title: {untitled}"

@@ -98,7 +98,7 @@ async function loadWindow(startUs, endUs, drawAfter = null) {
   const layout = {
     barmode: "overlay", showlegend: true, legend: { orientation: "h", y: 1.08 }, dragmode: "zoom",
     margin: { t: 30, l: 230, r: 10, b: 40 }, height: Math.max(260, 26 * data.rows.length + 90),
-    xaxis: { title: "ms from the trace's first event", range: [ms(data.start_us), ms(data.end_us)] },
+    xaxis: { title: { text: "ms from the trace's first event" }, range: [ms(data.start_us), ms(data.end_us)] },
     yaxis: { tickvals: data.rows.map((_, i) => i), ticktext: data.rows.map((r) => r.label), autorange: "reversed", fixedrange: true },
   };
   await Plotly.react(chart, barTraces(data), layout, plotConfig);
@@ -234,14 +234,14 @@ async function loadCorrelation() {
   }));
   Plotly.react($("states-chart"), series, {
     title: { text: "Bound / idle over time", font: { size: 14 } }, margin: { t: 36, l: 50, r: 10, b: 40 }, height: 260,
-    yaxis: { tickformat: ".0%", range: [0, 1] }, xaxis: { title: "ms from the trace's first event" },
+    yaxis: { tickformat: ".0%", range: [0, 1] }, xaxis: { title: { text: "ms from the trace's first event" } },
   }, plotConfig);
   const h = data.launch_latency_histogram;
   Plotly.react($("latency-chart"), [{
     type: "bar", x: h.edges_us.slice(0, -1).map((e, i) => (e + h.edges_us[i + 1]) / 2), y: h.counts, marker: { color: "#3b7dd8" },
   }], {
     title: { text: `Launch → start latency (${data.matched.toLocaleString("en-US")} launches, p50 ${us(data.launch_latency.p50_us)} µs)`, font: { size: 14 } },
-    margin: { t: 36, l: 50, r: 10, b: 40 }, height: 240, xaxis: { title: "µs" }, yaxis: { title: "launches" },
+    margin: { t: 36, l: 50, r: 10, b: 40 }, height: 240, xaxis: { title: { text: "µs" } }, yaxis: { title: { text: "launches" } },
   }, plotConfig);
   $("gaps-table").tBodies[0].replaceChildren(...data.idle_gaps.map((g) => row([
     cell(g.label), cell(pct(g.utilization), "num"), cell(us(g.busy_us), "num"), cell(us(g.idle_us), "num"),
@@ -266,7 +266,7 @@ async function loadMetrics() {
     type: "scatter", mode: "lines+markers", name: `${names[k][0]} (${names[k][2]})`, yaxis: i ? `y${i + 1}` : "y",
     x: data.series[k].map((p) => ms(p[0])), y: data.series[k].map((p) => p[1] * names[k][1]),
   }));
-  const layout = { height: 420, margin: { t: 20, l: 60, r: 10, b: 40 }, xaxis: { title: "ms from the trace's first event" },
+  const layout = { height: 420, margin: { t: 20, l: 60, r: 10, b: 40 }, xaxis: { title: { text: "ms from the trace's first event" } },
     grid: { rows: keys.length, columns: 1, pattern: "coupled" },
     shapes: [{ type: "rect", xref: "x", yref: "paper", x0: ms(data.capture_us[0]), x1: ms(data.capture_us[1]), y0: 0, y1: 1, fillcolor: "#d62728", opacity: 0.08, line: { width: 0 } }] };
   keys.forEach((k, i) => (layout[i ? `yaxis${i + 1}` : "yaxis"] = { title: { text: names[k][2], font: { size: 11 } } }));

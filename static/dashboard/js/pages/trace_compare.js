@@ -7,5 +7,5 @@ window.addEventListener("load", () => {
     type: "bar", orientation: "h", y: data.ops, x: data.deltas,
     marker: { color: data.deltas.map((d) => (d > 0 ? "#d62728" : "#2e9e5b")) },
     hovertemplate: "%{y}: %{x:,.1f} µs<extra></extra>",
-  }], { margin: { t: 10, l: 260, r: 20, b: 40 }, height: 60 + 24 * data.ops.length, xaxis: { title: "B − A, µs" } }, plotConfig);
+  }], { margin: { t: 10, l: 260, r: 20, b: 40 }, height: 60 + 24 * data.ops.length, xaxis: { title: { text: "B − A, µs" } } }, plotConfig);
 });
