@@ -184,6 +184,14 @@ DEVICE_RANGES = {
 }
 
 
+def range_reaching(age_s: float) -> tuple[str, str] | None:
+    """The shortest device-page range (key, label) that reaches back ``age_s`` seconds, if any."""
+    for key, (span, label) in DEVICE_RANGES.items():
+        if span.total_seconds() >= age_s:
+            return key, label
+    return None
+
+
 def resolution_label(step: int | None) -> str:
     """What a device page's graphs show, for the step of its history (None: raw samples)."""
     if step is None:

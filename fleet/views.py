@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleet import health_index, metrics, queries
-from fleet.charts import device_figures
+from fleet.charts import device_figures, empty_reason
 from fleet.choices import DeviceState, Health
 from fleet.forms import FleetFilterForm
 from fleet.models import Automation, Device
@@ -74,6 +74,8 @@ def device(request, device_id: int):
     detail = queries.device_detail(device, queries.DEVICE_RANGES[range_key][0])
     events, actions = queries.device_activity(device)
     live = detail.step is None
+    window = (detail.since.timestamp(), detail.until.timestamp())
+    last_sample = detail.snapshot.get("sample_ts")
     return render(
         request,
         "fleet/device.html",
@@ -83,8 +85,13 @@ def device(request, device_id: int):
             "actions": actions,
             "figures": device_figures(
                 detail.history, gap_s=2.5 * (settings.POLL_INTERVAL if live else detail.step),
-                snapshot=detail.snapshot, live=live,
+                snapshot=detail.snapshot, live=live, window=window,
             ),
+            "empty_reason": empty_reason(
+                live=live, last_sample_ts=last_sample, since=window[0],
+                poll_interval=settings.POLL_INTERVAL, now=window[1],
+            ),
+            "longer_range": queries.range_reaching(window[1] - last_sample) if last_sample and last_sample < window[0] else None,
             "ranges": [(key, label) for key, (_, label) in queries.DEVICE_RANGES.items()],
             "range": range_key,
             "resolution": detail.resolution,

@@ -42,6 +42,18 @@ def chart(browser, counter="temperature_c") -> list[dict]:
     )
 
 
+def figure(browser, counter="temperature_c") -> dict:
+    """The figure the server sent for a counter's graph."""
+    figures = browser.execute_script("return JSON.parse(document.getElementById('device-figures').textContent);")
+    return next(f for f in figures if f["counter"] == counter)
+
+
+def drawn_range(browser, counter="temperature_c") -> list[float]:
+    """The x axis' range Plotly drew, in epoch seconds (its dates are UTC without a zone)."""
+    ends = browser.execute_script(f"return document.getElementById('chart-{counter}').layout.xaxis.range;")
+    return [datetime.fromisoformat(e).replace(tzinfo=UTC).timestamp() for e in ends]
+
+
 def epochs(xs) -> list[float]:
     return [datetime.fromisoformat(x).timestamp() for x in xs]
 
@@ -62,8 +74,10 @@ def test_a_long_range_draws_bands_and_a_short_one_raw_samples(browser, web, view
     mean, high, low = chart(browser)
     assert (high["name"], low["name"]) == ("max", "min")
     ends = epochs(mean["x"])
-    assert ends == sorted({-(-t // 180) * 180 for t, _ in points})  # a point at the end of every 3 minutes with samples
-    for t, y, top, bottom in zip(ends, mean["y"], high["y"], low["y"], strict=True):
+    buckets = sorted({-(-t // 180) * 180 for t, _ in points})  # a point at the end of every 3 minutes with samples
+    axis_end = epochs([figure(browser)["layout"]["xaxis"]["range"][1]])[0]
+    assert ends == [min(t, axis_end) for t in buckets]  # the bucket that holds "now" drawn at the axis' end
+    for t, y, top, bottom in zip(buckets, mean["y"], high["y"], low["y"], strict=True):
         values = [v for s, v in points if t - 180 < s <= t]
         assert y == pytest.approx(sum(values) / len(values)) and (top, bottom) == (max(values), min(values))
 
@@ -87,3 +101,43 @@ def test_without_the_store_the_page_says_history_is_unavailable(browser, web_wit
     empty = browser.find_element(By.CSS_SELECTOR, "#chart-temperature_c .chart-empty").text
     assert "history unavailable; the graph starts with the next poll" in empty
     assert "63.5 °C" in browser.find_element(By.ID, "counters").text  # the latest values, from Redis
+
+
+def test_a_stopped_device_says_when_it_was_last_seen_and_every_graph_spans_the_range(browser, web, viewer, seeded_fleet):
+    """A device whose agent stopped two hours ago, after a minute of samples (issue 26): the
+    15-minute page says when the last sample was and offers the range that reaches it instead
+    of promising a poll; the 6-hour and 30-day pages draw that minute over the whole range
+    chosen (not a one-millisecond axis, nor one around a bucket's end in the future), and a
+    lone point shows."""
+    device = seeded_fleet[0]
+    now = datetime.now(tz=UTC).timestamp()
+    last = float(int(now - 2 * 3600))
+    points = [(last - 5 * i, 50.0 + i) for i in range(12)][::-1]  # one minute, every 5 s
+    write_points(device, {"temperature_c": points, "power_w": [(t, 200.0) for t, _ in points]})
+    snapshots.write_snapshots(last, {device.id: {"temperature_c": 61.0, "power_w": 200.0, "sample_ts": last}})
+
+    sign_in(browser, web, "vera")
+    wait = WebDriverWait(browser, 30, poll_frequency=0.2)
+    browser.get(f"{web}/devices/{device.id}/?range=15m")
+    empty = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#chart-temperature_c .chart-empty")).text
+    stamp = datetime.fromtimestamp(last, tz=UTC).strftime("%H:%M:%S")
+    assert "last sample was at" in empty and stamp in empty and "next poll" not in empty, empty
+    assert not browser.find_elements(By.CSS_SELECTOR, "#charts .js-plotly-plot")  # nothing drawn over an empty range
+    browser.find_element(By.CSS_SELECTOR, "#chart-temperature_c a.longer-range").click()
+    wait.until(lambda b: "range=6h" in b.current_url)
+
+    for span in (6 * 3600, 30 * 86400):
+        if span > 6 * 3600:
+            browser.get(f"{web}/devices/{device.id}/?range=30d")
+        for counter in ("temperature_c", "power_w"):
+            wait.until(lambda b, c=counter: b.find_elements(By.CSS_SELECTOR, f"#chart-{c} .main-svg"))
+            start, end = drawn_range(browser, counter)
+            assert end - start == pytest.approx(span, abs=1), (counter, span)
+            assert abs(end - now) < 120, (counter, span)  # ends now, not in the future
+            (line, *_) = chart(browser, counter)
+            values = [y for y in line["y"] if y is not None]
+            assert values, (counter, span)
+            assert all(start <= t <= end for t in epochs(line["x"])), (counter, span)
+            sizes = browser.execute_script(f"return document.getElementById('chart-{counter}').data[0].marker.size;")
+            if len(values) == 1:  # a lone point (a band at 30 days) is drawn as a marker
+                assert max(sizes) > 0, (counter, span, sizes)

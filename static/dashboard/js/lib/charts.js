@@ -8,9 +8,20 @@ export function draw(elementId, figure) {
   return window.Plotly.newPlot(elementId, figure.data, figure.layout, CONFIG);
 }
 
-// Appends one point to the first trace of a drawn chart, keeping the last MAX_POINTS.
-export function appendPoint(elementId, when, value) {
+// Appends one point to the first trace of a drawn chart, keeping the last MAX_POINTS; a
+// chart drawn over a window of `windowS` seconds slides it to end at the new point.
+export function appendPoint(elementId, when, value, windowS) {
   const div = document.getElementById(elementId);
-  window.Plotly.extendTraces(div, { x: [[when]], y: [[value]] }, [0], MAX_POINTS);
+  const marker = div.data[0].marker;
+  const update = { x: [[when]], y: [[value]] };
+  if (marker && Array.isArray(marker.size)) update["marker.size"] = [[0]];
+  window.Plotly.extendTraces(div, update, [0], MAX_POINTS);
   div.dataset.points = div.data[0].x.length;
+  if (windowS) {
+    const end = new Date(when);
+    const start = new Date(end.getTime() - windowS * 1000);
+    if (!div.layout.xaxis.autorange && new Date(div.layout.xaxis.range[1]) < end) {
+      window.Plotly.relayout(div, { "xaxis.range": [start.toISOString(), end.toISOString()] });
+    }
+  }
 }

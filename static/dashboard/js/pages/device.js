@@ -28,10 +28,15 @@ function applyPoll(message) {
     if (document.getElementById(id).querySelector(".chart-empty")) {
       figure.data[0].x = [when];
       figure.data[0].y = [value * figure.scale];
+      figure.data[0].marker.size = [6]; // a lone point: a line needs two
+      if (figure.window_s) {
+        const end = new Date(when);
+        figure.layout.xaxis.range = [new Date(end.getTime() - figure.window_s * 1000).toISOString(), when];
+      }
       document.getElementById(id).replaceChildren();
       drawChart(id, figure);
     } else {
-      appendPoint(id, when, value * figure.scale);
+      appendPoint(id, when, value * figure.scale, figure.window_s);
     }
   }
   setHealthBadge(head.querySelector('[data-field="health"]'), line.health, line.reasons);
@@ -39,6 +44,6 @@ function applyPoll(message) {
 }
 
 for (const figure of figures) {
-  if (figure.data[0].x.length) drawChart(`chart-${figure.counter}`, figure);
+  if (!figure.empty) drawChart(`chart-${figure.counter}`, figure);
 }
 connect(head.dataset.wsPath, applyPoll);
