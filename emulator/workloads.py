@@ -60,10 +60,6 @@ class Workload:
     def node(self, node_id: int) -> OpNode:
         return self.nodes[node_id]
 
-    @property
-    def total_flops(self) -> float:
-        return sum(n.flops for n in self.nodes)
-
 
 class _Builder:
     """Appends nodes with consecutive ids; computes nothing by itself."""

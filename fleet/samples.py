@@ -7,9 +7,6 @@ there (fleet/history.py).
 from fleet.asicmon import CATALOGUE
 from fleet.models import Counter
 
-# Kinds of catalogue counters that are numbers worth a time series.
-SERIES_KINDS = {"gauge", "counter"}
-
 
 def mirror_catalogue(**kwargs) -> None:
     """Copy the Asicmon catalogue into the Counter table (run after every migrate)."""
@@ -30,6 +27,3 @@ def counter_ids() -> dict[str, int]:
         ids = dict(Counter.objects.values_list("name", "id"))
     return ids
 
-
-def series_counter_names() -> list[str]:
-    return sorted(name for name, c in CATALOGUE.items() if c.kind in SERIES_KINDS)

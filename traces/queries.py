@@ -44,12 +44,6 @@ def kinds_by_side(data: dict[str, Any]) -> dict[str, list[str]]:
     return {side: sorted(kinds, key=lambda k: rank.get(k, 99)) for side, kinds in present.items()}
 
 
-def default_kind(data: dict[str, Any], side: str) -> str | None:
-    """Framework operators on the host (so Python frames never bury them), else all."""
-    kinds = kinds_by_side(data)[side]
-    return "host_op" if side == "host" and "host_op" in kinds else None
-
-
 PUBLIC_ROW_FIELDS = (
     "op", "side", "kind", "count", "total_us", "self_us", "mean_us", "p50_us", "p95_us", "max_us", "share",
 )
@@ -167,11 +161,3 @@ def _group_by(records: np.ndarray, args: list[dict], key: str) -> list[dict[str,
     out.sort(key=lambda r: -r["total_us"])
     return out
 
-
-def arg_keys(instances_page: list[dict[str, Any]]) -> list[str]:
-    """The arg names seen on a page of instances (the group-by choices)."""
-    keys: dict[str, None] = {}
-    for inst in instances_page:
-        for k in inst["args"]:
-            keys.setdefault(k, None)
-    return list(keys)

@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 KINDS = ("gauge", "counter", "info", "state")
+SERIES_KINDS = frozenset({"gauge", "counter"})  # the kinds that are numbers worth a time series
 DRIVER_STATUSES = ("ok", "hung", "rebooting", "error")
 THROTTLE_REASONS = ("none", "idle", "thermal", "power", "thermal,power")
 LINK_STATUSES = ("ok", "degraded")
@@ -48,17 +49,9 @@ class CounterDef:
 
     @property
     def is_numeric(self) -> bool:
-        return self.kind in ("gauge", "counter")
+        """A number worth a time series (a gauge or a counter, not a string or a state)."""
+        return self.kind in SERIES_KINDS
 
-    def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "unit": self.unit,
-            "kind": self.kind,
-            "description": self.description,
-            "per_core": self.per_core,
-            "values": list(self.values),
-        }
 
 
 _COUNTERS = [

@@ -20,7 +20,6 @@ from fleet.asicmon import CATALOGUE
 
 DEVICE_LABELS = ("host", "device", "serial", "type", "model")
 DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
-SERIES_KINDS = {"gauge", "counter"}
 GPU_TYPES = {"gpu", "nvml"}
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _RESERVED = {"__name__", *DEVICE_LABELS, *DCGM_LABELS}
@@ -58,7 +57,7 @@ def series_counters() -> tuple[tuple[str, str], ...]:
     """(catalogue counter, series name) of every counter that gets a time series."""
     return tuple(
         (name, metric_name(name)) for name, counter in CATALOGUE.items()
-        if counter.kind in SERIES_KINDS and not counter.per_core
+        if counter.is_numeric and not counter.per_core
     )
 
 

@@ -46,10 +46,6 @@ class Correlation:
     intervals: list[tuple[int, int, str]]  # (start ns, end ns, state), merged runs
     bubbles: list[dict[str, Any]] = field(default_factory=list)
 
-    def launcher_of(self, device_event: int) -> int:
-        k = np.flatnonzero(self.device_events == device_event)
-        return int(self.launcher[k[0]]) if len(k) else -1
-
     def to_dict(self, top: int | None = 20, max_intervals: int = 2000) -> dict[str, Any]:
         s = self.trace.strings.strings
         pairs: dict[tuple[int, int], list] = {}
