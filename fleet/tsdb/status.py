@@ -15,6 +15,7 @@ import socket
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fleet.tsdb.sending import WARN_EVERY_S, Monitor, Report
@@ -115,6 +116,22 @@ class SpoolState:
     @property
     def mib(self) -> float:
         return self.bytes / (1 << 20)
+
+    @property
+    def since(self) -> datetime | None:
+        return _datetime(self.failing_since)
+
+    @property
+    def last_written(self) -> datetime | None:
+        return _datetime(self.last_success_at)
+
+    @property
+    def lost_at(self) -> datetime | None:
+        return _datetime(self.last_loss_at)
+
+
+def _datetime(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
 
 
 def _state(name: str, raw: dict[bytes, bytes]) -> SpoolState:
