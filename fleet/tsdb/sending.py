@@ -103,6 +103,7 @@ class _Run:
 
 
 _started: set[Path] = set()  # spools this process has cleaned at start
+_MONITOR_TROUBLE = Path("<monitor>")  # the key of the monitor's own warnings' pace
 
 
 class Writer:
@@ -248,8 +249,9 @@ class Writer:
         report = Report(self.spool.folder, run.written, run.failures, run.refused, drops, len(entries), size)
         try:
             recovered = self.monitor.record(report)
-        except Exception:  # the monitor's own trouble (Redis away) never costs a write
-            log.exception("time-series spool: the writes' state could not be recorded")
+        except Exception as exc:  # the monitor's own trouble (Redis away) never costs a write
+            if Monitor().may_warn(_MONITOR_TROUBLE):  # once a minute, like the rest
+                log.warning("time-series spool: the writes' state could not be recorded: %s: %s", type(exc).__name__, exc)
             recovered = False
         if run.refused and self.monitor.may_warn(self.spool.folder):
             reason, message = run.refused
