@@ -5,6 +5,7 @@ fixed, no sample is lost (benchmarks/bench_spool_refusals.py runs it for 10 minu
 """
 
 import re
+import time
 
 import pytest
 from django.urls import reverse
@@ -115,8 +116,9 @@ def refusal_scenario(proxy, *, cycles_refused: int, cycles_after: int, refused_s
     proxy.status = None
     for n in range(cycles_refused, cycles_refused + cycles_after):
         results += [polling.poll_shard(shard, start + n * interval) for shard in polling.shards()]
+    deadline = time.monotonic() + 120  # a loaded machine's store may time a request out now and then
     while (flushed := tsdb.writer().flush(budget_s=30)).waiting:
-        assert flushed.written, "the spool does not drain"
+        assert time.monotonic() < deadline, f"the spool does not drain: {flushed}"
     end = start + (cycles_refused + cycles_after - 1) * interval
     flush(newest=end)
     stored = raw_samples(start - 0.5, end)

@@ -257,6 +257,8 @@ class StoreProxy:
                 return answer.status, answer.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
+        except OSError as exc:  # the store is away: what a proxy answers then
+            return 502, f"bad gateway: {exc}".encode()
 
     @staticmethod
     def command_of(body: bytes) -> str:
