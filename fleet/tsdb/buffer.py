@@ -214,7 +214,12 @@ class Spool:
             return []
 
     def dropped_samples(self) -> int:
-        return sum(int(line.split(": ", 1)[1].split(" samples", 1)[0]) for line in self.dropped())
+        """Samples in dropped.log's lines (a line cut short by a full disk is left out)."""
+        total = 0
+        for line in self.dropped():
+            with contextlib.suppress(IndexError, ValueError):
+                total += int(line.split(": ", 1)[1].split(" samples", 1)[0])
+        return total
 
     # --- One sender at a time -------------------------------------------------------------
 
