@@ -166,7 +166,10 @@ def spools() -> list[SpoolState]:
         pipe.hgetall(_keys(name))
     found, gone = [], []
     for name, raw in zip(names, pipe.execute(), strict=True):
-        (found.append(_state(name, raw)) if raw else gone.append(name))
+        if raw:
+            found.append(_state(name, raw))
+        else:
+            gone.append(name)
     if gone:
         client.srem(_keys(), *gone)
     return found
