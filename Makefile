@@ -53,6 +53,7 @@ bench-fleet: $(VENV)/.dev
 bench-tsdb: $(VENV)/.dev tsdb-deps
 	$(BIN)/python benchmarks/bench_tsdb.py
 	$(BIN)/python benchmarks/bench_history.py  # the readers' queries: device page, API, fleet p95
+	$(BIN)/python benchmarks/bench_spool_refusals.py  # 10 minutes of 401s, then fixed: samples lost
 
 # Atrace against HTA on 10k/100k/1M-event Kineto traces (builds benchmarks/.venv-hta; minutes).
 bench-atrace: $(VENV)/.dev

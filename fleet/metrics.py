@@ -9,7 +9,11 @@
   ``asicmon_devices{health}``, ``asicmon_devices_in_state{state}``,
   ``asicmon_automation_paused``, ``asicmon_actions{kind,status}``;
 - for GPU-type devices the dcgm-exporter names, units and labels (gpu, UUID, modelName,
-  Hostname, device), so that existing Grafana DCGM dashboards read them unchanged.
+  Hostname, device), so that existing Grafana DCGM dashboards read them unchanged;
+- the time-series spools (one per poll worker and agent host, labelled ``spool``):
+  ``asicmon_tsdb_spool_batches``, ``asicmon_tsdb_spool_bytes``, ``asicmon_tsdb_store_refusing``,
+  ``asicmon_tsdb_write_failures_total{reason}``, ``asicmon_tsdb_samples_lost_total{reason}``,
+  ``asicmon_tsdb_last_write_success_timestamp_seconds`` (fleet/tsdb/status.py).
 
 Two queries and one Redis call, whatever the fleet's size.
 """
@@ -177,4 +181,40 @@ def render() -> bytes:
                 _dcgm_samples(dcgm, device, snapshot)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_FleetCollector(healths, devices))
+    registry.register(_SpoolCollector())
     return generate_latest(registry) + families.text().encode() + _dcgm_text(dcgm).encode()
+
+
+# --- The time-series spools (fleet/tsdb/status.py) ---------------------------------------------
+
+class _SpoolCollector:
+    """What waits in each spool for the store, why, and what was lost: one Redis round trip."""
+
+    def collect(self):
+        from fleet.tsdb import status
+
+        try:
+            spools = status.spools()
+        except Exception:  # noqa: BLE001 (Redis away: the fleet's series still go out)
+            return
+        label = ["spool"]
+        batches = GaugeMetricFamily("asicmon_tsdb_spool_batches", "Batches waiting in the spool for the time-series store.", labels=label)
+        size = GaugeMetricFamily("asicmon_tsdb_spool_bytes", "Bytes the batches waiting in the spool take.", labels=label)
+        refusing = GaugeMetricFamily("asicmon_tsdb_store_refusing", "1 while the store refuses (or does not answer) the spool's writes.", labels=label)
+        success = GaugeMetricFamily("asicmon_tsdb_last_write_success_timestamp_seconds",
+                                    "When the store last took a write from the spool's writers.", labels=label)
+        failures = CounterMetricFamily("asicmon_tsdb_write_failures", "Write requests the store refused or did not answer, by reason.",
+                                       labels=["spool", "reason"])
+        lost = CounterMetricFamily("asicmon_tsdb_samples_lost", "Samples that will never reach the store, by reason.",
+                                   labels=["spool", "reason"])
+        for spool in spools:
+            batches.add_metric([spool.spool], spool.batches)
+            size.add_metric([spool.spool], spool.bytes)
+            refusing.add_metric([spool.spool], spool.refusing)
+            if spool.last_success_at is not None:
+                success.add_metric([spool.spool], spool.last_success_at)
+            for reason, n in spool.failures.items():
+                failures.add_metric([spool.spool, reason], n)
+            for reason, n in spool.lost.items():
+                lost.add_metric([spool.spool, reason], n)
+        yield from (batches, size, refusing, success, failures, lost)

@@ -15,6 +15,7 @@ from fleet.charts import device_figures, empty_reason
 from fleet.choices import DeviceState, Health
 from fleet.forms import FleetFilterForm
 from fleet.models import Automation, Device
+from fleet.tsdb import status as tsdb_status
 
 
 def _table_query(request):
@@ -47,6 +48,7 @@ def fleet(request):
             "sorts": list(queries.SORTS),
             "page_sizes": queries.PAGE_SIZES,
             "automation": Automation.read(),
+            "spools": tsdb_status.needing_attention() if request.user.is_staff else [],
         },
     )
 

@@ -1,7 +1,7 @@
 """Samples in a Prometheus-compatible time-series store (VictoriaMetrics by default).
 
 The package is Django-free but for this module, which builds its parts from the settings:
-`client()`, `configured_labels()` and `writer()`.
+`client()`, `configured_labels()` and `writer()`, and `status` (the spools' state in Redis).
 """
 
 from fleet.tsdb.client import Client, Series, TsdbError, TsdbUnavailable
@@ -30,11 +30,13 @@ def configured_labels() -> str:
 
 
 def writer():
-    """The poll's writer: the store, with the spool under TSDB_BUFFER_DIR in front of it."""
+    """The poll's writer: the store, with the spool under TSDB_BUFFER_DIR in front of it,
+    telling Redis what it did (fleet/tsdb/status.py)."""
     from django.conf import settings
 
     from fleet.tsdb.buffer import Spool
-    from fleet.tsdb.writes import Writer
+    from fleet.tsdb.sending import Writer
+    from fleet.tsdb.status import RedisMonitor
 
     spool = Spool(settings.TSDB_BUFFER_DIR, settings.TSDB_BUFFER_MAX_MB * 1024 * 1024)
-    return Writer(client(), spool, flush_budget_s=settings.TSDB_FLUSH_BUDGET_S)
+    return Writer(client(), spool, flush_budget_s=settings.TSDB_FLUSH_BUDGET_S, monitor=RedisMonitor(spool.folder))

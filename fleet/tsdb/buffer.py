@@ -10,17 +10,23 @@ writer's cycles in order. A lock file (flock) lets one process at a time send fr
 The spool is bounded (TSDB_BUFFER_MAX_MB): when a batch would not fit, the oldest batches
 are dropped to make room, and every batch dropped (for room, or refused by the store) is
 logged as a warning and written as a line to `dropped.log` in the folder: its cycle, writer,
-number of samples and why.
+number of samples and why. Making room happens under the lock, so that no batch is evicted
+while a sender reads it.
+
+A batch that cannot be written (the disk is full) leaves nothing behind: its temporary file
+is removed and its samples are counted as lost, as every dropped batch is (`Drop`). Temporary
+files a crashed process left are removed when a writer starts (`clean_temporaries`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +34,9 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".batch"
 MAGIC = b"asicmon-remote-write-1"
+TEMPORARY = ".tmp-"
+STALE_TEMPORARY_S = 600  # no write of a batch takes this long: its writer is gone
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,32 +49,61 @@ class Batch:
     body: bytes  # the snappy-compressed WriteRequest
 
 
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Samples that will never reach the store, and why (`kind`: spool_full, too_large,
+    disk_full, spool_error, malformed). `entry`: the spool file they came from, None for a
+    batch that was never in the spool."""
+
+    kind: str
+    samples: int
+    reason: str
+    entry: Path | None = None
+
+
+@dataclass
 class Spool:
-    def __init__(self, folder: Path | str, max_bytes: int):
-        self.folder = Path(folder)
-        self.max_bytes = max_bytes
+    folder: Path | str
+    max_bytes: int
+    drops: list[Drop] = field(default_factory=list, init=False, repr=False)  # dropped since take_drops()
+    _depth: int = field(default=0, init=False, repr=False)  # how deeply this object holds the lock
+
+    def __post_init__(self):
+        self.folder = Path(self.folder)
 
     # --- Adding and reading ----------------------------------------------------------
 
-    def append(self, batch: Batch) -> Path | None:
-        """Keep `batch` durably; returns its file (None if it alone is larger than the spool)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def append(self, batch: Batch, origin: Path | None = None) -> Path | None:
+        """Keep `batch` durably; returns its file, or None when it was dropped (larger than
+        the whole spool, or the disk is full: nothing of it is left behind). `origin`: the
+        spool file the batch is a part of, if any (for what a drop names)."""
         header = b"%s %d %d %s\n" % (MAGIC, batch.cycle_ms, batch.samples, batch.scope.encode())
         size = len(header) + len(batch.body)
         if size > self.max_bytes:
-            self.note_dropped(batch, f"larger than the whole spool ({size} > {self.max_bytes} bytes)")
+            self.note_dropped(batch, f"larger than the whole spool ({size} > {self.max_bytes} bytes)", "too_large", origin)
             return None
-        self._make_room(size)
         name = f"{batch.cycle_ms:013d}-{time.time_ns():019d}-{os.getpid()}{SUFFIX}"
-        temporary = self.folder / f".tmp-{name}"
-        with temporary.open("wb") as f:
-            f.write(header)
-            f.write(batch.body)
-            f.flush()
-            os.fsync(f.fileno())
-        final = self.folder / name
-        temporary.rename(final)
-        self._sync_folder()
+        temporary = self.folder / f"{TEMPORARY}{name}"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._make_room(size)
+            with temporary.open("wb") as f:
+                f.write(header)
+                f.write(batch.body)
+                f.flush()
+                os.fsync(f.fileno())
+            final = self.folder / name
+            temporary.rename(final)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+            kind = "disk_full" if exc.errno in DISK_FULL else "spool_error"
+            self.note_dropped(batch, f"the spool cannot be written: {exc}", kind, origin)
+            return None
+        try:
+            self._sync_folder()
+        except OSError as exc:  # the batch is in place; only its durability across a crash is in doubt
+            log.warning("spool: %s could not be synced: %s", self.folder, exc)
         return final
 
     def entries(self) -> list[Path]:
@@ -105,29 +143,68 @@ class Spool:
 
     # --- Bounds and what was dropped --------------------------------------------------
 
-    def _make_room(self, size: int) -> None:
+    def _sizes(self) -> list[tuple[Path, int]]:
         sizes = []
         for entry in self.entries():
             with contextlib.suppress(FileNotFoundError):
                 sizes.append((entry, entry.stat().st_size))
-        total = sum(s for _, s in sizes)
-        for entry, entry_size in sizes:
-            if total + size <= self.max_bytes:
-                break
-            batch = self.read(entry)
-            if batch is not None:
-                self.note_dropped(batch, f"the spool is full ({self.max_bytes // (1024 * 1024)} MiB)")
-            self.remove(entry)
-            total -= entry_size
+        return sizes
 
-    def note_dropped(self, batch: Batch, reason: str) -> None:
-        """Say that a batch will never reach the store: a warning, and a line in dropped.log."""
+    def _make_room(self, size: int) -> None:
+        """Drop the oldest batches until `size` more bytes fit, under the lock (a sender may
+        be reading them; waits for it when another process holds the lock)."""
+        if sum(s for _, s in self._sizes()) + size <= self.max_bytes:
+            return
+        with self.lock(blocking=True):
+            sizes = self._sizes()
+            total = sum(s for _, s in sizes)
+            for entry, entry_size in sizes:
+                if total + size <= self.max_bytes:
+                    break
+                batch = self.read(entry)
+                if batch is not None:
+                    self.note_dropped(batch, f"the spool is full ({self.max_bytes // (1024 * 1024)} MiB)",
+                                      "spool_full", entry)
+                self.remove(entry)
+                total -= entry_size
+
+    def note_dropped(self, batch: Batch, reason: str, kind: str = "malformed", entry: Path | None = None) -> None:
+        """Say that a batch will never reach the store: a warning (an error when the disk is
+        full), a line in dropped.log (unless the disk is full) and a `Drop` in `drops`."""
         when = datetime.fromtimestamp(batch.cycle_ms / 1000, tz=UTC).isoformat()
         line = f"{datetime.now(tz=UTC).isoformat()} dropped cycle {when} of {batch.scope}: {batch.samples} samples, {reason}"
-        log.warning("time-series spool: %s", line)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with (self.folder / "dropped.log").open("a") as f:
-            f.write(line + "\n")
+        log.log(logging.ERROR if kind in ("disk_full", "spool_error") else logging.WARNING, "time-series spool: %s", line)
+        self.drops.append(Drop(kind, batch.samples, reason, entry))
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with (self.folder / "dropped.log").open("a") as f:
+                f.write(line + "\n")
+        except OSError as exc:
+            log.error("time-series spool: dropped.log cannot be written (%s); the line above is the only record", exc)
+
+    def take_drops(self) -> list[Drop]:
+        """The drops since the last call."""
+        drops, self.drops = self.drops, []
+        return drops
+
+    def clean_temporaries(self, *, stale_s: float = STALE_TEMPORARY_S) -> int:
+        """Remove the temporary files of writes that never finished: their process is gone
+        (the pid in the name is not running here), or they are older than `stale_s`.
+        Returns how many."""
+        removed = 0
+        try:
+            found = [p for p in self.folder.iterdir() if p.name.startswith(TEMPORARY)]
+        except FileNotFoundError:
+            return 0
+        now = time.time()
+        for path in found:
+            with contextlib.suppress(FileNotFoundError):
+                if _writer_gone(path.name) or now - path.stat().st_mtime > stale_s:
+                    path.unlink()
+                    removed += 1
+        if removed:
+            log.warning("time-series spool: removed %d unfinished temporary files from %s", removed, self.folder)
+        return removed
 
     def dropped(self) -> list[str]:
         """The lines of dropped.log: every batch dropped so far."""
@@ -137,14 +214,26 @@ class Spool:
             return []
 
     def dropped_samples(self) -> int:
-        return sum(int(line.split(": ", 1)[1].split(" samples", 1)[0]) for line in self.dropped())
+        """Samples in dropped.log's lines (a line cut short by a full disk is left out)."""
+        total = 0
+        for line in self.dropped():
+            with contextlib.suppress(IndexError, ValueError):
+                total += int(line.split(": ", 1)[1].split(" samples", 1)[0])
+        return total
 
     # --- One sender at a time -------------------------------------------------------------
 
     @contextlib.contextmanager
     def lock(self, *, blocking: bool):
         """Hold the spool's lock (yields True), or yield False at once if another process
-        holds it and not `blocking`."""
+        holds it and not `blocking`. Taken again through the same object, it is held already."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield True
+            finally:
+                self._depth -= 1
+            return
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -153,9 +242,11 @@ class Spool:
             except BlockingIOError:
                 yield False
                 return
+            self._depth = 1
             try:
                 yield True
             finally:
+                self._depth = 0
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
@@ -166,3 +257,20 @@ class Spool:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the process that wrote temporary file `name` (…-<pid>.batch) is gone."""
+    try:
+        pid = int(name.removesuffix(SUFFIX).rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

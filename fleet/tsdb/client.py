@@ -21,12 +21,37 @@ WRITE_PATHS = ("/api/v1/write", "/api/v1/push")
 
 
 class TsdbError(Exception):
-    """The store answered with an error (its message): a bad query, a rejected write."""
+    """The store answered with an error (its message): a bad query, a rejected write.
+
+    `status` is the HTTP status (None when no answer came), `reason` a short name for it
+    (`failure_reason`), as /metrics labels write failures."""
+
+    def __init__(self, message: str, status: int | None = None, reason: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason or failure_reason(status)
 
 
 class TsdbUnavailable(TsdbError):
     """The store did not answer in time, refused the connection or failed (5xx): history
     is unavailable for now; a write may succeed later."""
+
+
+# A write refused with these statuses is the request's own fault (the store cannot read it, or
+# refuses some of its samples): sending it again as it is would be refused again.
+MALFORMED = (400, 422)
+_REASONS = {400: "malformed", 422: "malformed", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+            408: "busy", 429: "busy", 413: "too_large"}
+
+
+def failure_reason(status: int | None) -> str:
+    """A bounded name for a failed request's status: `unauthorized`, `not_found`,
+    `server_error`, … (`http_<status>` for the others; `connection_error` with no status)."""
+    if status is None:
+        return "connection_error"
+    if status >= 500:
+        return "server_error"
+    return _REASONS.get(status, f"http_{status}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +106,8 @@ class Client:
             return answer["data"]
         message = _message(status, payload, answer)
         if status >= 500 or status in (408, 429):
-            raise TsdbUnavailable(message)
-        raise TsdbError(message)
+            raise TsdbUnavailable(message, status)
+        raise TsdbError(message, status)
 
     # --- Writes --------------------------------------------------------------------
 
@@ -90,7 +115,8 @@ class Client:
         """Send one remote-write request (`body`: a snappy-compressed WriteRequest).
 
         Raises TsdbUnavailable when it may succeed later (no answer in time, refused, 5xx,
-        429) and TsdbError when the store rejects it (4xx: it never will)."""
+        408, 429) and TsdbError for another answer (4xx), with its `status`: whether the
+        request itself is at fault (MALFORMED) is the caller's to decide."""
         status, payload = self._request(
             "POST", self.write_url, body,
             {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
@@ -101,8 +127,8 @@ class Client:
             return
         message = _message(status, payload, None)
         if status >= 500 or status in (408, 429):
-            raise TsdbUnavailable(message)
-        raise TsdbError(message)
+            raise TsdbUnavailable(message, status)
+        raise TsdbError(message, status)
 
     # --- HTTP ----------------------------------------------------------------------
 
@@ -129,8 +155,10 @@ class Client:
                 raise TsdbUnavailable(f"{url}: {type(exc).__name__}: {exc}") from exc
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(parts.scheme, parts.netloc)
-                what = "no answer within the timeout" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-                raise TsdbUnavailable(f"{url}: {what}") from exc
+                if isinstance(exc, TimeoutError):
+                    raise TsdbUnavailable(f"{url}: no answer within the timeout", reason="timeout") from exc
+                reason = "connection_refused" if isinstance(exc, ConnectionRefusedError) else "connection_error"
+                raise TsdbUnavailable(f"{url}: {type(exc).__name__}: {exc}", reason=reason) from exc
         raise AssertionError("unreachable")
 
     def _connection(self, scheme: str, netloc: str, timeout: float):

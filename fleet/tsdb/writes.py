@@ -6,31 +6,29 @@ between cycles, so each device's series bytes are built once (per TSDB_LABELS) a
 cycle joins them and writes each value's 8 bytes and the timestamp in place. Requests are
 snappy-compressed as remote write asks (benchmarks/bench_tsdb.py measures it).
 
-Writing (`Writer`): the requests go straight to the store when nothing is waiting; when the
-store is down, slow or busy with another writer, they wait in the spool (fleet/tsdb/buffer.py)
-and every later request queues behind them, so that the store receives each writer's cycles
-in order. A cycle written twice (a retried task, an answer lost after the store took it) is
-kept once: VictoriaMetrics deduplicates samples of a series with the same timestamp
-(-dedup.minScrapeInterval=1ms), Prometheus ignores an exact repeat of its latest sample.
+Writing (`Writer`, fleet/tsdb/sending.py): the requests go straight to the store when nothing
+is waiting; when the store is down, slow, refuses them or is busy with another writer, they
+wait in the spool (fleet/tsdb/buffer.py) and every later request queues behind them, so that
+the store receives each writer's cycles in order. A cycle written twice (a retried task, an
+answer lost after the store took it) is kept once: VictoriaMetrics deduplicates samples of a
+series with the same timestamp (-dedup.minScrapeInterval=1ms), Prometheus ignores an exact
+repeat of its latest sample.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import compress as compress_values
 from typing import NamedTuple
 
 import cramjam
 import numpy as np
 
-from fleet.tsdb.buffer import Batch, Spool
-from fleet.tsdb.client import Client, TsdbError, TsdbUnavailable
+from fleet.tsdb.buffer import Batch
+from fleet.tsdb.sending import Writer, WriteResult
 from fleet.tsdb.series import GPU_TYPES, DeviceKey, dcgm_fields, parse_labels, series_counters
 
-log = logging.getLogger(__name__)
+__all__ = ["Encoder", "WriteResult", "Writer", "compress"]
 
 
 def _varint(n: int) -> bytes:
@@ -219,105 +217,3 @@ _EIGHT = np.arange(8)
 
 def compress(raw: bytes | bytearray) -> bytes:
     return bytes(cramjam.snappy.compress_raw(raw))
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What became of a batch: written now, waiting in the spool, or refused by the store."""
-
-    written: int = 0  # samples the store took now (this batch's and spooled ones)
-    buffered: int = 0  # samples of this batch left waiting in the spool
-    rejected: int = 0  # samples the store refused (its message logged), never retried
-    waiting: int = 0  # batches in the spool afterwards
-    kept: int = 0  # samples of this batch now in the store or waiting for it
-
-
-class Writer:
-    """Sends batches to the store, through the spool whenever the store cannot take them now."""
-
-    def __init__(self, client: Client, spool: Spool, *, flush_budget_s: float = 1.0):
-        self.client = client
-        self.spool = spool
-        self.flush_budget_s = flush_budget_s
-
-    def write(self, batch: Batch | list[Batch]) -> WriteResult:
-        """Send a cycle's batches (or spool them behind those waiting), then send what
-        waits, within the budget."""
-        batches = [b for b in ([batch] if isinstance(batch, Batch) else batch) if b.samples]
-        if not batches:
-            return WriteResult(waiting=self.spool.count())
-        with self.spool.lock(blocking=False) as held:
-            if not held:  # another writer is talking to the store: queue behind it
-                return self._spooled(batches, written=0)
-            if self.spool.count() == 0:
-                written = rejected = 0
-                for n, each in enumerate(batches):
-                    try:
-                        self.client.write(each.body)
-                        written += each.samples
-                    except TsdbUnavailable as exc:
-                        log.warning("time-series store unavailable, cycle %d of %s waits in the spool: %s",
-                                    each.cycle_ms, each.scope, exc)
-                        return self._spooled(batches[n:], written=written, rejected=rejected)
-                    except TsdbError as exc:
-                        self.spool.note_dropped(each, f"rejected by the store: {exc}")
-                        rejected += each.samples
-                return WriteResult(written=written, rejected=rejected, kept=written)
-            entries = [self.spool.append(each) for each in batches]
-            flushed = self._drain(time.monotonic() + self.flush_budget_s)
-        buffered = kept = 0
-        for each, entry in zip(batches, entries, strict=True):
-            if entry is not None and entry.exists():
-                buffered += each.samples
-                kept += each.samples
-            elif entry is not None and entry not in flushed.rejected_entries:
-                kept += each.samples
-        return WriteResult(written=flushed.written, buffered=buffered, rejected=flushed.rejected,
-                           waiting=self.spool.count(), kept=kept)
-
-    def _spooled(self, batches: list[Batch], *, written: int, rejected: int = 0) -> WriteResult:
-        buffered = sum(each.samples for each in batches if self.spool.append(each))
-        return WriteResult(written=written, buffered=buffered, rejected=rejected, waiting=self.spool.count(),
-                           kept=written + buffered)
-
-    def flush(self, budget_s: float | None = None) -> WriteResult:
-        """Send waiting batches, oldest first, until the spool is empty, the store fails or
-        the budget is spent. Does nothing while another writer holds the spool."""
-        budget = self.flush_budget_s if budget_s is None else budget_s
-        with self.spool.lock(blocking=False) as held:
-            if not held:
-                return WriteResult(waiting=self.spool.count())
-            result = self._drain(time.monotonic() + budget)
-        return WriteResult(written=result.written, rejected=result.rejected, waiting=self.spool.count())
-
-    def _drain(self, deadline: float) -> _Drained:
-        written = rejected = 0
-        rejected_entries = set()
-        for entry in self.spool.entries():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            batch = self.spool.read(entry)
-            if batch is None:
-                continue
-            try:
-                self.client.write(batch.body, timeout_s=min(left, self.client.write_timeout_s))
-            except TsdbUnavailable as exc:
-                log.info("time-series store still unavailable, %d batches wait: %s", self.spool.count(), exc)
-                break
-            except TsdbError as exc:
-                self.spool.note_dropped(batch, f"rejected by the store: {exc}")
-                self.spool.remove(entry)
-                rejected += batch.samples
-                rejected_entries.add(entry)
-                continue
-            self.spool.remove(entry)
-            written += batch.samples
-        return _Drained(written, rejected, rejected_entries)
-
-
-@dataclass(frozen=True)
-class _Drained:
-    written: int
-    rejected: int
-    rejected_entries: set

@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,87 @@ def prometheus_store(tmp_path, settings):
     settings.TSDB_URL = settings.TSDB_WRITE_URL = store.url
     yield store
     store.stop()
+
+
+class StoreProxy:
+    """A real HTTP proxy in front of a store, as a misconfigured one would stand there: it
+    answers every request with `status` (401 after a credential rotation, 404 when misrouted,
+    …), or 413 for a body larger than `max_body` (a proxy's body limit), and forwards the rest
+    to the store, answering with the store's answer. `answered` counts what it answered."""
+
+    def __init__(self, upstream: str):
+        import http.server
+        import threading
+
+        self.upstream = upstream.rstrip("/")
+        self.status: int | None = None
+        self.max_body: int | None = None
+        self.answered: Counter = Counter()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802 (the standard library's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, payload = proxy.answer(self.path, body, self.headers)
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST  # noqa: N815
+
+            def log_message(self, *args):
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):  # a client gone after its timeout: not news
+                pass
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="store-proxy", daemon=True)
+        self.thread.start()
+
+    def answer(self, path: str, body: bytes, headers) -> tuple[int, bytes]:
+        if self.status is not None:
+            status, payload = self.status, f"refused by the test's proxy: HTTP {self.status}".encode()
+        elif self.max_body is not None and len(body) > self.max_body:
+            status, payload = 413, b"request entity too large"
+        else:
+            status, payload = self.forward(path, body, headers)
+        self.answered[status] += 1
+        return status, payload
+
+    def forward(self, path: str, body: bytes, headers) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.upstream + path, data=body if body else None, method=self.command_of(body))
+        for name in ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Write-Version"):
+            if headers.get(name):
+                request.add_header(name, headers[name])
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+        except OSError as exc:  # the store is away: what a proxy answers then
+            return 502, f"bad gateway: {exc}".encode()
+
+    @staticmethod
+    def command_of(body: bytes) -> str:
+        return "POST" if body else "GET"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def store_proxy(settings):
+    """A StoreProxy in front of the store the settings name, the writes pointed at it."""
+    proxy = StoreProxy(settings.TSDB_WRITE_URL)
+    settings.TSDB_WRITE_URL = proxy.url
+    yield proxy
+    proxy.close()
