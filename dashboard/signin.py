@@ -84,6 +84,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 class SignInView(auth_views.LoginView):
     authentication_form = ThrottledAuthenticationForm
     template_name = "dashboard/login.html"
+    http_method_names = ["get", "head", "post", "options"]  # not PUT, which LoginView takes for a POST
 
     def form_invalid(self, form):
         response = super().form_invalid(form)

@@ -37,6 +37,7 @@ class DocsView(SpectacularSwaggerView):
 
     permission_classes = [SchemaAccess]
     authentication_classes = [SessionAuthentication]
+    http_method_names = ["get", "head"]  # OPTIONS would render DRF's metadata with no template: a 500
 
     def handle_exception(self, exc):
         if isinstance(exc, NotAuthenticated):
