@@ -19,6 +19,7 @@ from tests.support.authorization import (
     READS,
     ROLES,
     SOCKET_DECISIONS,
+    SOCKET_PROBES,
     Decision,
     decision_of,
     missing_decision_message,
@@ -263,3 +264,107 @@ def test_http_matrix(world):
                     wrong.append(f"{method} {path} ({route.key}) as {role}: {response.status_code}{_error(response)}, "
                                  f"expected {expected}")
     assert not wrong, f"{len(wrong)} answers differ from tests/support/authorization.py:\n" + "\n".join(wrong)
+
+
+# -- Websockets, through the project's ASGI app and the real Redis channel layer -----------
+
+@pytest.fixture
+def socket_world(seeded_fleet, viewer, operator, outsider, admin_user):
+    from traces.choices import TraceSource
+    from traces.models import Job, Trace
+
+    objects = {
+        "device": seeded_fleet[0].pk,
+        "trace": Trace.objects.create(name="matrix", source=TraceSource.UPLOAD, created_by=operator).pk,
+        "job": Job.objects.create(name="matrix", source=TraceSource.UPLOAD, created_by=operator).pk,
+    }
+    return {"objects": objects, "users": {"outsider": outsider, "viewer": viewer, "operator": operator,
+                                          "admin": admin_user}}
+
+
+def socket_path(pattern: str, objects: dict) -> str:
+    if not pattern:
+        return "/ws/no-such-socket/"
+    path = re.sub(r"<int:(\w+)_id>", lambda m: str(objects[m.group(1)]), pattern)
+    assert "<" not in path, f"websocket {pattern!r}: no sample value for its parameters: add one in socket_path"
+    return "/" + path
+
+
+async def socket_headers(role: str, users: dict) -> list:
+    from tests.support.websockets import SAME_ORIGIN, session_headers
+
+    if role in users:
+        return await session_headers(Client(), users[role])
+    return [SAME_ORIGIN, (b"authorization", BAD_TOKEN.encode())] if role == "bad token" else [SAME_ORIGIN]
+
+
+def rows_written() -> dict:
+    from fleet.models import Action
+    from traces.models import Job, Trace
+
+    return {model.__name__: model.objects.count() for model in (Action, Trace, Job)}
+
+
+async def probe(communicator, message, device: int) -> str | None:
+    """Send one probe; what went wrong, if anything (the socket may answer, or not)."""
+    frame = {"bytes": message} if isinstance(message, bytes) else {"text": message.format(device=device)}
+    try:
+        await communicator.send_input({"type": "websocket.receive", **frame})
+        while not await communicator.receive_nothing(timeout=0.1):
+            answer = await communicator.receive_output(timeout=1)
+            if answer["type"] == "websocket.close":
+                return f"closed the socket ({answer.get('code')})"
+        if communicator.future.done():
+            communicator.future.result()  # raises what the consumer died of
+            return "the consumer stopped"
+    except Exception as exc:  # the consumer crashed: what a 500 is to a page
+        return f"crashed: {type(exc).__name__}: {exc}"
+    return None
+
+
+async def check_socket(path: str, decision, role: str, headers: list, device: int) -> list[str]:
+    from asgiref.sync import sync_to_async
+
+    from tests.support.websockets import connect
+
+    communicator, connected, _ = await connect(path, headers)
+    if not connected:
+        return [f"{path} as {role}: refused before the handshake (a browser sees only 1006)"]
+    if role not in decision.connect:
+        expected = decision.closes_with or (4401 if role in NOT_SIGNED_IN else 4403)
+        if await communicator.receive_nothing(timeout=2, interval=0.02):
+            await communicator.disconnect()
+            return [f"{path} as {role}: stayed open, expected closed with {expected}"]
+        message = await communicator.receive_output()
+        got = message.get("code") if message["type"] == "websocket.close" else message
+        return [] if got == expected else [f"{path} as {role}: {got}, expected closed with {expected}"]
+    if not await communicator.receive_nothing(timeout=0.2):
+        return [f"{path} as {role}: {await communicator.receive_output()}, expected an open socket"]
+    wrong = []
+    before = await sync_to_async(rows_written)()
+    for message in SOCKET_PROBES:
+        if problem := await probe(communicator, message, device):
+            wrong.append(f"{path} as {role}, sent {message!r}: {problem}")
+            break
+    if (after := await sync_to_async(rows_written)()) != before:
+        wrong.append(f"{path} as {role}: the probes wrote rows ({before} -> {after}); no socket acts yet")
+    if not wrong:  # a crashed consumer has nothing left to disconnect
+        await communicator.disconnect()
+    return wrong
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_thread_connections")
+async def test_websocket_matrix(socket_world):
+    objects, users = socket_world["objects"], socket_world["users"]
+    headers = {role: await socket_headers(role, users) for role in ROLES}
+    wrong = []
+    for route in websocket_urlpatterns:
+        pattern = str(route.pattern)
+        decision = SOCKET_DECISIONS.get(pattern)
+        if decision is None:
+            wrong.append(missing_decision_message([f"websocket {pattern!r}"]))
+            continue
+        for role in ROLES:
+            wrong += await check_socket(socket_path(pattern, objects), decision, role, headers[role], objects["device"])
+    assert not wrong, f"{len(wrong)} sockets differ from tests/support/authorization.py:\n" + "\n".join(wrong)

@@ -137,21 +137,38 @@ HTTP_DECISIONS: dict[str, Decision] = {
 
 @dataclass(frozen=True)
 class SocketDecision:
-    connect: frozenset  # who keeps a socket open; the others are closed with 4401/4403
+    """Who keeps a socket open; the others see it accepted, then closed with 4401 (not
+    signed in) or 4403 (no permission), or `closes_with` whoever they are.
+
+    No socket takes an action yet (a capture, a device action): they only forward. Every
+    role that keeps one open sends it SOCKET_PROBES, actions among them: none may crash the
+    consumer, and none may write a row. A socket that comes to act needs its own decision
+    for that (who may send which message), and the matrix a check of it."""
+
+    connect: frozenset
     why: str = ""
-    # Messages that act (a capture, a device action) and who may send them. None yet: every
-    # socket only forwards; what they receive is tried for crashes as each role.
-    actions: dict[str, frozenset] | None = None
+    closes_with: int | None = None
 
 
-# Websocket route pattern -> decision.
+# Websocket route pattern (dashboard/routing.py and the apps' consumers) -> decision.
 SOCKET_DECISIONS: dict[str, SocketDecision] = {
     "ws/fleet/": SocketDecision(VIEWERS, why="the fleet page's live table"),
     "ws/devices/<int:device_id>/": SocketDecision(VIEWERS),
     "ws/traces/<int:trace_id>/": SocketDecision(VIEWERS),
     "ws/jobs/<int:job_id>/": SocketDecision(VIEWERS),
-    "": SocketDecision(NOBODY, why="any other path: closed with 4404"),
+    "": SocketDecision(NOBODY, closes_with=4404, why="any other path"),
 }
+
+# What the matrix sends on every open socket ({device} is a real device's id).
+SOCKET_PROBES = (
+    '{{"type": "subscribe", "devices": [{device}]}}',  # what the fleet page sends
+    '{{"type": "reboot", "device": {device}}}',
+    '{{"type": "capture", "device": {device}, "duration_s": 1}}',
+    '{{"action": "drain", "device": {device}}}',
+    "not JSON",
+    "[]",
+    b"\x00\xff binary",
+)
 
 
 def decision_of(key: str, namespace: str | None) -> Decision | None:
