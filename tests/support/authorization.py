@@ -20,6 +20,10 @@ An allowed request may still be refused for its (empty) body or a missing sample
 state (400, 409, 415): anything but a refusal, a 404 and a 5xx. A method the route does not
 have is 405 for whoever passes its permission check (the others may get their refusal
 first). No 5xx anywhere.
+
+A path that names an object gets a real one: `path_arguments` in the test picks it by the
+parameter's name and the route's name (a route named "trace-..." with a `pk` gets the
+trace); a route naming a new kind of object fails there, saying what to add.
 """
 
 from __future__ import annotations
