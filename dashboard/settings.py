@@ -4,6 +4,7 @@ A bad value fails loudly at start-up with ImproperlyConfigured rather than being
 guessed at. The README has the table of variables.
 """
 
+import ipaddress
 import json
 import os
 import re
@@ -82,6 +83,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_networks(name: str) -> tuple:
+    """Comma-separated IP addresses or networks (CIDR), e.g. "127.0.0.1,10.0.0.0/8"."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or network (e.g. 10.0.0.0/8)") from None
+    return tuple(networks)
+
+
 def env_paths(name: str) -> list[Path]:
     """A ":"-separated list of folders, like PATH."""
     raw = os.environ.get(name) or ""
@@ -136,6 +148,12 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 SIGNIN_MAX_FAILURES = env_int("SIGNIN_MAX_FAILURES", 5, minimum=1)
 SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900, minimum=1)
 AUTHENTICATION_BACKENDS = ["dashboard.signin.ThrottledModelBackend"]
+# Proxies whose X-Forwarded-For is believed (addresses or networks, "127.0.0.1,10.0.0.0/8"):
+# a request from one of them counts against the client it names, not the proxy. Empty: the
+# connection's own address, whatever the headers say.
+TRUSTED_PROXIES = env_networks("TRUSTED_PROXIES")
+# The OpenAPI schema and its docs page need sign-in unless this publishes them.
+API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

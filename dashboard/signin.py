@@ -5,7 +5,13 @@ for that name from that address are refused until the window passes, with a mess
 says so (the sign-in page answers 429). The counts live in the cache (Redis), so every
 web process sees them. The backend refuses too, so the admin's and the browsable API's
 sign-in forms are throttled the same way.
+
+The client's address is the connection's, unless that is one of TRUSTED_PROXIES: then it
+is the rightmost X-Forwarded-For entry that is not a trusted proxy (each proxy appends the
+peer it saw; what stands to the left of that is whatever the client chose to send).
 """
+
+from ipaddress import ip_address
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
@@ -17,8 +23,29 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.dispatch import receiver
 
 
+def _trusted(address: str) -> bool:
+    try:
+        parsed = ip_address(address)
+    except ValueError:
+        return False
+    return any(parsed in network for network in settings.TRUSTED_PROXIES)
+
+
+def client_address(request) -> str:
+    """The address of the client a request comes from, as far as it can be believed."""
+    address = request.META.get("REMOTE_ADDR") or "?"
+    if not _trusted(address):
+        return address
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
+    for hop in reversed(hops):
+        address = hop[:64]
+        if not _trusted(address):
+            break
+    return address
+
+
 def _key(request, username: str | None) -> str:
-    address = request.META.get("REMOTE_ADDR", "?") if request is not None else "?"
+    address = client_address(request) if request is not None else "?"
     return f"signin-failures:{address}:{(username or '').strip().lower()[:150]}"
 
 
@@ -57,6 +84,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 class SignInView(auth_views.LoginView):
     authentication_form = ThrottledAuthenticationForm
     template_name = "dashboard/login.html"
+    http_method_names = ["get", "head", "post", "options"]  # not PUT, which LoginView takes for a POST
 
     def form_invalid(self, form):
         response = super().form_invalid(form)

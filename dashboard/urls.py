@@ -1,9 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from dashboard.signin import SignInView
+from fleet.api.schema import DocsView, SchemaView
 
 urlpatterns = [
     path("", include("fleet.urls")),
@@ -13,7 +13,7 @@ urlpatterns = [
     path("api/", include("fleet.api.urls")),
     path("api/", include("traces.api.urls")),
     path("traces/", include("traces.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
+    path("api/docs/", DocsView.as_view(url_name="schema"), name="api-docs"),
     path("api/auth/", include("rest_framework.urls")),
 ]

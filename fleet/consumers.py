@@ -88,6 +88,11 @@ class SignedInConsumer(AsyncJsonWebsocketConsumer):
     async def groups_for_connection(self) -> list[str] | None:
         raise NotImplementedError
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """A socket that only forwards: whatever the page sends is answered, never acted on
+        (not parsed either: a text that is not JSON must not kill the consumer)."""
+        await self.send_json({"type": "error", "error": "this socket takes no messages"})
+
 
 class FleetConsumer(SignedInConsumer):
     """/ws/fleet/: the fleet page. Per shard poll it sends the lines of the devices the page

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleet import health_index, metrics, queries
@@ -29,6 +29,7 @@ def _table_query(request):
 
 @login_required
 @permission_required("fleet.view_device", raise_exception=True)
+@require_safe
 def fleet(request):
     """Summaries of the whole fleet first, then one page of the device table."""
     query, refusal = _table_query(request)
@@ -55,6 +56,7 @@ def fleet(request):
 
 @login_required
 @permission_required("fleet.view_device", raise_exception=True)
+@require_safe
 def fleet_table(request):
     """The device table alone, for the fleet page to swap in when filters or page change."""
     query, refusal = _table_query(request)
@@ -66,6 +68,7 @@ def fleet_table(request):
 
 @login_required
 @permission_required("fleet.view_device", raise_exception=True)
+@require_safe
 def device(request, device_id: int):
     device = get_object_or_404(Device.objects.select_related("host"), pk=device_id)
     range_key = request.GET.get("range") or next(iter(queries.DEVICE_RANGES))

@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_safe
 from rest_framework.exceptions import ValidationError
 
 from traces import analyses, services
@@ -22,6 +23,7 @@ FILTERS = ("q", "by", "device", "host", "type", "sw_version", "source", "status"
 
 @login_required
 @permission_required("traces.view_trace", raise_exception=True)
+@require_safe
 def catalogue(request):
     try:
         traces = filter_traces(Trace.objects.for_catalogue(), request.GET)
@@ -46,6 +48,7 @@ def catalogue(request):
 
 @login_required
 @permission_required("traces.upload_trace", raise_exception=True)
+@require_safe
 def upload(request):
     from django.conf import settings
 
@@ -54,6 +57,7 @@ def upload(request):
 
 @login_required
 @permission_required("traces.view_trace", raise_exception=True)
+@require_safe
 def detail(request, trace_id: int):
     trace = get_object_or_404(Trace.objects.select_related("device__host", "created_by"), pk=trace_id)
     return render(request, "traces/detail.html", {
@@ -88,6 +92,7 @@ def _pick(request, name: str) -> Trace:
 
 @login_required
 @permission_required("traces.view_trace", raise_exception=True)
+@require_safe
 def compare(request):
     try:
         a, b = _pick(request, "a"), _pick(request, "b")
@@ -104,6 +109,7 @@ def compare(request):
 
 @login_required
 @permission_required("traces.view_trace", raise_exception=True)
+@require_safe
 def versions(request):
     workload, device_type = request.GET.get("workload", ""), request.GET.get("type", "")
     context = {"choices": analyses.version_choices(), "workload": workload, "type": device_type}
@@ -118,6 +124,7 @@ def versions(request):
 # -- distributed jobs ----------------------------------------------------------------------
 @login_required
 @permission_required("traces.view_trace", raise_exception=True)
+@require_safe
 def jobs(request):
     from django.conf import settings
 
@@ -127,6 +134,7 @@ def jobs(request):
 
 @login_required
 @permission_required("traces.view_trace", raise_exception=True)
+@require_safe
 def job(request, job_id: int):
     found = get_object_or_404(Job.objects.select_related("created_by", "straggler_device"), pk=job_id)
     return render(request, "traces/job.html", job_page(found))

@@ -1,10 +1,48 @@
-"""OpenAPI post-processing: declare the error answers every endpoint can give.
+"""The OpenAPI schema and its docs page, for signed-in users only (API_SCHEMA_PUBLIC=true
+opens both to anyone); and the post-processing that declares the error answers every
+endpoint can give.
 
 Every operation may answer 401 (no credentials), 403 (no permission), 414 (a query string
 over the limit) and 503 (Redis, which holds the live state, is unreachable); one with query
 parameters 400 (a bad parameter, named in the body); one with a path parameter 404. The
 bodies are the JSON DRF writes: {"detail": "..."} or {"parameter": "message" | ["message"]}.
 """
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import NotAuthenticated
+from rest_framework.permissions import BasePermission
+
+
+class SchemaAccess(BasePermission):
+    """Signed in (session or token), unless API_SCHEMA_PUBLIC publishes the schema."""
+
+    message = "Sign in to read the API schema (API_SCHEMA_PUBLIC=true publishes it)."
+
+    def has_permission(self, request, view):
+        return settings.API_SCHEMA_PUBLIC or bool(request.user and request.user.is_authenticated)
+
+
+class SchemaView(SpectacularAPIView):
+    """GET /api/schema/: the OpenAPI document (401 without credentials)."""
+
+    permission_classes = [SchemaAccess]
+
+
+class DocsView(SpectacularSwaggerView):
+    """GET /api/docs/: Swagger UI, a page for people: a visitor who is not signed in is sent
+    to the sign-in page and comes back. Session only (token clients read /api/schema/)."""
+
+    permission_classes = [SchemaAccess]
+    authentication_classes = [SessionAuthentication]
+    http_method_names = ["get", "head"]  # OPTIONS would render DRF's metadata with no template: a 500
+
+    def handle_exception(self, exc):
+        if isinstance(exc, NotAuthenticated):
+            return redirect_to_login(self.request.get_full_path())
+        return super().handle_exception(exc)
 
 ERROR_SCHEMA = {
     "type": "object",

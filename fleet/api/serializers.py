@@ -151,6 +151,7 @@ class AutomationSerializer(serializers.ModelSerializer):
         model = Automation
         fields = ["paused", "reason", "changed_at"]
         read_only_fields = ["changed_at"]
+        extra_kwargs = {"paused": {"required": True}}  # a POST without it is a 400, not a KeyError
 
 
 class CapacityGroupSerializer(serializers.Serializer):

@@ -95,7 +95,7 @@ class DeviceViewSet(viewsets.ReadOnlyModelViewSet):
         responses={200: SeriesSerializer, 400: ERROR, 404: ERROR, 502: STORE_ERROR, 503: STORE_ERROR},
     )
     @action(detail=True, methods=["get"])
-    def samples(self, request, pk=None):
+    def samples(self, request, pk=None, **kwargs):  # kwargs: the router's .json suffix
         """One counter of one device over a time range, from the time-series store, oldest
         first: [time, value] raw, or [time, mean, min, max, count] a point per step, the time
         ending the step it sums up; ``resolution`` and ``step`` say which. A raw read looks
