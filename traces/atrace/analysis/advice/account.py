@@ -124,7 +124,8 @@ def _host_events(ctx: Context, w: Window, has_device: bool) -> np.ndarray:
         if has_device:
             cand = cand[np.isin(t.track[cand], w.drivers)]
         steps = np.isin(t.name[cand], _step_ids(ctx))
-        got = ctx.cache[key] = np.sort(cand[~steps])
+        profiler = t.cat[cand] == t.strings.lookup("Trace")  # the profiler's own span of the recording
+        got = ctx.cache[key] = np.sort(cand[~steps & ~profiler])
     return got
 
 

@@ -19,6 +19,7 @@ RULES = (
     "kernel_hotspot",
     "straggler",
     "graph_replays",
+    "cpu_hotspot",
 )
 #: What can bound a trace, as the verdict says it.
 BOUNDS = ("host", "device", "communication", "input")

@@ -11,6 +11,7 @@ from .common import Hit, make_finding, op_rows, pct
 from .context import Context, Window
 from .findings import Finding
 from .inputs import stall_intervals
+from .waits import host_waits
 from .words import duration, duration_us, plural, share
 
 
@@ -29,6 +30,7 @@ def _host_free(ctx: Context, w: Window) -> tuple[Hit, str, dict] | None:
     graph = ctx.is_graph_launch[ctx.launcher[launched]]
     mode = "graph" if graph.sum() > (~graph).sum() else "eager"
     host = w.host[np.isin(t.track[w.host], w.drivers)]
+    host = host[~np.isin(host, host_waits(ctx, w)[0])]  # the waits are rule 2's
     if len(stalls[0]):
         host = host[~covered(stalls[0], stalls[1], t.ts[host])]
     model = w.model
@@ -102,7 +104,9 @@ def _host_finding(ctx: Context, mode: str, rows: list) -> Finding | None:
     top = ops[0]["op"] if ops else "host code"
     slow_host = measured["host_per_launch_us"] > ctx.limits.launch_bound_host_per_launch_us
     host_ns = (dispatch_ns + cpu_ns) / n
-    setup = _setup_call(t, np.concatenate([h.window.host for h in hits]), dispatch_ns + cpu_ns)
+    host = np.concatenate([h.window.host for h in hits])
+    waits = np.concatenate([host_waits(ctx, h.window)[0] for h in hits])
+    setup = _setup_call(t, host[~np.isin(host, waits)], dispatch_ns + cpu_ns)
     also = f"; {setup}" if setup else ""
     if mode == "graph":
         title = (f"The device is idle {pct(1 - busy)} {ctx.of_each} between CUDA/HIP graph replays "

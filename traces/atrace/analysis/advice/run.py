@@ -7,6 +7,7 @@ from ...model.trace import Trace
 from ..whatif import communication_on_path
 from .account import account
 from .context import Context, build_context
+from .cpu import cpu_rule
 from .device import communication_rule, copies_rule, hotspot_rule
 from .findings import BOUNDS, RULES, Findings, summary_line, verdict
 from .host import host_bound_rules
@@ -27,9 +28,10 @@ def advise(trace: Trace, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Fin
         copies_rule(ctx),
         hotspot_rule(ctx, shares.get("device", 0.0)),
     ]
-    findings = sorted((f for f in found if f is not None), key=lambda f: (-f.saving_ns, RULES.index(f.rule)))
     busy = _device_busy(ctx)
     acc = account(ctx) if ctx.windows else {}
+    found.append(cpu_rule(ctx, acc))
+    findings = sorted((f for f in found if f is not None), key=lambda f: (-f.saving_ns, RULES.index(f.rule)))
     word, reason = supported_verdict(verdict(shares, limits), acc, findings, limits)
     return Findings(
         verdict=word,

@@ -172,7 +172,11 @@ def _saving(ctx: Context, w: Window, ev: np.ndarray, kind: np.ndarray) -> int:
     t = ctx.trace
     flagged = ev[(t.flags[ev] & FLAG_SYNC) != 0]
     other = ev[(t.flags[ev] & FLAG_SYNC) == 0]
-    what = w.model.saving(syncs=flagged if len(flagged) else None, work=other if len(other) else None)
+    # A blocking copy's own copy starts late because the call held it (staging pageable memory,
+    # waiting for the stream): its launch queueing goes with the wait.
+    own = w.dev[np.isin(ctx.launcher[w.dev], ev)]
+    what = w.model.saving(syncs=flagged if len(flagged) else None, work=other if len(other) else None,
+                          launches=own if len(own) else None)
     return min(max(what, idle_after(ctx, w, ev)), int(t.dur[ev].sum()))
 
 
