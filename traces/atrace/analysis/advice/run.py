@@ -11,6 +11,7 @@ from .cpu import cpu_rule
 from .device import communication_rule, copies_rule, hotspot_rule
 from .findings import BOUNDS, RULES, Findings, summary_line, verdict
 from .host import host_bound_rules
+from .inference import inference_facts
 from .inputs import input_rule, stall_intervals
 from .limits import ADVICE_LIMIT_NAMES, DEFAULT_ADVICE_LIMITS, AdviceLimits
 from .waits import host_wait_rule
@@ -30,6 +31,9 @@ def advise(trace: Trace, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Fin
     ]
     busy = _device_busy(ctx)
     acc = account(ctx) if ctx.windows else {}
+    facts = inference_facts(ctx) if ctx.windows else {}
+    if facts:
+        acc = {**acc, "inference": facts, "lines": [*acc["lines"], *facts["lines"]]}
     found.append(cpu_rule(ctx, acc))
     findings = sorted((f for f in found if f is not None), key=lambda f: (-f.saving_ns, RULES.index(f.rule)))
     word, reason = supported_verdict(verdict(shares, limits), acc, findings, limits)
