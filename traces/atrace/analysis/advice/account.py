@@ -22,7 +22,7 @@ from ...model.stats import merge_intervals, us
 from ...model.trace import Kind
 from .context import Context, Window
 from .waits import host_waits
-from .words import duration, share
+from .words import duration, plural, share
 
 #: Host code that runs a collective on the CPU, or waits for one (gloo, c10d).
 HOST_COLLECTIVE = re.compile(r"^(gloo|nccl|rccl|c10d|mpi):|c10d::|ProcessGroup|::wait$|barrier", re.IGNORECASE)
@@ -81,7 +81,7 @@ def _layers(ctx: Context, w: Window, has_device: bool):
                            ("communication", (Kind.COMM,))):
             d = w.dev[np.isin(t.kind[w.dev], kinds)]
             yield key, (t.ts[d], t.end[d])
-    ev = _host_events(ctx, w, has_device)
+    ev = host_events(ctx, w, has_device)
     waits, _ = host_waits(ctx, w)
     yield "host_wait", (t.ts[waits], t.end[waits])
     coll = _collective_names(ctx)[t.name[ev]]
@@ -97,7 +97,7 @@ def _layers(ctx: Context, w: Window, has_device: bool):
 def _host_span(ctx: Context, w: Window) -> tuple[int, int]:
     """A window without device work: its step, or the span of every host slice when the
     window is the whole trace."""
-    if ctx.has_steps:
+    if ctx.has_steps or len(ctx.windows) > 1:  # steps, or parts of a large trace
         return w.start, w.end
     order = _by_start(ctx)
     t = ctx.trace
@@ -110,7 +110,7 @@ def _input_anywhere(ctx: Context, ev: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return t.ts[k], t.end[k]
 
 
-def _host_events(ctx: Context, w: Window, has_device: bool) -> np.ndarray:
+def host_events(ctx: Context, w: Window, has_device: bool) -> np.ndarray:
     """Host slices in the window: on its driving threads, or on every host thread without a device."""
     t = ctx.trace
     key = ("host-events", w.start, w.end)
@@ -162,7 +162,7 @@ def _host_operators(ctx: Context, has_device: bool, top: int = 5) -> list[dict[s
     """The host operators (and collectives on the host) of the windows by self time, with the
     input shapes of their longest call when recorded."""
     t = ctx.trace
-    ev = np.unique(np.concatenate([_host_events(ctx, w, has_device) for w in ctx.windows] or [np.zeros(0, np.int64)]))
+    ev = np.unique(np.concatenate([host_events(ctx, w, has_device) for w in ctx.windows] or [np.zeros(0, np.int64)]))
     ev = ev[np.isin(t.kind[ev], (Kind.HOST_OP, Kind.RUNTIME))
             | ((t.kind[ev] == Kind.ANNOTATION) & _collective_names(ctx)[t.name[ev]])]
     own = _self_times(t, ev)  # less the operators and runtime calls inside
@@ -224,7 +224,7 @@ def _lines(ctx: Context, time: int, parts: list[dict], host: list[dict], kernels
     out = [f"Where the time goes, over {scope} ({duration(time)}): {split}."]
     if host:
         out.append("Top host operators by self time: " + ", ".join(
-            f"{r['op']} {duration(r['self_us'] * 1000)} ({r['count']:,} calls"
+            f"{r['op']} {duration(r['self_us'] * 1000)} ({plural(r['count'], 'call')}"
             + (f", shapes {_shapes(r['shapes'])}" if r["shapes"] else "") + ")" for r in host[:3]) + ".")
     if kernels:
         out.append("Top kernels: " + ", ".join(f"{_short(k['kernel'])} {duration(k['time_us'] * 1000)} "

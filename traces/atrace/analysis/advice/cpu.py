@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from ...model.stats import merge_intervals, us
+from .account import host_events
 from .common import focus
 from .context import Context
 from .findings import Evidence, Finding, severity
-from .words import duration, share
+from .words import duration, plural, share
 
 
 def cpu_rule(ctx: Context, acc: dict[str, Any]) -> Finding | None:
@@ -30,6 +31,7 @@ def cpu_rule(ctx: Context, acc: dict[str, Any]) -> Finding | None:
     names = {r["op"] for r in hot}
     ids = [t.strings.lookup(n) for n in names]
     ev = np.flatnonzero(np.isin(t.name, ids) & ~t.on_device & t.is_slice)
+    ev = np.intersect1d(ev, np.concatenate([host_events(ctx, w, False) for w in ctx.windows]))
     s, e = merge_intervals(t.ts[ev], t.end[ev])
     time_ns = acc["time_us"] * 1000
     saving = int(min((e - s).sum(), time_ns))
@@ -49,7 +51,7 @@ def cpu_rule(ctx: Context, acc: dict[str, Any]) -> Finding | None:
     }
     top = hot[0]
     shapes = f", shapes {top['shapes']}" if top.get("shapes") else ""
-    title = (f"CPU hotspot: {top['op']} runs {duration(top['self_us'] * 1000)} of self time in {top['count']:,} calls "
+    title = (f"CPU hotspot: {top['op']} runs {duration(top['self_us'] * 1000)} of self time in {plural(top['count'], 'call')} "
              f"on {top['threads']} thread{'s' if top['threads'] > 1 else ''}{shapes}"
              + (f" (with {', '.join(r['op'] for r in hot[1:])})" if len(hot) > 1 else "")
              + f"; its calls cover {share(ratio)} of the time" + _also(measured))

@@ -237,6 +237,8 @@ def idle_after(ctx: Context, w: Window, waits: np.ndarray) -> int:
     ends in the window's own device work counts."""
     t = ctx.trace
     starts, ends = ctx.tail.work_union
+    if not len(starts):  # no device work: nothing idles behind the waits
+        return 0
     after = t.end[waits]
     k = np.searchsorted(starts, after, "right") - 1
     busy = (k >= 0) & (after < ends[np.maximum(k, 0)])
