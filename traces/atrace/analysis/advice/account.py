@@ -165,7 +165,9 @@ def _host_operators(ctx: Context, has_device: bool, top: int = 5) -> list[dict[s
     ev = np.unique(np.concatenate([host_events(ctx, w, has_device) for w in ctx.windows] or [np.zeros(0, np.int64)]))
     ev = ev[np.isin(t.kind[ev], (Kind.HOST_OP, Kind.RUNTIME))
             | ((t.kind[ev] == Kind.ANNOTATION) & _collective_names(ctx)[t.name[ev]])]
-    own = _self_times(t, ev)  # less the operators and runtime calls inside
+    # Self time: less the operators and runtime calls inside (from the windows' nesting where
+    # the trace has a device; the host threads' slices nest in a plain pass otherwise).
+    own = _model_self_times(ctx, ev) if has_device else _self_times(t, ev)
     keep = t.kind[ev] != Kind.RUNTIME
     ev, own = ev[keep], own[keep]
     if not len(ev):
@@ -182,6 +184,26 @@ def _host_operators(ctx: Context, has_device: bool, top: int = 5) -> list[dict[s
                      "share_of_self_time": round(float(total[j] / max(total.sum(), 1)), 4),
                      "threads": int(len(np.unique(t.track[mine]))), "shapes": shapes, "event": longest})
     return rows
+
+
+def _model_self_times(ctx: Context, ev: np.ndarray) -> np.ndarray:
+    """Per event of ``ev``: its duration less its direct children's (clipped) in the nesting of
+    the window's path model (operators and runtime calls); an event no window selected keeps
+    its duration."""
+    t = ctx.trace
+    own = t.dur[ev].astype(np.int64)
+    for w in ctx.windows:
+        m = w.model
+        parent = m.parents()
+        child = np.flatnonzero(parent >= 0)
+        p = parent[child]
+        clipped = np.maximum(np.minimum(t.end[m.sel[child]], t.end[m.sel[p]]) - t.ts[m.sel[child]], 0)
+        inner = np.bincount(p, weights=clipped, minlength=len(m.sel)).astype(np.int64)
+        k = np.searchsorted(m.sel, ev)
+        hit = k < len(m.sel)
+        hit[hit] &= m.sel[k[hit]] == ev[hit]
+        own[hit] = np.maximum(t.dur[ev[hit]] - inner[k[hit]], 0)
+    return own
 
 
 def _self_times(t, ev: np.ndarray) -> np.ndarray:
