@@ -41,5 +41,8 @@ def test_a_device_that_begins_to_throttle_is_named_with_its_cost(tmp_path):
     assert "costs the job" in f.title and "per step" in f.title
 
 
-def test_a_healthy_job_names_no_straggler(tmp_path):
-    assert advise_job(_capture(1.0, tmp_path)).rule("straggler") is None
+def test_a_healthy_job_names_no_straggler_and_still_says_why_its_verdict(tmp_path):
+    found = advise_job(_capture(1.0, tmp_path))
+    assert found.rule("straggler") is None
+    assert found.reason and (found.reason in found.summary)
+    assert len(found.account["lines"]) == 8 and found.account["lines"][0].startswith("Rank 0: Where the time goes")

@@ -55,9 +55,13 @@ def advise_job(job: Job, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Fin
     shares = {k: float(np.mean([p.shares.get(k, 0.0) for p in per_rank.values()])) for k in BOUNDS}
     word = verdict(shares, limits)
     busy = [p.scope["device_busy_share"] for p in per_rank.values() if p.scope["device_busy_share"] is not None]
+    lines = [f"Rank {r}: {p.account['lines'][0]}" for r, p in per_rank.items() if p.account.get("lines")]
+    reason = merged[0].title if merged else (lines[0] if lines else "")
     return Findings(
         verdict=word,
-        summary=summary_line(word, shares, merged, float(np.mean(busy)) if busy else None),
+        summary=summary_line(word, shares, merged, float(np.mean(busy)) if busy else None, reason),
+        account={"lines": lines[:16], "per_rank": {str(r): p.account for r, p in list(per_rank.items())[:16]}},
+        reason=reason,
         shares=shares,
         findings=merged,
         scope={"ranks": job.ranks, "match_rule": job.rule, "collectives_matched": len(job.collectives),
