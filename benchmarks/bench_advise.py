@@ -5,6 +5,8 @@
 Generates (cached under var/bench/advise/) Kineto traces of about ``--events`` events:
 
 * ``synthetic``: the generator's training steps (traces.atrace.synthetic);
+* ``cpu_only``: the synthetic trace's host events alone (no device work: the CPU-only
+  account and rule 9);
 * ``launch_bound``, ``host_sync``: the same model with one known problem each
   (traces.atrace.synthetic_problems), 20 steps deep enough to reach the size, so that
   the rules' what-ifs run (at that depth a 300 µs sync is a small part of a step: its rule
@@ -28,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
+
 from traces.atrace import advise, read_trace  # noqa: E402
 from traces.atrace.synthetic import write_kineto_trace  # noqa: E402
 from traces.atrace.synthetic_problems import write_problem_trace  # noqa: E402
@@ -47,10 +51,12 @@ def prepare(directory: Path, name: str, events: int) -> Path:
     return path
 
 
-def measure(path: Path, repeat: int) -> dict:
+def measure(path: Path, repeat: int, host_only: bool = False) -> dict:
     t = time.perf_counter()
     trace = read_trace(path)
     load = time.perf_counter() - t
+    if host_only:
+        trace = trace.take(np.flatnonzero(~trace.on_device))
     walls, cpus = [], []
     for _ in range(repeat):
         trace._cache.clear()  # nothing from a previous run helps the next
@@ -66,7 +72,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--traces", nargs="*", default=["synthetic", "launch_bound", "host_sync"])
+    p.add_argument("--traces", nargs="*", default=["synthetic", "cpu_only", "launch_bound", "host_sync"])
     args = p.parse_args()
     directory = ROOT / "var" / "bench" / "advise"
     directory.mkdir(parents=True, exist_ok=True)
@@ -74,7 +80,8 @@ def main() -> None:
     print(f"advise at {args.events:,} events ({os.cpu_count()} cores, load average {load:.1f})")
     print(f"{'trace':24s} {'events':>10s} {'load s':>7s} {'advise wall s':>14s} {'advise CPU s':>13s}  steps  verdict / findings")
     for name in args.traces:
-        r = measure(prepare(directory, name, args.events), args.repeat)
+        source = "synthetic" if name == "cpu_only" else name
+        r = measure(prepare(directory, source, args.events), args.repeat, host_only=name == "cpu_only")
         f = r["found"]
         steps = f"{len(f.scope['windows_analysed'])}/{f.scope['steps'] or 1}"
         rules = ", ".join(f"{x.rule} {x.saving_share:.0%}" for x in f.findings) or "none"

@@ -30,6 +30,9 @@ def test_trace_page_offers_its_views_and_the_previous_trace_of_its_workload(clie
     stored = analyses.findings(new)
     assert stored["summary"] in page.replace("&#x27;", "'")
     assert page.count('class="finding-show"') == len(stored["findings"])
+    # Where the time goes, as the CLI says it (µs, ms or s; the shares add up).
+    lines = [line for line in stored["account"]["lines"] if line not in stored["summary"]]
+    assert lines and all(line in page.replace("&#x27;", "'") for line in lines)
 
 
 def test_compare_page_lists_the_findings_that_appeared_and_went_away(client, viewer, operator, trace_storage):

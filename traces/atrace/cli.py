@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from .analysis.advice import Findings, advise, advise_job
+from .analysis.advice.words import duration, duration_us, window
 from .analysis.breakdown import operator_breakdown
 from .analysis.communication import communication
 from .analysis.comparison import OPERATOR_KINDS, compare
@@ -245,16 +246,22 @@ def _is_job(files: list[str]) -> bool:
 
 
 def advice_text(findings: Findings, top: int | None = DEFAULT_TOP) -> str:
-    """The findings as text: the verdict line, then each finding with its evidence and action."""
+    """The findings as text: the verdict line, where the time goes, then each finding with its
+    evidence and action (times as the trace page writes them: µs, ms or s by size, windows
+    from the trace's start)."""
     out = [findings.summary, ""]
+    account = findings.account.get("lines", [])
+    if account and ("Top finding:" in findings.summary or len(account) > 1):
+        out += [*(line for line in account if line not in findings.summary), ""]
+    origin = int(findings.scope.get("origin_us", 0) * 1000)
     shown = findings.findings[:top] if top else findings.findings
     for k, f in enumerate(shown, 1):
         d = f.to_dict()
         ev = d["evidence"]
-        per_step = f", {d['saving_per_step_us']:,.1f} us per step" if d["saving_per_step_us"] is not None else ""
+        per_step = f", {duration(f.saving_per_step_ns)} per step" if f.saving_per_step_ns is not None else ""
         rank = f" (rank {f.rank})" if f.rank is not None else ""
         out += [
-            f"{k}. [{f.severity}] {f.rule}{rank}: saves up to {d['saving_us']:,.1f} us "
+            f"{k}. [{f.severity}] {f.rule}{rank}: saves up to {duration(f.saving_ns)} "
             f"({d['saving_share'] * 100:.1f}% of the critical path{per_step})",
             f"   {f.title}",
         ]
@@ -263,12 +270,13 @@ def advice_text(findings: Findings, top: int | None = DEFAULT_TOP) -> str:
             where.append("steps " + ", ".join(ev["steps"][:6]) + (" ..." if len(ev["steps"]) > 6 else ""))
         if ev["events"]:
             where.append("events " + ", ".join(map(str, ev["events"][:8])) + (" ..." if len(ev["events"]) > 8 else ""))
-        if ev["focus_us"]:
-            where.append(f"window {ev['focus_us'][0]:,.1f}-{ev['focus_us'][1]:,.1f} us")
+        if f.evidence.focus_ns:
+            where.append("from " + window(*f.evidence.focus_ns, origin) + " after the trace's start")
         if where:
             out.append("   Evidence: " + "; ".join(where))
         if ev["operators"]:
-            out.append("   Operators: " + ", ".join(f"{o['op'][:60]} ({o['time_us']:,.1f} us)" for o in ev["operators"][:3]))
+            out.append("   Operators: " + ", ".join(f"{o['op'][:60]} ({duration_us(o['time_us'])})"
+                                                    for o in ev["operators"][:3]))
         out += [f"   Next: {f.action}", ""]
     if top and len(findings.findings) > top:
         out.append(f"(top {top} of {len(findings.findings)} findings; --top 0 lists all)")

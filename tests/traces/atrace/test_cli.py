@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +110,11 @@ def test_advise_a_trace_as_text_and_json(capsys):
     assert first.startswith("Host-bound") and "Launch-bound" in first
     assert "1. [high] launch_bound: saves up to" in out and "Evidence: steps ProfilerStep#6" in out
     assert "Next: Launch the step once" in out
+    # Times as the page writes them (µs, ms, s by size), windows from the trace's start,
+    # and where the time goes under the verdict.
+    assert " us" not in out and re.search(r"saves up to [\d.]+ ms \(", out)
+    assert re.search(r"from [\d.,]+ (µs|ms) to [\d.,]+ ms after the trace's start", out)
+    assert "Where the time goes, over 1 step" in out
     code, out, _ = _run(["advise", real, "--json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["verdict"] == "host-bound"

@@ -55,6 +55,9 @@ async function load() {
     return;
   }
   $("findings-verdict").textContent = data.summary;
+  // Where the time goes (the account's lines the summary does not already carry).
+  const lines = ((data.account || {}).lines || []).filter((line) => !data.summary.includes(line));
+  $("findings-account").replaceChildren(...lines.map((line) => text("li", line)));
   const list = $("findings-list");
   list.replaceChildren(...data.findings.map(item));
   if (!data.findings.length) list.replaceChildren(text("li", "Nothing above the thresholds: no fix would save a noticeable share of the critical path.", "muted"));

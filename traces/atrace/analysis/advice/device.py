@@ -13,6 +13,7 @@ from ...model.trace import Kind, Trace
 from .common import Hit, make_finding, op_rows, pct, per_step, spans_of
 from .context import Context
 from .findings import Finding
+from .words import duration_us
 
 _HOST_COPY = re.compile(r"HtoD|DtoH|h2d|d2h|Host|Pageable|Pinned", re.IGNORECASE)
 _PAGEABLE = re.compile(r"Pageable", re.IGNORECASE)
@@ -79,7 +80,7 @@ def communication_rule(ctx: Context) -> Finding | None:
         "buckets": _buckets(t, comm, exposed),
     }
     title = (f"Exposed communication: {pct(exposed.sum() / max(total, 1))} of the collectives' time is not "
-             f"overlapped with computation; {top['collective']} exposes {top['exposed_us'] / len(ctx.windows):,.0f} µs per step")
+             f"overlapped with computation; {top['collective']} exposes {duration_us(top['exposed_us'] / len(ctx.windows))} per step")
     action = ("Overlap the collectives with computation: with DDP let gradient buckets start during backward "
               "(a smaller bucket_cap_mb, gradient_as_bucket_view=True) and skip them with no_sync() across "
               "gradient accumulation; with FSDP prefetch (backward_prefetch, forward_prefetch); keep the "
@@ -167,7 +168,7 @@ def copies_rule(ctx: Context) -> Finding | None:
         ("pageable_or_blocking", "pageable or blocking"), ("compute_stream", "on the compute stream"),
         ("small", "small")) if counts[k]]
     title = (f"Host-device copies hold up the step: {counts['copies'] / n:.0f} per step "
-             f"({', '.join(kinds)}), {measured['copy_time_per_step_us']:,.0f} µs of copying per step")
+             f"({', '.join(kinds)}), {duration_us(measured['copy_time_per_step_us'])} of copying per step")
     action = ("Pin the host memory of the copies (pin_memory=True in the DataLoader, tensor.pin_memory()) and copy "
               "with non_blocking=True; issue input copies on a separate stream ahead of use; batch many small "
               "copies into one (torch.cat the tensors before .to(device)).")

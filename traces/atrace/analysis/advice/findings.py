@@ -19,10 +19,12 @@ RULES = (
     "kernel_hotspot",
     "straggler",
     "graph_replays",
+    "cpu_hotspot",
 )
 #: What can bound a trace, as the verdict says it.
 BOUNDS = ("host", "device", "communication", "input")
-VERDICTS = ("host-bound", "device-bound", "communication-bound", "input-bound", "mixed", "no work")
+VERDICTS = ("host-bound", "device-bound", "communication-bound", "input-bound", "mixed", "unclear", "cpu-only",
+            "no work")
 
 
 @dataclass
@@ -83,6 +85,8 @@ class Findings:
     shares: dict[str, float]  # BOUNDS -> share of the path's busy time
     findings: list[Finding]  # largest saving first
     scope: dict[str, Any]  # what was analysed
+    account: dict[str, Any] = field(default_factory=dict)  # where the time goes (see .account)
+    reason: str = ""  # why the verdict: its finding, or the account, or why it is unclear
 
     def rule(self, name: str) -> Finding | None:
         """The finding of rule ``name`` (the largest, in a job), or None."""
@@ -99,6 +103,8 @@ class Findings:
             "shares": {k: round(v, 4) for k, v in self.shares.items()},
             "findings": [f.to_dict() for f in self.findings],
             "scope": self.scope,
+            "reason": self.reason,
+            "account": self.account,
         }
 
 
@@ -116,15 +122,24 @@ def verdict(shares: dict[str, float], limits: AdviceLimits) -> str:
     return f"{top}-bound" if shares[top] >= limits.verdict_share else "mixed"
 
 
-def summary_line(word: str, shares: dict[str, float], findings: list[Finding], device_busy: float | None) -> str:
-    """The verdict in one line: the bound, the shares behind it, the top finding."""
+def summary_line(word: str, shares: dict[str, float], findings: list[Finding], device_busy: float | None,
+                 reason: str = "") -> str:
+    """The verdict in one line: the bound, the shares behind it, then the top finding (or,
+    when none crosses its threshold, the reason: where the time goes)."""
     if word == "no work":
         return "No work to analyse: the trace holds no operators, runtime calls or device work."
     parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005)
     busy = f"; the device is busy {device_busy:.0%} of the time" if device_busy is not None else ""
-    head = "Mixed: no single bound holds half the time" if word == "mixed" else word.capitalize()
-    top = f". Top finding: {findings[0].title}" if findings else ". No finding above the thresholds"
-    return f"{head} ({parts}){busy}{top}"
+    head = {"mixed": "Mixed: no single bound holds half the time", "unclear": "Unclear",
+            "cpu-only": "CPU only: the trace records no device work"}.get(word, word.capitalize())
+    shown = f" ({parts}){busy}" if word != "cpu-only" else ""
+    if findings:
+        tail = f". Top finding: {findings[0].title}"
+        if word in ("mixed", "unclear") and reason:
+            tail = f". {reason}{tail}"
+    else:
+        tail = f". No finding crosses its threshold. {reason}" if reason else ". No finding crosses its threshold"
+    return f"{head}{shown}{tail}".rstrip()
 
 
 def compare_findings(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

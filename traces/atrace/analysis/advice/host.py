@@ -1,19 +1,18 @@
-"""Rules about the host: launch-bound steps (1), synchronisation inside a step (2) and graph
-replays the host cannot keep fed (8)."""
+"""Rules about the host: launch-bound steps (1) and graph replays the host cannot keep fed (8);
+its waits for the device (2) are in :mod:`.waits`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...model.stats import covered, us
-from ...model.trace import FLAG_SYNC, Kind
-from .common import Hit, make_finding, op_rows, pct, per_step
+from ...model.trace import FLAG_LAUNCH, FLAG_SYNC, Kind
+from .common import Hit, make_finding, op_rows, pct
 from .context import Context, Window
 from .findings import Finding
 from .inputs import stall_intervals
-
-_ITEM_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
-             "aten::equal", "aten::tolist", "aten::masked_select")
+from .waits import host_waits
+from .words import duration, duration_us, plural, share
 
 
 def _host_free(ctx: Context, w: Window) -> tuple[Hit, str, dict] | None:
@@ -31,6 +30,7 @@ def _host_free(ctx: Context, w: Window) -> tuple[Hit, str, dict] | None:
     graph = ctx.is_graph_launch[ctx.launcher[launched]]
     mode = "graph" if graph.sum() > (~graph).sum() else "eager"
     host = w.host[np.isin(t.track[w.host], w.drivers)]
+    host = host[~np.isin(host, host_waits(ctx, w)[0])]  # the waits are rule 2's
     if len(stalls[0]):
         host = host[~covered(stalls[0], stalls[1], t.ts[host])]
     model = w.model
@@ -103,28 +103,59 @@ def _host_finding(ctx: Context, mode: str, rows: list) -> Finding | None:
     ops = op_rows(t, *_unique_roots(cat("cpu_roots" if cpu else "roots"), cat("cpu_weight" if cpu else "root_weight")))
     top = ops[0]["op"] if ops else "host code"
     slow_host = measured["host_per_launch_us"] > ctx.limits.launch_bound_host_per_launch_us
+    host_ns = (dispatch_ns + cpu_ns) / n
+    host = np.concatenate([h.window.host for h in hits])
+    waits = np.concatenate([host_waits(ctx, h.window)[0] for h in hits])
+    setup = _setup_call(t, host[~np.isin(host, waits)], dispatch_ns + cpu_ns)
+    also = f"; {setup}" if setup else ""
     if mode == "graph":
         title = (f"The device is idle {pct(1 - busy)} {ctx.of_each} between CUDA/HIP graph replays "
-                 f"({measured['graph_launches_per_step']:.0f} per step) while the host works, mostly in {top}")
+                 f"({_count(measured['graph_launches_per_step'])} per step) while the host works "
+                 f"{duration(host_ns)}{_per(ctx)}, mostly in {top}{also}")
         action = ("Keep the host ahead of the graph replays: move the host work between replays off the "
                   "path (asynchronous scheduling, prepare the next inputs while the device runs), capture it "
                   "in the graph too, and read no device value between replays.")
     elif cpu or slow_host:
+        what = f"CPU work{_per(ctx)}, mostly {top}" if cpu else f"host code{_per(ctx)}, mostly in {top}"
         title = (f"Host-bound: the device is idle {pct(1 - busy)} {ctx.of_each} while the host runs "
-                 + (f"CPU work, mostly {top}" if cpu else
-                    f"{measured['host_per_launch_us']:,.0f} µs of host code per kernel it launches, mostly in {top}"))
+                 f"{duration(host_ns)} of {what} ({plural(launched // n, 'kernel launch', 'kernel launches')}"
+                 f"{' per step' if ctx.has_steps else ''}){also}")
         action = ("Move the CPU work out of the step: do it once before the loop, in the data loader's workers or a "
                   "background thread, or on the device (create tensors there: torch.rand(..., device='cuda')); "
                   "profile the host code of the top operators.")
     else:
         title = (f"Launch-bound: the device is idle {pct(1 - busy)} {ctx.of_each} while the host launches "
-                 f"{len(eager) / n:.0f} kernels one by one, {measured['host_per_launch_us']:,.0f} µs of host time each"
-                 + (f" (median kernel {measured['median_kernel_us']:,.1f} µs)" if len(kernels) else ""))
+                 f"{len(eager) / n:,.0f} kernels one by one, {duration_us(measured['host_per_launch_us'])} of host "
+                 "time each" + (f" (median kernel {duration_us(measured['median_kernel_us'])})" if len(kernels) else ""))
         action = ("Launch the step once instead of kernel by kernel: capture it as a CUDA/HIP graph "
                   "(torch.compile(mode='reduce-overhead'), or torch.cuda.CUDAGraph for a decode loop); fuse "
                   "small kernels (torch.compile); give each kernel more work (a larger batch).")
     rule = "graph_replays" if mode == "graph" else "launch_bound"
     return make_finding(ctx, rule, hits, title=title, measured=measured, operators=ops, action=action)
+
+
+def _per(ctx: Context) -> str:
+    return " per step" if ctx.has_steps else ""
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+
+
+def _setup_call(t, host: np.ndarray, host_ns: float) -> str:
+    """The runtime call (not a launch, copy or wait) that holds most of the host's time, when
+    it holds at least a third of it: one-time setup (context creation, allocation, module
+    loading) that a profile of a longer run would amortise."""
+    rt = host[(t.kind[host] == Kind.RUNTIME) & ((t.flags[host] & (FLAG_LAUNCH | FLAG_SYNC)) == 0)]
+    if not len(rt) or host_ns <= 0:
+        return ""
+    names, inv = np.unique(t.name[rt], return_inverse=True)
+    total = np.bincount(inv, weights=t.dur[rt].astype(np.float64))
+    j = int(np.argmax(total))
+    if total[j] < host_ns / 3:
+        return ""
+    return (f"{share(total[j] / host_ns)} of it in {t.strings[int(names[j])]} ({duration(total[j])}), runtime setup "
+            "(context creation, allocation or module loading) that a longer run pays once")
 
 
 def _launch_interval(t, calls: np.ndarray) -> np.ndarray:
@@ -146,76 +177,3 @@ def _unique_roots(roots: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, n
     """Each root once, with the summed work of its tree on the path."""
     uniq, inv = np.unique(roots, return_inverse=True)
     return uniq, np.bincount(inv, weights=weights.astype(np.float64), minlength=len(uniq))
-
-
-def sync_rule(ctx: Context) -> Finding | None:
-    """Rule 2: synchronisation calls inside a step that block the host, and what the step
-    would save if they did not wait: their sync edges dropped, or the device's idle time
-    after each (see :func:`_idle_after`), whichever is more."""
-    t = ctx.trace
-    hits, syncs_all, parents_all = [], [], []
-    min_ns = ctx.limits.sync_min_wait_us * 1000
-    for w in ctx.windows:
-        host = w.host
-        syncs = host[((t.flags[host] & FLAG_SYNC) != 0) & (t.dur[host] >= min_ns)]
-        if not len(syncs):
-            continue
-        saving = max(w.model.saving(syncs=syncs), _idle_after(ctx, w, syncs))
-        m = w.model
-        parent = m.parents()[m.local(syncs)]
-        op = np.where(parent >= 0, m.sel[np.maximum(parent, 0)], syncs)
-        op = np.where(t.kind[op] == Kind.HOST_OP, op, syncs)
-        order = np.argsort(-t.dur[syncs], kind="stable")
-        hits.append(Hit(w, saving, np.unique(np.concatenate([syncs[order], op[order]]))[:50],
-                        [(int(t.ts[s]), int(t.end[s])) for s in syncs[order][:5].tolist()]))
-        syncs_all.append(syncs)
-        parents_all.append(op)
-    if not hits:
-        return None
-    syncs, ops_of = np.concatenate(syncs_all), np.concatenate(parents_all)
-    ops = op_rows(t, ops_of, t.dur[syncs].astype(np.float64))
-    n = len(ctx.windows)
-    wait = float(t.dur[syncs].sum())
-    measured = {
-        "syncs_per_step": round(len(syncs) / n, 2),
-        "wait_per_step_us": per_step(ctx, wait),
-        "wait_total_us": us(wait),
-        "calls": sorted({t.strings[t.name[s]] for s in syncs.tolist()}),
-    }
-    top = ops[0]["op"] if ops else "synchronisation"
-    times = "once" if len(syncs) == n else f"{len(syncs) / n:.0f} times"
-    title = (f"The host waits for the device {times} {'per step' if ctx.has_steps else 'in the trace'} "
-             f"({measured['wait_per_step_us']:,.0f} µs per step) in {top}")
-    return make_finding(ctx, "host_sync", hits, title=title, measured=measured, operators=ops,
-                        action=_sync_action([r["op"] for r in ops]))
-
-
-def _idle_after(ctx: Context, w: Window, syncs: np.ndarray) -> int:
-    """Per sync, the least of its wait and how long the device then idles (in the window)
-    before it gets work again, summed: had the host not waited, the work it did after the
-    sync could have been queued behind the device's backlog. This sees what the path
-    graph cannot: work the sync delays on another thread (the autograd engine's). The
-    device idles while it computes and copies nothing (a collective may run meanwhile);
-    only idle time that ends in the window's own device work counts."""
-    t = ctx.trace
-    starts, ends = ctx.tail.work_union
-    after = t.end[syncs]
-    k = np.searchsorted(starts, after, "right") - 1
-    busy = (k >= 0) & (after < ends[np.maximum(k, 0)])
-    nxt = np.searchsorted(starts, after, "left")
-    resume = np.where(nxt < len(starts), starts[np.minimum(nxt, len(starts) - 1)], w.device_end)
-    # Only a wait the window's own later device work sits behind: after a sync that ends a
-    # step the device's next work is the next step's.
-    later = resume < w.device_end
-    idle = np.where(busy | ~later, 0, resume - after)
-    return int(np.minimum(np.maximum(idle, 0), t.dur[syncs]).sum())
-
-
-def _sync_action(ops: list[str]) -> str:
-    if any(op in _ITEM_OPS for op in ops):
-        return ("Move `.item()` (and other reads of device values: `.tolist()`, `print(tensor)`, `if tensor:`) "
-                "out of the step: keep the values on the device and read them every N steps, after the step's work "
-                "is queued.")
-    return ("Remove the synchronisation from the step (`torch.cuda.synchronize()`, blocking copies, event "
-            "waits): synchronise once every N steps where timing or logging needs it, and copy results with "
-            "non_blocking=True into pinned memory.")

@@ -17,6 +17,7 @@ from ...model.stats import us
 from .common import Hit, make_finding, op_rows, pct
 from .context import Context, Window
 from .findings import Finding
+from .words import duration
 
 
 def stall_intervals(ctx: Context, w: Window) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +68,7 @@ def input_rule(ctx: Context) -> Finding | None:
         "steps_analysed": steps,
         "share_of_step_time": round(stall / max(elapsed, 1), 4),
     }
-    title = (f"Input stall: the device waits {us(stall / len(hits)):,.0f} µs at the start of {len(hits)} of "
+    title = (f"Input stall: the device waits {duration(stall / len(hits))} at the start of {len(hits)} of "
              f"{steps} steps ({pct(stall / max(elapsed, 1))} of the time) while the host is in {top}")
     action = ("Prepare input ahead of the step: DataLoader(num_workers>0, pin_memory=True, prefetch_factor, "
               "persistent_workers=True), copy batches with non_blocking=True (or on a side stream one step ahead), "

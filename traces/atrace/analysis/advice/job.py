@@ -2,8 +2,10 @@
 others wait at collectives.
 
 A rank is a straggler when it arrives last at ``straggler_last_share`` of the matched
-collectives or more and its lateness (its arrival after the first rank's, summed) is over
-``straggler_lateness_ratio`` times the other ranks' median (with two ranks, the other's). The waiting it causes at a collective
+collectives or more and costs the job at least ``straggler_min_cost_share`` of its time,
+however its lateness (its arrival after the first rank's, summed) compares with the other
+ranks' (a device that has just begun to throttle is late by little, but at every
+collective, and every step pays for it). The waiting it causes at a collective
 where it arrived last is the sum over the other ranks of how long each waited for it; the
 saving is what the collectives would gain if it arrived with the next-latest rank: its
 arrival minus the second-latest arrival, summed (an upper bound of the job time recovered,
@@ -23,6 +25,8 @@ from .context import step_spans
 from .findings import BOUNDS, Evidence, Finding, Findings, severity, summary_line, verdict
 from .limits import DEFAULT_ADVICE_LIMITS, AdviceLimits
 from .run import advise
+from .words import duration
+from .words import share as share_word
 
 if TYPE_CHECKING:
     from ..multirank import Job
@@ -51,9 +55,13 @@ def advise_job(job: Job, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Fin
     shares = {k: float(np.mean([p.shares.get(k, 0.0) for p in per_rank.values()])) for k in BOUNDS}
     word = verdict(shares, limits)
     busy = [p.scope["device_busy_share"] for p in per_rank.values() if p.scope["device_busy_share"] is not None]
+    lines = [f"Rank {r}: {p.account['lines'][0]}" for r, p in per_rank.items() if p.account.get("lines")]
+    reason = merged[0].title if merged else (lines[0] if lines else "")
     return Findings(
         verdict=word,
-        summary=summary_line(word, shares, merged, float(np.mean(busy)) if busy else None),
+        summary=summary_line(word, shares, merged, float(np.mean(busy)) if busy else None, reason),
+        account={"lines": lines[:16], "per_rank": {str(r): p.account for r, p in list(per_rank.items())[:16]}},
+        reason=reason,
         shares=shares,
         findings=merged,
         scope={"ranks": job.ranks, "match_rule": job.rule, "collectives_matched": len(job.collectives),
@@ -100,8 +108,7 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
     def others(r):  # the other ranks' median lateness (with two ranks: the other's)
         return float(np.median([v for k, v in late.items() if k != r]))
 
-    candidates = [r for r in job.ranks if last[r] / n >= limits.straggler_last_share
-                  and late[r] > limits.straggler_lateness_ratio * others(r) and late[r] > 0]
+    candidates = [r for r in job.ranks if last[r] / n >= limits.straggler_last_share and late[r] > 0]
     if not candidates:
         return None
     rank = max(candidates, key=lambda r: late[r])
@@ -135,7 +142,7 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
     if saving <= 0:
         return None
     share = saving / max(elapsed_ns, 1)
-    if share < limits.min_saving_share:
+    if share < limits.straggler_min_cost_share:
         return None
     events = [c.members[rank] for c in job.collectives if c.last_rank == rank][: limits.evidence_events]
     focus = None
@@ -149,13 +156,19 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
         "collectives": n,
         "last_share": round(last[rank] / n, 4),
         "lateness_us": {str(r): us(v) for r, v in sorted(late.items())},
+        "lateness_over_others_median": round(late[rank] / others(rank), 2) if others(rank) > 0 else None,
+        "cost_share_of_job": round(share, 4),
         "waiting_total_us": us(waiting_total),
         "waiting_per_step_us": {k: us(v) for k, v in per_step.items()},
         "exposed_waiting_us": {str(r): us(v) for r, v in sorted(exposed_wait.items())},
         "per_collective": rows[:1000],
     }
-    title = (f"Straggler: rank {rank} arrives last at {last[rank]} of {n} collectives; the other ranks wait "
-             f"{us(waiting_total):,.0f} µs for it in total, {us(saving):,.0f} µs of it with nothing else to do")
+    steps_n = len(steps)
+    cost = (f"{duration(saving)} over {steps_n} steps, {duration(saving / steps_n)} per step" if steps_n
+            else duration(saving))
+    title = (f"Straggler: rank {rank} arrives last at {last[rank]} of {n} collectives and costs the job "
+             f"{share_word(share)} of its time ({cost}); the other ranks wait {duration(waiting_total)} for it in "
+             f"total, {duration(saving)} of it with nothing else to do")
     action = (f"Find what rank {rank} does before its collectives that the others do not (its own findings: input, "
               "host work, copies), balance the work and input across ranks, and check its node (clocks throttled, "
               "a degraded link, a noisy neighbour).")

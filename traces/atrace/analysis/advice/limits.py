@@ -43,9 +43,10 @@ class AdviceLimits:
     hotspot_kernel_share: float = 0.5
     hotspot_max_kernels: int = 3
     # 7 stragglers: a rank that arrives last at `straggler_last_share` of the collectives
-    # or more, with a lateness over `straggler_lateness_ratio` times the other ranks' median.
+    # or more and costs the job at least `straggler_min_cost_share` of its time (the others'
+    # waiting for it that nothing overlaps), however late it is next to the other ranks.
     straggler_last_share: float = 0.5
-    straggler_lateness_ratio: float = 2.0
+    straggler_min_cost_share: float = 0.01
     # What is analysed: at most `max_windows` steps holding at most `max_window_events`
     # work events together (evenly spaced; savings are scaled to every step).
     max_windows: int = 8

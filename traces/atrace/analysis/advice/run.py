@@ -5,12 +5,16 @@ from __future__ import annotations
 from ...model.stats import us
 from ...model.trace import Trace
 from ..whatif import communication_on_path
+from .account import account
 from .context import Context, build_context
+from .cpu import cpu_rule
 from .device import communication_rule, copies_rule, hotspot_rule
 from .findings import BOUNDS, RULES, Findings, summary_line, verdict
-from .host import host_bound_rules, sync_rule
+from .host import host_bound_rules
+from .inference import inference_facts
 from .inputs import input_rule, stall_intervals
 from .limits import ADVICE_LIMIT_NAMES, DEFAULT_ADVICE_LIMITS, AdviceLimits
+from .waits import host_wait_rule
 
 
 def advise(trace: Trace, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Findings:
@@ -19,22 +23,55 @@ def advise(trace: Trace, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Fin
     shares = path_shares(ctx)
     found = [
         *host_bound_rules(ctx),
-        sync_rule(ctx),
+        host_wait_rule(ctx),
         communication_rule(ctx),
         input_rule(ctx),
         copies_rule(ctx),
         hotspot_rule(ctx, shares.get("device", 0.0)),
     ]
-    findings = sorted((f for f in found if f is not None), key=lambda f: (-f.saving_ns, RULES.index(f.rule)))
-    word = verdict(shares, limits)
     busy = _device_busy(ctx)
+    acc = account(ctx) if ctx.windows else {}
+    facts = inference_facts(ctx) if ctx.windows else {}
+    if facts:
+        acc = {**acc, "inference": facts, "lines": [*acc["lines"], *facts["lines"]]}
+    found.append(cpu_rule(ctx, acc))
+    findings = sorted((f for f in found if f is not None), key=lambda f: (-f.saving_ns, RULES.index(f.rule)))
+    word, reason = supported_verdict(verdict(shares, limits), acc, findings, limits)
     return Findings(
         verdict=word,
-        summary=summary_line(word, shares, findings, busy),
+        summary=summary_line(word, shares, findings, busy, reason),
         shares=shares,
         findings=findings,
         scope=scope(ctx, busy),
+        account=acc,
+        reason=reason,
     )
+
+
+def supported_verdict(word: str, acc: dict, findings: list, limits: AdviceLimits) -> tuple[str, str]:
+    """The verdict, checked against the account of the time, and the reason it holds: a
+    trace without device work is "cpu-only"; a device-bound verdict needs the device busy
+    at least ``verdict_share`` of the time, a host-bound one host activity in most of the
+    device's idle time; else the verdict is "mixed" or "unclear", saying why."""
+    if word == "no work" or not acc:
+        return word, ""
+    parts = {p["part"]: p["share"] for p in acc["parts"]}
+    where = acc["lines"][0]
+    if not acc["device"]:
+        return "cpu-only", where
+    busy = sum(parts.get(k, 0.0) for k in ("kernels", "copies", "communication"))
+    nothing = parts.get("nothing", 0.0)
+    idle = max(1.0 - busy, 0.0)
+    if word == "device-bound" and busy < limits.verdict_share:
+        return "mixed", (f"The critical path runs mostly through device work and the waits for it, yet the "
+                         f"device is busy only {busy:.0%} of the time. {where}")
+    if word in ("host-bound", "input-bound") and idle and nothing > idle / 2:
+        return "unclear", (f"The device idles {idle:.0%} of the time, and for {nothing:.0%} of the time the "
+                           "trace records nothing on the host threads that drive it (code the profiler "
+                           f"does not see, or a gap in the recording). {where}")
+    if findings and findings[0].saving_share >= limits.verdict_share / 2:
+        return word, findings[0].title
+    return word, where
 
 
 def path_shares(ctx: Context) -> dict[str, float]:
@@ -75,6 +112,7 @@ def _device_busy(ctx: Context) -> float | None:
 def scope(ctx: Context, busy: float | None) -> dict:
     return {
         "steps": len(ctx.step_names) if ctx.has_steps else 0,
+        "origin_us": us(ctx.trace.span()[0]),  # the trace's start: evidence windows are read from it
         "windows_analysed": [w.name for w in ctx.windows],
         "scale": round(ctx.scale, 4),
         "path_us": us(sum(w.model.length_ns for w in ctx.windows)),

@@ -1,0 +1,48 @@
+"""The job advisor's straggler on emulated 8-rank jobs: a device that has only begun to
+throttle is late by little next to the other ranks, but at most collectives, and every step
+pays for it — it is named, with what it costs; a healthy job names no one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from emulator.jobs import emulated_conditions, run_job
+from tests.emulator.test_jobs import T0, VICTIM, _analyse, _hosts, _job
+from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
+
+
+def _capture(clock_share: float, tmp_path):
+    """A data-parallel job whose rank VICTIM's device runs at ``clock_share`` of its clock
+    (the first degrees of thermal throttling) while the others run at full clock."""
+    spec = _job(8)
+    healthy = emulated_conditions(_hosts(spec, at=T0))
+
+    def conditions(rank, t):
+        now = healthy(rank, t)
+        return dataclasses.replace(now, clock_share=clock_share) if rank.rank == VICTIM else now
+
+    return _analyse(run_job(spec, 1.5, conditions, start_s=T0, seed=2), tmp_path)
+
+
+def test_a_device_that_begins_to_throttle_is_named_with_its_cost(tmp_path):
+    job = _capture(0.97, tmp_path)
+    last = sum(c.last_rank == VICTIM for c in job.collectives) / len(job.collectives)
+    late = job.lateness_ns()
+    others = sorted(v for r, v in late.items() if r != VICTIM)
+    median = others[len(others) // 2 - 1: len(others) // 2 + 1]
+    # The case the old rule missed: last at most collectives, yet not far later than the rest.
+    assert last >= 0.5 and late[VICTIM] < 4 * sum(median) / 2
+    f = advise_job(job).rule("straggler")
+    assert f is not None and f.rank == VICTIM
+    cost = f.measured["cost_share_of_job"]
+    assert DEFAULT_ADVICE_LIMITS.straggler_min_cost_share <= cost == pytest.approx(f.saving_share, abs=1e-4)
+    assert "costs the job" in f.title and "per step" in f.title
+
+
+def test_a_healthy_job_names_no_straggler_and_still_says_why_its_verdict(tmp_path):
+    found = advise_job(_capture(1.0, tmp_path))
+    assert found.rule("straggler") is None
+    assert found.reason and (found.reason in found.summary)
+    assert len(found.account["lines"]) == 8 and found.account["lines"][0].startswith("Rank 0: Where the time goes")
