@@ -129,7 +129,7 @@ def _fit_class(k: Kernels) -> dict[str, float]:
         return params
     x = np.column_stack([np.ones(int(sized.sum())), k.flops[sized] / 1e6, k.bytes[sized] / 1e3])
     lat, per_mflop, per_kb = _nnls_relative(x, k.dur_us[sized])
-    params["latency_us"] = float(lat)
+    params["latency_us"] = float(lat) if lat >= 1e-3 else 0.0  # below a nanosecond: none
     if per_mflop > 0:
         params["tflops"] = float(1.0 / per_mflop)
     if per_kb > 0:
