@@ -88,6 +88,7 @@ def write_model(spec: Path, model: dict, note: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=spec.parent, prefix=f".{spec.name}.")
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    Path(tmp).chmod(spec.stat().st_mode & 0o777)
     Path(tmp).replace(spec)
     perf_model.forget()
 
