@@ -37,6 +37,7 @@ from .kernel_sizes import OP_CLASSES, classify, kernel_size
 __all__ = ["FitReport", "Kernels", "fit", "fit_traces", "kernels_of", "predict", "predict_trace", "split"]
 
 HOLD_OUT_EVERY = 5
+SIMPLER_BY = 0.01  # a term is kept only if it lowers the fit's summed relative error by 1 %
 MODEL_FORM = "bandwidth-latency curve: time = latency + flops/peak + bytes/bandwidth (NNLS on relative error)"
 Model = dict[str, dict[str, float]]
 
@@ -106,7 +107,8 @@ def _irls_l1(a: np.ndarray, iterations: int = 40) -> np.ndarray:
 
 def _nnls_relative(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Non-negative coefficients c minimising sum(|x·c / t - 1|): every subset of the columns
-    is fitted (`_irls_l1`) and the best one whose values are all >= 0 kept."""
+    is fitted (`_irls_l1`), smaller ones first, and the best one whose values are all >= 0
+    kept; a subset with one more term must be better by SIMPLER_BY."""
     a = x / t[:, None]
     best, best_err = np.zeros(x.shape[1]), math.inf
     for r in range(1, x.shape[1] + 1):
@@ -115,7 +117,7 @@ def _nnls_relative(x: np.ndarray, t: np.ndarray) -> np.ndarray:
             if (coef < 0).any():
                 continue
             err = float(np.sum(np.abs(a[:, cols] @ coef - 1.0)))
-            if err < best_err:
+            if err < best_err * (1.0 - SIMPLER_BY):
                 best_err, best = err, np.zeros(x.shape[1])
                 best[list(cols)] = coef
     return best

@@ -32,9 +32,11 @@ OP_CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "memory",
 _NAME_RULES = (
     ("communication", re.compile(r"nccl|rccl", re.I)),
     ("memory", re.compile(r"^(memcpy|memset)|^dma_request$", re.I)),
+    # the helpers a GEMM or convolution launches besides its math: bias epilogues, offsets
+    ("elementwise", re.compile(r"epilogue|computeOffsets", re.I)),
     ("attention", re.compile(r"flash|fmha|attn|attention", re.I)),
     ("conv", re.compile(r"conv|fprop|dgrad|wgrad|winograd|fft2d|implicit_gemm", re.I)),
-    ("gemm", re.compile(r"gemm|cutlass|Cijk_|matmul|wmma|xmma", re.I)),
+    ("gemm", re.compile(r"(?<!fb)gemm|cutlass|Cijk_|matmul|wmma|xmma", re.I)),
     ("reduction", re.compile(r"reduce|norm|softmax|pool", re.I)),
     ("elementwise", re.compile(r"elementwise|nchwToNhwc|nhwcToNchw|transpose|CatArray|indexSelect|fill", re.I)),
 )
@@ -51,14 +53,24 @@ _TYPE_BYTES = {"c10::bfloat16": 2, "c10::half": 2, "long int": 8, "unsigned char
                "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "c10::complex<float>": 8}
 
 
+_NAMESPACE_GROUP = re.compile(r"\([^()]*\)::")  # (anonymous namespace)::
+
+
+def _function(kernel_name: str) -> str:
+    """A kernel's function name without its template and call arguments (those name other
+    functions: an elementwise kernel's functor may say ``addmm``)."""
+    return re.split(r"[<(]", _NAMESPACE_GROUP.sub("", kernel_name), maxsplit=1)[0]
+
+
 def classify(kernel_name: str, kind: int, op_name: str | None) -> str:
     """The operator class of a kernel, from its name, its kind and its launching operator."""
     if kind == Kind.COMM:
         return "communication"
     if kind in (Kind.MEMCPY, Kind.MEMSET):
         return "memory"
+    function = _function(kernel_name)
     for cls, pattern in _NAME_RULES:
-        if pattern.search(kernel_name):
+        if pattern.search(function):
             return cls
     if op_name:
         for cls, pattern in _OP_RULES:
@@ -161,6 +173,8 @@ def kernel_size(cls: str, kernel_name: str, kernel_args: dict[str, Any] | None, 
         sized = _sized_from_op(cls, op_name, op_args)
         if sized is not None and sized[1] > 0:
             return sized
+    if cls in ("gemm", "conv", "attention"):  # a tile of such a kernel's thread does far more than one element
+        return math.nan, math.nan
     return _sized_from_launch(kernel_args)
 
 
