@@ -34,7 +34,8 @@ from ..model.trace import DEVICE_KINDS, Trace
 from .correlation import host_operator_of
 from .kernel_sizes import OP_CLASSES, classify, kernel_size
 
-__all__ = ["FitReport", "Kernels", "fit", "fit_traces", "kernels_of", "predict", "predict_trace", "split"]
+__all__ = ["FitReport", "Kernels", "fit", "fit_traces", "kernels_of", "model_from_json", "predict", "predict_trace",
+           "split"]
 
 HOLD_OUT_EVERY = 5
 SIMPLER_BY = 0.01  # a term is kept only if it lowers the fit's summed relative error by 1 %
@@ -210,6 +211,23 @@ def _errors(model: Model, held: Kernels) -> dict[str, Any]:
         if mask.any():
             per_class[c] = {"held_out": int(mask.sum()), "error": _mdape(pred[mask], held.dur_us[mask])}
     return {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class}
+
+
+def model_from_json(data: Any) -> Model:
+    """A model from JSON: ``{"model": {class: params}}`` (what ``fit --json`` prints) or the
+    class -> parameters mapping itself; ValueError saying what is wrong otherwise."""
+    model = data.get("model", data) if isinstance(data, dict) else None
+    if not isinstance(model, dict) or not model:
+        raise ValueError("expected a performance model: {class: {latency_us: ..., ...}}")
+    for c, p in model.items():
+        if c not in OP_CLASSES:
+            raise ValueError(f"unknown operator class {c!r} (one of {', '.join(OP_CLASSES)})")
+        if not isinstance(p, dict) or not isinstance(p.get("latency_us"), int | float):
+            raise ValueError(f"class {c!r} needs a numeric latency_us")
+        for key in ("tflops", "gbps", "fallback_us"):
+            if p.get(key) is not None and (not isinstance(p[key], int | float) or p[key] < 0):
+                raise ValueError(f"class {c!r}: {key} must be a number >= 0")
+    return model
 
 
 def predict_trace(trace: Trace, model: Model) -> dict[str, dict[str, Any]]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import orjson
 import pytest
 
 from tests.support.traces import real_trace
-from traces.atrace import read_trace
+from traces.atrace import cli, read_trace
 from traces.atrace.analysis.kernel_model import (
     HOLD_OUT_EVERY,
     fit,
@@ -119,3 +120,17 @@ def test_whatif_predicts_each_class_of_another_trace():
     # the same trace under its own model: close to what it recorded
     own = predict_trace(h100, model)
     assert own["gemm"]["predicted_us"] == pytest.approx(own["gemm"]["recorded_us"], rel=BOUND)
+
+
+def test_whatif_command_reads_a_fitted_model(tmp_path, capsys):
+    h100 = read_trace(real_trace("h100_bert_infer.json.gz"))
+    model_file = tmp_path / "fit.json"
+    model_file.write_bytes(orjson.dumps(fit_traces({"h100": h100}).to_dict()))
+    mi300 = str(real_trace("mi300_qwen_infer.json.gz"))
+    assert cli.main(["whatif", mi300, "--model", str(model_file), "--json"]) == 0
+    rows = {r["class"]: r for r in orjson.loads(capsys.readouterr().out)["classes"]}
+    assert rows["gemm"]["kernels"] == 243 and rows["gemm"]["predicted_us"] > 0
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"model": {"gemm": {"tflops": 3}}}')
+    with pytest.raises(SystemExit, match="class 'gemm' needs a numeric latency_us"):
+        cli.main(["whatif", mi300, "--model", str(bad)])
