@@ -16,6 +16,7 @@ and then among the specs that ship with Asimov. A spec is read again when its fi
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -25,7 +26,7 @@ from typing import Any
 from fleet.asimov.compiler import compile_file
 from fleet.asimov.loader import find_spec
 
-__all__ = ["OP_CLASS", "fitted_time_us", "forget", "model_for", "op_class", "spec_dirs"]
+__all__ = ["OP_CLASS", "curve_us", "fitted_time_us", "forget", "model_for", "node_size", "op_class", "spec_dirs"]
 
 #: The operator class of each op type of the emulator's workloads (``dma`` nodes: memory).
 OP_CLASS = {
@@ -93,13 +94,22 @@ def curve_us(params: dict[str, float], flops: float, nbytes: float) -> float:
     return t
 
 
+def node_size(node, cls: str) -> tuple[float, float]:
+    """(FLOPs, bytes) of a node as the fit counts them: an elementwise or reduction kernel's
+    FLOPs are its elements (the output's), whatever its op does per element."""
+    if cls in ("elementwise", "reduction") and node.shapes:
+        return float(math.prod(node.shapes[-1])), node.bytes
+    return node.flops, node.bytes
+
+
 def fitted_time_us(node, device_type: str) -> float | None:
     """A workload node's time (µs) from its type's fitted model, before software penalties
     and slowdowns; None when the type has no model or the model lacks the node's class."""
     model = model_for(device_type)
     if not model:
         return None
-    params = model.get(op_class(node.op_type, node.kind))
+    cls = op_class(node.op_type, node.kind)
+    params = model.get(cls)
     if params is None:
         return None
-    return curve_us(params, node.flops, node.bytes)
+    return curve_us(params, *node_size(node, cls))

@@ -19,7 +19,7 @@ from tests.support.traces import real_trace
 
 MODEL = {
     "gemm": {"latency_us": 5.0, "tflops": 120.0, "gbps": 2000.0},
-    "elementwise": {"latency_us": 1.7, "gbps": 900.0},
+    "elementwise": {"latency_us": 1.7, "tflops": 2.0, "gbps": 900.0},
     "memory": {"latency_us": 2.0, "gbps": 20.0},
 }
 # Captures of the code before fitted models existed (same seed, same arguments).
@@ -67,6 +67,11 @@ def test_a_fitted_type_takes_operator_times_from_its_model(fitted_gpu):
     nodes = {n.name: n for n in WORKLOADS["transformer"].nodes}
     ffn = nodes["ffn.intermediate"]
     assert op_time_us(ffn, "gpu") == pytest.approx(5.0 + ffn.flops / 120e6 + ffn.bytes / 2000e3)
+    gelu = nodes["ffn.gelu"]  # elementwise: its elements, as the fit counts them, not its 8 FLOPs each
+    elements = 8 * 128 * 3072  # batch, sequence, FFN width
+    assert gelu.flops == 8 * elements
+    assert op_time_us(gelu, "gpu") == pytest.approx(1.7 + elements / 2e6 + gelu.bytes / 900e3)
+    assert perf_model.node_size(gelu, "elementwise") == (elements, gelu.bytes)
     h2d = nodes["h2d_hidden_states"]
     assert op_time_us(h2d, "gpu") == pytest.approx(2.0 + h2d.bytes / 20e3)
     # older software is still slower on top of the model (gpu 1.0: softmax x2 -- not in the model)
@@ -89,7 +94,7 @@ def test_a_fitted_types_workload_kernels_follow_the_model(fitted_gpu, monkeypatc
             continue
         cls = perf_model.op_class(node.op_type, node.kind)
         if cls in MODEL:
-            ratio = e["dur_us"] / perf_model.curve_us(MODEL[cls], node.flops, node.bytes)
+            ratio = e["dur_us"] / perf_model.curve_us(MODEL[cls], *perf_model.node_size(node, cls))
             assert 0.949 <= ratio <= 1.081, (e["name"], ratio)  # the tracer's seeded jitter
             checked += 1
     assert checked > 20
