@@ -47,8 +47,9 @@ def add_commands(sub) -> None:
 def _read(paths: list[Path]) -> dict[str, Any]:
     traces = {}
     for path in paths:
+        name = path.name if path.name not in traces else str(path)  # two folders' rank0.json
         try:
-            traces[path.name] = read_trace(path)
+            traces[name] = read_trace(path)
         except (OSError, TraceError) as exc:
             raise SystemExit(f"cannot read {path}: {exc}") from None
     return traces
@@ -94,16 +95,18 @@ def write_model(spec: Path, model: dict, note: str) -> None:
 
 
 def fit_command(args: argparse.Namespace) -> int:
+    spec = None
+    if args.write:  # before the fit, so that a missing spec costs nothing
+        spec = args.spec or find_spec(args.device_type, perf_model.spec_dirs())
+        if spec is None or not spec.exists():
+            raise SystemExit(f"no spec for device type {args.device_type!r} to write into (give --spec)")
     traces = _read(args.traces)
     report = fit_traces(traces)
     if not report.model:
         raise SystemExit("no device kernels in " + ", ".join(str(p) for p in args.traces))
     print(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() if args.json
           else report_text(report, args.device_type))
-    if args.write:
-        spec = args.spec or find_spec(args.device_type, perf_model.spec_dirs())
-        if spec is None or not spec.exists():
-            raise SystemExit(f"no spec for device type {args.device_type!r} to write into (give --spec)")
+    if spec is not None:
         note = f"{', '.join(report.per_trace)}; held-out error {_pct(report.error)}"
         write_model(spec, report.model, note)
         if not args.json:
