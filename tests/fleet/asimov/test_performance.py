@@ -9,7 +9,7 @@ import pytest
 from fleet.asimov.compiler import check_spec, compile_spec
 from fleet.asimov.loader import SPECS_DIR, module_from_compiled
 from fleet.asimov.parser import parse
-from fleet.asimov.performance import HEADER, with_performance
+from fleet.asimov.performance import HEADER, OP_CLASSES, with_performance
 
 GPU = (SPECS_DIR / "gpu.asimov").read_text()
 MODEL = {
@@ -76,3 +76,9 @@ def test_a_class_given_twice_is_refused_at_the_second():
 def test_a_syntax_error_in_the_section_has_its_position():
     (err,) = check_spec(GPU + "performance gemm curve(latency_us=1.0)\n", "gpu.asimov")
     assert (err.line, err.column) == (len(GPU.splitlines()) + 1, 18)
+
+
+def test_the_spec_knows_the_classes_the_fitter_gives():
+    from traces.atrace.analysis.kernel_sizes import OP_CLASSES as FITTED
+
+    assert OP_CLASSES == FITTED  # Asimov sits below Atrace and keeps its own copy
