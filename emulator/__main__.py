@@ -7,6 +7,8 @@
     python -m emulator reboot EVT-0000-00-1298
     python -m emulator materialise host-00 /tmp/sysfs
     python -m emulator job /tmp/job --type gpu --duration 2   # per-rank Kineto traces
+    python -m emulator fit TRACE... --type gpu [--write]      # performance model from real traces
+    python -m emulator whatif TRACE --on gpu                  # its kernels on a fitted type
 
 State lives under --state-dir (default var/emulator), shared with the workers that poll.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from emulator.config import DEFAULT_TYPES, FleetConfig, fleet_layout
 from emulator.devices import DEVICE_TYPES, FAULTS
+from emulator.fitting import add_commands, fit_command, whatif_command
 from emulator.host import EmulatedHost
 from emulator.training import PARALLELISMS
 
@@ -100,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--type", help="only devices of this type")
     p.add_argument("--parallelism", choices=PARALLELISMS, default="data")
     p.add_argument("--duration", type=float, default=2.0, help="seconds of the job to trace")
+    add_commands(sub)
     return parser
 
 
@@ -182,6 +186,8 @@ def _job(cfg: FleetConfig, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("fit", "whatif"):
+        return fit_command(args) if args.command == "fit" else whatif_command(args)
     cfg = _config(args)
     if args.command == "job":
         _job(cfg, args)

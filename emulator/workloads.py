@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from emulator.perf_model import fitted_time_us
+
 __all__ = [
     "WORKLOADS",
     "CostProfile",
@@ -424,13 +426,17 @@ def op_time_us(
     Older software versions are slower on some op types: the penalty of the oldest listed
     version not older than ``sw_version`` applies; a release that regressed (``2.1``) is
     slower on one op type of each device type. ``slowdown`` > 1 models a throttled clock or
-    a fault.
+    a fault. Device nodes take their time from the type's fitted model when its spec has one
+    (`emulator.perf_model`), else from its cost profile.
     """
     profile = profile_for(device_type)
     if node.kind == "host":
         t = 5.0 + node.flops / (HOST_GFLOPS * 1e3) + node.bytes / (HOST_GBPS * 1e3)
         return t  # the host CPU is not throttled with the device
-    if node.kind == "dma":
+    fitted = fitted_time_us(node, device_type)
+    if fitted is not None:  # the type's spec has a model fitted from real traces
+        t = fitted
+    elif node.kind == "dma":
         t = 3.0 + node.bytes / (profile.pcie_gbps * 1e3)
     else:
         compute = node.flops / (profile.peak_tflops * 1e6 * profile.efficiency_for(node.op_type))

@@ -27,6 +27,7 @@ LAYERS = ("fleet.asicmon", "fleet.asimov", "traces.atrace", "emulator", "fleet",
 ALLOWED_EDGES = {
     ("fleet.asimov", "fleet.asicmon"),  # specs compile into Asicmon monitor classes
     ("emulator", "traces.atrace"),  # the emulator's tracing builds Atrace's trace model
+    ("emulator", "fleet.asimov"),  # a device type's fitted performance model is in its spec
     ("fleet", "fleet.asicmon"),
     ("fleet", "fleet.asimov"),
     ("fleet", "emulator"),  # fleet/emulated.py wires the emulated fleet to its specs

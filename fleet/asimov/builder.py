@@ -130,6 +130,9 @@ class TreeBuilder(Transformer):
     def action_stmt(self, keyword, name, _eq, call) -> nodes.Action:
         return nodes.Action(_ident(name), _expr(call), span=_span(keyword, call))
 
+    def performance_stmt(self, keyword, name, _eq, model) -> nodes.Performance:
+        return nodes.Performance(_ident(name), _expr(model), span=_span(keyword, model))
+
     def const_stmt(self, keyword, name, _eq, value) -> nodes.Const:
         return nodes.Const(_ident(name), _expr(value), span=_span(keyword, value))
 

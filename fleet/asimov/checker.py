@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -47,6 +47,8 @@ class CheckedSpec:
     discovery: dict | None  # the discover statement's rule (fleet.asimov.discovery)
     uses_files: bool
     uses_lib: bool
+    # class -> fitted parameters of the performance model (fleet.asimov.performance)
+    performance: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 class Checker:
@@ -69,6 +71,7 @@ class Checker:
         self.error_status: dict[int, str] = {}
         self.health: dict[str, float] = {}
         self.actions: list[str] = []
+        self.performance: dict[str, dict[str, float]] = {}
         self.discovery: dict | None = None
         self.discovery_rule: Node | None = None  # for errors found after every statement
         self.uses_files = False
@@ -181,6 +184,7 @@ class Checker:
             discovery=self.discovery,
             uses_files=self.uses_files,
             uses_lib=self.uses_lib,
+            performance=MappingProxyType(self.performance),
         )
 
 

@@ -109,6 +109,7 @@ class Emitter:
             f"    DISCOVERY = {c.discovery!r}",
             *([f"    HEALTH = {dict(c.health)!r}"] if c.health else []),
             *([f"    ACTIONS = {c.actions!r}"] if c.actions else []),
+            *([f"    PERFORMANCE = {({k: dict(v) for k, v in c.performance.items()})!r}"] if c.performance else []),
             f"    USES_FILES = {c.uses_files!r}",
             f"    USES_LIB = {c.uses_lib!r}",
             "",
@@ -241,7 +242,7 @@ STATEMENTS: dict[type, Callable] = {
     nodes.Binding: binding,
     nodes.CallStatement: call_statement,
     nodes.Action: action,
-}  # the other statements are class attributes (error_status, health, discovery)
+}  # the other statements are class attributes (error_status, health, discovery, performance)
 
 
 # -- expressions ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ assigned once, values have the counter's kind and unit, every read is used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.asimov.checker import check
@@ -43,6 +43,7 @@ class CompiledSpec:
     code: str
     counters: tuple[str, ...]
     error_status: dict[int, str]
+    performance: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
@@ -54,6 +55,7 @@ def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
         emit(checked),
         checked.counters,
         dict(checked.error_status),
+        {k: dict(v) for k, v in checked.performance.items()},
     )
 
 

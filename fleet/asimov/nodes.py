@@ -47,6 +47,7 @@ __all__ = [
     "Number",
     "Out",
     "Pair",
+    "Performance",
     "Span",
     "Spec",
     "Stat",
@@ -350,6 +351,14 @@ class Health(Statement):
 class Action(Statement):
     name: Ident
     call: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Performance(Statement):
+    """``performance CLASS = curve(latency_us=..., ...)``: a fitted model of one operator class."""
+
+    op_class: Ident
+    model: Expr
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,9 +29,11 @@ from fleet.asimov.nodes import (
     Discover,
     ErrorCode,
     Health,
+    Performance,
     Statement,
     StatsAssign,
 )
+from fleet.asimov.performance import performance_stmt
 from fleet.asimov.reads import binding, call_stmt
 from fleet.asimov.units import parse_unit
 from fleet.asimov.values import ANY, NO, Ctx, Symbol
@@ -146,4 +148,5 @@ STATEMENTS: dict[type, Check] = {
     Discover: discover_stmt,
     Health: health_stmt,
     Action: action_stmt,
+    Performance: performance_stmt,
 }

@@ -1,4 +1,4 @@
-"""Command line: ``python -m traces.atrace summary|critical-path|diff|job|advise|convert ...``."""
+"""Command line: ``python -m traces.atrace summary|critical-path|diff|job|advise|convert|whatif ...``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .analysis.communication import communication
 from .analysis.comparison import OPERATOR_KINDS, compare
 from .analysis.correlation import correlate
 from .analysis.critical_path import critical_path
+from .analysis.kernel_model import model_from_json, predict_trace
 from .analysis.multirank import analyse_job, cross_rank_critical_path
 from .errors import TraceError
 from .io.chakra_et import write_chakra, write_chakra_et
@@ -305,6 +306,21 @@ def _format_of(output: str) -> str:
     return "chakra" if "chakra" in output else "chrome"
 
 
+def _whatif(args: argparse.Namespace) -> dict[str, Any] | str:
+    """A trace's kernels under a fitted model (``python -m emulator fit --json`` writes one;
+    ``python -m emulator whatif --on TYPE`` reads a type's from its spec)."""
+    try:
+        model = model_from_json(orjson.loads(Path(args.model).read_bytes()))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"error: {args.model}: {exc}") from None
+    rows = [{"class": c, **r} for c, r in predict_trace(read_trace(args.file), model).items()]
+    if args.json:
+        return {"trace": args.file, "model": args.model, "classes": rows}
+    columns = [("class", "class"), ("kernels", "kernels"), ("recorded_us", "recorded us"),
+               ("predicted_us", "predicted us")]
+    return f"What if {args.file} ran on the device of {args.model}:\n" + _table(rows, columns)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m traces.atrace", description="Atrace: analyse accelerator traces.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -348,6 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a PyTorch host execution trace of the same run, linked to the Kineto INPUT")
     common(v)
     v.set_defaults(run=_convert)
+    w = sub.add_parser("whatif", help="a trace's kernels, per operator class, on a device with a fitted model")
+    w.add_argument("file")
+    w.add_argument("--model", required=True, help="JSON of `python -m emulator fit --json` (or class -> parameters)")
+    common(w)
+    w.set_defaults(run=_whatif)
     return p
 
 

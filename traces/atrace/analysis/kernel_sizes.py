@@ -1,0 +1,191 @@
+"""What a device kernel is and how big its problem is: its operator class, and the FLOPs and
+bytes of the framework operator that launched it.
+
+The class comes from the kernel's name first where the name is unambiguous (collectives,
+copies, GEMM and attention kernels, layout and elementwise kernels), else from the launching
+``aten::`` operator (``aten::addmm`` -> GEMM, ``aten::native_layer_norm`` -> reduction), else
+``other``. File names never count.
+
+The size comes from the launching operator's recorded input shapes (the profiler's
+``record_shapes``: ``Input Dims`` and ``Input type``): ``2·M·K·N`` FLOPs for a matrix
+product, ``2·N·O·H·W·C·kh·kw`` for a convolution (output the input's size, the stride read
+from ``Concrete Inputs`` when there), ``4·B·H·Sq·Sk·D`` for attention, one FLOP per element
+for the rest; bytes are the inputs' sizes plus an output as large as the largest input (the
+matrix product's output for GEMMs). Copies and collectives take their bytes from the
+kernel's own args (``bytes``, ``In msg nelems``). Without shapes a kernel has no size
+(NaN), and a model falls back on its class's latency.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from ..model.kinds import _DTYPE_BYTES, collective
+from ..model.trace import Kind
+
+__all__ = ["OP_CLASSES", "classify", "kernel_size"]
+
+OP_CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "communication", "other")
+
+_NAME_RULES = (
+    ("communication", re.compile(r"nccl|rccl", re.I)),
+    ("memory", re.compile(r"^(memcpy|memset)|^dma_request$", re.I)),
+    # the helpers a GEMM or convolution launches besides its math: bias epilogues, offsets
+    ("elementwise", re.compile(r"epilogue|computeOffsets", re.I)),
+    ("attention", re.compile(r"flash|fmha|attn|attention", re.I)),
+    ("conv", re.compile(r"conv|fprop|dgrad|wgrad|winograd|fft2d|implicit_gemm", re.I)),
+    ("gemm", re.compile(r"(?<!fb)gemm|cutlass|Cijk_|matmul|wmma|xmma", re.I)),
+    ("reduction", re.compile(r"reduce|norm|softmax|pool", re.I)),
+    ("elementwise", re.compile(r"elementwise|nchwToNhwc|nhwcToNchw|transpose|CatArray|indexSelect|fill", re.I)),
+)
+_OP_RULES = (
+    ("attention", re.compile(r"attention|scaled_dot_product", re.I)),
+    ("conv", re.compile(r"conv", re.I)),
+    ("gemm", re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_scaled_mm)$")),
+    ("reduction", re.compile(r"norm|softmax|^aten::(sum|mean|max|min|all|any|amax|amin|argmax|argmin|"
+                             r"cumsum|prod|var|std|topk|sort)$|pool", re.I)),
+    ("elementwise", re.compile(r"^aten::")),
+)
+THREAD_BYTES = 8.0  # a thread of a shape-less kernel reads and writes one fp32 element
+_TYPE_BYTES = {"c10::bfloat16": 2, "c10::half": 2, "long int": 8, "unsigned char": 1, "signed char": 1,
+               "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "c10::complex<float>": 8}
+
+
+_NAMESPACE_GROUP = re.compile(r"\([^()]*\)::")  # (anonymous namespace)::
+
+
+def _function(kernel_name: str) -> str:
+    """A kernel's function name without its template and call arguments (those name other
+    functions: an elementwise kernel's functor may say ``addmm``)."""
+    return re.split(r"[<(]", _NAMESPACE_GROUP.sub("", kernel_name), maxsplit=1)[0]
+
+
+def classify(kernel_name: str, kind: int, op_name: str | None) -> str:
+    """The operator class of a kernel, from its name, its kind and its launching operator."""
+    if kind == Kind.COMM:
+        return "communication"
+    if kind in (Kind.MEMCPY, Kind.MEMSET):
+        return "memory"
+    function = _function(kernel_name)
+    for cls, pattern in _NAME_RULES:
+        if pattern.search(function):
+            return cls
+    if op_name:
+        for cls, pattern in _OP_RULES:
+            if pattern.search(op_name):
+                return cls
+    return "other"
+
+
+def _elem_bytes(type_name: Any) -> int:
+    text = str(type_name).lower()
+    return _TYPE_BYTES.get(text) or _DTYPE_BYTES.get(text.removeprefix("c10::"), 4)
+
+
+def _tensors(args: dict[str, Any]) -> list[tuple[list[int], int]]:
+    """(shape, element bytes) of each tensor input (scalars and empty lists left out)."""
+    dims = args.get("Input Dims") or []
+    types = args.get("Input type") or []
+    out = []
+    for i, shape in enumerate(dims):
+        if isinstance(shape, list) and shape and all(isinstance(d, int) and d >= 0 for d in shape):
+            out.append((shape, _elem_bytes(types[i] if i < len(types) else "float")))
+    return out
+
+
+def _gemm(op: str, tensors: list[tuple[list[int], int]]) -> tuple[float, float] | None:
+    mats = [(s, b) for s, b in tensors if len(s) >= 2]
+    if len(mats) < 2:
+        return None
+    (a, eb), (w, _) = mats[-2], mats[-1]
+    if op == "aten::linear":  # weight [N, K]
+        m, k, n = math.prod(a[:-1]), a[-1], w[0]
+        batch = 1
+    else:
+        batch = math.prod(a[:-2]) if len(a) > 2 else 1
+        m, k, n = a[-2], a[-1], w[-1]
+    flops = 2.0 * batch * m * k * n
+    nbytes = float(sum(math.prod(s) * b for s, b in tensors) + batch * m * n * eb)
+    return flops, nbytes
+
+
+def _stride(args: dict[str, Any]) -> int:
+    concrete = args.get("Concrete Inputs") or []
+    for value in concrete[3:5]:  # input, weight, bias, then stride in aten's convolutions
+        m = re.fullmatch(r"\[(\d+)(?:,\s*\d+)*\]", str(value).strip())
+        if m:
+            return max(int(m.group(1)), 1)
+    return 1
+
+
+def _conv(args: dict[str, Any], tensors: list[tuple[list[int], int]]) -> tuple[float, float] | None:
+    if len(tensors) < 2 or len(tensors[0][0]) < 3 or len(tensors[1][0]) < 3:
+        return None
+    (x, eb), (w, _) = tensors[0], tensors[1]
+    stride = _stride(args)
+    spatial = math.prod(max(d // stride, 1) for d in x[2:])
+    flops = 2.0 * x[0] * w[0] * spatial * math.prod(w[1:])
+    nbytes = float(sum(math.prod(s) * b for s, b in tensors) + x[0] * w[0] * spatial * eb)
+    return flops, nbytes
+
+
+def _attention(tensors: list[tuple[list[int], int]]) -> tuple[float, float] | None:
+    qkv = [(s, b) for s, b in tensors if len(s) == 4]
+    if len(qkv) < 2:
+        return None
+    (q, eb), (k, _) = qkv[0], qkv[1]
+    # flash kernels take [batch, seq, heads, dim]; SDPA takes [batch, heads, seq, dim]
+    b, d = q[0], q[3]
+    flops = 4.0 * b * q[1] * q[2] * k[1] * d  # B·Sq·H and Sk·D in either layout
+    nbytes = float(sum(math.prod(s) * e for s, e in qkv) + math.prod(q) * eb)
+    return flops, nbytes
+
+
+def _sized_from_op(cls: str, op: str, args: dict[str, Any]) -> tuple[float, float] | None:
+    tensors = _tensors(args)
+    if not tensors:
+        return None
+    if cls == "gemm":
+        return _gemm(op, tensors)
+    if cls == "conv":
+        return _conv(args, tensors)
+    if cls == "attention":
+        return _attention(tensors)
+    largest = max(math.prod(s) for s, _ in tensors)
+    nbytes = float(sum(math.prod(s) * b for s, b in tensors) + largest * tensors[0][1])
+    return float(largest), nbytes
+
+
+def kernel_size(cls: str, kernel_name: str, kernel_args: dict[str, Any] | None, op_name: str | None,
+                op_args: dict[str, Any] | None) -> tuple[float, float]:
+    """(FLOPs, bytes) of one kernel's problem; NaNs where the trace does not say."""
+    kernel_args = kernel_args or {}
+    if cls == "memory":
+        size = kernel_args.get("bytes")
+        return (0.0, float(size)) if isinstance(size, int | float) and size > 0 else (math.nan, math.nan)
+    if cls == "communication":
+        facts = collective(kernel_name, kernel_args)
+        size = facts.get("bytes") if facts else None
+        return (0.0, float(size)) if size else (math.nan, math.nan)
+    if op_name and op_args:
+        sized = _sized_from_op(cls, op_name, op_args)
+        if sized is not None and sized[1] > 0:
+            return sized
+    if cls in ("gemm", "conv", "attention"):  # a tile of such a kernel's thread does far more than one element
+        return math.nan, math.nan
+    return _sized_from_launch(kernel_args)
+
+
+def _sized_from_launch(kernel_args: dict[str, Any]) -> tuple[float, float]:
+    """Without shapes, the launch geometry stands in for the problem: one element (one FLOP,
+    THREAD_BYTES bytes) per thread launched (CUPTI records ``grid`` and ``block``)."""
+    grid, block = kernel_args.get("grid"), kernel_args.get("block")
+    if not (isinstance(grid, list) and isinstance(block, list)):
+        return math.nan, math.nan
+    try:
+        threads = float(math.prod(int(g) for g in grid) * math.prod(int(b) for b in block))
+    except (TypeError, ValueError):
+        return math.nan, math.nan
+    return (threads, threads * THREAD_BYTES) if threads > 0 else (math.nan, math.nan)
