@@ -247,7 +247,7 @@ DECODE_REPLAY_US = 1500  # one decode step's graph: 30 kernels of 50 µs
 
 
 def decode_loop(*, gap_us: int = 0, kv_us: int = 0, prefill_us: int = 0, call: str = "cudaGraphLaunch",
-                blocking_copy_us: int = 0) -> Case:
+                blocking_copy_us: int = 0, steps: bool = True, prefill_alone: bool = False) -> Case:
     """Decode steps, each a CUDA/HIP graph replay of 1.5 ms launched by ``call`` inside a
     ``decode`` range, after host scheduling that stays ahead of the device unless ``gap_us``:
     then the host schedules ``gap_us`` longer than the replay runs, and the device idles that
@@ -256,7 +256,9 @@ def decode_loop(*, gap_us: int = 0, kv_us: int = 0, prefill_us: int = 0, call: s
     ``prefill_us``: every other step also runs a prefill range whose kernels take that long
     (injected: ``prefill_us`` on those steps). ``blocking_copy_us``: the host then reads the
     sampled tokens with a blocking ``hipMemcpyWithStream`` under ``aten::copy_`` that waits
-    that long while the device idles (the shape of the issue's ROCm decode trace)."""
+    that long while the device idles (the shape of the issue's ROCm decode trace).
+    ``steps=False``: no ``ProfilerStep`` ranges, only the ``decode`` ones; ``prefill_alone``:
+    the ``decode`` range starts after the prefill (not batched with it: injected 0)."""
     loop = _Loop()
     t, injected = 0, 0
     host_us = DECODE_REPLAY_US + gap_us if gap_us else 200
@@ -268,16 +270,19 @@ def decode_loop(*, gap_us: int = 0, kv_us: int = 0, prefill_us: int = 0, call: s
             t = loop.op(t, "aten::mm", 10 * US, "prefill_attention_kernel", prefill_us * US)
             loop.b.add("prefill", p0, t - p0, loop.host, kind=Kind.ANNOTATION, cat="user_annotation")
             injected += prefill_us * US
+        decode_from = t if prefill_alone else start
         t = _graph_launch(loop, t, call)
         if kv_us:
             t = loop.op(t, "_C_cache_ops::reshape_and_cache", 5 * US, "reshape_and_cache_kernel", kv_us * US)
         if blocking_copy_us:
             t = _blocking_read(loop, t, blocking_copy_us)
-        loop.b.add("decode", start, t - start, loop.host, kind=Kind.ANNOTATION, cat="user_annotation")
-        loop.step(k, start, t + US)
+        loop.b.add("decode", decode_from, t - decode_from, loop.host, kind=Kind.ANNOTATION, cat="user_annotation")
+        if steps:
+            loop.step(k, start, t + US)
         t += US
     loop.sync(t)
     # The gaps lie between consecutive replays: STEPS - 1 of them.
+    injected = 0 if prefill_alone else injected
     injected += gap_us * US * (STEPS - 1) + (kv_us + blocking_copy_us) * US * STEPS
     return Case(loop.build(), injected // STEPS)
 

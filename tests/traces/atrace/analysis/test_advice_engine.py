@@ -82,3 +82,12 @@ def test_the_rocm_decode_step_that_waits_in_one_blocking_copy():
     assert kinds[0]["operator"] == "aten::copy_"
     assert found.reason == top.title and top.title in found.summary
     assert "copies" not in found.rules  # the 2 µs copy is not what costs the step
+
+
+def test_without_steps_a_prefill_stalls_only_the_decodes_it_overlaps():
+    batched = ka.decode_loop(prefill_us=2000, steps=False)
+    f = advise(batched.trace).rule("prefill_stall")
+    assert f is not None
+    _within(f, batched)
+    alone = advise(ka.decode_loop(prefill_us=2000, steps=False, prefill_alone=True).trace)
+    assert alone.rule("prefill_stall") is None, alone.rules

@@ -8,7 +8,9 @@ from file names or one engine's code.
   taking no time. Windows where the device idles most of the time are rule 8's.
 * ``prefill_stall``: a prefill batched into a step with decodes holds them up: the path's
   saving with the prefill's work (operators and ranges named prefill, the device work they
-  launch, kernels named prefill) taking no time, in the steps that decode too.
+  launch, kernels named prefill) taking no time, in the steps that decode too (in a trace
+  without steps: where a prefill range overlaps a decode range). Steps with device work only:
+  a CPU-only trace is rule 9's.
 * ``kv_cache``: KV-cache writes and block copies (``reshape_and_cache``, ``copy_blocks``,
   ``swap_blocks`` …): the path's saving with them taking no time.
 """
@@ -177,6 +179,18 @@ def _ranges(ctx: Context, named: np.ndarray, w: Window) -> np.ndarray:
     return ev[(t.ts[ev] < w.end) & (t.end[ev] > w.start)]
 
 
+def _batched(ctx: Context, w: Window, pre: np.ndarray, dec: np.ndarray) -> bool:
+    """A prefill batched with decodes: in a step that decodes too, or (a trace without steps)
+    a prefill range that overlaps a decode range."""
+    t = ctx.trace
+    p, d = _ranges(ctx, pre, w), _ranges(ctx, dec, w)
+    if ctx.has_steps:
+        return bool((len(p) or pre[w.dev].any()) and (len(d) or dec[w.dev].any()))
+    if not len(p) or not len(d):
+        return False
+    return bool(((t.ts[p][:, None] < t.end[d][None, :]) & (t.end[p][:, None] > t.ts[d][None, :])).any())
+
+
 def prefill_rule(ctx: Context) -> Finding | None:
     t = ctx.trace
     pre, dec = _named(t, _PREFILL), _named(t, _DECODE)
@@ -184,9 +198,9 @@ def prefill_rule(ctx: Context) -> Finding | None:
         return None
     hits, prefill_ns, mixed = [], 0, 0
     for w in ctx.windows:
-        mine = _phase_work(ctx, w, pre)
-        if not len(mine) or not (len(_ranges(ctx, dec, w)) or dec[w.dev].any()):
+        if not len(w.dev) or not _batched(ctx, w, pre, dec):
             continue
+        mine = _phase_work(ctx, w, pre)
         mixed += 1
         dev = mine[t.on_device[mine]]
         prefill_ns += int(np.sum(t.dur[dev]))
