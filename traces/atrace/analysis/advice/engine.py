@@ -3,9 +3,12 @@ from file names or one engine's code.
 
 * ``replay_gaps``: decode steps replayed from CUDA/HIP graphs (``cudaGraphLaunch``,
   ``hipGraphLaunch``) leave the device idle between replays while the host schedules the
-  next one. The saving is the device's idle time between consecutive replays (outside the
-  host's waits, which are rule 2's), capped by the path's saving with the host's work
-  taking no time. Windows where the device idles most of the time are rule 8's.
+  next one: the next replay's launch call began after the previous replay ended. The
+  saving is the device's idle time in those gaps (outside other device work and the host's
+  waits, which are rule 2's): with the launch queued in time, the replay would have started
+  at once. The replays are read over the whole analysed time, not step by step (a decode
+  step's replay often runs while the host already schedules the next step); a gap counts in
+  the step where it begins. Rule 8 bounds the same fix: :func:`one_replay_finding` keeps one.
 * ``prefill_stall``: a prefill batched into a step with decodes holds them up: the path's
   saving with the prefill's work (operators and ranges named prefill, the device work they
   launch, kernels named prefill) taking no time, in the steps that decode too (in a trace
@@ -28,7 +31,7 @@ from .context import Context, Window, device_work
 from .findings import Finding
 from .inference import _KV, BACK_TO_BACK_NS
 from .waits import host_waits
-from .words import duration
+from .words import duration, duration_us, plural
 
 _PREFILL = re.compile(r"prefill", re.IGNORECASE)
 _DECODE = re.compile(r"decode", re.IGNORECASE)
@@ -60,11 +63,19 @@ def _replays(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _minus(a: np.ndarray, b: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Per interval [a, b): its length outside the merged intervals [s, e)."""
-    out = (b - a).astype(np.int64)
-    for j in range(len(a)):
-        out[j] -= int(np.clip(np.minimum(e, b[j]) - np.maximum(s, a[j]), 0, None).sum())
-    return np.maximum(out, 0)
+    """Per interval [a, b): its length outside the merged (sorted, disjoint) intervals [s, e)."""
+    return np.maximum((b - a) - (_covered_upto(s, e, b) - _covered_upto(s, e, a)), 0)
+
+
+def _covered_upto(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per time in ``x``: how much of the merged intervals [s, e) lies before it."""
+    if not len(s):
+        return np.zeros(len(x), np.int64)
+    before = np.concatenate([[0], np.cumsum(e - s)])
+    k = np.searchsorted(s, x, "right") - 1
+    j = np.maximum(k, 0)
+    part = np.clip(np.minimum(x, e[j]) - s[j], 0, None)
+    return np.where(k >= 0, before[j] + part, 0)
 
 
 def _late_gaps(ctx: Context, calls, first, last):
@@ -91,11 +102,14 @@ def replay_gap_rule(ctx: Context) -> Finding | None:
     if len(calls) < 2:
         return None
     a, b, nxt, idle = _late_gaps(ctx, calls, first, last)
-    hits, host_all = [], []
+    hits, host_all, gaps_all = [], [], []
+    seen = np.zeros(len(calls), bool)  # replays that start in an analysed window
     for w in ctx.windows:
+        seen |= (first >= w.start) & (first < w.end)
         mine = (a >= w.start) & (a < w.end)
         if not idle[mine].sum():
             continue
+        gaps_all.append(idle[mine])
         host = w.host[np.isin(t.track[w.host], w.drivers) & (t.kind[w.host] == Kind.HOST_OP)]
         inside = host[_overlaps(t.ts[host], t.end[host], a[mine], b[mine])]
         hits.append(Hit(w, int(idle[mine].sum()), np.concatenate([nxt[mine][:25], inside[:25]]),
@@ -103,25 +117,28 @@ def replay_gap_rule(ctx: Context) -> Finding | None:
         host_all.append(inside)
     if not hits:
         return None
-    gaps = idle[idle > 0]
+    gaps = np.concatenate(gaps_all)
+    gaps = gaps[gaps > 0]
     n = len(ctx.windows)
     elapsed = sum(w.end - w.start for w in ctx.windows)  # a step's replay runs into the next step
-    sched = float(np.median(np.diff(np.sort(t.ts[calls]))))
+    # The host's time from each launch to the next, for the launches in the analysed windows.
+    between = np.diff(t.ts[calls])[seen[:-1]] if len(calls) > 1 else np.zeros(0, np.int64)
+    sched = float(np.median(between)) if len(between) else 0.0
     ops = op_rows(t, np.concatenate(host_all))
     top = ops[0]["op"] if ops else "host code"
     measured = {
-        "replays": int(len(calls)),
+        "replays": int(seen.sum()),
         "gaps": int(len(gaps)),
         "idle_between_replays_us": us(gaps.sum()),
         "idle_share_of_step": round(float(gaps.sum()) / max(elapsed, 1), 4),
         "median_gap_us": us(np.median(gaps)),
         "host_between_launches_median_us": us(sched),
-        "median_replay_us": us(np.median(last - first)),
+        "median_replay_us": us(np.median((last - first)[seen])),
     }
-    per = " per step" if ctx.has_steps else ""
+    where = f" in {plural(n, 'step')}" if ctx.has_steps else ""
     title = (f"Graph replays leave the device idle {pct(measured['idle_share_of_step'])} {ctx.of_each} between "
-             f"them ({len(gaps) / n:,.0f} {'gap' if len(gaps) <= n else 'gaps'}{per}, median "
-             f"{duration(np.median(gaps))}, replays of {duration(np.median(last - first))}): the host takes "
+             f"them ({plural(len(gaps), 'gap')}{where}, median "
+             f"{duration(np.median(gaps))}, replays of {duration_us(measured['median_replay_us'])}): the host takes "
              f"{duration(sched)} to schedule each replay, mostly in {top}")
     action = ("Keep the next replay queued before the current one ends: schedule step N+1 while step N runs "
               "(asynchronous output processing, overlap the scheduler with the device), move sampling and "
@@ -165,8 +182,11 @@ def _phase_work(ctx: Context, w: Window, named: np.ndarray) -> np.ndarray:
         return dev
     host = w.host
     inside = np.zeros(len(host), bool)
-    for r in ranges.tolist():
-        inside |= (t.track[host] == t.track[r]) & (t.ts[host] >= t.ts[r]) & (t.end[host] <= t.end[r])
+    for track in np.unique(t.track[ranges]).tolist():
+        rs, re_ = merge_intervals(t.ts[ranges[t.track[ranges] == track]], t.end[ranges[t.track[ranges] == track]])
+        on = np.flatnonzero(t.track[host] == track)
+        k = np.searchsorted(rs, t.ts[host[on]], "right") - 1
+        inside[on] = (k >= 0) & (t.end[host[on]] <= re_[np.maximum(k, 0)])
     calls = host[inside]
     launched = w.dev[np.isin(ctx.launcher[w.dev], calls)]
     return np.unique(np.concatenate([calls, launched, dev]))
