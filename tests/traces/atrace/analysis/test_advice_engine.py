@@ -91,3 +91,11 @@ def test_without_steps_a_prefill_stalls_only_the_decodes_it_overlaps():
     _within(f, batched)
     alone = advise(ka.decode_loop(prefill_us=2000, steps=False, prefill_alone=True).trace)
     assert alone.rule("prefill_stall") is None, alone.rules
+
+
+def test_phases_are_words_not_parts_of_longer_names():
+    from traces.atrace.analysis.advice.engine import _DECODE, _PREFILL
+
+    assert all(_DECODE.search(n) for n in ("decode", "decode_step", "model.decode", "flash_decode_kernel"))
+    assert not any(_DECODE.search(n) for n in ("TransformerDecoderLayer", "decoder.forward", "nn.Decoder"))
+    assert all(_PREFILL.search(n) for n in ("prefill", "chunked_prefill", "prefill_attention_kernel"))

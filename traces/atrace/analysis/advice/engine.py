@@ -33,8 +33,9 @@ from .inference import _KV, BACK_TO_BACK_NS
 from .waits import host_waits
 from .words import duration, duration_us, plural
 
-_PREFILL = re.compile(r"prefill", re.IGNORECASE)
-_DECODE = re.compile(r"decode", re.IGNORECASE)
+# The word, not a longer one ("decoder" layers are not decode steps).
+_PREFILL = re.compile(r"(?<![a-z])prefill(?![a-z])", re.IGNORECASE)
+_DECODE = re.compile(r"(?<![a-z])decode(?![a-z])", re.IGNORECASE)
 RULE8_OVER_GAPS = 1.5
 
 
