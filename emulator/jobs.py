@@ -6,10 +6,10 @@ A job is a name, a parallelism and its ranks in order, each mapped to a device o
 (``emulator.training``) run on every rank at the pace of that rank's device as it is *now*
 (:func:`condition_of` reads the emulator's physics): a device that overheats has throttled
 its clock and computes slower, a degraded PCIe link slows its copies and its share of every
-collective, an ECC storm retries kernels, an older or regressed software version has slower
+collective between hosts, an ECC storm retries kernels, an older or regressed software version has slower
 operators. A collective completes on every rank only when its last participant has arrived
-and the data has gone round a ring whose slowest link (a device's PCIe link, the network
-between hosts) sets the pace -- so one slow device makes every other rank wait, as on
+and the data has gone round a ring whose slowest link (the device fabric inside one host, else a
+device's PCIe link or the network between hosts) sets the pace -- so one slow device makes every other rank wait, as on
 hardware. A device that hangs or reboots fails its rank; the others wait in their next
 collective until the capture ends, and their traces are still complete.
 
@@ -43,6 +43,10 @@ NETWORK_GBPS = 12.5  # between hosts: one 100 Gb/s link per host
 HOP_LATENCY_S = 5e-6  # per step of the ring
 #: GB/s per lane of each PCIe generation (after line encoding).
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+#: GB/s per direction of the device-to-device fabric inside one host (NVLink/xGMI-class), by
+#: device type: ranks that share a host all-reduce over it, not over PCIe, as tensor-parallel
+#: groups do on hardware (a type without one uses its PCIe link).
+FABRIC_GBPS = {"gpu": 300.0}
 CONDITION_EVERY_S = 0.1  # a device's conditions are read at most this often per rank
 MAX_RANKS = 4096
 
@@ -265,8 +269,12 @@ class JobRun:
         return bool(active)
 
     def _settle(self, node, active: list[Rank], arrivals: dict[int, int]) -> None:
-        links = [profile_for(r.device_type).pcie_gbps * self.recorders[r.rank].now.link_share for r in active]
-        end = max(arrivals.values()) + transfer_ns(node.bytes, links, len({r.host for r in active}))
+        hosts = len({r.host for r in active})
+        if hosts == 1 and all(r.device_type in FABRIC_GBPS for r in active):
+            links = [FABRIC_GBPS[r.device_type] for r in active]
+        else:
+            links = [profile_for(r.device_type).pcie_gbps * self.recorders[r.rank].now.link_share for r in active]
+        end = max(arrivals.values()) + transfer_ns(node.bytes, links, hosts)
         for r in active:
             self.recorders[r.rank].settle(node, arrivals[r.rank], end)
 

@@ -240,3 +240,78 @@ def straggler_job(*, late_us: int = 500, straggler: int = 2, ranks: int = 4) -> 
             loop.step(k, start[r], t[r] + 5 * US)
             t[r] += 5 * US
     return [loop.build() for loop in loops], late_us * US
+
+
+# -- an inference engine's decode loop ---------------------------------------------------------
+DECODE_REPLAY_US = 1500  # one decode step's graph: 30 kernels of 50 µs
+
+
+def decode_loop(*, gap_us: int = 0, kv_us: int = 0, prefill_us: int = 0, call: str = "cudaGraphLaunch",
+                blocking_copy_us: int = 0, steps: bool = True, prefill_alone: bool = False) -> Case:
+    """Decode steps, each a CUDA/HIP graph replay of 1.5 ms launched by ``call`` inside a
+    ``decode`` range, after host scheduling that stays ahead of the device unless ``gap_us``:
+    then the host schedules ``gap_us`` longer than the replay runs, and the device idles that
+    long between consecutive replays (injected: ``gap_us`` per gap, STEPS - 1 gaps). ``kv_us``: a ``reshape_and_cache``
+    kernel of that long on the compute stream after each replay (injected: ``kv_us``).
+    ``prefill_us``: every other step also runs a prefill range whose kernels take that long
+    (injected: ``prefill_us`` on those steps). ``blocking_copy_us``: the host then reads the
+    sampled tokens with a blocking ``hipMemcpyWithStream`` under ``aten::copy_`` that waits
+    that long while the device idles (the shape of the issue's ROCm decode trace).
+    ``steps=False``: no ``ProfilerStep`` ranges, only the ``decode`` ones; ``prefill_alone``:
+    the ``decode`` range starts after the prefill (not batched with it: injected 0)."""
+    loop = _Loop()
+    t, injected = 0, 0
+    host_us = DECODE_REPLAY_US + gap_us if gap_us else 200
+    for k in range(STEPS):
+        start = t
+        t = loop.op(t, "sampler.schedule", host_us * US)  # the engine's scheduling on the host
+        if prefill_us and k % 2:
+            p0 = t
+            t = loop.op(t, "aten::mm", 10 * US, "prefill_attention_kernel", prefill_us * US)
+            loop.b.add("prefill", p0, t - p0, loop.host, kind=Kind.ANNOTATION, cat="user_annotation")
+            injected += prefill_us * US
+        decode_from = t if prefill_alone else start
+        t = _graph_launch(loop, t, call)
+        if kv_us:
+            t = loop.op(t, "_C_cache_ops::reshape_and_cache", 5 * US, "reshape_and_cache_kernel", kv_us * US)
+        if blocking_copy_us:
+            t = _blocking_read(loop, t, blocking_copy_us)
+        loop.b.add("decode", decode_from, t - decode_from, loop.host, kind=Kind.ANNOTATION, cat="user_annotation")
+        if steps:
+            loop.step(k, start, t + US)
+        t += US
+    loop.sync(t)
+    # The gaps lie between consecutive replays: STEPS - 1 of them.
+    injected = 0 if prefill_alone else injected
+    injected += gap_us * US * (STEPS - 1) + (kv_us + blocking_copy_us) * US * STEPS
+    return Case(loop.build(), injected // STEPS)
+
+
+def _graph_launch(loop: _Loop, t: int, call: str) -> int:
+    loop.corr += 1
+    corr = loop.corr
+    loop.b.add(call, t, 10 * US, loop.host, kind=Kind.RUNTIME, cat="cuda_runtime", corr=corr,
+               args={"correlation": corr})
+    s = max(t + 8 * US, loop.free[loop.compute])
+    for j in range(30):
+        loop.b.add(KERNELS[j % 8], s, 50 * US, loop.compute, kind=Kind.KERNEL, cat="kernel", corr=corr,
+                   args={"correlation": corr})
+        s += 50 * US
+    loop.free[loop.compute] = s
+    return t + 12 * US
+
+
+def _blocking_read(loop: _Loop, t: int, wait_us: int) -> int:
+    """``aten::copy_`` > ``hipMemcpyWithStream``: the call returns once the device has finished
+    and the copy ran, then the host waits ``wait_us`` more in the call (the device idles)."""
+    loop.corr += 1
+    done = loop.device_done()
+    start = max(t + 6 * US, done)
+    loop.b.add("Memcpy DtoH (Device -> Host)", start, 2 * US, loop.compute, kind=Kind.MEMCPY, cat="gpu_memcpy",
+               corr=loop.corr, args={"correlation": loop.corr, "bytes": 4096})
+    loop.free[loop.compute] = start + 2 * US
+    end = start + 2 * US + wait_us * US
+    loop.b.add("hipMemcpyWithStream", t + US, end - t - US, loop.host, kind=Kind.RUNTIME, cat="cuda_runtime",
+               corr=loop.corr, args={"correlation": loop.corr})
+    loop.b.add("aten::copy_", t, end + US - t, loop.host, kind=Kind.HOST_OP, cat="cpu_op")
+    return end + 2 * US

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
-from emulator.jobs import emulated_conditions, run_job
-from tests.emulator.test_jobs import T0, VICTIM, _analyse, _hosts, _job
+from emulator.jobs import emulated_conditions, make_job, run_job, select_devices
+from tests.emulator.test_jobs import FLEET, T0, VICTIM, _analyse, _hosts, _job
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
 
 
@@ -46,3 +47,49 @@ def test_a_healthy_job_names_no_straggler_and_still_says_why_its_verdict(tmp_pat
     assert found.rule("straggler") is None
     assert found.reason and (found.reason in found.summary)
     assert len(found.account["lines"]) == 8 and found.account["lines"][0].startswith("Rank 0: Where the time goes")
+
+
+# -- the issue's scenario: tensor parallelism inside one host, one device throttled to 67 % --
+THROTTLED = 1326 / 1980  # the issue's clock: 1,326 of 1,980 MHz
+
+
+def _one_host_job(clock_share: float, seed: int, parallelism: str = "tensor"):
+    """Eight ranks on the eight devices of one host (where a tensor-parallel group lives, on
+    the host's device fabric), rank VICTIM's device at ``clock_share`` of its clock."""
+    spec = make_job("train-bert", select_devices(FLEET, hosts=["host-00"])[:8], parallelism)
+    healthy = emulated_conditions(_hosts(spec, at=T0))
+
+    def conditions(rank, t):
+        now = healthy(rank, t)
+        return dataclasses.replace(now, clock_share=clock_share) if rank.rank == VICTIM else now
+
+    return run_job(spec, 1.0, conditions, start_s=T0, seed=seed)
+
+
+def _step_ms(capture) -> float:
+    t = capture.traces[0]
+    steps = np.flatnonzero(np.char.startswith(np.array(t.strings.strings, dtype=object)[t.name].astype(str),
+                                              "ProfilerStep"))
+    return float(np.median(t.dur[steps])) / 1e6
+
+
+@pytest.mark.parametrize("seed", [2, 7])
+def test_a_throttled_device_in_a_tensor_parallel_job_costs_its_lost_compute_and_is_named(tmp_path, seed):
+    """Every collective waits for the slowest rank, so a device at 67 % clock costs the job
+    its lost compute at every step: the job is several percent slower than its healthy
+    twin, and the straggler finding names the rank with that cost (its per-step cost
+    within 20 % of the slowdown measured against the twin)."""
+    slow, healthy = _one_host_job(THROTTLED, seed), _one_host_job(1.0, seed)
+    slowdown_ms = _step_ms(slow) - _step_ms(healthy)
+    assert slowdown_ms / _step_ms(slow) >= 0.03  # the tensor-parallel step is not all transfer
+    f = advise_job(_analyse(slow, tmp_path)).rule("straggler")
+    assert f is not None and f.rank == VICTIM, f
+    assert f.measured["last_share"] >= 0.5
+    assert f.saving_per_step_ns / 1e6 == pytest.approx(slowdown_ms, rel=0.2)
+    assert f.measured["cost_share_of_job"] >= 0.03
+    assert f"rank {VICTIM}" in f.title and "per step" in f.title
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_fault_free_tensor_parallel_job_names_no_straggler(tmp_path, seed):
+    assert advise_job(_analyse(_one_host_job(1.0, seed), tmp_path)).rule("straggler") is None

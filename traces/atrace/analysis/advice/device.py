@@ -17,6 +17,7 @@ from .words import duration_us
 
 _HOST_COPY = re.compile(r"HtoD|DtoH|h2d|d2h|Host|Pageable|Pinned", re.IGNORECASE)
 _PAGEABLE = re.compile(r"Pageable", re.IGNORECASE)
+_WAIT_SLACK_NS = 50_000
 
 
 def _device_numbers(trace: Trace) -> np.ndarray:
@@ -136,6 +137,9 @@ def copies_rule(ctx: Context) -> Finding | None:
         has = calls >= 0
         blocking = pageable[t.name[mem]].copy()
         blocking[has] |= (t.end[calls[has]] >= t.end[mem[has]]) & (t.ts[mem[has]] > t.ts[calls[has]])
+        # A call that waits far longer than its copy takes waits for the device (a read of a
+        # result): that wait is rule 2's, not the copy's.
+        blocking[has] &= t.dur[calls[has]] <= 2 * t.dur[mem[has]] + _WAIT_SLACK_NS
         kernel_tracks = np.unique(t.track[w.dev[t.kind[w.dev] == Kind.KERNEL]])
         same_stream = np.isin(t.track[mem], kernel_tracks)
         small = np.zeros(len(mem), bool)

@@ -20,6 +20,9 @@ RULES = (
     "straggler",
     "graph_replays",
     "cpu_hotspot",
+    "replay_gaps",
+    "prefill_stall",
+    "kv_cache",
 )
 #: What can bound a trace, as the verdict says it.
 BOUNDS = ("host", "device", "communication", "input")

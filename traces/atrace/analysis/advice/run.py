@@ -9,6 +9,7 @@ from .account import account
 from .context import Context, build_context
 from .cpu import cpu_rule
 from .device import communication_rule, copies_rule, hotspot_rule
+from .engine import engine_rules, one_replay_finding
 from .findings import BOUNDS, RULES, Findings, summary_line, verdict
 from .host import host_bound_rules
 from .inference import inference_facts
@@ -28,7 +29,9 @@ def advise(trace: Trace, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Fin
         input_rule(ctx),
         copies_rule(ctx),
         hotspot_rule(ctx, shares.get("device", 0.0)),
+        *engine_rules(ctx),
     ]
+    found = one_replay_finding(found)
     busy = _device_busy(ctx)
     acc = account(ctx) if ctx.windows else {}
     facts = inference_facts(ctx) if ctx.windows else {}
