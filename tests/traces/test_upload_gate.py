@@ -1,0 +1,179 @@
+"""Uploads are refused from their headers, before the body is stored (issue 25, point 1).
+
+A real Daphne serves the test's database; a raw socket sends the headers of a 2 GB upload and
+streams its body as fast as it can while another thread waits for the answer. Meanwhile the
+test watches every file the server holds open or has written under its temporary folder and
+its trace storage (Daphne's temporary files are unlinked when made, so they are found through
+/proc/<pid>/fd). Before the gate, Daphne stored the whole body and the answer (401) came only
+after it: the test saw no answer within its second and hundreds of MB written.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from tests.support.processes import child_env, start_web
+from traces.models import Trace
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+TWO_GB = 2 << 30
+ROUTES = ["/api/traces/", "/api/jobs/"]
+
+
+@pytest.fixture
+def daphne(trace_storage, tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    service, url = start_web(child_env(TRACE_STORAGE_DIR=trace_storage.location, TMPDIR=tmp))
+    yield service, int(url.rsplit(":", 1)[1]), [tmp, Path(trace_storage.location)]
+    service.stop()
+
+
+def _bytes_under(pid: int, folders: list[Path]) -> int:
+    """Bytes in files under ``folders``: those with a name, and those the process holds open
+    (an unlinked temporary file has no name)."""
+    roots = [str(f) for f in folders]
+    total = sum(p.stat().st_size for f in folders for p in f.rglob("*") if p.is_file())
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir() if fd_dir.exists() else []:
+        try:
+            target = str(fd.readlink())
+            if any(target.startswith(root) for root in roots) and "(deleted)" in target:
+                total += fd.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def raw_upload(port: int, path: str, headers: dict, *, declared: int | None = TWO_GB, send_at_most: int = 400 << 20,
+               watch=None, wait_s: float = 5.0) -> dict:
+    """POST ``declared`` bytes (headers first, then zeros as fast as the server takes them);
+    the answer's status and body, seconds from the headers to the answer, bytes sent, and
+    the most bytes ``watch()`` saw while it lasted."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: multipart/form-data; boundary=x"]
+    if declared is not None:
+        lines.append(f"Content-Length: {declared}")
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    sent = {"bytes": 0, "stop": False}
+    seen = {"max": 0}
+
+    def send_body():
+        chunk = b"\0" * (1 << 20)
+        try:
+            while not sent["stop"] and sent["bytes"] < min(declared or send_at_most, send_at_most):
+                sock.sendall(chunk)
+                sent["bytes"] += len(chunk)
+        except OSError:
+            pass
+
+    def watching():
+        while not sent["stop"] and watch is not None:
+            seen["max"] = max(seen["max"], watch())
+            time.sleep(0.02)
+
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    started = time.monotonic()
+    threads = [threading.Thread(target=send_body, daemon=True), threading.Thread(target=watching, daemon=True)]
+    for t in threads:
+        t.start()
+    sock.settimeout(wait_s)
+    status, body = _read_answer(sock)
+    seconds = time.monotonic() - started
+    time.sleep(0.3)  # what the server still writes after its answer counts too
+    sent["stop"] = True
+    for t in threads:
+        t.join(timeout=5)
+    sock.close()
+    return {"status": status, "body": body, "seconds": seconds, "sent": sent["bytes"], "written": seen["max"]}
+
+
+def _read_answer(sock) -> tuple[int | None, bytes]:
+    """The status and body of the server's answer (None: no answer before the timeout)."""
+    answer = b""
+    try:
+        while b"\r\n\r\n" not in answer and (data := sock.recv(65536)):
+            answer += data
+    except (TimeoutError, ConnectionResetError):
+        pass
+    head, _, body = answer.partition(b"\r\n\r\n")
+    if not head:
+        return None, b""
+    lines = head.split(b"\r\n")
+    length = next((int(line.split(b":")[1]) for line in lines if line.lower().startswith(b"content-length:")), 0)
+    try:
+        while len(body) < length and (data := sock.recv(65536)):
+            body += data
+    except OSError:
+        pass
+    return int(lines[0].split(b" ")[1]), body
+
+
+def _watch(service, folders):
+    return lambda: _bytes_under(service.proc.pid, folders)
+
+
+def _session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_an_anonymous_2gb_upload_is_refused_at_once_and_nothing_is_written(daphne, path):
+    service, port, folders = daphne
+    result = raw_upload(port, path, {}, watch=_watch(service, folders))
+    assert result["status"] == 401, result
+    assert json.loads(result["body"])["detail"] == "Authentication credentials were not provided."
+    assert result["seconds"] <= 1.0, result
+    assert result["written"] == 0, result
+    assert _bytes_under(service.proc.pid, folders) == 0
+    print(f"\n{path}: anonymous 2 GB POST answered {result['status']} in {result['seconds'] * 1000:.0f} ms, "
+          f"{result['written']} bytes written, {result['sent'] >> 20} MB sent before the close")
+
+
+def test_who_and_how_large_are_decided_from_the_headers(daphne, viewer, operator, settings):
+    service, port, folders = daphne
+    watch = _watch(service, folders)
+    token = Token.objects.create(user=operator).key
+    cases = [
+        ({"Authorization": "Token not-a-token"}, TWO_GB, 401, "Invalid token."),
+        ({"Cookie": _session_cookie(viewer)}, TWO_GB, 403, "'upload trace' permission"),
+        ({"Cookie": _session_cookie(operator)}, (settings.TRACE_UPLOAD_MAX_MB + 2) << 20, 413, "TRACE_UPLOAD_MAX_MB"),
+        ({"Authorization": f"Token {token}"}, (settings.TRACE_UPLOAD_MAX_MB + 2) << 20, 413, "TRACE_UPLOAD_MAX_MB"),
+        ({"Authorization": f"Token {token}", "Transfer-Encoding": "chunked"}, None, 411, "Content-Length"),
+        ({"Authorization": f"Token {token}"}, None, 411, "Content-Length"),
+    ]
+    for headers, declared, status, words in cases:
+        # (no body after headers that declare none: zeros are not chunked framing)
+        result = raw_upload(port, "/api/traces/", headers, declared=declared, send_at_most=64 << 20 if declared else 0,
+                            watch=watch)
+        assert result["status"] == status, (headers, result)
+        assert words in json.loads(result["body"])["detail"], result
+        assert result["written"] == 0 and result["seconds"] <= 1.0, (headers, result)
+    assert not Trace.objects.exists()
+
+
+def test_an_operator_upload_within_the_limit_still_goes_through(daphne, operator):
+    import requests
+
+    from tests.support.traces import real_trace
+
+    _service, port, _folders = daphne
+    token = Token.objects.create(user=operator).key
+    path = real_trace("simple_add_kineto.json.gz")
+    with path.open("rb") as f:
+        response = requests.post(f"http://127.0.0.1:{port}/api/traces/", files={"file": (path.name, f)},
+                                 headers={"Authorization": f"Token {token}"}, timeout=30)
+    assert response.status_code == 201, response.text
+    assert Trace.objects.get().raw_bytes == path.stat().st_size
