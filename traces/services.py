@@ -35,6 +35,7 @@ from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.files import CHROME, TraceFiles
 from traces.models import Trace
 from traces.upload_check import CheckedTrace, check_trace
+from traces.upload_sources import Source
 
 log = logging.getLogger(__name__)
 
@@ -294,32 +295,37 @@ def chrome_gz(trace: atrace.Trace) -> bytes:
 
 
 # -- upload ----------------------------------------------------------------------------
-def check_trace_file(uploaded) -> CheckedTrace:
-    """Scan the whole upload with the engine's streaming check (traces/upload_check.py):
-    any problem is a BadTrace with the engine's message, what and where."""
-    if uploaded.size == 0:
-        raise BadTrace(f"{uploaded.name}: the file is empty")
-    uploaded.seek(0)
+def check_trace_file(source) -> CheckedTrace:
+    """Look at the first bytes of an upload (traces/upload_check.py; the worker reads the
+    rest): a problem there is a BadTrace with the engine's message, what and where.
+    ``source``: a traces.upload_sessions.Source."""
+    if source.size == 0:
+        raise BadTrace(f"{source.name}: the file is empty")
+    stream = source.open()
     try:
-        return check_trace(uploaded)
+        return check_trace(stream)
     except atrace.TraceError as exc:
-        where = exc.where if exc.where and uploaded.name in exc.where else f"{uploaded.name}" + (f", {exc.where}" if exc.where else "")
+        where = exc.where if exc.where and source.name in exc.where else f"{source.name}" + (f", {exc.where}" if exc.where else "")
         raise BadTrace(f"{where}: {exc.what}") from None
     finally:
-        uploaded.seek(0)
+        if hasattr(stream, "seek"):
+            stream.seek(0)
 
 
-def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: str = "") -> Trace:
-    """Check the file, store it (streamed from the upload's temporary file) and queue its
-    analysis. A bad file raises BadTrace and leaves no row and no file behind."""
-    make_room(uploaded.size)
-    checked = check_trace_file(uploaded)
+def accept_upload(source, user, *, name: str = "", device=None, sw_version: str = "") -> Trace:
+    """Look at the file's head, store it (streamed) and queue its analysis, which reads it.
+    A bad head raises BadTrace and leaves no row and no file behind. ``source``: a
+    traces.upload_sessions.Source (a multipart file or a finished resumable upload)."""
+    if not isinstance(source, Source):
+        source = Source.of_file(source)
+    make_room(source.size)
+    checked = check_trace_file(source)
     meta, fmt = checked.meta, checked.format
     created: list[int] = []
     try:
         with transaction.atomic():
             trace = Trace.objects.create(
-                name=(name or PurePath(uploaded.name).name)[:200],
+                name=(name or PurePath(source.name).name)[:200],
                 source=TraceSource.UPLOAD,
                 created_by=user,
                 device=device,
@@ -330,12 +336,8 @@ def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: st
                 raw_format=fmt[:16],
             )
             created.append(trace.pk)
-            head = uploaded.read(2)
-            uploaded.seek(0)
-            stored = _store_upload(trace.pk, uploaded, head)
-            Trace.objects.filter(pk=trace.pk).update(
-                raw_file=stored, raw_bytes=uploaded.size, stored_bytes=uploaded.size
-            )
+            stored = store_raw(trace.pk, source)
+            Trace.objects.filter(pk=trace.pk).update(raw_file=stored, raw_bytes=source.size, stored_bytes=source.size)
             transaction.on_commit(lambda: _enqueue_analysis(trace.pk))
     except BaseException:
         for trace_id in created:
@@ -345,10 +347,16 @@ def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: st
     return trace
 
 
-def _store_upload(trace_id: int, uploaded, head: bytes) -> str:
-    """Copy the upload into storage chunk by chunk (Django's File.chunks)."""
+def store_raw(trace_id: int, source) -> str:
+    """Copy an upload into the trace's raw file, chunk by chunk; the name stored."""
+    first = source.open()
+    head = first.read(2)
+    if hasattr(first, "seek"):
+        first.seek(0)  # a multipart upload's file: as_file() hands it over itself
+    else:
+        first.close()
     files = TraceFiles(trace_id)
-    return files.save_stream(files.raw_name(uploaded.name, head), uploaded)
+    return files.save_stream(files.raw_name(source.name, head), source.as_file())
 
 
 # -- analysis --------------------------------------------------------------------------
@@ -372,7 +380,7 @@ def analyse(trace_id: int) -> None:
     try:
         with files.storage.open(trace.raw_file, "rb") as f:
             stored_as = f.name
-            parsed = atrace.read_trace(f)
+            parsed = read_bounded(f)
         bd = atrace.operator_breakdown(parsed)
         corr = atrace.correlate(parsed)
         written = results.write_results(files, parsed, bd, corr)
@@ -395,6 +403,18 @@ def analyse(trace_id: int) -> None:
     # The download comes last: the pages need only what is above.
     size = results.write_chrome(files, parsed, path)
     Trace.objects.filter(pk=trace_id).update(stored_bytes=stored + size)
+
+
+def read_bounded(f) -> atrace.Trace:
+    """Read a stored trace in a worker, refusing one that decompresses past TRACE_PARSE_MAX_MB
+    (a gzip bomb fails its trace, not the worker)."""
+    limit = settings.TRACE_PARSE_MAX_MB << 20
+    try:
+        return atrace.read_trace(f, max_bytes=limit)
+    except atrace.TraceTooLargeError as exc:
+        raise atrace.TraceTooLargeError(
+            f"{exc.what}; a worker parses at most {settings.TRACE_PARSE_MAX_MB} MB of trace text "
+            "(TRACE_PARSE_MAX_MB)", exc.where) from None
 
 
 def _read_format(trace: Trace, meta: dict) -> str:
