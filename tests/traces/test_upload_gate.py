@@ -56,12 +56,12 @@ def _bytes_under(pid: int, folders: list[Path]) -> int:
 
 
 def raw_upload(port: int, path: str, headers: dict, *, declared: int | None = TWO_GB, send_at_most: int = 400 << 20,
-               watch=None, wait_s: float = 5.0) -> dict:
+               watch=None, wait_s: float = 5.0, method: str = "POST") -> dict:
     """POST ``declared`` bytes (headers first, then zeros as fast as the server takes them);
     the answer's status and body, seconds from the headers to the answer, bytes sent, and
     the most bytes ``watch()`` saw while it lasted."""
     sock = socket.create_connection(("127.0.0.1", port))
-    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: multipart/form-data; boundary=x"]
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: multipart/form-data; boundary=x"]
     if declared is not None:
         lines.append(f"Content-Length: {declared}")
     lines += [f"{k}: {v}" for k, v in headers.items()]
@@ -120,7 +120,9 @@ def _read_answer(sock) -> tuple[int | None, bytes]:
 
 
 def _watch(service, folders):
-    return lambda: _bytes_under(service.proc.pid, folders)
+    """Bytes written under ``folders`` since now."""
+    before = _bytes_under(service.proc.pid, folders)
+    return lambda: _bytes_under(service.proc.pid, folders) - before
 
 
 def _session_cookie(user) -> str:
@@ -177,3 +179,43 @@ def test_an_operator_upload_within_the_limit_still_goes_through(daphne, operator
                                  headers={"Authorization": f"Token {token}"}, timeout=30)
     assert response.status_code == 201, response.text
     assert Trace.objects.get().raw_bytes == path.stat().st_size
+
+
+def test_a_chunk_cut_off_is_not_counted_and_the_upload_resumes_where_the_stored_bytes_end(daphne, operator, tmp_path,
+                                                                                          settings):
+    import hashlib
+
+    import requests
+
+    from traces.atrace.synthetic import write_kineto_trace
+
+    service, port, folders = daphne
+    source = tmp_path / "big.json"
+    write_kineto_trace(source, 12_000, seed=3)
+    data = source.read_bytes()
+    chunk = 1 << 20
+    api = f"http://127.0.0.1:{port}/api/uploads/"
+    auth = {"Authorization": f"Token {Token.objects.create(user=operator).key}"}
+    upload = requests.post(api, json={"filename": "big.json", "size": len(data)}, headers=auth, timeout=10).json()
+    url = f"{api}{upload['id']}/"
+    assert requests.put(f"{url}?offset=0", data=data[:chunk], headers=auth, timeout=10).json()["received"] == chunk
+    # The connection drops a third of the way into the second chunk.
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(f"PUT /api/uploads/{upload['id']}/?offset={chunk} HTTP/1.1\r\nHost: x\r\n"
+                     f"Authorization: {auth['Authorization']}\r\nContent-Length: {chunk}\r\n\r\n".encode()
+                     + data[chunk:chunk + chunk // 3])
+        time.sleep(0.3)
+    assert requests.get(url, headers=auth, timeout=10).json()["received"] == chunk  # where to resume
+    # A chunk over TRACE_UPLOAD_CHUNK_MB is refused from its headers.
+    over = raw_upload(port, f"/api/uploads/{upload['id']}/", auth, declared=(settings.TRACE_UPLOAD_CHUNK_MB + 1) << 20,
+                      send_at_most=64 << 20, watch=_watch(service, folders), method="PUT")
+    assert over["status"] == 413 and over["written"] == 0, over
+    for offset in range(chunk, len(data), chunk):
+        answer = requests.put(f"{url}?offset={offset}", data=data[offset:offset + chunk], headers=auth, timeout=10)
+        assert answer.status_code == 200, answer.text
+    assert requests.post(f"{url}finish/", json={"size": len(data)}, headers=auth, timeout=10).status_code == 200
+    made = requests.post(f"http://127.0.0.1:{port}/api/traces/", json={"upload": upload["id"]}, headers=auth, timeout=10)
+    assert made.status_code == 201, made.text
+    trace = Trace.objects.get(pk=made.json()["id"])
+    stored = Path(settings.STORAGES["traces"]["OPTIONS"]["location"]) / trace.raw_file
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
