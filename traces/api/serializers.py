@@ -41,9 +41,9 @@ class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(required=False, allow_empty_file=True,
                                  help_text="Kineto / PyTorch profiler JSON (.json, .json.gz), Chrome trace JSON, Chakra ET")
     upload = serializers.UUIDField(required=False, help_text="Instead of file: a finished resumable upload (/api/uploads/)")
-    name = serializers.CharField(required=False, max_length=200)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     device = serializers.IntegerField(required=False, help_text="Id of the device it was recorded on")
-    sw_version = serializers.CharField(required=False, max_length=32)
+    sw_version = serializers.CharField(required=False, allow_blank=True, max_length=32)
 
 
 class BreakdownRowSerializer(serializers.Serializer):
@@ -139,7 +139,7 @@ class JobUploadSerializer(serializers.Serializer):
                                  help_text="One Kineto / PyTorch profiler trace per rank")
     uploads = serializers.ListField(child=serializers.UUIDField(), required=False,
                                     help_text="Instead of files: finished resumable uploads (/api/uploads/), one per rank")
-    name = serializers.CharField(required=False, max_length=200)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
 
 
 class UploadStartSerializer(serializers.Serializer):
