@@ -33,14 +33,14 @@ def accept_job_upload(uploaded: list, user, *, name: str = "") -> Job:
         raise services.BadTrace(f"{len(uploaded)} files: a job has at most {settings.JOB_MAX_RANKS} ranks (JOB_MAX_RANKS)")
     uploaded = sorted((f if isinstance(f, Source) else Source.of_file(f) for f in uploaded),
                       key=lambda f: PurePath(f.name).name)
-    services.make_room(sum(f.size for f in uploaded))
     checked = [services.check_trace_file(f) for f in uploaded]
     names = [PurePath(f.name).name for f in uploaded]
     ranks = rank_numbers([c.meta for c in checked], names)
     types = {str(c.meta.get("device_type", "")) for c in checked}
     created: list[int] = []
     try:
-        with transaction.atomic():
+        with services.budget_held(needed=not all(f.uploads for f in uploaded)):
+            services.make_room(sum(f.size for f in uploaded), uploads=[u for f in uploaded for u in f.uploads])
             job = Job.objects.create(
                 name=(name or (f"{names[0]} and {len(names) - 1} more" if len(names) > 1 else names[0]))[:200],
                 source=TraceSource.UPLOAD, created_by=user, world_size=len(uploaded),

@@ -8,6 +8,7 @@ module, so it queues them by name through traces/queueing.py.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import logging
@@ -17,7 +18,7 @@ from pathlib import Path, PurePath
 
 import redis
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
@@ -33,7 +34,7 @@ from fleet.routing import capture_unavailable_reason
 from traces import analyses, atrace, events, queueing, results
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.files import CHROME, TraceFiles
-from traces.models import Trace
+from traces.models import Trace, Upload
 from traces.upload_check import CheckedTrace, check_trace
 from traces.upload_sources import Source
 
@@ -48,6 +49,8 @@ CAPTURE_GRACE_S = 60
 #: the page's socket opens after the click's answer, so it sees the first push after that).
 PROGRESS_ROW_EVERY_S = 1.0
 PROGRESS_PUSH_EVERY_S = 0.1
+#: The advisory lock taken while the storage budget is checked and taken (budget_held).
+BUDGET_LOCK = 0x617363_6D6F6E
 
 
 class TraceRefused(Exception):
@@ -114,11 +117,29 @@ def retention_cutoff():
     return timezone.now() - timedelta(days=settings.TRACE_RETENTION_DAYS)
 
 
-def make_room(incoming: int) -> None:
-    """Free space for ``incoming`` bytes: traces past retention go first, oldest first;
-    if that is not enough, refuse."""
+@contextlib.contextmanager
+def budget_held(*, needed: bool = True):
+    """A transaction in which one writer at a time checks the storage budget and takes its
+    room (a PostgreSQL advisory lock; SQLite has one writer anyway), so that two uploads
+    never both fit in the room left for one."""
+    with transaction.atomic():
+        if needed and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [BUDGET_LOCK])
+        yield
+
+
+def reserved_bytes(exclude=()) -> int:
+    """Bytes the open resumable uploads (but those in ``exclude``) said they will bring."""
+    return Upload.objects.exclude(pk__in=list(exclude)).aggregate(total=Sum("size"))["total"] or 0
+
+
+def make_room(incoming: int, *, uploads=()) -> None:
+    """Free space for ``incoming`` bytes beside the stored traces and the open uploads
+    (those ``incoming`` comes from, ``uploads``, count once): traces past retention go
+    first, oldest first; if that is not enough, refuse."""
     budget = budget_bytes()
-    used = stored_bytes()
+    used = stored_bytes() + reserved_bytes(uploads)
     if used + incoming <= budget:
         return
     for trace in Trace.objects.filter(created_at__lt=retention_cutoff()).order_by("created_at"):
@@ -129,7 +150,7 @@ def make_room(incoming: int) -> None:
     raise StorageFull(
         f"trace storage is full: {used / 1e9:.2f} GB of {budget / 1e9:.2f} GB "
         f"(TRACE_STORAGE_MAX_GB) used by traces within their {settings.TRACE_RETENTION_DAYS}-day "
-        "retention; delete some traces or raise the budget"
+        "retention and by uploads in progress; delete some traces or raise the budget"
     )
 
 
@@ -318,12 +339,12 @@ def accept_upload(source, user, *, name: str = "", device=None, sw_version: str 
     traces.upload_sessions.Source (a multipart file or a finished resumable upload)."""
     if not isinstance(source, Source):
         source = Source.of_file(source)
-    make_room(source.size)
     checked = check_trace_file(source)
     meta, fmt = checked.meta, checked.format
     created: list[int] = []
     try:
-        with transaction.atomic():
+        with budget_held(needed=not source.uploads):  # an upload's room is its own already
+            make_room(source.size, uploads=source.uploads)
             trace = Trace.objects.create(
                 name=(name or PurePath(source.name).name)[:200],
                 source=TraceSource.UPLOAD,

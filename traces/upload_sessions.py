@@ -22,7 +22,6 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import storages
 from django.db import transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from traces import services
@@ -59,7 +58,8 @@ def storage():
 
 
 def source_of(upload: Upload) -> Source:
-    return Source(upload.filename, upload.size, lambda: Parts(storage(), part_names(upload), upload.filename))
+    return Source(upload.filename, upload.size, lambda: Parts(storage(), part_names(upload), upload.filename),
+                  uploads=(upload.pk,))
 
 
 def part_name(upload: Upload, offset: int) -> str:
@@ -68,12 +68,6 @@ def part_name(upload: Upload, offset: int) -> str:
 
 def part_names(upload: Upload) -> list[str]:
     return [part_name(upload, offset) for offset in upload.parts]
-
-
-def reserved_bytes(exclude=None) -> int:
-    """Bytes that open uploads said they will bring (counted against the storage budget)."""
-    uploads = Upload.objects.all() if exclude is None else Upload.objects.exclude(pk=exclude)
-    return uploads.aggregate(total=Sum("size"))["total"] or 0
 
 
 def start(user, filename: str, size) -> Upload:
@@ -87,8 +81,9 @@ def start(user, filename: str, size) -> Upload:
     if size > settings.TRACE_UPLOAD_MAX_MB << 20:
         raise UploadTooLarge(f"{name} is {size} bytes, larger than the {settings.TRACE_UPLOAD_MAX_MB} MB "
                              "that uploads may be (TRACE_UPLOAD_MAX_MB)")
-    services.make_room(size + reserved_bytes())
-    return Upload.objects.create(created_by=user, filename=name, size=size)
+    with services.budget_held():
+        services.make_room(size)
+        return Upload.objects.create(created_by=user, filename=name, size=size)
 
 
 def parse_offset(raw) -> int:

@@ -18,6 +18,7 @@ class Source:
     name: str
     size: int
     open: Callable[[], BinaryIO]
+    uploads: tuple = ()  # the resumable upload it comes from (its reservation is its own)
 
     def as_file(self) -> File:
         """The bytes as a Django File for a storage's save (a multipart upload's own file,

@@ -19,7 +19,11 @@ function putChunk(url, offset, blob, onBytes) {
     request.setRequestHeader("Accept", "application/json");
     request.setRequestHeader("Content-Type", "application/octet-stream");
     request.upload.onprogress = (e) => onBytes(e.loaded);
-    request.onload = () => resolve({ status: request.status, data: decodeBody(request.responseText, request.statusText) });
+    request.onload = () => resolve({
+      status: request.status,
+      data: decodeBody(request.responseText, request.statusText),
+      retryAfter: Number(request.getResponseHeader("Retry-After")) || 0,
+    });
     request.onerror = () => reject(new Error("network"));
     request.send(blob);
   });
@@ -48,6 +52,10 @@ export async function sendFile(file, onProgress = () => {}) {
       await pause(500 * 2 ** failures);
       const state = await fetchJSON(url).catch(() => null); // where the server's bytes end
       if (state && state.ok) offset = state.data.received;
+      continue;
+    }
+    if (answer.status === 429 && failures++ < RETRIES * 4) {
+      await pause(1000 * (answer.retryAfter || 2)); // the server receives as many uploads as it may: wait
       continue;
     }
     if (answer.status !== 200) throw new UploadError(`${file.name}: ${errorMessage(answer.data)}`);
@@ -82,8 +90,8 @@ export function uploadForm({ form, progress, error, submit, createUrl, files, bo
     progress.hidden = false;
     progress.value = 0;
     submit.disabled = true;
+    const ids = [];
     try {
-      const ids = [];
       for (const file of picked) {
         ids.push(await sendFile(file, (sent) => { progress.value = (done + sent) / total; }));
         done += file.size;
@@ -97,6 +105,8 @@ export function uploadForm({ form, progress, error, submit, createUrl, files, bo
       window.location.assign(made.data.url);
     } catch (e) {
       error.textContent = e instanceof UploadError ? e.message : "The upload did not reach the server.";
+      // Drop what was sent: it holds room in the storage budget until then.
+      for (const id of ids) fetchJSON(`${UPLOADS_URL}${id}/`, { method: "DELETE" }).catch(() => {});
     } finally {
       progress.hidden = true;
       submit.disabled = false;
