@@ -131,3 +131,22 @@ def test_a_cancelled_upload_leaves_nothing(api_client, operator, trace_storage):
     put(api_client, upload["id"], 0, b"[" + b" " * 99)
     assert api_client.delete(f"/api/uploads/{upload['id']}/").status_code == 204
     assert not Upload.objects.exists() and files_in(Path(trace_storage.location)) == []
+
+
+def test_uploads_left_idle_are_pruned_with_their_parts(api_client, operator, trace_storage, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces.tasks import prune_traces
+
+    api_client.force_authenticate(operator)
+    idle = start(api_client, "idle.json", 200).data
+    put(api_client, idle["id"], 0, b"[" + b" " * 99)
+    fresh = start(api_client, "fresh.json", 200).data
+    Upload.objects.filter(pk=idle["id"]).update(
+        touched_at=timezone.now() - timedelta(hours=settings.TRACE_UPLOAD_IDLE_HOURS, minutes=1))
+    assert prune_traces() == 1
+    assert list(Upload.objects.values_list("filename", flat=True)) == ["fresh.json"]
+    assert files_in(Path(trace_storage.location)) == []
+    assert fresh
