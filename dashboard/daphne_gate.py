@@ -49,6 +49,9 @@ class GatedRequest(http_protocol.WebRequest):
             return super().gotLength(length)
         self._gate, self._early = "waiting", []
         self._length = length
+        # "Expect: 100-continue" is answered once the request is admitted, not before.
+        self._expects = self.requestHeaders.getRawHeaders(b"Expect")
+        self.requestHeaders.removeHeader(b"Expect")
         self.content = io.BytesIO()  # stays empty: the body waits in _early until admitted
         channel._networkProducer.pauseProducing()
         headers = [(name.lower(), value) for name, values in self.requestHeaders.getAllRawHeaders() for value in values]
@@ -73,6 +76,8 @@ class GatedRequest(http_protocol.WebRequest):
 
     def _admit(self):
         self._gate = "admitted"
+        if self._expects and self._expects[0].lower() == b"100-continue" and not self._process_waiting:
+            self.channel.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         super().gotLength(self._length)
         for data in self._early:
             self.content.write(data)

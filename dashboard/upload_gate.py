@@ -131,16 +131,18 @@ def _user_of(headers: list[tuple[bytes, bytes]]):
 
 
 def _who_refusal(headers) -> Refusal | None:
-    from django.db import close_old_connections
+    from django.db import connection
 
-    close_old_connections()
     try:
         user = _user_of(headers)
+        allowed = user is not None and user.has_perm(UPLOAD_PERMISSION)
     except ValueError as exc:
         return Refusal(401, str(exc), [(b"www-authenticate", b"Token")])
+    finally:
+        connection.close()  # back to the pool: the gate's threads keep no connection
     if user is None or not user.is_active:
         return Refusal(401, "Authentication credentials were not provided.", [(b"www-authenticate", b"Token")])
-    if not user.has_perm(UPLOAD_PERMISSION):
+    if not allowed:
         return Refusal(403, "You need the 'upload trace' permission (the operators role) to upload a trace.")
     return None
 

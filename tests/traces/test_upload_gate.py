@@ -219,3 +219,13 @@ def test_a_chunk_cut_off_is_not_counted_and_the_upload_resumes_where_the_stored_
     trace = Trace.objects.get(pk=made.json()["id"])
     stored = Path(settings.STORAGES["traces"]["OPTIONS"]["location"]) / trace.raw_file
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_a_client_that_expects_100_continue_is_told_to_send_only_once_admitted(daphne, operator):
+    _service, port, _folders = daphne
+    for headers, first in [({}, b"HTTP/1.1 401 "),
+                           ({"Authorization": f"Token {Token.objects.create(user=operator).key}"}, b"HTTP/1.1 100 Continue")]:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(("POST /api/traces/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n"
+                          + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode())
+            assert sock.recv(65536).startswith(first)
