@@ -358,6 +358,8 @@ ASICMON_DROP_SAMPLES = env_bool("ASICMON_DROP_SAMPLES", False)
 TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30, minimum=1)
 TRACE_UPLOAD_MAX_MB = env_int("TRACE_UPLOAD_MAX_MB", 8192, minimum=1)
+# Largest request body of any other route (the web process refuses more before storing it).
+WEB_BODY_MAX_MB = env_int("WEB_BODY_MAX_MB", 32, minimum=1)
 # A chunk of a resumable upload (/api/uploads/) may be at most this large.
 TRACE_UPLOAD_CHUNK_MB = env_int("TRACE_UPLOAD_CHUNK_MB", 16, minimum=1)
 # Upload bodies one web process receives at once (plain POSTs and chunks); more get 429.

@@ -27,6 +27,8 @@ from django.conf import settings
 UPLOAD_PERMISSION = "traces.upload_trace"
 #: Multipart framing (boundaries, the form's other fields) beside the file itself.
 MULTIPART_SLACK = 1 << 20
+#: Bodies up to this size (a JSON request naming finished uploads) do not count in the cap.
+SMALL_BODY = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Route:
 ROUTES = (
     Route("POST", re.compile(r"^/api/traces/?$"), "upload"),
     Route("POST", re.compile(r"^/api/jobs/?$"), "upload"),
-    Route("PUT", re.compile(r"^/api/uploads/[0-9a-f-]+/?$"), "chunk"),
+    Route("PUT", re.compile(r"^/api/uploads/[^/]+/?$"), "chunk"),
 )
 
 
@@ -170,6 +172,21 @@ async def decide(method: str, path: str, headers) -> Refusal | None:
     return refusal or size_refusal(route, headers)
 
 
+def other_limit_bytes() -> int:
+    """The largest body of any route but the upload routes (WEB_BODY_MAX_MB)."""
+    return settings.WEB_BODY_MAX_MB << 20
+
+
+def other_refusal() -> Refusal:
+    return Refusal(413, f"a request body may be at most {settings.WEB_BODY_MAX_MB} MB here (WEB_BODY_MAX_MB); "
+                        "traces are uploaded through /api/traces/ or /api/uploads/")
+
+
+def counts_in_cap(headers) -> bool:
+    raw = _header(headers, b"content-length") or b"0"
+    return int(raw) > SMALL_BODY if raw.strip().isdigit() else True
+
+
 def busy_refusal() -> Refusal:
     return Refusal(429, f"the server is already receiving {settings.TRACE_UPLOADS_MAX_ACTIVE} uploads "
                         "(TRACE_UPLOADS_MAX_ACTIVE); try again in a moment", [(b"retry-after", b"5")])
@@ -196,7 +213,7 @@ class UploadGate:
         headers = scope["headers"]
         if refusal := await decide(scope["method"], scope["path"], headers):
             return await send_refusal(send, refusal)
-        counted = not self.decided_by_server
+        counted = not self.decided_by_server and counts_in_cap(headers)
         if counted and not IN_FLIGHT.acquire():
             return await send_refusal(send, busy_refusal())
         try:

@@ -5,6 +5,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -58,6 +59,12 @@ def test_the_upload_page_sends_chunks_resumes_a_dropped_one_and_shows_progress(b
     wait = WebDriverWait(browser, 90, poll_frequency=0.05)
 
     def left_the_page(b):
+        try:
+            return on_the_trace_page(b)
+        except StaleElementReferenceException:  # the page is going
+            return False
+
+    def on_the_trace_page(b):
         if "/traces/upload/" in b.current_url:
             progress.extend(b.execute_script("return window._progress || []"))
             error = b.find_element(By.ID, "upload-error").text
