@@ -40,7 +40,7 @@ def accept_job_upload(uploaded: list, user, *, name: str = "") -> Job:
     created: list[int] = []
     try:
         with services.budget_held(needed=not all(f.uploads for f in uploaded)):
-            services.make_room(sum(f.size for f in uploaded), uploads=[u for f in uploaded for u in f.uploads])
+            services.take_room(*uploaded)
             job = Job.objects.create(
                 name=(name or (f"{names[0]} and {len(names) - 1} more" if len(names) > 1 else names[0]))[:200],
                 source=TraceSource.UPLOAD, created_by=user, world_size=len(uploaded),

@@ -129,6 +129,16 @@ def budget_held(*, needed: bool = True):
         yield
 
 
+def take_room(*sources) -> None:
+    """Room for the files of an upload, in a budget_held transaction. A resumable upload
+    took its room when it started: its row goes now (the trace row takes its place in the
+    same transaction, so its bytes never count twice); a multipart file must fit."""
+    fresh = sum(s.size for s in sources if not s.uploads)
+    if fresh or not sources:
+        make_room(fresh, uploads=[u for s in sources for u in s.uploads])
+    Upload.objects.filter(pk__in=[u for s in sources for u in s.uploads]).delete()
+
+
 def reserved_bytes(exclude=()) -> int:
     """Bytes the open resumable uploads (but those in ``exclude``) said they will bring."""
     return Upload.objects.exclude(pk__in=list(exclude)).aggregate(total=Sum("size"))["total"] or 0
@@ -343,8 +353,8 @@ def accept_upload(source, user, *, name: str = "", device=None, sw_version: str 
     meta, fmt = checked.meta, checked.format
     created: list[int] = []
     try:
-        with budget_held(needed=not source.uploads):  # an upload's room is its own already
-            make_room(source.size, uploads=source.uploads)
+        with budget_held(needed=not source.uploads):
+            take_room(source)
             trace = Trace.objects.create(
                 name=(name or PurePath(source.name).name)[:200],
                 source=TraceSource.UPLOAD,

@@ -184,4 +184,22 @@ def prune_idle(now=None) -> int:
     idle = list(Upload.objects.filter(touched_at__lt=cutoff))
     for upload in idle:
         discard(upload)
-    return len(idle)
+    return len(idle) + _prune_orphan_parts()
+
+
+def _prune_orphan_parts() -> int:
+    """Delete the parts of uploads whose row is gone (a process stopped between making a
+    trace of them and deleting them)."""
+    store = storage()
+    try:
+        folders, _files = store.listdir(FOLDER)
+    except FileNotFoundError:
+        return 0
+    live = {str(pk) for pk in Upload.objects.values_list("pk", flat=True)}
+    pruned = 0
+    for folder in (f for f in folders if f not in live):
+        names = store.listdir(f"{FOLDER}/{folder}")[1]
+        for name in names:
+            store.delete(f"{FOLDER}/{folder}/{name}")
+        pruned += bool(names)
+    return pruned

@@ -100,6 +100,21 @@ def test_only_operators_upload_and_only_their_own_uploads(api_client, viewer, op
     assert Upload.objects.get().received == 0
 
 
+def test_an_upload_that_started_is_not_refused_at_its_end_when_the_budget_filled_meanwhile(
+        api_client, operator, trace_storage, settings):
+    """Its room was taken at the start; the trace takes the upload's place (it was refused
+    507 while other uploads became traces: both counted for a moment)."""
+    path = real_trace("simple_add_kineto.json.gz")
+    data = path.read_bytes()
+    settings.TRACE_STORAGE_MAX_GB = len(data) * 1.5 / (1 << 30)
+    api_client.force_authenticate(operator)
+    upload_id = send_all(api_client, path.name, data)
+    assert start(api_client, "other.json", len(data)).status_code == 507  # the room is taken
+    response = api_client.post("/api/traces/", {"upload": upload_id}, format="json")
+    assert response.status_code == 201, response.content
+    assert start(api_client, "other.json", len(data)).status_code == 507  # by the trace now
+
+
 def test_too_large_or_over_the_budget_is_refused_at_the_start(api_client, operator, trace_storage, settings):
     api_client.force_authenticate(operator)
     settings.TRACE_UPLOAD_MAX_MB = 1
@@ -149,4 +164,8 @@ def test_uploads_left_idle_are_pruned_with_their_parts(api_client, operator, tra
     assert prune_traces() == 1
     assert list(Upload.objects.values_list("filename", flat=True)) == ["fresh.json"]
     assert files_in(Path(trace_storage.location)) == []
-    assert fresh
+    # Parts whose row is gone (the process stopped between the trace and their deletion).
+    put(api_client, fresh["id"], 0, b"[" + b" " * 99)
+    Upload.objects.all().delete()
+    assert prune_traces() == 1
+    assert files_in(Path(trace_storage.location)) == []
