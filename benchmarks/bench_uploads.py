@@ -123,6 +123,17 @@ def poll_page(url: str, cookie: str, stop: threading.Event, latencies: list[floa
         stop.wait(0.1)
 
 
+def page_latencies(url: str, cookie: str, count: int) -> list[float]:
+    stop, latencies = threading.Event(), []
+    thread = threading.Thread(target=poll_page, args=(url, cookie, stop, latencies), daemon=True)
+    thread.start()
+    while len(latencies) < count:
+        time.sleep(0.05)
+    stop.set()
+    thread.join()
+    return sorted(latencies)
+
+
 def refusals(port: int, pid: int, folders: list[Path]) -> None:
     from tests.traces.test_upload_gate import _bytes_under, raw_upload
 
@@ -181,7 +192,10 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=50)
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--budget-gb", type=float, default=3.0)
+    parser.add_argument("--cap", type=int, default=None, help="TRACE_UPLOADS_MAX_ACTIVE (default: the setting's)")
     args = parser.parse_args()
+    if args.cap:
+        os.environ["TRACE_UPLOADS_MAX_ACTIVE"] = str(args.cap)
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-uploads-"))
     (workdir / "tmp").mkdir()
@@ -227,6 +241,9 @@ def main() -> None:
         folders = [workdir / "tmp", workdir / "traces"]
         print(f"Daphne, one process; TRACE_UPLOADS_MAX_ACTIVE={settings.TRACE_UPLOADS_MAX_ACTIVE}, "
               f"budget {args.budget_gb} GB; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
+        idle = page_latencies(url, cookie, 30)
+        print(f"0. catalogue page, no upload running (30 fetches): p50 {statistics.median(idle):.0f} ms, "
+              f"p95 {idle[int(len(idle) * 0.95) - 1]:.0f} ms")
         print("1. refused from the headers:")
         refusals(port, web.proc.pid, folders)
         print(f"2. {args.uploads} operators upload a {size / (1 << 20):.0f} MB trace at once "

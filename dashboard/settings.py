@@ -363,7 +363,7 @@ WEB_BODY_MAX_MB = env_int("WEB_BODY_MAX_MB", 32, minimum=1)
 # A chunk of a resumable upload (/api/uploads/) may be at most this large.
 TRACE_UPLOAD_CHUNK_MB = env_int("TRACE_UPLOAD_CHUNK_MB", 16, minimum=1)
 # Upload bodies one web process receives at once (plain POSTs and chunks); more get 429.
-TRACE_UPLOADS_MAX_ACTIVE = env_int("TRACE_UPLOADS_MAX_ACTIVE", 16, minimum=1)
+TRACE_UPLOADS_MAX_ACTIVE = env_int("TRACE_UPLOADS_MAX_ACTIVE", 4, minimum=1)
 # Resumable uploads not touched for this many hours are deleted (with what they received).
 TRACE_UPLOAD_IDLE_HOURS = env_int("TRACE_UPLOAD_IDLE_HOURS", 24, minimum=1)
 # A worker refuses to parse a trace that decompresses to more than this (the trace fails).
