@@ -25,6 +25,7 @@ import asyncio
 import io
 import logging
 from functools import partial
+from urllib.parse import unquote
 
 from daphne import http_protocol
 from twisted.internet import reactor
@@ -51,7 +52,8 @@ class GatedRequest(http_protocol.WebRequest):
     def gotLength(self, length):
         channel = self.channel
         method = (getattr(channel, "_command", b"") or b"").decode("latin-1")
-        path = (getattr(channel, "_path", b"") or b"").decode("latin-1").split("?", 1)[0]
+        # As Daphne gives it to the application: unquoted ("/api/%74races/" is the upload route).
+        path = unquote((getattr(channel, "_path", b"") or b"").decode("latin-1").split("?", 1)[0])
         if upload_gate.route_of(method, path) is None:
             self._received = 0
             if length is not None and length > upload_gate.other_limit_bytes():

@@ -27,7 +27,7 @@ from traces.models import Trace
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 TWO_GB = 2 << 30
-ROUTES = ["/api/traces/", "/api/jobs/"]
+ROUTES = ["/api/traces/", "/api/jobs/", "/api/%74races/"]  # the last: the first, quoted
 
 
 @pytest.fixture
