@@ -19,14 +19,13 @@ from datetime import timedelta
 from pathlib import PurePath
 
 from django.conf import settings
-from django.core.files import File
 from django.core.files.storage import storages
 from django.db import transaction
 from django.utils import timezone
 
 from traces import services
 from traces.models import Upload
-from traces.upload_sources import Parts, Source  # noqa: F401 (Source: what traces and jobs read)
+from traces.upload_sources import BigChunks, Parts, Source  # noqa: F401 (Source: what traces and jobs read)
 
 FOLDER = "uploads"
 COPY_BYTES = 1 << 20
@@ -123,7 +122,7 @@ def _store(name: str, stream) -> None:
     if store.exists(name):  # a part of an earlier try that was cut off
         store.delete(name)
     try:
-        stored = store.save(name, File(stream, name=PurePath(name).name))
+        stored = store.save(name, BigChunks(stream, name=PurePath(name).name))
     except OSError as exc:
         if store.exists(name):
             store.delete(name)
