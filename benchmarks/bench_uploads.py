@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 CHUNK = 16 << 20
 BOUNDARY = "bench-boundary"
+BUSY = collections.Counter()  # 429 answers (each retried after its Retry-After), by client kind
 
 
 class MultipartFile:
@@ -76,6 +77,7 @@ def send_plain(url: str, token: str, path: Path) -> tuple[int, str, int | None]:
         body.file.close()
         if r.status_code != 429:
             return r.status_code, r.text[:200], r.json().get("id") if r.status_code == 201 else None
+        BUSY["send_plain"] += 1
         time.sleep(float(r.headers.get("Retry-After", 2)))
     return 429, "still 429 after 120 tries", None
 
@@ -96,6 +98,7 @@ def send_chunked(url: str, token: str, path: Path) -> tuple[int, str, int | None
             r = requests.put(f"{url}{upload['url']}?offset={offset}", data=f.read(CHUNK), headers=auth, timeout=600)
             if r.status_code == 429 and tries < 600:
                 tries += 1
+                BUSY["send_chunked"] += 1
                 time.sleep(float(r.headers.get("Retry-After", 2)))
                 continue
             if r.status_code != 200:
@@ -253,6 +256,7 @@ def main() -> None:
         for (how, status), count in sorted(outcomes.items()):
             example = next(r[2] for r in results if (r[0], r[1]) == (how, status))
             print(f"  {how}: {status} x{count}" + ("" if status == 201 else f"  e.g. {example}"))
+        print(f"  429 answers, each retried after its Retry-After: {dict(BUSY) or 'none'}")
         stored = sum(1 for r in results if r[1] == 201)
         print(f"  {took:.0f} s for all; {stored * size / (1 << 20) / took:.0f} MB/s stored; "
               f"load after {os.getloadavg()[0]:.1f}")
