@@ -13,6 +13,7 @@ trace with the engine's message.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -96,8 +97,6 @@ def head_meta(head: bytes) -> dict:
 
 
 def _scan(text: bytes, where: str, fmt: str) -> CheckedTrace:
-    import io
-
     events = ChromeEventStream(io.BytesIO(text), where, decode=_CHECK_EVENTS)
     count = sum(len(batch) for batch, _first in events.batches())
     if any(key in events.meta for key in KINETO_KEYS):
@@ -106,7 +105,5 @@ def _scan(text: bytes, where: str, fmt: str) -> CheckedTrace:
 
 
 def _read_whole(text: bytes, where: str, fmt: str) -> CheckedTrace:
-    import io
-
     trace = read_chakra(io.BytesIO(text), where) if fmt == "chakra" else read_chakra_et(io.BytesIO(text), where)
     return CheckedTrace(format=str(trace.meta.get("source") or fmt), meta=dict(trace.meta), events=-1)
