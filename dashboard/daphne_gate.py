@@ -170,6 +170,7 @@ class _BodyFromFile:
         server = self._server
         assert "application_instance" not in server.connections[protocol]
         scope.setdefault("asgi", {"version": "3.0"})
+        scope[upload_gate.ADMITTED] = True
         instance = server.application(scope=scope, receive=queue.get, send=partial(server.handle_reply, protocol))
         if protocol not in server.connections:
             return None
@@ -212,4 +213,3 @@ _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 411: "Len
 def install() -> None:
     """Make Daphne build :class:`GatedRequest` for every HTTP request."""
     http_protocol.WebRequest = GatedRequest
-    upload_gate.UploadGate.decided_by_server = True

@@ -27,6 +27,8 @@ from django.conf import settings
 UPLOAD_PERMISSION = "traces.upload_trace"
 #: Multipart framing (boundaries, the form's other fields) beside the file itself.
 MULTIPART_SLACK = 1 << 20
+#: The scope key dashboard/daphne_gate.py sets on a request it admitted.
+ADMITTED = "asicmon.upload_admitted"
 #: Bodies up to this size (a JSON request naming finished uploads) do not count in the cap.
 SMALL_BODY = 1 << 20
 
@@ -200,9 +202,6 @@ async def send_refusal(send, refusal: Refusal) -> None:
 class UploadGate:
     """ASGI middleware: refuse an upload from its headers; count its body as it streams."""
 
-    #: Set by dashboard/daphne_gate.py when Daphne decides (and counts) before the body.
-    decided_by_server = False
-
     def __init__(self, app) -> None:
         self.app = app
 
@@ -210,10 +209,12 @@ class UploadGate:
         route = route_of(scope["method"], scope["path"]) if scope["type"] == "http" else None
         if route is None:
             return await self.app(scope, receive, send)
+        if scope.get(ADMITTED):  # Daphne decided (and counts it) before reading the body
+            return await self._admitted(route, scope, receive, send)
         headers = scope["headers"]
         if refusal := await decide(scope["method"], scope["path"], headers):
             return await send_refusal(send, refusal)
-        counted = not self.decided_by_server and counts_in_cap(headers)
+        counted = counts_in_cap(headers)
         if counted and not IN_FLIGHT.acquire():
             return await send_refusal(send, busy_refusal())
         try:

@@ -278,3 +278,24 @@ def test_an_admitted_upload_is_handed_to_django_a_read_at_a_time_not_held_in_mem
     assert status == 201, (status, body)  # its head looks like a trace's: the worker will say more
     grew = _peak_rss_mb(service.proc.pid) - before
     assert grew < 100, f"the web process grew by {grew:.0f} MB for a {size >> 20} MB upload"
+
+
+def test_past_the_cap_of_bodies_in_flight_daphne_answers_429_at_once(trace_storage, tmp_path, operator):
+    service, url = start_web(child_env(TRACE_STORAGE_DIR=trace_storage.location, TRACE_UPLOADS_MAX_ACTIVE=1))
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        auth = f"Authorization: Token {Token.objects.create(user=operator).key}\r\n"
+        head = f"POST /api/traces/ HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Length: {100 << 20}\r\n\r\n".encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as first:
+            first.sendall(head + b"\0" * (4 << 20))  # admitted: its body is on its way
+            time.sleep(0.5)
+            busy = raw_upload(port, "/api/traces/", {"Authorization": auth.split(": ", 1)[1].strip()},
+                              declared=100 << 20, send_at_most=8 << 20)
+        assert busy["status"] == 429 and busy["seconds"] <= 1.0, busy
+        assert "TRACE_UPLOADS_MAX_ACTIVE" in json.loads(busy["body"])["detail"]
+        time.sleep(0.5)  # the first one's connection is gone: its place is free
+        small = raw_upload(port, "/api/traces/", {"Authorization": auth.split(": ", 1)[1].strip()},
+                           declared=2 << 20, send_at_most=2 << 20)
+        assert small["status"] == 400, small  # admitted, and a body of zeros is not a form
+    finally:
+        service.stop()

@@ -71,11 +71,8 @@ async def test_a_body_longer_than_its_declared_length_is_cut_off_with_413(token,
     assert (status, called) == (413, True) and b"grew past" in body
 
 
-async def test_past_the_cap_of_uploads_in_flight_is_429_but_small_bodies_pass(token, settings, monkeypatch,
-                                                                               close_thread_connections):
+async def test_past_the_cap_of_uploads_in_flight_is_429_but_small_bodies_pass(token, settings, close_thread_connections):
     settings.TRACE_UPLOADS_MAX_ACTIVE = 1
-    # (as under any ASGI server; once dashboard.asgi is loaded in a Daphne, Daphne counts)
-    monkeypatch.setattr(UploadGate, "decided_by_server", False)
     assert IN_FLIGHT.acquire()
     try:
         status, body, called = await call({"Authorization": f"Token {token}", "Content-Length": str(2 << 20)}, [b"x"])
