@@ -1,6 +1,8 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels."""
+"""ASGI entry point: HTTP through Django (upload routes through the upload gate first),
+websockets through Channels."""
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -14,6 +16,15 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import get_resolver  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.upload_gate import UploadGate  # noqa: E402
+
+if "daphne.server" in sys.modules:  # (always: the daphne app is installed)
+    # Daphne stores a whole body before it calls the application: decide on uploads from
+    # their headers inside Daphne, before that (dashboard/daphne_gate.py). Under another
+    # server this changes nothing, and the UploadGate below decides.
+    from dashboard import daphne_gate
+
+    daphne_gate.install()
 
 # Import every view now, not on the first request: the first click after a start would
 # otherwise wait ~0.7 s for the URL configuration, DRF and the views to import.
@@ -21,7 +32,7 @@ get_resolver().url_patterns  # noqa: B018
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": UploadGate(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

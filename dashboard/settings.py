@@ -376,6 +376,16 @@ ASICMON_DROP_SAMPLES = env_bool("ASICMON_DROP_SAMPLES", False)
 TRACE_STORAGE_MAX_GB = env_float("TRACE_STORAGE_MAX_GB", 20.0, minimum=0.001)
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30, minimum=1)
 TRACE_UPLOAD_MAX_MB = env_int("TRACE_UPLOAD_MAX_MB", 8192, minimum=1)
+# Largest request body of any other route (the web process refuses more before storing it).
+WEB_BODY_MAX_MB = env_int("WEB_BODY_MAX_MB", 32, minimum=1)
+# A chunk of a resumable upload (/api/uploads/) may be at most this large.
+TRACE_UPLOAD_CHUNK_MB = env_int("TRACE_UPLOAD_CHUNK_MB", 16, minimum=1)
+# Upload bodies one web process receives at once (plain POSTs and chunks); more get 429.
+TRACE_UPLOADS_MAX_ACTIVE = env_int("TRACE_UPLOADS_MAX_ACTIVE", 4, minimum=1)
+# Resumable uploads not touched for this many hours are deleted (with what they received).
+TRACE_UPLOAD_IDLE_HOURS = env_int("TRACE_UPLOAD_IDLE_HOURS", 24, minimum=1)
+# A worker refuses to parse a trace that decompresses to more than this (the trace fails).
+TRACE_PARSE_MAX_MB = env_int("TRACE_PARSE_MAX_MB", 8192, minimum=1)
 # A capture keeps whole iterations up to this many events and says how many it dropped.
 TRACE_CAPTURE_MAX_EVENTS = env_int("TRACE_CAPTURE_MAX_EVENTS", 1_000_000, minimum=1000)
 # Seconds an analysis may take before it is stopped and the trace fails.

@@ -140,7 +140,7 @@ def _digest(r: JobRank) -> None:
     try:
         with files.storage.open(r.trace.raw_file, "rb") as f:
             stored_as = f.name
-            parsed = atrace.read_trace(f)
+            parsed = services.read_bounded(f)
         parsed.meta["file"] = r.trace.params.get("file", r.trace.name)
         data = digest_bytes(rank_digest(parsed, r.rank))
     except atrace.TraceError as exc:

@@ -20,24 +20,27 @@ from traces.choices import JobStatus, RankStatus, TraceSource
 from traces.files import TraceFiles
 from traces.job_analysis import start_analysis
 from traces.models import Job, JobRank, Trace
+from traces.upload_sessions import Source
 
 
 def accept_job_upload(uploaded: list, user, *, name: str = "") -> Job:
-    """Check every file, store them, and queue the job's analysis. A bad file raises
-    BadTrace and leaves no row and no file behind."""
+    """Look at every file's head, store them, and queue the job's analysis. A bad head raises
+    BadTrace and leaves no row and no file behind. ``uploaded``: traces.upload_sessions.Source
+    objects (or Django uploaded files)."""
     if not uploaded:
         raise services.BadTrace("no files: upload one trace file per rank (or a folder of them)")
     if len(uploaded) > settings.JOB_MAX_RANKS:
         raise services.BadTrace(f"{len(uploaded)} files: a job has at most {settings.JOB_MAX_RANKS} ranks (JOB_MAX_RANKS)")
-    uploaded = sorted(uploaded, key=lambda f: PurePath(f.name).name)
-    services.make_room(sum(f.size for f in uploaded))
+    uploaded = sorted((f if isinstance(f, Source) else Source.of_file(f) for f in uploaded),
+                      key=lambda f: PurePath(f.name).name)
     checked = [services.check_trace_file(f) for f in uploaded]
     names = [PurePath(f.name).name for f in uploaded]
     ranks = rank_numbers([c.meta for c in checked], names)
     types = {str(c.meta.get("device_type", "")) for c in checked}
     created: list[int] = []
     try:
-        with transaction.atomic():
+        with services.budget_held(needed=not all(f.uploads for f in uploaded)):
+            services.take_room(*uploaded)
             job = Job.objects.create(
                 name=(name or (f"{names[0]} and {len(names) - 1} more" if len(names) > 1 else names[0]))[:200],
                 source=TraceSource.UPLOAD, created_by=user, world_size=len(uploaded),
@@ -64,10 +67,7 @@ def _store(file, check, filename: str, job: Job, rank: int, user) -> Trace:
         device_type=str(meta.get("device_type", ""))[:32], sw_version=str(meta.get("sw_version", ""))[:32],
         workload=str(meta.get("workload", ""))[:64], raw_format=check.format[:16],
     )
-    head = file.read(2)
-    file.seek(0)
-    files = TraceFiles(trace.pk)
-    stored = files.save_stream(files.raw_name(filename, head), file)
+    stored = services.store_raw(trace.pk, file)
     Trace.objects.filter(pk=trace.pk).update(raw_file=stored, raw_bytes=file.size, stored_bytes=file.size)
     trace.raw_file = stored
     return trace

@@ -5,6 +5,8 @@ trace and the analysis results are files in the ``traces`` storage (see traces/r
 under ``<id>/``; deleting the row deletes them (traces/signals.py).
 """
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -175,3 +177,21 @@ class JobRank(models.Model):
 
     def __str__(self):
         return f"job {self.job_id} rank {self.rank} ({self.status})"
+
+
+class Upload(models.Model):
+    """A resumable upload in progress (traces/upload_sessions.py): its bytes are parts in
+    the traces storage, ``uploads/<id>/<offset>.part``, until a trace or a job takes them."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    filename = models.CharField(max_length=200)
+    size = models.BigIntegerField(help_text="Bytes the client said it will send")
+    received = models.BigIntegerField(default=0, help_text="Bytes stored so far, from offset 0 without a gap")
+    parts = models.JSONField(default=list, blank=True, help_text="Offsets of the stored parts, in order")
+    finished = models.BooleanField(default=False, help_text="Every byte is in and the size was confirmed")
+    created_at = models.DateTimeField(auto_now_add=True)
+    touched_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} of {self.filename} ({self.received}/{self.size})"

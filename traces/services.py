@@ -8,6 +8,7 @@ module, so it queues them by name through traces/queueing.py.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import logging
@@ -17,7 +18,7 @@ from pathlib import Path, PurePath
 
 import redis
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
@@ -33,8 +34,9 @@ from fleet.routing import capture_unavailable_reason
 from traces import analyses, atrace, events, queueing, results
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.files import CHROME, TraceFiles
-from traces.models import Trace
+from traces.models import Trace, Upload
 from traces.upload_check import CheckedTrace, check_trace
+from traces.upload_sources import Source
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ CAPTURE_GRACE_S = 60
 #: the page's socket opens after the click's answer, so it sees the first push after that).
 PROGRESS_ROW_EVERY_S = 1.0
 PROGRESS_PUSH_EVERY_S = 0.1
+#: The advisory lock taken while the storage budget is checked and taken (budget_held).
+BUDGET_LOCK = 0x617363_6D6F6E
 
 
 class TraceRefused(Exception):
@@ -113,11 +117,39 @@ def retention_cutoff():
     return timezone.now() - timedelta(days=settings.TRACE_RETENTION_DAYS)
 
 
-def make_room(incoming: int) -> None:
-    """Free space for ``incoming`` bytes: traces past retention go first, oldest first;
-    if that is not enough, refuse."""
+@contextlib.contextmanager
+def budget_held(*, needed: bool = True):
+    """A transaction in which one writer at a time checks the storage budget and takes its
+    room (a PostgreSQL advisory lock; SQLite has one writer anyway), so that two uploads
+    never both fit in the room left for one."""
+    with transaction.atomic():
+        if needed and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [BUDGET_LOCK])
+        yield
+
+
+def take_room(*sources) -> None:
+    """Room for the files of an upload, in a budget_held transaction. A resumable upload
+    took its room when it started: its row goes now (the trace row takes its place in the
+    same transaction, so its bytes never count twice); a multipart file must fit."""
+    fresh = sum(s.size for s in sources if not s.uploads)
+    if fresh or not sources:
+        make_room(fresh, uploads=[u for s in sources for u in s.uploads])
+    Upload.objects.filter(pk__in=[u for s in sources for u in s.uploads]).delete()
+
+
+def reserved_bytes(exclude=()) -> int:
+    """Bytes the open resumable uploads (but those in ``exclude``) said they will bring."""
+    return Upload.objects.exclude(pk__in=list(exclude)).aggregate(total=Sum("size"))["total"] or 0
+
+
+def make_room(incoming: int, *, uploads=()) -> None:
+    """Free space for ``incoming`` bytes beside the stored traces and the open uploads
+    (those ``incoming`` comes from, ``uploads``, count once): traces past retention go
+    first, oldest first; if that is not enough, refuse."""
     budget = budget_bytes()
-    used = stored_bytes()
+    used = stored_bytes() + reserved_bytes(uploads)
     if used + incoming <= budget:
         return
     for trace in Trace.objects.filter(created_at__lt=retention_cutoff()).order_by("created_at"):
@@ -128,7 +160,7 @@ def make_room(incoming: int) -> None:
     raise StorageFull(
         f"trace storage is full: {used / 1e9:.2f} GB of {budget / 1e9:.2f} GB "
         f"(TRACE_STORAGE_MAX_GB) used by traces within their {settings.TRACE_RETENTION_DAYS}-day "
-        "retention; delete some traces or raise the budget"
+        "retention and by uploads in progress; delete some traces or raise the budget"
     )
 
 
@@ -294,32 +326,37 @@ def chrome_gz(trace: atrace.Trace) -> bytes:
 
 
 # -- upload ----------------------------------------------------------------------------
-def check_trace_file(uploaded) -> CheckedTrace:
-    """Scan the whole upload with the engine's streaming check (traces/upload_check.py):
-    any problem is a BadTrace with the engine's message, what and where."""
-    if uploaded.size == 0:
-        raise BadTrace(f"{uploaded.name}: the file is empty")
-    uploaded.seek(0)
+def check_trace_file(source) -> CheckedTrace:
+    """Look at the first bytes of an upload (traces/upload_check.py; the worker reads the
+    rest): a problem there is a BadTrace with the engine's message, what and where.
+    ``source``: a traces.upload_sessions.Source."""
+    if source.size == 0:
+        raise BadTrace(f"{source.name}: the file is empty")
+    stream = source.open()
     try:
-        return check_trace(uploaded)
+        return check_trace(stream)
     except atrace.TraceError as exc:
-        where = exc.where if exc.where and uploaded.name in exc.where else f"{uploaded.name}" + (f", {exc.where}" if exc.where else "")
+        where = exc.where if exc.where and source.name in exc.where else f"{source.name}" + (f", {exc.where}" if exc.where else "")
         raise BadTrace(f"{where}: {exc.what}") from None
     finally:
-        uploaded.seek(0)
+        if hasattr(stream, "seek"):
+            stream.seek(0)
 
 
-def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: str = "") -> Trace:
-    """Check the file, store it (streamed from the upload's temporary file) and queue its
-    analysis. A bad file raises BadTrace and leaves no row and no file behind."""
-    make_room(uploaded.size)
-    checked = check_trace_file(uploaded)
+def accept_upload(source, user, *, name: str = "", device=None, sw_version: str = "") -> Trace:
+    """Look at the file's head, store it (streamed) and queue its analysis, which reads it.
+    A bad head raises BadTrace and leaves no row and no file behind. ``source``: a
+    traces.upload_sessions.Source (a multipart file or a finished resumable upload)."""
+    if not isinstance(source, Source):
+        source = Source.of_file(source)
+    checked = check_trace_file(source)
     meta, fmt = checked.meta, checked.format
     created: list[int] = []
     try:
-        with transaction.atomic():
+        with budget_held(needed=not source.uploads):
+            take_room(source)
             trace = Trace.objects.create(
-                name=(name or PurePath(uploaded.name).name)[:200],
+                name=(name or PurePath(source.name).name)[:200],
                 source=TraceSource.UPLOAD,
                 created_by=user,
                 device=device,
@@ -330,12 +367,8 @@ def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: st
                 raw_format=fmt[:16],
             )
             created.append(trace.pk)
-            head = uploaded.read(2)
-            uploaded.seek(0)
-            stored = _store_upload(trace.pk, uploaded, head)
-            Trace.objects.filter(pk=trace.pk).update(
-                raw_file=stored, raw_bytes=uploaded.size, stored_bytes=uploaded.size
-            )
+            stored = store_raw(trace.pk, source)
+            Trace.objects.filter(pk=trace.pk).update(raw_file=stored, raw_bytes=source.size, stored_bytes=source.size)
             transaction.on_commit(lambda: _enqueue_analysis(trace.pk))
     except BaseException:
         for trace_id in created:
@@ -345,10 +378,16 @@ def accept_upload(uploaded, user, *, name: str = "", device=None, sw_version: st
     return trace
 
 
-def _store_upload(trace_id: int, uploaded, head: bytes) -> str:
-    """Copy the upload into storage chunk by chunk (Django's File.chunks)."""
+def store_raw(trace_id: int, source) -> str:
+    """Copy an upload into the trace's raw file, chunk by chunk; the name stored."""
+    first = source.open()
+    head = first.read(2)
+    if hasattr(first, "seek"):
+        first.seek(0)  # a multipart upload's file: as_file() hands it over itself
+    else:
+        first.close()
     files = TraceFiles(trace_id)
-    return files.save_stream(files.raw_name(uploaded.name, head), uploaded)
+    return files.save_stream(files.raw_name(source.name, head), source.as_file())
 
 
 # -- analysis --------------------------------------------------------------------------
@@ -372,7 +411,7 @@ def analyse(trace_id: int) -> None:
     try:
         with files.storage.open(trace.raw_file, "rb") as f:
             stored_as = f.name
-            parsed = atrace.read_trace(f)
+            parsed = read_bounded(f)
         bd = atrace.operator_breakdown(parsed)
         corr = atrace.correlate(parsed)
         written = results.write_results(files, parsed, bd, corr)
@@ -395,6 +434,18 @@ def analyse(trace_id: int) -> None:
     # The download comes last: the pages need only what is above.
     size = results.write_chrome(files, parsed, path)
     Trace.objects.filter(pk=trace_id).update(stored_bytes=stored + size)
+
+
+def read_bounded(f) -> atrace.Trace:
+    """Read a stored trace in a worker, refusing one that decompresses past TRACE_PARSE_MAX_MB
+    (a gzip bomb fails its trace, not the worker)."""
+    limit = settings.TRACE_PARSE_MAX_MB << 20
+    try:
+        return atrace.read_trace(f, max_bytes=limit)
+    except atrace.TraceTooLargeError as exc:
+        raise atrace.TraceTooLargeError(
+            f"{exc.what}; a worker parses at most {settings.TRACE_PARSE_MAX_MB} MB of trace text "
+            "(TRACE_PARSE_MAX_MB)", exc.where) from None
 
 
 def _read_format(trace: Trace, meta: dict) -> str:

@@ -6,7 +6,7 @@ own worker process, so a fleet poll never waits behind a trace.
 
 from celery import shared_task
 
-from traces import job_analysis, job_capture, job_results, services
+from traces import job_analysis, job_capture, job_results, services, upload_sessions
 from traces.queueing import trace_queue  # noqa: F401  (the queue a trace worker serves)
 
 
@@ -42,4 +42,5 @@ def expire_stuck_traces() -> int:
 
 @shared_task
 def prune_traces() -> int:
-    return services.prune_traces() + job_results.prune_jobs(services.retention_cutoff())
+    pruned = services.prune_traces() + job_results.prune_jobs(services.retention_cutoff())
+    return pruned + upload_sessions.prune_idle()

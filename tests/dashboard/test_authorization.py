@@ -168,7 +168,13 @@ def world(seeded_fleet, viewer, operator, outsider, admin_user, settings):
         "content_type": ContentType.objects.get_for_model(trace).pk,
     }
     users = {"outsider": outsider, "viewer": viewer, "operator": operator, "admin": admin_user}
-    return {"objects": objects, "users": users}
+    return {"objects": objects, "users": users, "fresh": {"upload": lambda: new_upload(operator)}}
+
+
+def new_upload(user):
+    from traces.models import Upload
+
+    return Upload.objects.create(created_by=user, filename="matrix.json", size=10).pk
 
 
 def path_arguments(route: Route, objects: dict) -> dict:
@@ -204,7 +210,7 @@ def _object_for(route: Route, objects: dict):
         found = apps.get_model(app, model)._default_manager.order_by("pk").first()
         assert found is not None, f"{route.pattern}: no {app}.{model} to name"
         return found.pk
-    for prefix in ("health-event", "device", "host", "trace", "job", "action"):
+    for prefix in ("health-event", "device", "host", "trace", "job", "action", "upload"):
         if prefix in route.key:
             return objects[prefix]
     raise AssertionError(f"{route.key}: which object does its id name? Say so in path_arguments")
@@ -255,9 +261,12 @@ def test_http_matrix(world):
             wrong.append(missing_decision_message([route.key]))
             continue
         style = style_of(route, decision)
-        path = path_of(route, path_arguments(route, world["objects"]))
+        path = None if decision.fresh else path_of(route, path_arguments(route, world["objects"]))
         for method in decision.methods:
             for role in ROLES:
+                if decision.fresh:
+                    fresh = {name: make() for name, make in world["fresh"].items()}
+                    path = path_of(route, path_arguments(route, {**world["objects"], **fresh}))
                 response = roles.request(role, method, path)
                 expected = verdict(decision, style, method, role, response)
                 if expected:

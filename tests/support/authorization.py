@@ -54,6 +54,7 @@ class Decision:
     why: str = ""
     style: str = ""  # "api", "page", "admin", "bearer"; empty: from the view
     methods: tuple[str, ...] = HTTP_METHODS  # those the matrix tries (the admin's: GET and POST)
+    fresh: bool = False  # a change may use up the object its path names: a new one per request
 
 
 def page(read, why="", **kw) -> Decision:
@@ -125,6 +126,10 @@ HTTP_DECISIONS: dict[str, Decision] = {
     "job-report": api(VIEWERS),
     "job-timeline": api(VIEWERS),
     "job-capture": api(NOBODY, OPERATORS, ("POST",), why="a job capture: traces.capture_trace"),
+    "upload-list": api(NOBODY, OPERATORS, ("POST",), why="start a resumable upload: traces.upload_trace"),
+    "upload-detail": api(OPERATORS, OPERATORS, ("PUT", "DELETE"), fresh=True,
+                         why="a resumable upload's state, a chunk, a cancel: its uploader (an admin: any)"),
+    "upload-finish": api(NOBODY, OPERATORS, ("POST",), fresh=True, why="confirm an upload's size: its uploader"),
     # -- API schema (API_SCHEMA_PUBLIC=true opens both to anyone) -----------------------------
     "schema": api(SIGNED_IN, why="the API's shape, no data: any signed-in user"),
     "api-docs": page(SIGNED_IN, why="Swagger UI: any signed-in user"),

@@ -222,15 +222,19 @@ def test_results_of_a_trace_not_ready_are_409(api_client, operator, trace_storag
         assert answer.status_code == 409 and "queued" in answer.data["detail"]
 
 
+# Refused in the request: what its first bytes (the head it looks at) show.
 BAD_FILES = {
     "empty": ("empty.json", b"", "empty"),
     "truncated gzip": ("cut.json.gz", None, "truncated"),
     "wrong format": ("photo.json", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, ""),
     "not a trace": ("numbers.json", b'{"hello": [1, 2, 3]}', ""),
-    "gzip bomb": ("bomb.json.gz", None, "gzip bomb"),
-    "truncated JSON": ("cut.json", None, "truncated"),
-    "malformed event deep in the file": ("broken.json", None, "malformed event JSON"),
-    "not an event object": ("numbers-in-events.json", None, "traceEvents"),
+}
+# Accepted by the request, which reads only the head, and failed by the worker that parses.
+BAD_PAST_THE_HEAD = {
+    "gzip bomb": ("bomb.json.gz", "gzip bomb"),
+    "truncated JSON": ("cut.json", "truncated"),
+    "malformed event deep in the file": ("broken.json", "malformed event JSON"),
+    "not an event object": ("numbers-in-events.json", "traceEvents"),
 }
 EVENT = b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.25, "args": {"shape": "[[1, 2]]"}}'
 
@@ -249,20 +253,35 @@ def test_bad_upload_is_400_with_the_engines_message_and_leaves_nothing(case, api
     name, data, words = BAD_FILES[case]
     if case == "truncated gzip":
         data = real_trace("simple_add_kineto.json.gz").read_bytes()[:-200]
-    if case == "gzip bomb":
-        data = gzip_bytes(b'{"traceEvents": [' + b" " * (80 << 20))
-    if case == "truncated JSON":
-        data = many_events()[:-5000]
-    if case == "malformed event deep in the file":
-        data = many_events(b'{"ph": "X", "name": "bad" "dur": 1}')
-    if case == "not an event object":
-        data = many_events(b"[1, 2]")
     api_client.force_authenticate(operator)
     response = upload(api_client, upload_file(name, data))
     assert response.status_code == 400, response.content
     assert name in response.data["detail"] and words in response.data["detail"]
     assert not Trace.objects.exists()
     assert files_in(settings.TRACE_STORAGE_DIR) == []
+
+
+def _bad_past_the_head(case: str) -> bytes:
+    return {
+        "gzip bomb": lambda: gzip_bytes(b'{"traceEvents": [' + b" " * (80 << 20)),
+        "truncated JSON": lambda: many_events()[:-5000],
+        "malformed event deep in the file": lambda: many_events(b'{"ph": "X", "name": "bad" "dur": 1}'),
+        "not an event object": lambda: many_events(b"[1, 2]"),
+    }[case]()
+
+
+@pytest.mark.parametrize("case", list(BAD_PAST_THE_HEAD))
+def test_a_file_bad_past_its_head_is_parsed_only_by_the_worker_which_fails_it(case, api_client, operator, trace_storage):
+    """The web process reads the first 64 kB of an upload only (issue 25: a Chakra or a gzip
+    was read whole in the request); the worker's parse finds the fault and fails the trace."""
+    name, words = BAD_PAST_THE_HEAD[case]
+    api_client.force_authenticate(operator)
+    response = upload(api_client, upload_file(name, _bad_past_the_head(case)))
+    assert response.status_code == 201, response.content
+    services.analyse(response.data["id"])
+    trace = Trace.objects.get(pk=response.data["id"])
+    assert trace.status == TraceStatus.FAILED
+    assert name in trace.error and words in trace.error, trace.error
 
 
 def test_an_upload_the_reader_refuses_past_the_requests_scan_fails_with_the_reason(api_client, operator, trace_storage):

@@ -1,11 +1,10 @@
 """The jobs API: capture a distributed job, upload one, read its ranks and its results."""
 
-from django.http import UnreadablePostError
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -18,10 +17,10 @@ from traces.api.serializers import (
     JobSerializer,
     JobUploadSerializer,
 )
-from traces.api.views import NotReady, Refused, TooLarge
+from traces.api.upload_views import Refused, UploadCreate
+from traces.api.views import NotReady
 from traces.choices import JobStatus
 from traces.models import Job
-from traces.uploads import refusal, use_limited_handlers
 
 MAX_TIMELINE_COLLECTIVES = 500
 
@@ -37,18 +36,14 @@ def ready_job(job: Job) -> Job:
     return job
 
 
-class JobViewSet(viewsets.ReadOnlyModelViewSet):
+class JobViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
     """Distributed jobs: their ranks, status and cross-rank results."""
 
     serializer_class = JobSerializer
-    parser_classes = [MultiPartParser]
+    upload_serializer, files_field, uploads_field = JobUploadSerializer, "files", "uploads"
 
     def get_permissions(self):
         return [CanUploadTraces()] if self.action == "create" else [CanViewTraces()]
-
-    def initialize_request(self, request, *args, **kwargs):
-        use_limited_handlers(request)  # before anything (the CSRF check) reads the body
-        return super().initialize_request(request, *args, **kwargs)
 
     def get_queryset(self):
         queryset = Job.objects.for_list().prefetch_related("ranks")
@@ -57,25 +52,17 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
         return queryset
 
     @extend_schema(
-        request={"multipart/form-data": JobUploadSerializer},
+        request={"multipart/form-data": JobUploadSerializer, "application/json": JobUploadSerializer},
         responses={202: CreatedSerializer, 400: OpenApiResponse(description="A bad file: which, and the engine's message"),
                    413: OpenApiResponse(description="Too large"), 507: OpenApiResponse(description="Storage full")},
     )
     def create(self, request):
-        """Upload a job: one trace file per rank (multipart ``files``); checked, stored, analysed."""
-        try:
-            files = request.FILES.getlist("files")
-            name = request.data.get("name", "")
-        except UnreadablePostError:
-            files, name = [], ""
-        if reason := refusal(request._request):
-            raise TooLarge(reason)
-        if not files:
-            raise ValidationError({"files": "upload one trace file per rank (multipart field 'files')."})
-        try:
-            job = job_uploads.accept_job_upload(files, request.user, name=str(name)[:200])
-        except services.TraceRefused as exc:
-            raise Refused(exc) from None
+        """Upload a job: one trace file per rank (multipart ``files``, or finished resumable
+        uploads as JSON ``{"uploads": [...]}``); checked, stored, analysed."""
+        data, sources, uploads = self.upload_form(request)
+        if not sources:
+            raise ValidationError({"files": "upload one trace file per rank (multipart field 'files', or 'uploads')."})
+        job = self.made_from(uploads, lambda: job_uploads.accept_job_upload(sources, request.user, name=str(data.get("name", ""))[:200]))
         return _created(job)
 
     @extend_schema(responses={200: OpenApiResponse(description="The cross-rank report"),

@@ -38,10 +38,12 @@ class CaptureRequestSerializer(serializers.Serializer):
 
 
 class UploadSerializer(serializers.Serializer):
-    file = serializers.FileField(allow_empty_file=True, help_text="Kineto / PyTorch profiler JSON (.json, .json.gz), Chrome trace JSON, Chakra ET")
-    name = serializers.CharField(required=False, max_length=200)
+    file = serializers.FileField(required=False, allow_empty_file=True,
+                                 help_text="Kineto / PyTorch profiler JSON (.json, .json.gz), Chrome trace JSON, Chakra ET")
+    upload = serializers.UUIDField(required=False, help_text="Instead of file: a finished resumable upload (/api/uploads/)")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     device = serializers.IntegerField(required=False, help_text="Id of the device it was recorded on")
-    sw_version = serializers.CharField(required=False, max_length=32)
+    sw_version = serializers.CharField(required=False, allow_blank=True, max_length=32)
 
 
 class BreakdownRowSerializer(serializers.Serializer):
@@ -133,6 +135,27 @@ class JobCaptureRequestSerializer(serializers.Serializer):
 
 
 class JobUploadSerializer(serializers.Serializer):
-    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True),
+    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True), required=False,
                                  help_text="One Kineto / PyTorch profiler trace per rank")
-    name = serializers.CharField(required=False, max_length=200)
+    uploads = serializers.ListField(child=serializers.UUIDField(), required=False,
+                                    help_text="Instead of files: finished resumable uploads (/api/uploads/), one per rank")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class UploadStartSerializer(serializers.Serializer):
+    filename = serializers.CharField(max_length=200)
+    size = serializers.IntegerField(min_value=1, help_text="The file's size in bytes")
+
+
+class UploadFinishSerializer(serializers.Serializer):
+    size = serializers.IntegerField(min_value=0, help_text="The file's size in bytes, as declared at the start")
+
+
+class UploadStateSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    url = serializers.CharField()
+    filename = serializers.CharField()
+    size = serializers.IntegerField()
+    received = serializers.IntegerField(help_text="Bytes stored: the offset of the next chunk")
+    finished = serializers.BooleanField()
+    chunk_max_bytes = serializers.IntegerField()

@@ -2,11 +2,12 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from traces.api import analysis_views as analysis
-from traces.api import job_views, views
+from traces.api import job_views, upload_views, views
 
 router = SimpleRouter()
 router.register("traces", views.TraceViewSet, basename="trace")
 router.register("jobs", job_views.JobViewSet, basename="job")
+router.register("uploads", upload_views.UploadViewSet, basename="upload")
 
 urlpatterns = [
     path("devices/<int:pk>/capture/", views.CaptureView.as_view(), name="device-capture"),

@@ -1,6 +1,6 @@
 """The traces API: thin views over traces.services (writes) and traces.queries (reads)."""
 
-from django.http import FileResponse, UnreadablePostError
+from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -12,7 +12,6 @@ from drf_spectacular.utils import (
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ValidationError
-from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -28,27 +27,17 @@ from traces.api.serializers import (
     TraceSerializer,
     UploadSerializer,
 )
+from traces.api.upload_views import Refused, UploadCreate
 from traces.choices import TraceSource, TraceStatus
 from traces.files import CHROME, TraceFiles
 from traces.models import Trace
-from traces.uploads import refusal, use_limited_handlers
 
 ORDERINGS = ["created_at", "-created_at", "name", "-name", "events", "-events", "span_us", "-span_us", "status", "-status"]
 MAX_INSTANCES = 1000
 
 
-class Refused(APIException):
-    def __init__(self, exc: services.TraceRefused):
-        self.status_code = exc.status
-        super().__init__(detail=str(exc))
-
-
 class NotReady(APIException):
     status_code = status.HTTP_409_CONFLICT
-
-
-class TooLarge(APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
 
 
 def filter_traces(queryset, query):
@@ -105,18 +94,14 @@ LIST_PARAMETERS = [
 
 
 @extend_schema_view(list=extend_schema(parameters=LIST_PARAMETERS))
-class TraceViewSet(viewsets.ReadOnlyModelViewSet):
+class TraceViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
     """Traces: captures and uploads, their status and their analysis results."""
 
     serializer_class = TraceSerializer
-    parser_classes = [MultiPartParser]
+    upload_serializer, files_field, uploads_field = UploadSerializer, "file", "upload"
 
     def get_permissions(self):
         return [CanUploadTraces()] if self.action == "create" else [CanViewTraces()]
-
-    def initialize_request(self, request, *args, **kwargs):
-        use_limited_handlers(request)  # before anything (the CSRF check) reads the body
-        return super().initialize_request(request, *args, **kwargs)
 
     def perform_content_negotiation(self, request, force=False):
         # download's ?format=raw|chrome names a file format, not one of DRF's renderers.
@@ -129,34 +114,23 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         parameters=[],
-        request={"multipart/form-data": UploadSerializer},
+        request={"multipart/form-data": UploadSerializer, "application/json": UploadSerializer},
         responses={201: CreatedSerializer, 400: OpenApiResponse(description="Bad file: the engine's message"),
                    413: OpenApiResponse(description="Too large"), 507: OpenApiResponse(description="Storage full")},
     )
     def create(self, request):
-        """Upload a trace file (multipart): it is checked, stored and analysed."""
-        try:
-            form = UploadSerializer(data=request.data)
-            valid = form.is_valid()
-        except UnreadablePostError:
-            valid = False
-        if reason := refusal(request._request):
-            raise TooLarge(reason)
-        if not valid:
-            raise ValidationError(form.errors)
-        data = form.validated_data
+        """Upload a trace: a multipart file, or a finished resumable upload (JSON
+        ``{"upload": id}``); its head is checked, it is stored, and a worker analyses it."""
+        data, sources, uploads = self.upload_form(request)
+        if not sources:
+            raise ValidationError({"file": "send a file (multipart field 'file') or a finished upload's id ('upload')."})
         device = None
         if "device" in data:
             device = Device.objects.select_related("host").filter(pk=data["device"]).first()
             if device is None:
                 raise ValidationError({"device": f"no device with id {data['device']}."})
-        try:
-            trace = services.accept_upload(
-                data["file"], request.user, name=data.get("name", ""), device=device,
-                sw_version=data.get("sw_version", ""),
-            )
-        except services.TraceRefused as exc:
-            raise Refused(exc) from None
+        trace = self.made_from(uploads, lambda: services.accept_upload(
+            sources[0], request.user, name=data.get("name", ""), device=device, sw_version=data.get("sw_version", "")))
         return Response(
             {"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},
             status=status.HTTP_201_CREATED,

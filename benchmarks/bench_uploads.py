@@ -1,0 +1,277 @@
+"""Uploads against a real Daphne: refusals from the headers, and many large uploads at once.
+
+    .venv/bin/python benchmarks/bench_uploads.py [--uploads 50] [--mb 100] [--budget-gb 3]
+
+Runs on a throwaway database of the one the environment names (DATABASE_URL), with Daphne as
+`make run` starts it (no trace worker: uploads stay queued), its temporary folder and trace
+storage in a folder of their own. Prints:
+
+1. an anonymous 2 GB POST to each upload route: the answer, the time to it, and the bytes
+   written meanwhile under the temporary folder and the trace storage (files with a name,
+   and the unlinked temporary files Daphne holds open);
+2. ``--uploads`` operators sending a ``--mb`` MB Kineto trace each, all at once, half through
+   the resumable API (16 MB chunks) and half as one multipart POST, with the trace storage
+   budget at ``--budget-gb`` (so that some are refused 507), retrying on 429 as a client
+   should; each one's outcome, the upload throughput, and every stored raw file checked
+   against the original (size and SHA-256); what is left behind (open uploads, parts,
+   temporary files);
+3. meanwhile, the trace catalogue page fetched every 100 ms by a signed-in viewer: p50, p95
+   and max latency.
+Say how loaded the machine was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHUNK = 16 << 20
+BOUNDARY = "bench-boundary"
+BUSY = collections.Counter()  # 429 answers (each retried after its Retry-After), by client kind
+
+
+class MultipartFile:
+    """A multipart/form-data body of one file, read from disk as it is sent, with a length
+    (so the client declares Content-Length rather than sending it chunked)."""
+
+    def __init__(self, path: Path) -> None:
+        self.head = (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path.name}\"\r\n"
+                     "Content-Type: application/json\r\n\r\n").encode()
+        self.tail = f"\r\n--{BOUNDARY}--\r\n".encode()
+        self.file = path.open("rb")
+        self.size = len(self.head) + path.stat().st_size + len(self.tail)
+        self.parts = [self.head]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self, n: int = -1) -> bytes:
+        if self.parts:
+            return self.parts.pop()
+        data = self.file.read(max(n, 1 << 20))
+        if data:
+            return data
+        tail, self.tail = self.tail, b""
+        return tail
+
+
+def send_plain(url: str, token: str, path: Path) -> tuple[int, str, int | None]:
+    import requests
+
+    for _ in range(120):
+        body = MultipartFile(path)
+        r = requests.post(f"{url}/api/traces/", data=body, timeout=600, headers={
+            "Authorization": f"Token {token}", "Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
+        body.file.close()
+        if r.status_code != 429:
+            return r.status_code, r.text[:200], r.json().get("id") if r.status_code == 201 else None
+        BUSY["send_plain"] += 1
+        time.sleep(float(r.headers.get("Retry-After", 2)))
+    return 429, "still 429 after 120 tries", None
+
+
+def send_chunked(url: str, token: str, path: Path) -> tuple[int, str, int | None]:
+    import requests
+
+    auth = {"Authorization": f"Token {token}"}
+    size = path.stat().st_size
+    r = requests.post(f"{url}/api/uploads/", json={"filename": path.name, "size": size}, headers=auth, timeout=60)
+    if r.status_code != 201:
+        return r.status_code, r.text[:200], None
+    upload = r.json()
+    offset, tries = 0, 0
+    with path.open("rb") as f:
+        while offset < size:
+            f.seek(offset)
+            r = requests.put(f"{url}{upload['url']}?offset={offset}", data=f.read(CHUNK), headers=auth, timeout=600)
+            if r.status_code == 429 and tries < 600:
+                tries += 1
+                BUSY["send_chunked"] += 1
+                time.sleep(float(r.headers.get("Retry-After", 2)))
+                continue
+            if r.status_code != 200:
+                requests.delete(f"{url}{upload['url']}", headers=auth, timeout=60)
+                return r.status_code, r.text[:200], None
+            offset = r.json()["received"]
+    r = requests.post(f"{url}{upload['url']}finish/", json={"size": size}, headers=auth, timeout=60)
+    if r.status_code != 200:
+        return r.status_code, r.text[:200], None
+    r = requests.post(f"{url}/api/traces/", json={"upload": upload["id"]}, headers=auth, timeout=600)
+    if r.status_code != 201:  # drop it: it holds room in the budget
+        requests.delete(f"{url}{upload['url']}", headers=auth, timeout=60)
+    return r.status_code, r.text[:200], r.json().get("id") if r.status_code == 201 else None
+
+
+def poll_page(url: str, cookie: str, stop: threading.Event, latencies: list[float]) -> None:
+    import requests
+
+    session = requests.Session()
+    while not stop.is_set():
+        started = time.perf_counter()
+        r = session.get(f"{url}/traces/", headers={"Cookie": cookie}, timeout=30)
+        latencies.append((time.perf_counter() - started) * 1000)
+        assert r.status_code == 200, r.status_code
+        stop.wait(0.1)
+
+
+def page_latencies(url: str, cookie: str, count: int) -> list[float]:
+    stop, latencies = threading.Event(), []
+    thread = threading.Thread(target=poll_page, args=(url, cookie, stop, latencies), daemon=True)
+    thread.start()
+    while len(latencies) < count:
+        time.sleep(0.05)
+    stop.set()
+    thread.join()
+    return sorted(latencies)
+
+
+def refusals(port: int, pid: int, folders: list[Path]) -> None:
+    from tests.traces.test_upload_gate import _bytes_under, raw_upload
+
+    before = _bytes_under(pid, folders)
+    for path in ("/api/traces/", "/api/jobs/"):
+        result = raw_upload(port, path, {}, watch=lambda: _bytes_under(pid, folders) - before)
+        print(f"  anonymous 2 GB POST {path}: {result['status']} in {result['seconds'] * 1000:.0f} ms, "
+              f"{result['written']} bytes written under the temporary folder and the storage "
+              f"({result['sent'] >> 20} MB sent before the server closed)", flush=True)
+
+
+def many_uploads(args, url: str, tokens: list[str], path: Path, cookie: str):
+    stop, latencies = threading.Event(), []
+    poller = threading.Thread(target=poll_page, args=(url, cookie, stop, latencies), daemon=True)
+    poller.start()
+    results: list = [None] * args.uploads
+
+    def one(k: int) -> None:
+        send = send_chunked if k % 2 == 0 else send_plain
+        started = time.perf_counter()
+        try:
+            results[k] = (send.__name__, *send(url, tokens[k % len(tokens)], path), time.perf_counter() - started)
+        except Exception as exc:  # noqa: BLE001 - a client error is an outcome to print
+            results[k] = (send.__name__, 0, repr(exc)[:200], None, time.perf_counter() - started)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(args.uploads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - started
+    stop.set()
+    poller.join()
+    return results, took, latencies
+
+
+def check_stored(results, path: Path, storage: Path) -> None:
+    from traces.models import Trace, Upload
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    ids = [r[3] for r in results if r[3]]
+    bad = []
+    for trace in Trace.objects.filter(pk__in=ids):
+        stored = storage / trace.raw_file
+        if trace.raw_bytes != path.stat().st_size or hashlib.sha256(stored.read_bytes()).hexdigest() != digest:
+            bad.append(trace.pk)
+    rows = Trace.objects.count()
+    parts = list((storage / "uploads").rglob("*.part")) if (storage / "uploads").exists() else []
+    print(f"  stored traces checked: {len(ids)} equal to the original: {len(ids) - len(bad)}; trace rows {rows} "
+          f"(answers 201: {len(ids)}); uploads left open {Upload.objects.count()}, parts left {len(parts)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--uploads", type=int, default=50)
+    parser.add_argument("--mb", type=int, default=100)
+    parser.add_argument("--budget-gb", type=float, default=3.0)
+    parser.add_argument("--cap", type=int, default=None, help="TRACE_UPLOADS_MAX_ACTIVE (default: the setting's)")
+    args = parser.parse_args()
+    if args.cap:
+        os.environ["TRACE_UPLOADS_MAX_ACTIVE"] = str(args.cap)
+
+    workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-uploads-"))
+    (workdir / "tmp").mkdir()
+    os.environ.update(
+        TRACE_STORAGE_DIR=str(workdir / "traces"), EMULATOR_STATE_DIR=str(workdir / "emulator"),
+        REDIS_KEY_PREFIX="asicmon-bench-uploads", CELERY_QUEUE="asicmon-bench-uploads", LOG_LEVEL="WARNING",
+        TRACE_STORAGE_MAX_GB=str(args.budget_gb), FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3",
+        ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+    from django.test.utils import setup_databases, teardown_databases
+    from rest_framework.authtoken.models import Token
+
+    from fleet.roles import ensure_roles
+    from tests.support.processes import child_env, start_web
+    from traces.atrace.synthetic import write_kineto_trace
+
+    old = setup_databases(verbosity=0, interactive=False)
+    web = None
+    try:
+        ensure_roles()
+        tokens = []
+        for k in range(5):
+            user = User.objects.create_user(f"operator{k}", password="bench-password-123")
+            user.groups.add(*Group.objects.filter(name__in=["viewers", "operators"]))
+            tokens.append(Token.objects.create(user=user).key)
+        viewer = User.objects.create_user("viewer", password="bench-password-123")
+        viewer.groups.add(Group.objects.get(name="viewers"))
+        client = Client()
+        client.force_login(viewer)
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        path = workdir / "trace.json"
+        write_kineto_trace(path, int(args.mb * (1 << 20) / 270), seed=11)
+        size = path.stat().st_size
+        web, url = start_web(child_env(TMPDIR=workdir / "tmp", TRACE_STORAGE_DIR=workdir / "traces"))
+        port = int(url.rsplit(":", 1)[1])
+        folders = [workdir / "tmp", workdir / "traces"]
+        print(f"Daphne, one process; TRACE_UPLOADS_MAX_ACTIVE={settings.TRACE_UPLOADS_MAX_ACTIVE}, "
+              f"budget {args.budget_gb} GB; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
+        idle = page_latencies(url, cookie, 30)
+        print(f"0. catalogue page, no upload running (30 fetches): p50 {statistics.median(idle):.0f} ms, "
+              f"p95 {idle[int(len(idle) * 0.95) - 1]:.0f} ms")
+        print("1. refused from the headers:")
+        refusals(port, web.proc.pid, folders)
+        print(f"2. {args.uploads} operators upload a {size / (1 << 20):.0f} MB trace at once "
+              "(even: resumable API, odd: multipart POST):", flush=True)
+        results, took, latencies = many_uploads(args, url, tokens, path, cookie)
+        outcomes = collections.Counter((r[0], r[1]) for r in results)
+        for (how, status), count in sorted(outcomes.items()):
+            example = next(r[2] for r in results if (r[0], r[1]) == (how, status))
+            print(f"  {how}: {status} x{count}" + ("" if status == 201 else f"  e.g. {example}"))
+        print(f"  429 answers, each retried after its Retry-After: {dict(BUSY) or 'none'}")
+        stored = sum(1 for r in results if r[1] == 201)
+        print(f"  {took:.0f} s for all; {stored * size / (1 << 20) / took:.0f} MB/s stored; "
+              f"load after {os.getloadavg()[0]:.1f}")
+        check_stored(results, path, workdir / "traces")
+        left = sum(p.stat().st_size for p in (workdir / "tmp").rglob("*") if p.is_file())
+        print(f"  temporary files left: {left} bytes")
+        lat = sorted(latencies)
+        print(f"3. catalogue page meanwhile ({len(lat)} fetches): p50 {statistics.median(lat):.0f} ms, "
+              f"p95 {lat[int(len(lat) * 0.95) - 1]:.0f} ms, max {lat[-1]:.0f} ms")
+    finally:
+        if web is not None:
+            web.stop()
+        teardown_databases(old, verbosity=0)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
