@@ -175,3 +175,6 @@ class JobRank(models.Model):
 
     def __str__(self):
         return f"job {self.job_id} rank {self.rank} ({self.status})"
+
+
+from traces.requests.models import RequestSpan  # noqa: E402, F401  (request spans: traces/requests/)
