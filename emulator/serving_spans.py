@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from emulator.serving import ServedRequest, ServingRun
 from emulator.serving_trace import HOST_PID, HOST_TID
 
-__all__ = ["resource_for", "otlp_provider", "memory_provider", "emit_request", "emit_run", "SERVICE"]
+__all__ = ["resource_for", "otlp_provider", "memory_provider", "emit_request", "emit_run", "write_otlp_json", "SERVICE"]
 
 SERVICE = "emulated-llm"
 MODEL = "emu-llama-1b"
@@ -93,3 +93,22 @@ def emit_run(tracer, run: ServingRun) -> int:
     for req in done:
         emit_request(tracer, req)
     return len(done)
+
+
+def write_otlp_json(spans, path, batch: int = 512) -> int:
+    """Write SDK spans as the Collector's file exporter does: one OTLP JSON
+    ExportTraceServiceRequest a line (gzipped when the name ends in .gz)."""
+    import gzip
+    from pathlib import Path
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from traces.atrace.io.otlp import request_to_json
+
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    spans = list(spans)
+    with opener(path, "wb") as fh:
+        for i in range(0, len(spans), batch):
+            fh.write(request_to_json(encode_spans(spans[i : i + batch])) + b"\n")
+    return len(spans)

@@ -17,6 +17,7 @@ from .analysis.comparison import OPERATOR_KINDS, compare
 from .analysis.correlation import correlate
 from .analysis.critical_path import critical_path
 from .analysis.multirank import analyse_job, cross_rank_critical_path
+from .cli_requests import add_parser as add_requests_parser
 from .errors import TraceError
 from .io.chakra_et import write_chakra, write_chakra_et
 from .io.chrome_writer import write_chrome_trace
@@ -340,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a PyTorch host execution trace of the same run, linked to the Kineto INPUT")
     common(v)
     v.set_defaults(run=_convert)
+    add_requests_parser(sub)
     return p
 
 

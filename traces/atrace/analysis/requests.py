@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from traces.atrace.errors import TraceError
 from traces.atrace.io.otlp import SpanRow
 from traces.atrace.model.trace import DEVICE_KINDS, Kind, Trace
 
@@ -40,7 +41,7 @@ _TOKENS_OUT = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 HOUR_NS = 3600 * 10**9
 
 
-class RequestJoinError(ValueError):
+class RequestJoinError(TraceError):
     """Spans and trace that cannot be joined; the message says why."""
 
 

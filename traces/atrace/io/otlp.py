@@ -30,6 +30,8 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from traces.atrace.errors import TraceFormatError
+
 __all__ = [
     "OtlpError", "SpanRow", "decode_body", "decompress", "spans_of", "request_to_json",
     "read_otlp_json", "REQUEST_ID_KEYS", "PROTOBUF", "JSON",
@@ -42,7 +44,7 @@ REQUEST_ID_KEYS = ("gen_ai.request.id", "gen_ai.response.id", "request.id", "req
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
-class OtlpError(ValueError):
+class OtlpError(TraceFormatError):
     """A body that is not a valid OTLP traces request; the message says why."""
 
 
