@@ -43,3 +43,10 @@ def expire_stuck_traces() -> int:
 @shared_task
 def prune_traces() -> int:
     return services.prune_traces() + job_results.prune_jobs(services.retention_cutoff())
+
+
+@shared_task
+def join_requests(trace_id: int) -> None:
+    from traces.requests import service as requests_service
+
+    requests_service.join_requests(trace_id)

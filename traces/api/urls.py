@@ -22,5 +22,8 @@ urlpatterns = [
     path("traces/<int:pk>/correlation/", analysis.CorrelationView.as_view(), name="trace-correlation"),
     path("traces/<int:pk>/metrics/", analysis.MetricsView.as_view(), name="trace-metrics"),
     path("traces/<int:pk>/spans/", request_views.SpanUploadView.as_view(), name="trace-spans"),
+    path("traces/<int:pk>/requests/", request_views.RequestsView.as_view(), name="trace-requests"),
+    path("traces/<int:pk>/requests/<str:request_id>/", request_views.RequestDetailView.as_view(),
+         name="trace-request"),
     *router.urls,
 ]

@@ -1,15 +1,47 @@
-"""Request spans beside traces: uploads, and the join of a trace's requests to its steps."""
+"""Request spans beside traces: uploads, the join of a trace's requests to its engine steps
+(computed once in a trace worker and stored beside the trace's analyses), and reading it.
+
+The stored join carries a stamp of the spans it was made from; when spans arrive later (a
+new upload, or live spans attached from the capture window), the next read queues a new
+join and answers "joining" meanwhile.
+"""
 
 from __future__ import annotations
 
-from django.conf import settings
+import gzip
+import logging
+from datetime import timedelta
+from typing import Any
 
+import numpy as np
+import orjson
+from django.conf import settings
+from django.db.models import Count, Max
+
+from fleet import history
+from traces import atrace
+from traces.atrace.analysis.request_report import Health, analyse_requests
 from traces.atrace.io.otlp import OtlpError, read_otlp_json
-from traces.requests.store import store_spans
+from traces.choices import TraceStatus
+from traces.files import TraceFiles
+from traces.models import Trace
+from traces.requests.models import RequestSpan
+from traces.requests.store import attach_window, spans_for_trace, store_spans
+
+log = logging.getLogger(__name__)
+
+STORED = "requests.json"
+JOIN_TASK = "traces.tasks.join_requests"
+JOIN_LIMIT_S = 300
+HEALTH_COUNTERS = ("temperature_c", "clock_mhz", "clock_max_mhz")
 
 
 class TooLarge(Exception):
     """An upload over SPAN_UPLOAD_MAX_MB."""
+
+
+class Pending(Exception):
+    """The join is being computed (or cannot be yet); the message says which."""
 
 
 def upload_spans(trace, upload) -> int:
@@ -20,12 +52,7 @@ def upload_spans(trace, upload) -> int:
         raise TooLarge(f"The spans file is {upload.size} bytes; at most {limit} are accepted.")
     head = upload.read(2)
     upload.seek(0)
-    if head == b"\x1f\x8b":
-        import gzip
-
-        lines = gzip.GzipFile(fileobj=upload)
-    else:
-        lines = upload
+    lines = gzip.GzipFile(fileobj=upload) if head == b"\x1f\x8b" else upload
     try:
         spans = read_otlp_json(lines)
     except (OSError, EOFError) as exc:
@@ -33,3 +60,79 @@ def upload_spans(trace, upload) -> int:
     if not spans:
         raise OtlpError("the file holds no spans")
     return store_spans(spans, trace=trace)
+
+
+def span_stamp(trace) -> str:
+    """What the spans of ``trace`` are now (count and newest row), to know a stored join is current."""
+    if trace.capture_started_at is not None:
+        attach_window(trace)
+    found = RequestSpan.objects.filter(trace=trace).aggregate(n=Count("id"), last=Max("id"))
+    return f"{found['n']}:{found['last'] or 0}"
+
+
+# -- the join (in a trace worker) -----------------------------------------------------------
+def _health(trace, spans) -> Health | None:
+    """The device's temperature and clock over the requests' span, from the time-series store."""
+    if not trace.device_id or not spans:
+        return None
+    start = min(s.start_ns for s in spans) / 1e9
+    end = max(s.end_ns for s in spans) / 1e9
+    from datetime import UTC, datetime
+
+    since = datetime.fromtimestamp(start, UTC) - timedelta(seconds=settings.POLL_INTERVAL * 2)
+    until = datetime.fromtimestamp(end, UTC) + timedelta(seconds=settings.POLL_INTERVAL)
+    try:
+        found = history.read(trace.device_id, list(HEALTH_COUNTERS), since, until)
+    except history.TsdbError as exc:
+        log.warning("no device health for the requests of trace %s: %s", trace.pk, exc)
+        return None
+    temps = found.get("temperature_c") or []
+    if not temps:
+        return None
+    clocks = dict(found.get("clock_mhz") or [])
+    peak = max((v for _, v in found.get("clock_max_mhz") or []), default=0.0)
+    ts = np.array([int(t * 1e9) for t, _ in temps], np.int64)
+    share = np.array([clocks[t] / peak if peak and t in clocks else np.nan for t, _ in temps])
+    return Health(ts, np.array([v for _, v in temps], float), share)
+
+
+def join_requests(trace_id: int) -> None:
+    """Join the spans of a ready trace to its steps and store the result (or why not)."""
+    trace = Trace.objects.filter(pk=trace_id, status=TraceStatus.READY).first()
+    if trace is None:
+        return
+    stamp = span_stamp(trace)
+    spans = spans_for_trace(trace)
+    files = TraceFiles(trace.pk)
+    doc: dict[str, Any] = {"stamp": stamp}
+    if not spans:
+        doc["error"] = "No request spans were sent or uploaded for this trace."
+    else:
+        try:
+            with files.storage.open(trace.raw_file, "rb") as fh:
+                parsed = atrace.read_trace(fh)
+            health = _health(trace, spans)
+            doc.update(analyse_requests(parsed, spans, health=health))
+            doc["health_source"] = "time-series store" if health is not None else "trace counters"
+        except atrace.TraceError as exc:
+            doc["error"] = str(exc)
+    files.save(STORED, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def stored_join(trace) -> dict[str, Any]:
+    """The stored join of ``trace`` if it is current; else queue one and raise Pending."""
+    if trace.status != TraceStatus.READY:
+        raise Pending(f"the trace is {trace.status}; its requests are joined once it is ready")
+    files = TraceFiles(trace.pk)
+    stamp = span_stamp(trace)
+    if files.exists(STORED):
+        with files.open(STORED) as fh:
+            doc = orjson.loads(fh.read())
+        if doc.get("stamp") == stamp:
+            return doc
+    if stamp.startswith("0:"):
+        return {"stamp": stamp, "error": "No request spans were sent or uploaded for this trace."}
+    from traces import queueing
+
+    queueing.send(JOIN_TASK, trace.pk, JOIN_LIMIT_S)
+    raise Pending("joining the requests to the trace's steps; ask again in a few seconds")
