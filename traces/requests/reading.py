@@ -75,3 +75,15 @@ def detail(trace, request_id: str, query=None) -> dict[str, Any]:
         "spans": spans_of_request(trace, row["otel_trace_id"]),
         "clock_offset_ns": offset, "timeline": analyses.timeline(trace, window),
     }
+
+
+def find_row(trace, request_id: str) -> dict[str, Any]:
+    """The stored row of one request (with its cause and details where the join kept them),
+    and where the trace's timeline shows it (``window_us``, on the trace's clock)."""
+    doc = _joined(trace)
+    row = dict(_find(doc, request_id))
+    offset = int(doc["join"]["clock_offset_ns"])
+    margin = max(int((row["end_ns"] - row["start_ns"]) * MARGIN), 1000)
+    row["window_us"] = [(row["start_ns"] - margin - offset) / 1000, (row["end_ns"] + margin - offset) / 1000]
+    row["join"], row["capture_latency_ms"] = doc["join"], doc["latency_ms"]
+    return row

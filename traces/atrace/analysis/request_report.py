@@ -177,12 +177,7 @@ def _stall_excess(ctx: _Context) -> np.ndarray:
 def _words(ctx: _Context, i: int, cause: str, excess: float) -> str:
     r = ctx.requests
     if cause == "queue":
-        q = _ms(r.phase_ns("queue")[i])
-        arrived = r.start[i] - ctx.offset
-        k = max(int(np.searchsorted(ctx.steps.start, arrived, side="right")) - 1, 0)
-        n, full = int(ctx.batch[k]), int(ctx.batch.max()) if len(ctx.batch) else 0
-        behind = f"a full batch ({n} requests)" if n >= 0.9 * full else f"a batch of {n} requests"
-        return f"queued {q:.0f} ms behind {behind}"
+        return f"queued {_ms(r.phase_ns('queue')[i]):.0f} ms behind {_batch_words(ctx, i)}"
     mine = ctx.pr == i
     if cause == "prefill_interference":
         big = int(ctx.step_max_tokens[ctx.ps[mine]].max())
@@ -201,6 +196,22 @@ def _words(ctx: _Context, i: int, cause: str, excess: float) -> str:
     if cause == "long_output":
         return f"it generated {int(r.output_tokens[i]):,} tokens ({_ms(r.phase_ns('decode')[i]):.0f} ms of decode)"
     return "nothing stands out"
+
+
+def _batch_words(ctx: _Context, i: int) -> str:
+    """The batch a queued request waited behind: full when no step while it waited had room
+    for one more (every step's batch as large as the largest)."""
+    r = ctx.requests
+    admitted = r.phase_end["queue"][i] if r.phase_end["queue"][i] >= 0 else r.start[i]
+    lo = int(np.searchsorted(ctx.steps.start, r.start[i] - ctx.offset, side="left"))
+    hi = int(np.searchsorted(ctx.steps.start, admitted - ctx.offset, side="left"))
+    sizes = ctx.batch[lo:hi] if hi > lo else ctx.batch[max(lo - 1, 0):lo]
+    if not len(sizes):
+        return "a busy engine"
+    small, large = int(sizes.min()), int(sizes.max())
+    if small == large:
+        return f"a full batch ({large} requests)"
+    return f"batches of {small}-{large} requests"
 
 
 def _cause(ctx: _Context, excess: dict[str, np.ndarray], i: int) -> tuple[str, str, float]:
