@@ -54,7 +54,8 @@ def _find(doc: dict, request_id: str) -> dict[str, Any]:
 
 
 def spans_of_request(trace, otel_trace_id: str) -> list[dict[str, Any]]:
-    rows = RequestSpan.objects.filter(trace=trace, otel_trace_id=otel_trace_id).order_by("start_ns", "id")
+    rows = sorted(RequestSpan.objects.filter(trace=trace, otel_trace_id=otel_trace_id),
+                  key=lambda s: (bool(s.parent_span_id), s.start_ns, s.id))  # the root first
     return [{"span_id": s.span_id, "parent_span_id": s.parent_span_id, "name": s.name, "start_ns": s.start_ns,
              "end_ns": s.end_ns, "service": s.service, "attributes": s.attributes} for s in rows]
 
