@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = ["ServingConfig", "ServedRequest", "Step", "ServingEngine", "ServingRun", "SERVING_PROBLEMS"]
@@ -120,8 +121,10 @@ def _pick(rng: random.Random, table) -> int:
 class ServingEngine:
     """The engine's state, stepped in emulated time (``run``) or by a live capture."""
 
-    def __init__(self, config: ServingConfig, t0_ns: int, duration_s: float) -> None:
+    def __init__(self, config: ServingConfig, t0_ns: int, duration_s: float,
+                 device_clock: Callable[[int], float] | None = None) -> None:
         self.config = config
+        self.device_clock = device_clock  # the device's clock share at a time (a live device)
         self.rng = random.Random(config.seed)
         self.t0 = t0_ns
         self.end = t0_ns + int(duration_s * 1e9)
@@ -161,7 +164,8 @@ class ServingEngine:
 
     # -- device ----------------------------------------------------------------------------
     def clock_share(self, t: int) -> float:
-        return THROTTLE_CLOCK if "throttled" in self.config.problems and self._in_window(t) else 1.0
+        played = THROTTLE_CLOCK if "throttled" in self.config.problems and self._in_window(t) else 1.0
+        return min(played, self.device_clock(t)) if self.device_clock is not None else played
 
     def temperature(self, t: int) -> float:
         return HOT_C if self.clock_share(t) < 1.0 else NORMAL_C + 2.0 * math.sin(t / 1e9)

@@ -34,6 +34,7 @@ from traces import analyses, atrace, events, queueing, results
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.files import CHROME, TraceFiles
 from traces.models import Trace
+from traces.requests.live import serving_for
 from traces.upload_check import CheckedTrace, check_trace
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,8 @@ def validate_duration(raw) -> float:
 
 def _device_facts(device) -> dict:
     spec = find_host(fleet_config(), device.host.name).device(device.serial)
-    return {"sw_version": spec.sw_version, "workload": workload_for(device.device_type).name}
+    serving = device.device_type in settings.EMULATOR_SERVING_TYPES  # an inference service (traces/requests/live.py)
+    return {"sw_version": spec.sw_version, "workload": "llm_serving" if serving else workload_for(device.device_type).name}
 
 
 def validate_problems(raw) -> list[str]:
@@ -268,6 +270,7 @@ def run_capture(trace_id: int) -> None:
             max_events=settings.TRACE_CAPTURE_MAX_EVENTS,
             progress=_Progress(trace_id),
             problems=trace.params.get("problems", ()),
+            serving=serving_for(trace),
         )
     except DeviceHung as exc:
         fail(trace_id, f"device {trace.device.serial} stopped answering: {exc}")

@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a PyTorch host execution trace of the same run, linked to the Kineto INPUT")
     common(v)
     v.set_defaults(run=_convert)
-    add_requests_parser(sub)
+    add_requests_parser(sub, _table)
     return p
 
 

@@ -5,6 +5,8 @@ device trace of the same run."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .analysis.request_report import analyse_requests
@@ -17,7 +19,8 @@ WORST_COLUMNS = [
 ]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, table: Callable[..., str]) -> None:
+    """The ``requests`` command; ``table`` formats rows (the CLI's own table)."""
     r = sub.add_parser("requests", help="join request spans (OTLP JSON) to a trace's engine steps: "
                                         "the slowest requests and why")
     r.add_argument("file", help="the device trace of the serving run")
@@ -26,12 +29,10 @@ def add_parser(sub) -> None:
                    help="join by the request ids the steps carry, or by time overlap (auto: ids when present)")
     r.add_argument("--json", action="store_true", help="machine-readable output")
     r.add_argument("--top", type=int, default=None, help="rows of the request table in --json (default all)")
-    r.set_defaults(run=run)
+    r.set_defaults(run=partial(run, table=table))
 
 
-def run(args: argparse.Namespace) -> dict[str, Any] | str:
-    from .cli import _table
-
+def run(args: argparse.Namespace, table: Callable[..., str]) -> dict[str, Any] | str:
     result = analyse_requests(read_trace(args.file), read_otlp_json(args.spans), mode=args.mode)
     if args.json:
         if args.top:
@@ -44,6 +45,6 @@ def run(args: argparse.Namespace) -> dict[str, Any] | str:
         "latency: " + ", ".join(f"{k} {v:,.1f} ms" for k, v in result["latency_ms"].items()),
         "",
         "slowest requests:",
-        _table([{**w, **w["split_ms"]} for w in result["worst"]], WORST_COLUMNS, width=90),
+        table([{**w, **w["split_ms"]} for w in result["worst"]], WORST_COLUMNS, width=90),
     ]
     return "\n".join(lines)

@@ -21,6 +21,8 @@ class RequestSpan(models.Model):
     name = models.CharField(max_length=255)
     service = models.CharField(max_length=255, blank=True)
     request_id = models.CharField(max_length=255, blank=True, db_index=True)
+    # The device the service ran on, where its resource says (asicmon.device.serial).
+    device_serial = models.CharField(max_length=160, blank=True, db_index=True)
     start_ns = models.BigIntegerField()
     end_ns = models.BigIntegerField()
     kind = models.PositiveSmallIntegerField(default=0)

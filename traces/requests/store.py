@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from traces.atrace.io.otlp import SpanRow
@@ -21,6 +22,7 @@ def _row(span: SpanRow, owner: int, trace_id: int | None) -> RequestSpan:
     return RequestSpan(
         otel_trace_id=span.trace_id, span_id=span.span_id, parent_span_id=span.parent_span_id,
         name=span.name[:255], service=span.service[:255], request_id=span.request_id[:255],
+        device_serial=str(span.resource.get("asicmon.device.serial", ""))[:160],
         start_ns=span.start_ns, end_ns=max(span.end_ns, span.start_ns), kind=span.kind,
         status_code=span.status_code, attributes=span.attributes, resource=span.resource,
         owner=owner, trace_id=trace_id,
@@ -71,6 +73,8 @@ def attach_window(trace) -> int:
     if window is None:
         return 0
     live = RequestSpan.objects.filter(owner=0)
+    if trace.device_id is not None:  # a service that names its device joins that device's traces only
+        live = live.filter(Q(device_serial="") | Q(device_serial=trace.device.serial))
     ids = live.overlapping(*window).filter(trace__isnull=True).values("otel_trace_id").distinct()
     return live.filter(trace__isnull=True, otel_trace_id__in=ids).update(trace=trace)
 
