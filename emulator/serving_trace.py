@@ -57,7 +57,7 @@ class StepRecorder:
         self._health_until(step)
         b.add(f"{STEP_PREFIX}{step.index}", t, step.end_ns - t, self.host, kind=Kind.ANNOTATION,
               cat="user_annotation", op="engine_step",
-              args={"request_ids": step.request_ids, "tokens": step.tokens, "phases": step.phases})
+              args={"request_ids": step.request_ids, "tokens": step.tokens})
         b.add("schedule", t, schedule_ns, self.host, kind=Kind.HOST_OP, cat="host_op")
         t += schedule_ns
         device_t = max(t + int(LAUNCH_US * US), self.device_free)

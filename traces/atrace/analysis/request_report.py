@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from traces.atrace.analysis.requests import Join, Requests, Steps
+from traces.atrace.analysis.requests import Join, Requests, Steps, _no_gc
 from traces.atrace.model.trace import Kind, Trace
 
 __all__ = ["Health", "Limits", "LIMITS", "report", "request_detail", "CAUSES", "DEVICE_CAUSES"]
@@ -100,6 +100,8 @@ class _Context:
                        else (np.full(len(s), np.nan), np.full(len(s), np.nan)))
         self.step_temp, self.step_clock = temp, clock
         self.wait_from = _backlog_start(self.requests)
+        self.phase = {p: self.requests.phase_ns(p) for p in ("queue", "prefill", "decode")}
+        self.latency = self.requests.latency
 
 
 def _backlog_start(r: Requests) -> np.ndarray:
@@ -230,11 +232,11 @@ def _split_words(r: Requests, i: int) -> str:
 
 def _row(ctx: _Context, i: int, device_ns: np.ndarray, steps_in: np.ndarray) -> dict:
     r = ctx.requests
-    split = {p: _ms(r.phase_ns(p)[i]) for p in ("queue", "prefill", "decode")}
-    split["other"] = round(max(_ms(r.latency[i]) - sum(split.values()), 0.0), 3)
+    split = {p: _ms(ctx.phase[p][i]) for p in ("queue", "prefill", "decode")}
+    split["other"] = round(max(_ms(ctx.latency[i]) - sum(split.values()), 0.0), 3)
     return {
         "index": i, "request_id": r.ids[i], "otel_trace_id": r.otel_trace_ids[i],
-        "start_ns": int(r.start[i]), "end_ns": int(r.end[i]), "latency_ms": _ms(r.latency[i]),
+        "start_ns": int(r.start[i]), "end_ns": int(r.end[i]), "latency_ms": _ms(ctx.latency[i]),
         "split_ms": split, "prompt_tokens": int(r.prompt_tokens[i]), "output_tokens": int(r.output_tokens[i]),
         "steps": int(steps_in[i]), "work_ms": _ms(device_ns[i]), "error": bool(r.error[i]),
     }
@@ -316,7 +318,12 @@ def report(trace: Trace, requests: Requests, steps: Steps, join: Join, health: H
     the join's mode and confidence, and a row per request."""
     if health is None:
         health = Health.from_trace(trace, join.clock_offset_ns)
-    ctx = _Context(trace, requests, steps, join, health, limits)
+    with _no_gc():
+        return _report(_Context(trace, requests, steps, join, health, limits))
+
+
+def _report(ctx: _Context) -> dict:
+    requests, steps, join, limits = ctx.requests, ctx.steps, ctx.join, ctx.limits
     n = len(requests)
     excess = _excess(ctx)
     device_ns = np.bincount(ctx.pr, weights=ctx.share, minlength=n)

@@ -22,11 +22,15 @@ exactly to the step's work (largest remainders), never charged whole to every re
 
 from __future__ import annotations
 
+import gc
 import re
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+import orjson
 
 from traces.atrace.errors import TraceError
 from traces.atrace.io.otlp import SpanRow
@@ -39,6 +43,19 @@ PHASES = ("queue", "prefill", "decode")
 _TOKENS_IN = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _TOKENS_OUT = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 HOUR_NS = 3600 * 10**9
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a pass makes millions of small objects that
+    hold no cycles (decoded args, span rows): its passes over them cost more than the pass."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class RequestJoinError(TraceError):
@@ -96,6 +113,11 @@ def _phases_from_attrs(root: SpanRow) -> dict[str, tuple[int, int]]:
 
 def requests_from_spans(spans: list[SpanRow]) -> Requests:
     """Group spans into requests (one per OTel trace with a root span)."""
+    with _no_gc():
+        return _requests_from_spans(spans)
+
+
+def _requests_from_spans(spans: list[SpanRow]) -> Requests:
     groups: dict[str, list[SpanRow]] = defaultdict(list)
     for s in spans:
         groups[s.trace_id].append(s)
@@ -219,26 +241,6 @@ def find_steps(trace: Trace) -> Steps:
 
 
 # -- membership ----------------------------------------------------------------------------
-def _batch_of(trace: Trace, event: int) -> tuple[list[str], list[int]] | None:
-    args = trace.args.get(int(event)) if len(trace.args) else {}
-    ids = args.get("request_ids")
-    if isinstance(ids, list):
-        tokens = args.get("tokens")
-        if not isinstance(tokens, list) or len(tokens) != len(ids):
-            tokens = [1] * len(ids)
-        return [str(i) for i in ids], [max(int(t), 1) for t in tokens]
-    name = trace.strings[int(trace.name[event])]
-    if "|" in name:
-        ids, tokens = [], []
-        for part in name.split("|", 1)[1].split(","):
-            rid, _, tok = part.strip().rpartition(":")
-            if rid:
-                ids.append(rid)
-                tokens.append(max(int(tok), 1) if tok.isdigit() else 1)
-        return ids, tokens
-    return None
-
-
 @dataclass
 class Join:
     """Who was in which step with how many tokens, and each one's share of the step's work."""
@@ -255,21 +257,60 @@ class Join:
     note: str = ""
 
 
+def _step_batches(trace: Trace, steps: Steps) -> list[tuple[list, list] | None]:
+    """Each step's (request ids, tokens), or None where it names none: the args of all steps
+    decoded in one pass (one JSON array), names parsed only where args say nothing."""
+    store = trace.args
+    raws = [store.raw(int(ev)) if len(store) else b"" for ev in steps.event.tolist()]
+    with _no_gc():
+        decoded = orjson.loads(b"[" + b",".join(bytes(r) if r else b"{}" for r in raws) + b"]") if raws else []
+    out = []
+    for ev, args in zip(steps.event.tolist(), decoded, strict=True):
+        ids = args.get("request_ids")
+        if isinstance(ids, list):
+            tokens = args.get("tokens")
+            out.append((ids, tokens if isinstance(tokens, list) and len(tokens) == len(ids) else [1] * len(ids)))
+        else:
+            out.append(_batch_of_name(trace.strings[int(trace.name[ev])]))
+    return out
+
+
+def _batch_of_name(name: str) -> tuple[list, list] | None:
+    if "|" not in name:
+        return None
+    ids, tokens = [], []
+    for part in name.split("|", 1)[1].split(","):
+        rid, _, tok = part.strip().rpartition(":")
+        if rid:
+            ids.append(rid)
+            tokens.append(max(int(tok), 1) if tok.isdigit() else 1)
+    return ids, tokens
+
+
 def _membership_by_ids(trace: Trace, steps: Steps, requests: Requests):
     index = {rid: i for i, rid in enumerate(requests.ids)}
-    ps, pr, pt, unknown = [], [], [], set()
-    for k, ev in enumerate(steps.event.tolist()):
-        batch = _batch_of(trace, ev)
-        if batch is None:
-            continue
-        for rid, tok in zip(*batch, strict=True):
-            i = index.get(rid, -1)
-            if i < 0:
-                unknown.add(rid)
-            ps.append(k)
-            pr.append(i)
-            pt.append(tok)
-    return np.array(ps, np.int64), np.array(pr, np.int64), np.array(pt, np.int64), len(unknown)
+    with _no_gc():
+        return _pairs_by_ids(trace, steps, index)
+
+
+def _pairs_by_ids(trace: Trace, steps: Steps, index: dict[str, int]):
+    ids: list = []
+    tokens: list = []
+    counts = np.zeros(len(steps), np.int64)
+    for k, batch in enumerate(_step_batches(trace, steps)):
+        if batch is not None:
+            ids.extend(batch[0])
+            tokens.extend(batch[1])
+            counts[k] = len(batch[0])
+    get = index.get
+    pair_req = np.fromiter((get(rid if isinstance(rid, str) else str(rid), -1) for rid in ids), np.int64, count=len(ids))
+    unknown = len({ids[k] for k in np.flatnonzero(pair_req < 0).tolist()})
+    pair_step = np.repeat(np.arange(len(steps)), counts)
+    try:
+        pair_tokens = np.maximum(np.asarray(tokens, dtype=np.int64), 1)
+    except (TypeError, ValueError):
+        raise RequestJoinError("a step's tokens are not whole numbers") from None
+    return pair_step, pair_req, pair_tokens, unknown
 
 
 def _serving_track(trace: Trace, steps: Steps, serving: tuple[str, str]) -> tuple[int, bool]:
