@@ -147,3 +147,19 @@ def test_live_spans_go_after_the_retention_window(receiver, settings):
     assert prune_expired(timezone.now() + timedelta(minutes=30)) == 0
     assert prune_expired(timezone.now() + timedelta(hours=2)) == 4
     assert not RequestSpan.objects.exists()
+
+
+@pytest.mark.django_db
+def test_awkward_text_is_kept_as_sent(receiver):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    name = 'tab\there, newline\nthere, back\\slash, "quotes", snow \u2603, \\N'
+    provider.get_tracer("t").start_span(name, attributes={"prompt": name, "tokens": [1, 2, 3]}).end()
+    assert receiver(protobuf_body(exporter.get_finished_spans())).status_code == 200
+    row = RequestSpan.objects.get()
+    assert row.name == name and row.attributes == {"prompt": name, "tokens": [1, 2, 3]}
