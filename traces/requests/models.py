@@ -20,9 +20,9 @@ class RequestSpan(models.Model):
     parent_span_id = models.CharField(max_length=16, blank=True)
     name = models.CharField(max_length=255)
     service = models.CharField(max_length=255, blank=True)
-    request_id = models.CharField(max_length=255, blank=True, db_index=True)
+    request_id = models.CharField(max_length=255, blank=True)
     # The device the service ran on, where its resource says (asicmon.device.serial).
-    device_serial = models.CharField(max_length=160, blank=True, db_index=True)
+    device_serial = models.CharField(max_length=160, blank=True)
     start_ns = models.BigIntegerField()
     end_ns = models.BigIntegerField()
     kind = models.PositiveSmallIntegerField(default=0)
@@ -42,10 +42,9 @@ class RequestSpan(models.Model):
     class Meta:
         app_label = "traces"
         ordering = ["start_ns", "id"]
-        indexes = [
-            models.Index(fields=["start_ns"], name="request_span_start"),
-            models.Index(fields=["otel_trace_id"], name="request_span_otel_trace"),
-        ]
+        # Few indexes: the receiver writes thousands of rows a second. Lookups by OTel trace
+        # use the unique constraint's index (its first column).
+        indexes = [models.Index(fields=["start_ns"], name="request_span_start")]
         constraints = [
             models.UniqueConstraint(fields=["otel_trace_id", "span_id", "owner"], name="request_span_unique"),
         ]

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from psycopg.errors import UniqueViolation
 
 from traces.atrace.io.otlp import SpanRow
 from traces.requests.models import RequestSpan
@@ -47,21 +48,32 @@ _ESCAPE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 def _copy_line(values: tuple) -> str:
     """One row in COPY's text format."""
     return "\t".join(
-        "\\N" if v is None else (v.isoformat() if hasattr(v, "isoformat") else str(v)).translate(_ESCAPE)
+        v.translate(_ESCAPE) if isinstance(v, str) else "\\N" if v is None
+        else v.isoformat() if hasattr(v, "isoformat") else str(v)
         for v in values
     )
 
 
 def _copy_in(cursor, rows: list[tuple]) -> None:
-    """PostgreSQL: COPY the rows into a session's scratch table, then move them over, skipping
-    those already kept (COPY itself cannot skip a conflict). A fifth of the cost of INSERTs."""
+    """PostgreSQL: COPY the rows straight into the table; when some were kept already (an
+    exporter's retry), COPY into a session's scratch table instead and move the rows over
+    with ON CONFLICT DO NOTHING (COPY itself cannot skip a conflict). A fifth of the cost of
+    INSERTs."""
     quote = connection.ops.quote_name
     meta = RequestSpan._meta
     columns = ", ".join(quote(meta.get_field(c).column) for c in _COLUMNS)
+    text = "\n".join(map(_copy_line, rows)) + "\n"
+    try:
+        # A savepoint: a conflict undoes this COPY only.
+        with transaction.atomic(), cursor.cursor.copy(f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN") as copy:
+            copy.write(text)
+        return
+    except UniqueViolation:
+        pass
     cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS request_spans_in ON COMMIT DELETE ROWS AS "
                    f"SELECT {columns} FROM {quote(meta.db_table)} WITH NO DATA")
     with cursor.cursor.copy(f"COPY request_spans_in ({columns}) FROM STDIN") as copy:
-        copy.write("\n".join(map(_copy_line, rows)) + "\n")
+        copy.write(text)
     cursor.execute(f"INSERT INTO {quote(meta.db_table)} ({columns}) SELECT {columns} FROM request_spans_in "
                    "ON CONFLICT DO NOTHING")
     cursor.execute("DELETE FROM request_spans_in")
