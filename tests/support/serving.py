@@ -16,9 +16,9 @@ from traces.atrace import chrome_trace_bytes
 T0 = 1_700_000_000_000_000_000
 
 
-def serving_files(tmp_path, *problems, seed=7, duration=3.0):
+def serving_files(tmp_path, *problems, seed=7, duration=3.0, t0_ns=T0):
     """(trace bytes, spans file path, run)."""
-    trace, run = serve(duration, ServingConfig(problems=frozenset(problems), seed=seed), t0_ns=T0)
+    trace, run = serve(duration, ServingConfig(problems=frozenset(problems), seed=seed), t0_ns=t0_ns)
     provider, exporter = memory_provider(resource_for("h", "ENX-1"))
     emit_run(provider.get_tracer("t"), run)
     spans = tmp_path / f"spans-{seed}.jsonl"

@@ -110,3 +110,32 @@ def spans_upload_of_nothing():
     f = io.BytesIO(b"{}")
     f.name = "x.jsonl"
     return f
+
+
+def test_the_device_health_comes_from_the_time_series_store(api_client, operator, seeded_fleet, trace_storage, tmp_path):
+    import time
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.support.history import write_points
+    from tests.support.serving import serving_files
+    from traces import services
+
+    device = next(d for d in seeded_fleet if d.device_type == "inference")
+    t0 = (int(time.time()) - 600) * 10**9
+    # No problem played: the trace's own counters say 64 °C at full clock; the store says otherwise.
+    raw, spans, _ = serving_files(tmp_path, seed=4, duration=2.0, t0_ns=t0)
+    trace = services.accept_upload(SimpleUploadedFile("serving.json", raw), operator, name="hot", device=device)
+    services.analyse(trace.pk)
+    trace.refresh_from_db()
+    service.upload_spans(trace, SimpleUploadedFile("spans.jsonl", spans.read_bytes()))
+    at = t0 / 1e9
+    samples = [at - 5 + k for k in range(20)]
+    write_points(device, {"temperature_c": [(t, 93.0) for t in samples], "clock_mhz": [(t, 500.0) for t in samples],
+                          "clock_max_mhz": [(t, 1000.0) for t in samples]})
+    service.join_requests(trace.pk)
+    doc = service.stored_join(trace)
+    assert doc["health_source"] == "time-series store"
+    worst = doc["worst"][0]
+    assert worst["health"] == {"max_temperature_c": 93.0, "min_clock_share": 0.5}
+    assert worst["cause"] == "throttled" and "temperature 93 °C, clock at 50 %" in worst["reason"]
