@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from traces import analyses
 from traces.api.permissions import CanUploadTraces, CanViewTraces
 from traces.atrace.io.otlp import OtlpError
-from traces.models import Trace
+from traces.models import Job, Trace
 from traces.requests import reading, service
 
 JOINING = OpenApiResponse(description="The join is being computed: ask again in a few seconds")
@@ -47,6 +47,30 @@ class SpanUploadView(APIView):
         except OtlpError as exc:
             raise ValidationError({"file": f"Not an OTLP JSON spans file: {exc}"}) from None
         return Response({"trace": trace.pk, "spans": kept}, status=201)
+
+
+class JobSpanUploadView(APIView):
+    permission_classes = [CanUploadTraces]
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        summary="Upload request spans beside every rank of a job",
+        request={"multipart/form-data": SpanFileSerializer},
+        responses={201: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Not OTLP JSON: the reason"),
+                   413: OpenApiResponse(description="Too large")},
+    )
+    def post(self, request, pk: int):
+        job = get_object_or_404(Job, pk=pk)
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationError({"file": "Send the spans file as the multipart field 'file'."})
+        try:
+            spans, ranks = service.upload_job_spans(job, upload)
+        except service.TooLarge as exc:
+            return Response({"detail": str(exc)}, status=413)
+        except OtlpError as exc:
+            raise ValidationError({"file": f"Not an OTLP JSON spans file: {exc}"}) from None
+        return Response({"job": job.pk, "ranks": ranks, "spans": spans}, status=201)
 
 
 def _answer(fn, *args) -> Response:

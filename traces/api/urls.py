@@ -23,6 +23,7 @@ urlpatterns = [
     path("traces/<int:pk>/metrics/", analysis.MetricsView.as_view(), name="trace-metrics"),
     path("traces/<int:pk>/spans/", request_views.SpanUploadView.as_view(), name="trace-spans"),
     path("traces/<int:pk>/requests/", request_views.RequestsView.as_view(), name="trace-requests"),
+    path("jobs/<int:pk>/spans/", request_views.JobSpanUploadView.as_view(), name="job-spans"),
     path("traces/<int:pk>/requests/<str:request_id>/", request_views.RequestDetailView.as_view(),
          name="trace-request"),
     *router.urls,

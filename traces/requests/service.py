@@ -47,6 +47,12 @@ class Pending(Exception):
 def upload_spans(trace, upload) -> int:
     """Keep the spans of an uploaded OTLP JSON file beside ``trace``; nothing is kept when
     any line is bad. Returns how many spans the file held."""
+    return store_spans(_read_upload(upload), trace=trace)
+
+
+def _read_upload(upload) -> list:
+    """The spans of an uploaded OTLP JSON file (gzipped or not); OtlpError naming the bad
+    line, TooLarge past SPAN_UPLOAD_MAX_MB."""
     limit = int(settings.SPAN_UPLOAD_MAX_MB * 1024 * 1024)
     if upload.size > limit:
         raise TooLarge(f"The spans file is {upload.size} bytes; at most {limit} are accepted.")
@@ -59,7 +65,22 @@ def upload_spans(trace, upload) -> int:
         raise OtlpError(f"the gzip file is damaged ({exc})") from None
     if not spans:
         raise OtlpError("the file holds no spans")
-    return store_spans(spans, trace=trace)
+    return spans
+
+
+def upload_job_spans(job, upload) -> tuple[int, int]:
+    """Keep the spans of an OTLP JSON file beside every rank's trace of ``job`` (a request
+    served by a job ran on all its ranks); returns (spans, ranks)."""
+    from django.db import transaction
+
+    traces = [rank.trace for rank in job.ranks.select_related("trace") if rank.trace is not None]
+    if not traces:
+        raise OtlpError("the job has no rank traces to keep spans beside")
+    spans = _read_upload(upload)
+    with transaction.atomic():
+        for trace in traces:
+            store_spans(spans, trace=trace)
+    return len(spans), len(traces)
 
 
 def span_stamp(trace) -> str:

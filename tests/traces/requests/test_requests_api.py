@@ -139,3 +139,24 @@ def test_the_device_health_comes_from_the_time_series_store(api_client, operator
     worst = doc["worst"][0]
     assert worst["health"] == {"max_temperature_c": 93.0, "min_clock_share": 0.5}
     assert worst["cause"] == "throttled" and "temperature 93 °C, clock at 50 %" in worst["reason"]
+
+
+def test_spans_beside_a_job_go_beside_every_rank(api_client, operator, viewer, trace_storage, tmp_path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.support.serving import serving_files
+    from traces.job_uploads import accept_job_upload
+
+    raw, spans, run = serving_files(tmp_path, seed=5, duration=0.5)
+    job = accept_job_upload([SimpleUploadedFile(f"rank{r}.json", raw) for r in (0, 1)], operator, name="served")
+    api_client.force_authenticate(viewer)
+    assert api_client.post(f"/api/jobs/{job.pk}/spans/", {"file": spans_upload(spans)}, format="multipart").status_code == 403
+    api_client.force_authenticate(operator)
+    response = api_client.post(f"/api/jobs/{job.pk}/spans/", {"file": spans_upload(spans)}, format="multipart")
+    assert response.status_code == 201 and response.data == {"job": job.pk, "ranks": 2, "spans": 4 * len(run.requests)}
+    for rank in job.ranks.all():
+        assert RequestSpan.objects.filter(trace=rank.trace, name="llm_request").count() == len(run.requests)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("nope\n")
+    assert api_client.post(f"/api/jobs/{job.pk}/spans/", {"file": spans_upload(bad)}, format="multipart").status_code == 400
+    assert api_client.post("/api/jobs/999999/spans/", {"file": spans_upload(spans)}, format="multipart").status_code == 404
