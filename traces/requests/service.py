@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import zlib
 from datetime import timedelta
 from typing import Any
 
@@ -61,7 +62,7 @@ def _read_upload(upload) -> list:
     lines = gzip.GzipFile(fileobj=upload) if head == b"\x1f\x8b" else upload
     try:
         spans = read_otlp_json(lines)
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise OtlpError(f"the gzip file is damaged ({exc})") from None
     if not spans:
         raise OtlpError("the file holds no spans")

@@ -82,6 +82,9 @@ def test_gzip_body_and_a_resend_keeps_each_span_once(receiver):
     (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "00"}]}]}]}', JS, "", "not hex"),
     (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "0102", "spanId": "0304"}]}]}]}', JS, "",
      "malformed trace or span id"),
+    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [null]}]}]}', JS, "", "expected a span or link object"),
+    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "00", "startTimeUnixNano": {"a": 1}}]}]}]}', JS, "",
+     "not an OTLP traces request"),
     (b"plain", PB, "gzip", "not valid gzip"),
     (b"x", PB, "br", "not supported"),
 ])

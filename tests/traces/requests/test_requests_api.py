@@ -160,3 +160,34 @@ def test_spans_beside_a_job_go_beside_every_rank(api_client, operator, viewer, t
     bad.write_text("nope\n")
     assert api_client.post(f"/api/jobs/{job.pk}/spans/", {"file": spans_upload(bad)}, format="multipart").status_code == 400
     assert api_client.post("/api/jobs/999999/spans/", {"file": spans_upload(spans)}, format="multipart").status_code == 404
+
+
+def test_a_pretty_printed_document_is_accepted_and_a_broken_one_is_400(api_client, operator, trace_storage, tmp_path):
+    import orjson
+
+    api_client.force_authenticate(operator)
+    trace, spans, run = uploaded_serving_trace(operator, tmp_path, duration=0.5)
+    requests = [orjson.loads(line) for line in spans.read_bytes().splitlines()]
+    pretty = tmp_path / "pretty.json"
+    pretty.write_bytes(orjson.dumps(requests, option=orjson.OPT_INDENT_2))
+    response = api_client.post(f"/api/traces/{trace.pk}/spans/", {"file": spans_upload(pretty)}, format="multipart")
+    assert response.status_code == 201 and response.data["spans"] == 4 * len(run.requests)
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(orjson.dumps(requests, option=orjson.OPT_INDENT_2)[:-40])
+    response = api_client.post(f"/api/traces/{trace.pk}/spans/", {"file": spans_upload(broken)}, format="multipart")
+    assert response.status_code == 400 and "neither JSON lines nor one JSON document" in str(response.data["file"])
+
+
+def test_a_damaged_gzip_file_is_400(api_client, operator, trace_storage, tmp_path):
+    import gzip
+
+    api_client.force_authenticate(operator)
+    trace, spans, _ = uploaded_serving_trace(operator, tmp_path, duration=0.5)
+    packed = gzip.compress(spans.read_bytes())
+    for name, body in (("cut.jsonl.gz", packed[: len(packed) // 2]),
+                       ("garbled.jsonl.gz", packed[:20] + bytes(b ^ 0x5A for b in packed[20:60]) + packed[60:])):
+        bad = tmp_path / name
+        bad.write_bytes(body)
+        response = api_client.post(f"/api/traces/{trace.pk}/spans/", {"file": spans_upload(bad)}, format="multipart")
+        assert response.status_code == 400, (name, response.content)
+    assert not RequestSpan.objects.filter(owner=trace.pk).exists()

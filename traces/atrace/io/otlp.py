@@ -161,7 +161,9 @@ def _list(value: Any) -> list:
     return value
 
 
-def _hex_ids_to_base64(obj: dict) -> None:
+def _hex_ids_to_base64(obj: Any) -> None:
+    if not isinstance(obj, dict):
+        raise OtlpError(f"expected a span or link object, found {type(obj).__name__}")
     for key in (*_ID_FIELDS, "trace_id", "span_id", "parent_span_id"):
         value = obj.get(key)
         if isinstance(value, str) and value:
@@ -230,29 +232,38 @@ def _lines(path: Path) -> Iterator[bytes]:
 
 def read_otlp_json(source: Path | str | Iterable[bytes]) -> list[SpanRow]:
     """The spans of a file in the Collector's file exporter format (one JSON request per
-    line, gzipped or not); a JSON array of requests, or one request, is accepted too."""
-    lines = _lines(Path(source)) if isinstance(source, (str, Path)) else source
+    line, gzipped or not); a pretty-printed document (one request, or a JSON array of them)
+    is accepted too."""
+    lines = iter(_lines(Path(source)) if isinstance(source, (str, Path)) else source)
     rows: list[SpanRow] = []
     for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
+        text = line.strip()
+        if not text:
             continue
         try:
-            data = orjson.loads(line)
+            data = orjson.loads(text)
         except orjson.JSONDecodeError:
-            if number == 1 and line[:1] in (b"[", b"{"):
-                return _whole_document(source)
+            if number == 1 and text[:1] in (b"[", b"{"):
+                return _whole_document(line + b"".join(lines))
             raise OtlpError(f"line {number} is not JSON") from None
-        for request in data if isinstance(data, list) else [data]:
-            try:
-                rows.extend(spans_of(_from_json(request)))
-            except OtlpError as exc:
-                raise OtlpError(f"line {number}: {exc}") from None
+        rows.extend(_requests_of(data, f"line {number}"))
     return rows
 
 
-def _whole_document(source) -> list[SpanRow]:
-    """A pretty-printed file: one JSON document over many lines."""
-    blob = b"".join(_lines(Path(source))) if isinstance(source, (str, Path)) else b""
-    data = orjson.loads(blob)
-    return [row for request in (data if isinstance(data, list) else [data]) for row in spans_of(_from_json(request))]
+def _requests_of(data: Any, where: str) -> list[SpanRow]:
+    out: list[SpanRow] = []
+    for request in data if isinstance(data, list) else [data]:
+        try:
+            out.extend(spans_of(_from_json(request)))
+        except OtlpError as exc:
+            raise OtlpError(f"{where}: {exc}") from None
+    return out
+
+
+def _whole_document(blob: bytes) -> list[SpanRow]:
+    """A file that is one JSON document over many lines."""
+    try:
+        data = orjson.loads(blob)
+    except orjson.JSONDecodeError as exc:
+        raise OtlpError(f"the file is neither JSON lines nor one JSON document ({exc})") from None
+    return _requests_of(data, "the document")
