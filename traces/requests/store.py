@@ -23,12 +23,15 @@ _COLUMNS = ("otel_trace_id", "span_id", "parent_span_id", "name", "service", "re
 _JSON = {"attributes", "resource"}
 
 
-def _values(span: SpanRow, owner: int, trace_id: int | None, now) -> tuple:
+def _values(span: SpanRow, owner: int, trace_id: int | None, now, resources: dict[int, str]) -> tuple:
+    resource = resources.get(id(span.resource))  # the spans of one resource share its dict
+    if resource is None:
+        resource = resources[id(span.resource)] = orjson.dumps(span.resource).decode()
     return (
         span.trace_id, span.span_id, span.parent_span_id, span.name[:255], span.service[:255],
         span.request_id[:255], str(span.resource.get("asicmon.device.serial", ""))[:160],
         span.start_ns, max(span.end_ns, span.start_ns), span.kind, span.status_code,
-        orjson.dumps(span.attributes).decode(), orjson.dumps(span.resource).decode(), owner, now, trace_id,
+        orjson.dumps(span.attributes).decode(), resource, owner, now, trace_id,
     )
 
 
@@ -86,7 +89,8 @@ def store_spans(spans: list[SpanRow], *, trace=None) -> int:
     Rows go in as multi-row INSERTs, no model instance a span: the receiver's hot path."""
     owner = trace.pk if trace is not None else 0
     now = timezone.now()
-    rows = [_values(s, owner, owner or None, now) for s in spans]
+    resources: dict[int, str] = {}
+    rows = [_values(s, owner, owner or None, now, resources) for s in spans]
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             _copy_in(cursor, rows)
