@@ -53,9 +53,34 @@ def test_from_the_slowest_request_to_its_kernels_and_the_trace_timeline(browser,
         "const m = performance.getEntriesByName('request-drawn')[0]; return m ? m.startTime : null;")
     assert elapsed is not None
 
+    # A click on the decode span opens the trace's timeline over the decode.
+    spans = {s["name"]: s for s in browser.execute_script(
+        "return fetch(arguments[0]).then((r) => r.json()).then((d) => d.spans);",
+        browser.find_element(By.ID, "request").get_attribute("data-api-url"))}
+    decode = spans["decode"]
+    browser.execute_script("""
+        const chart = document.getElementById('request-chart');
+        const i = chart.data.findIndex((t) => t.name === 'decode');
+        chart.emit('plotly_click', {points: [{customdata: chart.data[i].customdata[0]}]});""")
+    wait.until(lambda b: b.find_elements(By.ID, "timeline-chart")
+               and b.find_element(By.ID, "timeline-chart").get_attribute("data-window-start-us"))
+    chart = browser.find_element(By.ID, "timeline-chart")
+    offset = int(trace_offset_ns(url, browser, trace.pk))
+    assert float(chart.get_attribute("data-window-start-us")) <= (decode["start_ns"] - offset) / 1000
+    assert float(chart.get_attribute("data-window-end-us")) >= (decode["end_ns"] - offset) / 1000
+    browser.back()
+    wait.until(lambda b: b.find_element(By.ID, "request-chart").get_attribute("data-drawn") == "1")
+
     link = browser.find_element(By.ID, "open-timeline")
     start_us = float(link.get_attribute("href").split("#window=")[1].split(",")[0])
     link.click()
     wait.until(lambda b: b.find_element(By.ID, "timeline-chart").get_attribute("data-window-start-us"))
     shown = float(browser.find_element(By.ID, "timeline-chart").get_attribute("data-window-start-us"))
     assert shown == pytest.approx(start_us, abs=1.0)
+
+
+def trace_offset_ns(url, browser, trace_id) -> int:
+    """The join's clock offset (trace clock + offset = the spans' clock), from the API."""
+    return browser.execute_script(
+        "return fetch(arguments[0]).then((r) => r.json()).then((d) => d.join.clock_offset_ns);",
+        f"{url}/api/traces/{trace_id}/requests/?limit=0")

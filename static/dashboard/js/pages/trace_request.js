@@ -1,6 +1,6 @@
 // One request: its spans on top and, on the same time axis under them, the engine steps and
 // the device's kernels of the trace over its time (the trace's stored timeline, from the API).
-// Clicking a step or kernel opens the trace's timeline at that time.
+// Clicking a span, step or kernel opens the trace's timeline at its time.
 import { errorMessage, fetchJSON } from "../lib/http.js";
 import { plotConfig } from "../lib/trace_kit.js";
 
@@ -9,10 +9,11 @@ const chart = document.getElementById("request-chart");
 const info = document.getElementById("request-chart-info");
 const PHASE_COLOURS = { queue: "#c7ccd6", prefill: "#ff7f0e", decode: "#3b7dd8" };
 
-function spanTraces(spans, t0ns, rows) {
-  // One row per span, the root first.
+function spanTraces(spans, t0ns, rows, offsetNs) {
+  // One row per span, the root first; customdata: its time on the trace's clock (µs).
   const byName = spans.map((s, i) => ({ ...s, row: i }));
   return byName.map((s) => ({
+    customdata: [[(s.start_ns - offsetNs) / 1000, (s.end_ns - offsetNs) / 1000]],
     type: "bar", orientation: "h", xaxis: "x", yaxis: "y2", name: s.name, showlegend: false,
     y: [rows.length + s.row], base: [(s.start_ns - t0ns) / 1e6], x: [Math.max((s.end_ns - s.start_ns) / 1e6, 1e-3)],
     marker: { color: PHASE_COLOURS[s.name] || "#6b4fbb" }, width: 0.7,
@@ -27,7 +28,7 @@ function timelineTraces(tl, t0us) {
   return Object.entries(groups).map(([side, idx]) => ({
     type: "bar", orientation: "h", xaxis: "x", yaxis: "y", name: side === "device" ? "kernels" : "engine (host)",
     y: idx.map((i) => b.row[i]), base: idx.map((i) => (b.start_us[i] - t0us) / 1000),
-    x: idx.map((i) => Math.max((b.end_us[i] - b.start_us[i]) / 1000, 1e-4)), customdata: idx.map((i) => b.start_us[i]),
+    x: idx.map((i) => Math.max((b.end_us[i] - b.start_us[i]) / 1000, 1e-4)), customdata: idx.map((i) => [b.start_us[i], b.end_us[i]]),
     marker: { color: side === "device" ? "#2e9e5b" : "#9aa3b2" }, width: 0.8,
     text: idx.map((i) => (b.count[i] === 1 ? tl.names[b.name[i]] : `${b.count[i]} events (longest ${tl.names[b.name[i]]})`)),
     hoverinfo: "text", textposition: "none",
@@ -46,7 +47,7 @@ async function draw() {
   const t0us = (t0ns - data.clock_offset_ns) / 1000; // the request's start on the trace's clock
   const tl = data.timeline;
   const spans = data.spans;
-  const traces = [...timelineTraces(tl, t0us), ...spanTraces(spans, t0ns, tl.rows)];
+  const traces = [...timelineTraces(tl, t0us), ...spanTraces(spans, t0ns, tl.rows, data.clock_offset_ns)];
   const nRows = tl.rows.length;
   const spanShare = Math.min(0.45, 0.12 + 0.06 * spans.length);
   const layout = {
@@ -60,8 +61,10 @@ async function draw() {
   chart.on("plotly_click", (event) => {
     const p = event.points && event.points[0];
     if (!p || p.customdata === undefined) return;
-    const at = Number(p.customdata);
-    window.location.href = `${root.dataset.traceUrl}#window=${(at - 500).toFixed(3)},${(at + 2500).toFixed(3)}`;
+    // A span, step or kernel opens the trace's timeline over its time (and a little around it).
+    const [start, end] = p.customdata.map(Number);
+    const margin = Math.max((end - start) * 0.05, 500);
+    window.location.href = `${root.dataset.traceUrl}#window=${(start - margin).toFixed(3)},${(end + margin).toFixed(3)}`;
   });
   Object.assign(chart.dataset, { spans: String(spans.length), bars: String(tl.bars.row.length), rows: String(nRows), drawn: "1" });
   info.textContent = `${spans.length} spans · ${tl.events_in_window.toLocaleString("en-US")} trace events in this window (${tl.bars.row.length} bars)`;
