@@ -276,10 +276,8 @@ def _operators(ctx: _Context, mine: np.ndarray, top: int) -> list[dict]:
     s = ctx.steps
     frac = np.zeros(len(s))
     frac[ctx.ps[mine]] = ctx.share[mine] / np.maximum(s.work[ctx.ps[mine]], 1)
-    if s.basis == "device":
-        events, weights = s.work_event, frac[s.work_step]
-    else:
-        events, weights = _host_ops(ctx, np.unique(ctx.ps[mine]), frac)
+    events, step = _work_events(ctx)
+    weights = frac[step]
     if not len(events):
         return []
     names = ctx.trace.name[events]
@@ -289,15 +287,54 @@ def _operators(ctx: _Context, mine: np.ndarray, top: int) -> list[dict]:
     return [{"name": strings[k], "ms": _ms(totals[k])} for k in order if totals[k] > 0]
 
 
-def _host_ops(ctx: _Context, steps: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Host operators directly under each step annotation, and the request's share of each."""
+OPERATORS_TRACKED = 12  # operator names followed for every request (the capture's largest)
+
+
+def _work_events(ctx: _Context) -> tuple[np.ndarray, np.ndarray]:
+    """Every event of the steps' work and its step: the kernels, or on the host the
+    operators directly under each step annotation."""
+    s = ctx.steps
+    if s.basis == "device":
+        return s.work_event, s.work_step
     parent, _ = ctx.trace.nesting()
     step_of_event = np.full(len(ctx.trace), -1, np.int64)
-    step_of_event[ctx.steps.event[steps]] = steps
+    step_of_event[s.event] = np.arange(len(s))
     host = np.flatnonzero((ctx.trace.kind == Kind.HOST_OP) & (parent >= 0))
     owner = step_of_event[parent[host]]
     keep = owner >= 0
-    return host[keep], frac[owner[keep]]
+    return host[keep], owner[keep]
+
+
+def _operators_of_all(ctx: _Context, top: int = 3) -> list[list[dict]]:
+    """Per request, its ``top`` operators by its share of them, over the capture's largest
+    OPERATORS_TRACKED: a (steps x operators) table, weighted by each request's share of
+    each step and summed per request."""
+    n = len(ctx.requests)
+    events, step = _work_events(ctx)
+    if not len(events) or not len(ctx.pr):
+        return [[] for _ in range(n)]
+    names, dur = ctx.trace.name[events], ctx.trace.dur[events].astype(float)
+    totals = np.bincount(names, weights=dur)
+    tracked = np.argsort(-totals)[:OPERATORS_TRACKED]
+    tracked = tracked[totals[tracked] > 0]
+    column = np.full(len(totals), -1, np.int64)
+    column[tracked] = np.arange(len(tracked))
+    keep = column[names] >= 0
+    width = len(tracked)
+    flat = step[keep] * width + column[names[keep]]
+    step_ops = np.bincount(flat, weights=dur[keep], minlength=len(ctx.steps) * width).reshape(-1, width)
+    frac = ctx.share / np.maximum(ctx.steps.work[ctx.ps], 1)
+    order = np.argsort(ctx.pr, kind="stable")
+    starts = np.searchsorted(ctx.pr[order], np.arange(n))
+    per_request = np.zeros((n, len(tracked)))
+    has = np.bincount(ctx.pr, minlength=n) > 0
+    sums = np.add.reduceat(step_ops[ctx.ps[order]] * frac[order, None], np.minimum(starts, len(order) - 1), axis=0)
+    per_request[has] = sums[has]
+    best = np.argsort(-per_request, axis=1)[:, :top]
+    strings = ctx.trace.strings.strings
+    label = [strings[k] for k in tracked.tolist()]
+    return [[{"name": label[c], "ms": _ms(per_request[i, c])} for c in best[i].tolist() if per_request[i, c] > 0]
+            for i in range(n)]
 
 
 def _health_during(ctx: _Context, mine: np.ndarray) -> dict:
@@ -343,7 +380,8 @@ def _report(ctx: _Context) -> dict:
                  "max_share_error_ns": float(np.abs(step_sums - steps.work).max()) if len(steps) else 0.0},
         "latency_ms": {f"p{q}": _ms(np.percentile(lat, q)) for q in (50, 90, 99)} if len(lat) else {},
         "worst": [request_detail(ctx, int(i), top=5, excess=excess) for i in worst],
-        "rows": [_row(ctx, i, device_ns, steps_in) | {"cause": cause} for i, cause in enumerate(causes.tolist())],
+        "rows": [_row(ctx, i, device_ns, steps_in) | {"cause": cause, "operators": ops}
+                 for i, (cause, ops) in enumerate(zip(causes.tolist(), _operators_of_all(ctx), strict=True))],
         "limits": asdict(limits),
     }
 

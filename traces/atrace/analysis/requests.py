@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 import orjson
@@ -302,8 +303,9 @@ def _pairs_by_ids(trace: Trace, steps: Steps, index: dict[str, int]):
             ids.extend(batch[0])
             tokens.extend(batch[1])
             counts[k] = len(batch[0])
-    get = index.get
-    pair_req = np.fromiter((get(rid if isinstance(rid, str) else str(rid), -1) for rid in ids), np.int64, count=len(ids))
+    if not all(isinstance(rid, str) for rid in ids):
+        ids = [str(rid) for rid in ids]  # ids sent as numbers match the spans' string ids
+    pair_req = np.fromiter(map(index.get, ids, repeat(-1)), np.int64, count=len(ids))
     unknown = len({ids[k] for k in np.flatnonzero(pair_req < 0).tolist()})
     pair_step = np.repeat(np.arange(len(steps)), counts)
     try:

@@ -180,3 +180,28 @@ def test_report_counts_and_percentiles():
     assert len(result["worst"]) == 10
     assert result["worst"][0]["latency_ms"] == pytest.approx(lat[-1], abs=0.01)
     assert result["join"]["max_share_error_ns"] == 0.0
+
+
+def test_every_request_row_names_its_top_kernels_as_its_detail_does():
+    trace, _, spans = emulated(duration=2.0)
+    result = analyse_requests(trace, spans)
+    rows = {r["request_id"]: r for r in result["rows"]}
+    assert all(r["operators"] for r in result["rows"] if r["steps"])
+    for worst in result["worst"]:
+        assert rows[worst["request_id"]]["operators"] == worst["operators"][:3]
+
+
+def test_numeric_request_ids_in_the_steps_match_the_spans():
+    from traces.atrace import Kind, TraceBuilder
+
+    b = TraceBuilder()
+    host = b.track("engine", "scheduler")
+    b.add("engine_step#0", T0 + 1_000, 5_000, host, kind=Kind.ANNOTATION, args={"request_ids": [7, 8], "tokens": [3, 1]})
+    trace = b.build()
+    spans = [SpanRow(f"{i:032x}", f"{i:016x}", "", "llm_request", T0, T0 + 10_000, attributes={"gen_ai.request.id": str(i)})
+             for i in (7, 8)]
+    requests = requests_from_spans(spans)
+    joined = join(trace, requests)
+    assert joined.mode == "ids" and joined.unknown_ids == 0
+    assert sorted(zip([requests.ids[i] for i in joined.pair_req], joined.pair_share.tolist(), strict=True)) == [
+        ("7", 3750), ("8", 1250)]
