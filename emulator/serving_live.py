@@ -52,6 +52,24 @@ def capture_serving_live(
     start = int(clock() * 1e9)
     engine = ServingEngine(config, start, duration_s, device_clock=_clock_of(device_now))
     rec = StepRecorder(device_type)
+    try:
+        kept = _serve(engine, rec, config, on_done, max_events, progress, clock, sleep)
+    finally:  # a device that hangs still hands over the requests it finished
+        run = engine.result()
+        if on_end is not None:
+            on_end(run)
+    rec.builder.meta.update(seed=config.seed, duration_s=duration_s, start_epoch_s=start / 1e9,
+                            iterations_kept=kept, iterations_run=len(run.steps))
+    if progress is not None:
+        progress(1.0, rec.builder.count)
+    return LiveCapture(rec.build(run), kept, len(run.steps), 0)
+
+
+def _serve(engine: ServingEngine, rec: StepRecorder, config: ServingConfig, on_done, max_events: int,
+           progress, clock, sleep) -> int:
+    """Step the engine as wall-clock time passes until the capture ends; returns the steps
+    recorded (whole steps within the event budget)."""
+    start = engine.t0
     cursor, reported, stalls_seen, kept = start, 0, 0, 0
     while True:
         now = int(clock() * 1e9)
@@ -69,18 +87,10 @@ def capture_serving_live(
             cursor = step.end_ns + 30 * US
         reported = _report(engine, reported, on_done)
         if now >= engine.end:
-            break
+            return kept
         if progress is not None:
             progress((now - start) / (engine.end - start), rec.builder.count)
         sleep(min(0.05, (engine.end - now) / 1e9))
-    run = engine.result()
-    rec.builder.meta.update(seed=config.seed, duration_s=duration_s, start_epoch_s=start / 1e9,
-                            iterations_kept=kept, iterations_run=len(run.steps))
-    if on_end is not None:
-        on_end(run)
-    if progress is not None:
-        progress(1.0, rec.builder.count)
-    return LiveCapture(rec.build(run), kept, len(run.steps), 0)
 
 
 def _report(engine: ServingEngine, reported: int, on_done) -> int:

@@ -13,13 +13,12 @@ of the step's device time. The device's temperature and clock are counter sample
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from emulator.serving import MS, US, ServingConfig, ServingEngine, ServingRun, Step
 from traces.atrace.model.builder import TraceBuilder
 from traces.atrace.model.trace import Kind, Trace
 
-__all__ = ["StepRecorder", "serve", "serve_live", "KERNELS", "STEP_PREFIX", "HOST_PID", "HOST_TID"]
+__all__ = ["StepRecorder", "serve", "KERNELS", "STEP_PREFIX", "HOST_PID", "HOST_TID"]
 
 STEP_PREFIX = "engine_step#"
 HOST_PID, HOST_TID = "engine", "scheduler"
@@ -120,42 +119,4 @@ def serve(duration_s: float, config: ServingConfig | None = None, *, t0_ns: int 
     rec = StepRecorder(device_type)
     _record_run(rec, run, config.schedule_us)
     rec.builder.meta.update(seed=config.seed, duration_s=duration_s, start_epoch_s=t0 / 1e9)
-    return rec.build(run), run
-
-
-def serve_live(duration_s: float, config: ServingConfig, *, on_done: Callable | None = None,
-               clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-               progress: Callable[[float, int], None] | None = None,
-               device_type: str = "inference") -> tuple[Trace, ServingRun]:
-    """Serve in wall-clock time for ``duration_s``: steps happen when their time comes,
-    and ``on_done(request)`` is called as each request finishes (to send its spans)."""
-    start = int(clock() * 1e9)
-    engine = ServingEngine(config, start, duration_s)
-    rec = StepRecorder(device_type)
-    cursor, reported, stalls_seen = start, 0, 0
-    while True:
-        now = int(clock() * 1e9)
-        while cursor < min(now, engine.end):
-            step = engine.step(cursor)
-            for s in engine.stalls[stalls_seen:]:
-                rec.stall(*s)
-            stalls_seen = len(engine.stalls)
-            if step is None:
-                cursor = engine.idle_until() or engine.end
-                continue
-            rec.record(step, int(config.schedule_us * US))
-            cursor = step.end_ns + 30 * US
-        if on_done is not None:
-            for req in engine.requests[reported:]:
-                if not req.finished:
-                    break
-                on_done(req)
-                reported += 1
-        if now >= engine.end:
-            break
-        if progress is not None:
-            progress((now - start) / (engine.end - start), rec.builder.count)
-        sleep(min(0.05, (engine.end - now) / 1e9))
-    run = engine.result()
-    rec.builder.meta.update(seed=config.seed, duration_s=duration_s, start_epoch_s=start / 1e9)
     return rec.build(run), run

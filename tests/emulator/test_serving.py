@@ -1,6 +1,7 @@
 """The emulator's inference service: arrivals, continuous batching, queueing, the device
 trace's steps naming their batch, spans from the real OpenTelemetry SDK, and its problems."""
 
+import numpy as np
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
@@ -111,3 +112,54 @@ def test_each_problem_leaves_its_mark(problem):
 def test_unknown_problems_are_refused():
     with pytest.raises(ValueError, match="unknown serving problems"):
         ServingConfig(problems=frozenset({"gremlins"}))
+
+
+class _FakeTime:
+    """A wall clock that moves only when slept on (a live capture without the wait)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_live_capture_serves_in_wall_clock_time_at_the_device_s_clock():
+    from emulator.serving_live import capture_serving_live
+    from emulator.tracing import DeviceNow
+
+    done, ended = [], []
+    t = _FakeTime()
+    cool = capture_serving_live(2.0, lambda s: DeviceNow(), config=ServingConfig(seed=1), on_done=done.append,
+                                on_end=ended.append, clock=t.clock, sleep=t.sleep)
+    assert ended and done and all(r.finished for r in done)
+    assert cool.trace.meta["workload"] == "llm_serving" and cool.iterations_kept == cool.iterations_run > 0
+    t = _FakeTime()
+    hot_runs = []
+    hot = capture_serving_live(2.0, lambda s: DeviceNow(faults=frozenset({"overheat"})), config=ServingConfig(seed=1),
+                               on_end=hot_runs.append, clock=t.clock, sleep=t.sleep)
+
+    def clocks(trace):
+        return {trace.args.get(int(i))["clock_share"] for i in np.flatnonzero(trace.kind == Kind.COUNTER)}
+
+    assert clocks(cool.trace) == {1.0} and clocks(hot.trace) == {0.5}
+    # The same arrivals; at half the clock the same work takes twice the device time.
+    step_hot, step_cool = hot_runs[0].steps[0], ended[0].steps[0]
+    assert step_hot.tokens == step_cool.tokens
+    assert step_hot.device_ns == pytest.approx(2 * step_cool.device_ns, rel=0.1)
+
+
+def test_a_device_that_hangs_ends_the_live_capture_and_hands_over_what_it_finished():
+    from emulator.serving_live import capture_serving_live
+    from emulator.tracing import DeviceHung, DeviceNow
+
+    t = _FakeTime()
+    hang_at = t.now + 1.0
+    ended = []
+    with pytest.raises(DeviceHung):
+        capture_serving_live(2.0, lambda s: DeviceNow(faults=frozenset({"hang"}) if s >= hang_at else frozenset()),
+                             config=ServingConfig(seed=1), on_end=ended.append, clock=t.clock, sleep=t.sleep)
+    assert len(ended) == 1 and any(r.finished for r in ended[0].requests)
