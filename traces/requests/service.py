@@ -154,7 +154,11 @@ def stored_join(trace) -> dict[str, Any]:
             return doc
     if stamp.startswith("0:"):
         return {"stamp": stamp, "error": "No request spans were sent or uploaded for this trace."}
+    from django.core.cache import cache
+
     from traces import queueing
 
-    queueing.send(JOIN_TASK, trace.pk, JOIN_LIMIT_S)
+    # One join queued per trace and state of its spans, however often the page asks meanwhile.
+    if cache.add(f"requests-join:{trace.pk}:{stamp}", 1, timeout=JOIN_LIMIT_S + 60):
+        queueing.send(JOIN_TASK, trace.pk, JOIN_LIMIT_S)
     raise Pending("joining the requests to the trace's steps; ask again in a few seconds")

@@ -191,3 +191,17 @@ def test_a_damaged_gzip_file_is_400(api_client, operator, trace_storage, tmp_pat
         response = api_client.post(f"/api/traces/{trace.pk}/spans/", {"file": spans_upload(bad)}, format="multipart")
         assert response.status_code == 400, (name, response.content)
     assert not RequestSpan.objects.filter(owner=trace.pk).exists()
+
+
+def test_a_pending_join_is_queued_once_however_often_it_is_asked_for(api_client, joined, tmp_path, monkeypatch):
+    from tests.support.serving import serving_files
+    from traces import queueing
+
+    trace, _ = joined
+    sent = []
+    monkeypatch.setattr(queueing, "send", lambda *args: sent.append(args))  # the broker is not what is tested
+    _, more, _ = serving_files(tmp_path, seed=9, duration=0.3)
+    api_client.post(f"/api/traces/{trace.pk}/spans/", {"file": spans_upload(more)}, format="multipart")
+    for _ in range(3):
+        assert api_client.get(f"/api/traces/{trace.pk}/requests/").status_code == 202
+    assert sent == [(service.JOIN_TASK, trace.pk, service.JOIN_LIMIT_S)]
