@@ -31,6 +31,7 @@ class SpanUploadView(APIView):
 
     @extend_schema(
         summary="Upload request spans beside a trace",
+        operation_id="traces_spans_create",
         request={"multipart/form-data": SpanFileSerializer},
         responses={201: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Not OTLP JSON: the reason"),
                    413: OpenApiResponse(description="Too large")},
@@ -55,6 +56,7 @@ class JobSpanUploadView(APIView):
 
     @extend_schema(
         summary="Upload request spans beside every rank of a job",
+        operation_id="jobs_spans_create",
         request={"multipart/form-data": SpanFileSerializer},
         responses={201: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Not OTLP JSON: the reason"),
                    413: OpenApiResponse(description="Too large")},
@@ -91,6 +93,7 @@ class RequestsView(APIView):
 
     @extend_schema(
         summary="The requests of a trace: percentiles, the slowest with their reasons",
+        operation_id="traces_requests_list",
         description="Request spans joined to the trace's engine steps: the join's mode (ids or time) "
         "and confidence, latency p50/p90/p99, the worst ten with their time split, apportioned work, "
         "dominant kernels, device health and reason in words, and the slowest rows.",
@@ -106,6 +109,7 @@ class RequestDetailView(APIView):
 
     @extend_schema(
         summary="One request: its spans, its reason, and the trace's steps and kernels under it",
+        operation_id="traces_request_retrieve",
         parameters=[OpenApiParameter("width_px", int, description="Width of the timeline under the spans")],
         responses={200: OpenApiTypes.OBJECT, 202: JOINING, 404: OpenApiResponse(description="No such request"),
                    409: NOT_JOINED},
