@@ -1,9 +1,10 @@
 """The device trace of an inference service: engine steps as a profiler records them.
 
 Per step, on the host thread ``scheduler`` of process ``engine``: an ``engine_step#N``
-annotation over the whole step whose args carry the batch (``request_ids``, ``tokens``,
-``phases``: a record-function annotation's args), a ``schedule`` host operator, one
-``rtLaunchKernel`` per kernel with its correlation id, a ``rtStreamSynchronize`` until the
+annotation over the whole step whose args carry the batch (``request_ids`` and ``tokens``: a
+record-function annotation's args), a ``schedule`` host operator, per kernel a framework
+operator (``fw::linear``, ``fw::attention``, ``fw::sample``, with its shapes) around an
+``rtLaunchKernel`` with its correlation id, a ``rtStreamSynchronize`` until the
 device is done and a ``sample`` operator. On the device's stream: the step's kernels (four
 layers of QKV projection, attention, MLP, then the sampler), their durations a fixed share
 of the step's device time. The device's temperature and clock are counter samples every
@@ -28,6 +29,10 @@ LAYER_KERNELS = (("qkv_proj_gemm", 0.06), ("attention", 0.08), ("mlp_gemm", 0.10
 SAMPLER_SHARE = 1.0 - LAYERS * sum(s for _, s in LAYER_KERNELS)
 KERNELS = ("qkv_proj_gemm", "flash_attn_varlen_fwd", "paged_attention_decode", "mlp_gemm", "sampler")
 LAUNCH_US = 4.0
+#: The framework operator that launches each kernel (a host operator around its launch).
+FRAMEWORK_OPS = {"qkv_proj_gemm": "linear", "flash_attn_varlen_fwd": "attention",
+                 "paged_attention_decode": "attention", "mlp_gemm": "linear", "sampler": "sample"}
+HIDDEN, VOCAB = 2048, 32000
 HEALTH_EVERY_NS = 100 * MS
 
 
@@ -62,17 +67,23 @@ class StepRecorder:
         device_t = max(t + int(LAUNCH_US * US), self.device_free)
         left = step.device_ns
         kernels = self._kernels(step)
+        rows = sum(step.tokens)
+        launch = int(LAUNCH_US * US)
         for i, (name, share) in enumerate(kernels):
             self.corr += 1
-            b.add("rtLaunchKernel", t, int(LAUNCH_US * US * 0.6), self.host, kind=Kind.RUNTIME, cat="runtime",
+            # The framework operator around the launch, as a profiler records it.
+            op = FRAMEWORK_OPS[name]
+            shapes = [[rows, HIDDEN], [HIDDEN, VOCAB if op == "sample" else HIDDEN]]
+            b.add(f"fw::{op}", t, launch, self.host, kind=Kind.HOST_OP, cat="host_op", args={"shapes": shapes})
+            b.add("rtLaunchKernel", t + launch // 4, int(launch * 0.6), self.host, kind=Kind.RUNTIME, cat="runtime",
                   corr=self.corr)
             dur = left if i == len(kernels) - 1 else int(step.device_ns * share)
             left -= dur
-            device_t = max(device_t, t + int(LAUNCH_US * US))
+            device_t = max(device_t, t + launch)
             b.add(name, device_t, max(dur, 1), self.stream, kind=Kind.KERNEL, cat="kernel", corr=self.corr,
-                  args={"step": step.index})
+                  op=name, args={"step": step.index, "shapes": shapes})
             device_t += max(dur, 1)
-            t += int(LAUNCH_US * US)
+            t += launch
         self.device_free = device_t
         sync_end = max(device_t, t + US)
         b.add("rtStreamSynchronize", t, sync_end - t, self.host, kind=Kind.RUNTIME, cat="runtime")
