@@ -17,7 +17,7 @@ from traces.atrace.io.otlp import (
 )
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId", "parentSpanId", "name",
                          "startTimeUnixNano", "attributes", "links", "key", "value", "stringValue", "kind"]),
@@ -49,6 +49,12 @@ def test_any_bytes_as_compressed(body, encoding):
         decompress(body, encoding, 10_000)
     except OtlpError as exc:
         assert str(exc)
+
+
+def test_numbers_past_64_bits_are_a_reason_not_a_crash():
+    body = (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "00000000000000000000000000000001", '
+            b'"spanId": "0000000000000001", "startTimeUnixNano": 123456789012345678901234567890}]}]}]}')
+    _decodes_or_says_why(body, JSON)
 
 
 def test_the_json_mapping_reads_back_to_the_same_spans():
