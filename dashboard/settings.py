@@ -397,6 +397,23 @@ TRACE_WORKER_CONCURRENCY = env_int("TRACE_WORKER_CONCURRENCY", 3, minimum=1)
 JOB_MAX_RANKS = env_int("JOB_MAX_RANKS", 256, minimum=1)
 JOB_RANK_MAX_EVENTS = env_int("JOB_RANK_MAX_EVENTS", 250_000, minimum=1000)
 
+# --- Request spans (OTLP/HTTP in, traces/requests/). ---
+# Bearer token services send to POST /v1/traces; empty turns the receiver off.
+OTLP_TOKEN = env_str("OTLP_TOKEN", "")
+# Largest OTLP body, as sent and once inflated (HTTP 413 beyond).
+OTLP_MAX_BODY_MB = env_float("OTLP_MAX_BODY_MB", 16.0, minimum=0.001)
+# Spans not attached to a trace are kept this long.
+SPAN_RETENTION_HOURS = env_float("SPAN_RETENTION_HOURS", 24.0, minimum=0.01)
+# Largest OTLP JSON spans file uploaded beside a trace (HTTP 413 beyond).
+SPAN_UPLOAD_MAX_MB = env_float("SPAN_UPLOAD_MAX_MB", 256.0, minimum=0.001)
+# Emulated device types that serve requests (an inference service) while a trace is captured;
+# their spans go to EMULATOR_OTLP_ENDPOINT when OTLP_TOKEN is set, else straight beside the trace.
+EMULATOR_SERVING_TYPES = tuple(env_list("EMULATOR_SERVING_TYPES", ["inference"]))
+EMULATOR_OTLP_ENDPOINT = env_str(
+    "EMULATOR_OTLP_ENDPOINT",
+    f"http://{env_str('WEB_HOST', '127.0.0.1')}:{env_str('WEB_PORT', '8000')}/v1/traces",
+)
+
 # --- Auth, REST API. ---
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet:fleet"

@@ -16,4 +16,5 @@ urlpatterns = [
     path("api/schema/", SchemaView.as_view(), name="schema"),
     path("api/docs/", DocsView.as_view(url_name="schema"), name="api-docs"),
     path("api/auth/", include("rest_framework.urls")),
+    path("v1/traces", include("traces.requests.urls")),  # OTLP/HTTP spans in
 ]

@@ -384,6 +384,7 @@ def capture_live(
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     problems: Iterable[str] = (),
+    serving: Callable[..., LiveCapture] | None = None,
 ) -> LiveCapture:
     """Trace the next ``duration_s`` seconds of wall-clock time of a running device.
 
@@ -392,10 +393,13 @@ def capture_live(
     its load. Timestamps are epoch nanoseconds. Whole iterations are kept while they fit
     in ``max_events``; later ones still run (and are counted) but are not recorded.
     ``progress(fraction, events)`` is called as the capture goes; ``problems`` as for
-    :func:`capture`. Raises :class:`DeviceHung` if the device hangs.
+    :func:`capture`. Raises :class:`DeviceHung` if the device hangs. ``serving``: a device
+    that serves requests is captured by it instead (``emulator.serving_live``).
     """
     if not 0 < duration_s <= 3600:
         raise ValueError("duration_s must be in (0, 3600]")
+    if serving is not None:
+        return serving(duration_s, device_now, max_events=max_events, progress=progress, clock=clock, sleep=sleep)
     rec = _Recorder(device_type, sw_version, 1.0, random.Random(seed), problems=_check_problems(problems))
     start_s = clock()
     start, end = int(start_s * 1e9), int((start_s + duration_s) * 1e9)

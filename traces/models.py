@@ -195,3 +195,6 @@ class Upload(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.pk} of {self.filename} ({self.received}/{self.size})"
+
+
+from traces.requests.models import RequestSpan  # noqa: E402, F401  (request spans: traces/requests/)

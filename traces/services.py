@@ -35,6 +35,7 @@ from traces import analyses, atrace, events, queueing, results
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.files import CHROME, TraceFiles
 from traces.models import Trace, Upload
+from traces.requests.live import serving_for
 from traces.upload_check import CheckedTrace, check_trace
 from traces.upload_sources import Source
 
@@ -191,7 +192,8 @@ def validate_duration(raw) -> float:
 
 def _device_facts(device) -> dict:
     spec = find_host(fleet_config(), device.host.name).device(device.serial)
-    return {"sw_version": spec.sw_version, "workload": workload_for(device.device_type).name}
+    serving = device.device_type in settings.EMULATOR_SERVING_TYPES  # an inference service (traces/requests/live.py)
+    return {"sw_version": spec.sw_version, "workload": "llm_serving" if serving else workload_for(device.device_type).name}
 
 
 def validate_problems(raw) -> list[str]:
@@ -300,6 +302,7 @@ def run_capture(trace_id: int) -> None:
             max_events=settings.TRACE_CAPTURE_MAX_EVENTS,
             progress=_Progress(trace_id),
             problems=trace.params.get("problems", ()),
+            serving=serving_for(trace),
         )
     except DeviceHung as exc:
         fail(trace_id, f"device {trace.device.serial} stopped answering: {exc}")

@@ -44,3 +44,11 @@ def expire_stuck_traces() -> int:
 def prune_traces() -> int:
     pruned = services.prune_traces() + job_results.prune_jobs(services.retention_cutoff())
     return pruned + upload_sessions.prune_idle()
+
+
+
+@shared_task
+def join_requests(trace_id: int) -> None:
+    from traces.requests import service as requests_service
+
+    requests_service.join_requests(trace_id)

@@ -155,6 +155,7 @@ def world(seeded_fleet, viewer, operator, outsider, admin_user, settings):
     from traces.models import Job
 
     settings.METRICS_TOKEN = "matrix-metrics-token"
+    settings.OTLP_TOKEN = "matrix-otlp-token"
     device = seeded_fleet[0]
     trace = emulated_trace(operator, device=device)
     Token.objects.create(user=viewer)
@@ -187,6 +188,8 @@ def path_arguments(route: Route, objects: dict) -> dict:
             values[name] = _object_for(route, objects)
         elif name == "name":
             values[name] = objects["counter"]
+        elif name == "request_id":
+            values[name] = "matrix-request"
         elif name == "index":
             values[name] = 0
         elif name == "content_type_id":

@@ -89,6 +89,9 @@ HTTP_DECISIONS: dict[str, Decision] = {
     "rest_framework:logout": page(NOBODY, change=ANYONE, changes=("POST",)),
     # -- Prometheus --------------------------------------------------------------------------
     "fleet:metrics": Decision(read=NOBODY, style="bearer", why="METRICS_TOKEN as a bearer token, no user"),
+    "otlp-traces": Decision(read=NOBODY, style="bearer", why="OTLP spans in: OTLP_TOKEN as a bearer token, no user"),
+    "traces:requests": page(VIEWERS),
+    "traces:request": page(VIEWERS),
     # -- API: the fleet ----------------------------------------------------------------------
     "api-root": api(VIEWERS),
     "host-list": api(VIEWERS),
@@ -126,6 +129,10 @@ HTTP_DECISIONS: dict[str, Decision] = {
     "job-report": api(VIEWERS),
     "job-timeline": api(VIEWERS),
     "job-capture": api(NOBODY, OPERATORS, ("POST",), why="a job capture: traces.capture_trace"),
+    "trace-spans": api(NOBODY, OPERATORS, ("POST",), why="request spans uploaded beside a trace: traces.upload_trace"),
+    "job-spans": api(NOBODY, OPERATORS, ("POST",), why="request spans uploaded beside a job: traces.upload_trace"),
+    "trace-requests": api(VIEWERS),
+    "trace-request": api(VIEWERS),
     "upload-list": api(NOBODY, OPERATORS, ("POST",), why="start a resumable upload: traces.upload_trace"),
     "upload-detail": api(OPERATORS, OPERATORS, ("PUT", "DELETE"), fresh=True,
                          why="a resumable upload's state, a chunk, a cancel: its uploader (an admin: any)"),

@@ -2,7 +2,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from traces.api import analysis_views as analysis
-from traces.api import job_views, upload_views, views
+from traces.api import job_views, request_views, upload_views, views
 
 router = SimpleRouter()
 router.register("traces", views.TraceViewSet, basename="trace")
@@ -22,5 +22,10 @@ urlpatterns = [
     path("traces/<int:pk>/critical-path/", analysis.CriticalPathView.as_view(), name="trace-critical-path"),
     path("traces/<int:pk>/correlation/", analysis.CorrelationView.as_view(), name="trace-correlation"),
     path("traces/<int:pk>/metrics/", analysis.MetricsView.as_view(), name="trace-metrics"),
+    path("traces/<int:pk>/spans/", request_views.SpanUploadView.as_view(), name="trace-spans"),
+    path("traces/<int:pk>/requests/", request_views.RequestsView.as_view(), name="trace-requests"),
+    path("jobs/<int:pk>/spans/", request_views.JobSpanUploadView.as_view(), name="job-spans"),
+    path("traces/<int:pk>/requests/<str:request_id>/", request_views.RequestDetailView.as_view(),
+         name="trace-request"),
     *router.urls,
 ]

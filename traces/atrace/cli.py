@@ -19,6 +19,7 @@ from .analysis.correlation import correlate
 from .analysis.critical_path import critical_path
 from .analysis.kernel_model import model_from_json, predict_trace
 from .analysis.multirank import analyse_job, cross_rank_critical_path
+from .cli_requests import add_parser as add_requests_parser
 from .errors import TraceError
 from .io.chakra_et import write_chakra, write_chakra_et
 from .io.chrome_writer import write_chrome_trace
@@ -369,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--model", required=True, help="JSON of `python -m emulator fit --json` (or class -> parameters)")
     common(w)
     w.set_defaults(run=_whatif)
+    add_requests_parser(sub, _table)
     return p
 
 

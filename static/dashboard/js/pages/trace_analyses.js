@@ -150,6 +150,19 @@ async function showEvent(index) {
     p.append(role === "launched_by" ? "Launched by " : "Launched ", a);
     box.append(p);
   }
+  if (Array.isArray(data.args.request_ids) && data.args.request_ids.length) {
+    // An engine step: the requests of its batch, each a link to its request page.
+    const p = document.createElement("p");
+    p.id = "event-requests";
+    p.append("Requests in this step: ");
+    data.args.request_ids.forEach((rid, i) => {
+      const a = document.createElement("a");
+      a.href = `${location.pathname}requests/${encodeURIComponent(rid)}/`;
+      a.textContent = rid;
+      p.append(i ? ", " : "", a);
+    });
+    box.append(p);
+  }
   const args = document.createElement("pre");
   args.textContent = JSON.stringify(data.args, null, 2);
   box.append(args);
@@ -297,7 +310,10 @@ async function start() {
   $("step-select").addEventListener("change", onStep);
   $("timeline-reset").addEventListener("click", () => (($("step-select").value = ""), onStep()));
   // The first window is asked for at once and drawn after the breakdown chart.
-  firstWindow = loadWindow(undefined, undefined, Promise.all([loadPlotly(), afterBreakdownDrawn()]));
+  // A link from a request's page opens the timeline at its time: #window=<start_us>,<end_us>.
+  const asked = /^#window=(\d+(?:\.\d+)?),(\d+(?:\.\d+)?)$/.exec(location.hash);
+  firstWindow = loadWindow(asked ? Number(asked[1]) : undefined, asked ? Number(asked[2]) : undefined,
+    Promise.all([loadPlotly(), afterBreakdownDrawn()]));
   await firstWindow;
   performance.mark("timeline-drawn"); // (benchmarks read these marks)
   const chart = $("timeline-chart");

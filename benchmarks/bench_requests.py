@@ -1,0 +1,124 @@
+"""Joining request spans to engine steps: time and memory at scale, exact shares, and whether
+the emulator's problems are blamed right.
+
+    .venv/bin/python benchmarks/bench_requests.py [--requests 10000] [--events 1000000] [--runs 40]
+
+1. The join at scale: the emulator's inference service serves until about ``--requests``
+   requests and ``--events`` trace events (arrival rate and length chosen for both), its
+   spans made by the OpenTelemetry SDK and decoded from OTLP JSON as a file would be; then
+   ``requests_from_spans`` + ``find_steps`` + ``join`` + ``report`` are timed (best of 3)
+   with their peak memory (tracemalloc, which sees numpy's arrays), in both join modes.
+2. Shares: the largest difference, over every step, between the sum of its requests' shares
+   and its work (ns).
+3. Causes: ``--runs`` seeds of a 6 s run for each problem and none: a run passes when at
+   least half of its ten slowest requests are blamed on the problem played (with
+   ``long_prefill`` its own long prompt counts too) and none on the device unless the
+   device was throttled; with no problem, when no request at all is blamed on the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+
+from emulator.serving import ServingConfig  # noqa: E402
+from emulator.serving_spans import emit_run, memory_provider, resource_for  # noqa: E402
+from emulator.serving_trace import serve  # noqa: E402
+from traces.atrace.analysis.request_report import analyse_requests, report  # noqa: E402
+from traces.atrace.analysis.requests import find_steps, join, requests_from_spans  # noqa: E402
+from traces.atrace.io.otlp import read_otlp_json, request_to_json  # noqa: E402
+
+T0 = 1_700_000_000_000_000_000
+EXPECT = {"long_prefill": {"prefill_interference", "long_prompt"}, "throttled": {"throttled"},
+          "host_stall": {"host_stall"}, "full_queue": {"queue"}}
+
+
+def _spans(run, resource=None):
+    provider, exporter = memory_provider(resource or resource_for("bench-host", "ENX-BENCH"))
+    emit_run(provider.get_tracer("bench"), run)
+    finished = exporter.get_finished_spans()
+    # Through OTLP JSON lines, as a Collector's file exporter would hand them over.
+    lines = [request_to_json(encode_spans(finished[i : i + 512])) for i in range(0, len(finished), 512)]
+    return read_otlp_json(lines)
+
+
+def scale(n_requests: int, n_events: int, rate: float | None = None) -> None:
+    # The arrival rate sets the trace's size: batches of up to 64, 30 requests a second make
+    # about 180 trace events a request, 36 about 100, 45 about 45 (larger batches, fewer steps).
+    rate = rate or (30.0 if n_events >= 150 * n_requests else 36.0)
+    duration = n_requests / rate
+    started = time.perf_counter()
+    config = ServingConfig(rate_per_s=rate, max_batch=64, seed=1)
+    trace, run = serve(duration, config, t0_ns=T0)
+    spans = _spans(run)
+    print(f"made {len(run.requests):,} requests ({len(spans):,} spans), a trace of {len(trace):,} events, "
+          f"{len(run.steps):,} steps in {time.perf_counter() - started:.1f} s")
+    if len(trace) < n_events * 0.8:
+        print(f"  (fewer events than the {n_events:,} asked: the service's steps made {len(trace):,})")
+    for mode in ("ids", "time"):
+        best, result = float("inf"), None
+        for _ in range(3):
+            t = time.perf_counter()
+            result = _join(trace, spans, mode)
+            best = min(best, time.perf_counter() - t)
+        tracemalloc.start()  # a pass of its own: tracing allocations slows the pass
+        _join(trace, spans, mode)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"join by {mode:4}: {result['requests']:,} requests x {len(trace):,} events: best of 3 {best:.2f} s, "
+              f"peak {peak / 2**20:.0f} MiB allocated; {result['join']['pairs']:,} request-step pairs; "
+              f"largest share-sum error {result['join']['max_share_error_ns']:.0f} ns")
+
+
+def _join(trace, spans, mode: str) -> dict:
+    requests = requests_from_spans(spans)
+    steps = find_steps(trace)
+    return report(trace, requests, steps, join(trace, requests, steps, mode=mode))
+
+
+def causes(runs: int) -> None:
+    print(f"causes over {runs} runs each (6 s of serving a run):")
+    for problem in (None, *EXPECT):
+        passed, tally = 0, Counter()
+        for seed in range(runs):
+            problems = frozenset({problem}) if problem else frozenset()
+            trace, run = serve(6.0, ServingConfig(problems=problems, seed=1000 + seed), t0_ns=T0)
+            result = analyse_requests(trace, _spans(run))
+            worst = Counter(w["cause"] for w in result["worst"])
+            tally.update(worst)
+            if problem is None:
+                ok = not any(r["cause"] == "throttled" for r in result["rows"])
+            else:
+                right = sum(v for k, v in worst.items() if k in EXPECT[problem])
+                ok = right >= 5 and (problem == "throttled" or not worst.get("throttled"))
+            passed += ok
+        name = problem or "no problem"
+        print(f"  {name:13}: {passed}/{runs} runs right ({100 * passed / runs:.0f} %); causes of the ten slowest: "
+              + ", ".join(f"{k} {v}" for k, v in tally.most_common()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--rate", type=float, default=None, help="arrivals a second (sets the trace's size)")
+    parser.add_argument("--skip-scale", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_scale:
+        scale(args.requests, args.events, args.rate)
+    if args.runs:
+        causes(args.runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The request view in a real Chromium: a serving run's trace and spans, the slowest
+requests with their reasons, one request's spans over its engine steps and kernels, and the
+way from it to the trace's timeline at its time."""
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.support.browser import sign_in
+from tests.support.serving import spans_upload, uploaded_serving_trace
+from traces.requests import service
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def joined_trace(trace_stack, operator, tmp_path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    trace, spans, run = uploaded_serving_trace(operator, tmp_path, "throttled", seed=21)
+    service.upload_spans(trace, SimpleUploadedFile("spans.jsonl", spans_upload(spans).getvalue()))
+    service.join_requests(trace.pk)
+    return trace_stack, trace, run
+
+
+def test_from_the_slowest_request_to_its_kernels_and_the_trace_timeline(browser, joined_trace, viewer):
+    url, trace, run = joined_trace
+    sign_in(browser, url, viewer.username)
+    wait = WebDriverWait(browser, 60, poll_frequency=0.2)
+    browser.get(f"{url}/traces/{trace.pk}/")
+    browser.find_element(By.ID, "trace-requests-link").click()
+    wait.until(lambda b: b.find_elements(By.ID, "worst-table"))
+    assert browser.find_element(By.ID, "requests").get_attribute("data-requests") == str(len(run.requests))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#worst-table tbody tr")
+    assert len(rows) == 10
+    first = rows[0]
+    assert first.get_attribute("data-cause") == "throttled"
+    assert "device throttled: temperature 92 °C" in first.find_element(By.CSS_SELECTOR, ".reason").text
+    rid = first.get_attribute("data-request")
+    first.find_element(By.TAG_NAME, "a").click()
+
+    wait.until(lambda b: b.find_element(By.ID, "request-chart").get_attribute("data-drawn") == "1")
+    chart = browser.find_element(By.ID, "request-chart")
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"Request {rid}"
+    assert chart.get_attribute("data-spans") == "4"
+    assert int(chart.get_attribute("data-bars")) > 10
+    assert chart.find_elements(By.CSS_SELECTOR, ".main-svg")
+    ticks = " ".join(t.text for t in chart.find_elements(By.CSS_SELECTOR, ".ytick text, .y2tick text"))
+    for label in ("llm_request", "decode", "scheduler", "stream 0"):
+        assert label in ticks
+    assert "device throttled" in browser.find_element(By.ID, "request-reason").text
+    elapsed = browser.execute_script(
+        "const m = performance.getEntriesByName('request-drawn')[0]; return m ? m.startTime : null;")
+    assert elapsed is not None
+
+    # A click on the decode span opens the trace's timeline over the decode.
+    spans = {s["name"]: s for s in browser.execute_script(
+        "return fetch(arguments[0]).then((r) => r.json()).then((d) => d.spans);",
+        browser.find_element(By.ID, "request").get_attribute("data-api-url"))}
+    decode = spans["decode"]
+    browser.execute_script("""
+        const chart = document.getElementById('request-chart');
+        const i = chart.data.findIndex((t) => t.name === 'decode');
+        chart.emit('plotly_click', {points: [{customdata: chart.data[i].customdata[0]}]});""")
+    wait.until(lambda b: b.find_elements(By.ID, "timeline-chart")
+               and b.find_element(By.ID, "timeline-chart").get_attribute("data-window-start-us"))
+    chart = browser.find_element(By.ID, "timeline-chart")
+    offset = int(trace_offset_ns(url, browser, trace.pk))
+    assert float(chart.get_attribute("data-window-start-us")) <= (decode["start_ns"] - offset) / 1000
+    assert float(chart.get_attribute("data-window-end-us")) >= (decode["end_ns"] - offset) / 1000
+    browser.back()
+    wait.until(lambda b: b.find_element(By.ID, "request-chart").get_attribute("data-drawn") == "1")
+
+    link = browser.find_element(By.ID, "open-timeline")
+    start_us = float(link.get_attribute("href").split("#window=")[1].split(",")[0])
+    link.click()
+    wait.until(lambda b: b.find_element(By.ID, "timeline-chart").get_attribute("data-window-start-us"))
+    shown = float(browser.find_element(By.ID, "timeline-chart").get_attribute("data-window-start-us"))
+    assert shown == pytest.approx(start_us, abs=1.0)
+
+
+def trace_offset_ns(url, browser, trace_id) -> int:
+    """The join's clock offset (trace clock + offset = the spans' clock), from the API."""
+    return browser.execute_script(
+        "return fetch(arguments[0]).then((r) => r.json()).then((d) => d.join.clock_offset_ns);",
+        f"{url}/api/traces/{trace_id}/requests/?limit=0")

@@ -1,0 +1,42 @@
+"""An emulated serving run as files: its device trace (Chrome JSON) and its spans (OTLP JSON
+lines, as a Collector's file exporter writes them), uploaded into a test's database."""
+
+from __future__ import annotations
+
+import io
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from emulator.serving import ServingConfig
+from emulator.serving_spans import emit_run, memory_provider, resource_for, write_otlp_json
+from emulator.serving_trace import serve
+from traces import services
+from traces.atrace import chrome_trace_bytes
+
+T0 = 1_700_000_000_000_000_000
+
+
+def serving_files(tmp_path, *problems, seed=7, duration=3.0, t0_ns=T0):
+    """(trace bytes, spans file path, run)."""
+    trace, run = serve(duration, ServingConfig(problems=frozenset(problems), seed=seed), t0_ns=t0_ns)
+    provider, exporter = memory_provider(resource_for("h", "ENX-1"))
+    emit_run(provider.get_tracer("t"), run)
+    spans = tmp_path / f"spans-{seed}.jsonl"
+    write_otlp_json(exporter.get_finished_spans(), spans)
+    return chrome_trace_bytes(trace), spans, run
+
+
+def uploaded_serving_trace(user, tmp_path, *problems, seed=7, duration=3.0):
+    """A serving run's trace uploaded and analysed, and its spans file and run."""
+    raw, spans, run = serving_files(tmp_path, *problems, seed=seed, duration=duration)
+    row = services.accept_upload(SimpleUploadedFile("serving.json", raw), user, name=f"serving {seed}")
+    services.analyse(row.pk)
+    row.refresh_from_db()
+    assert row.status == "ready", row.error
+    return row, spans, run
+
+
+def spans_upload(path) -> io.BytesIO:
+    f = io.BytesIO(path.read_bytes())
+    f.name = path.name
+    return f
