@@ -45,6 +45,8 @@ class CheckedSpec:
     health: Mapping[str, float]  # health limits the spec sets (fleet.asicmon.limits)
     actions: tuple[str, ...]  # control actions declared, in order
     discovery: dict | None  # the discover statement's rule (fleet.asimov.discovery)
+    events: dict | None  # {"catalogue", "sources"} of the events statement (fleet.asimov.events)
+    diagnostic: str  # the diagnose statement's command
     uses_files: bool
     uses_lib: bool
 
@@ -70,6 +72,8 @@ class Checker:
         self.health: dict[str, float] = {}
         self.actions: list[str] = []
         self.discovery: dict | None = None
+        self.events: dict | None = None
+        self.diagnostic = ""
         self.discovery_rule: Node | None = None  # for errors found after every statement
         self.uses_files = False
         self.uses_lib = False
@@ -179,6 +183,8 @@ class Checker:
             health=MappingProxyType(self.health),
             actions=tuple(self.actions),
             discovery=self.discovery,
+            events=self.events,
+            diagnostic=self.diagnostic,
             uses_files=self.uses_files,
             uses_lib=self.uses_lib,
         )

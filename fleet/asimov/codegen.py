@@ -109,6 +109,8 @@ class Emitter:
             f"    DISCOVERY = {c.discovery!r}",
             *([f"    HEALTH = {dict(c.health)!r}"] if c.health else []),
             *([f"    ACTIONS = {c.actions!r}"] if c.actions else []),
+            *([f"    EVENTS = {c.events!r}"] if c.events else []),
+            *([f"    DIAGNOSTIC = {c.diagnostic!r}"] if c.diagnostic else []),
             f"    USES_FILES = {c.uses_files!r}",
             f"    USES_LIB = {c.uses_lib!r}",
             "",
@@ -241,7 +243,7 @@ STATEMENTS: dict[type, Callable] = {
     nodes.Binding: binding,
     nodes.CallStatement: call_statement,
     nodes.Action: action,
-}  # the other statements are class attributes (error_status, health, discovery)
+}  # the other statements are class attributes (error_status, health, discovery, events)
 
 
 # -- expressions ----------------------------------------------------------------------------

@@ -18,6 +18,8 @@ __all__ = [
     "Action",
     "Annotation",
     "Attr",
+    "Diagnose",
+    "Events",
     "BinOp",
     "Binding",
     "BoolOp",
@@ -350,6 +352,17 @@ class Health(Statement):
 class Action(Statement):
     name: Ident
     call: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Events(Statement):
+    catalogue: Ident
+    sources: tuple[Ident, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Diagnose(Statement):
+    command: String
 
 
 @dataclass(frozen=True, eq=False)
