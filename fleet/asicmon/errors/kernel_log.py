@@ -105,6 +105,21 @@ def _parse_amd(message: str) -> Parsed | None:
     return None
 
 
+def _without_pid(message: str) -> str:
+    """The message without its ``pid=…, name=…, `` part: lines of a flood that differ only
+    there are parsed once."""
+    at = message.find(", pid=")
+    if at < 0:
+        return message
+    end = message.find(", ", at + 6)
+    if end < 0:
+        return message
+    if message.startswith(" name=", end + 1):
+        after = message.find(", ", end + 7)
+        end = after if after >= 0 else end
+    return message[:at] + message[end:]
+
+
 class KernelLogReader:
     """Turns kernel-log lines into merged error events, in time buckets.
 
@@ -132,9 +147,10 @@ class KernelLogReader:
         for line in lines:
             self.lines += 1
             message, when = self._split(line, now)
-            parsed = parsed_cache.get(message, False)
+            key = _without_pid(message)
+            parsed = parsed_cache.get(key, False)
             if parsed is False:
-                parsed = self._remember(message)
+                parsed = self._remember(key, message)
             if parsed is None:
                 continue
             if parsed is _MALFORMED:
@@ -187,12 +203,12 @@ class KernelLogReader:
         self._iso = (stamp, value)
         return value
 
-    def _remember(self, message: str) -> Parsed | None:
+    def _remember(self, key: str, message: str) -> Parsed | None:
         if len(self._parsed) >= self.CACHE_MAX:
             self._parsed.clear()
-        parsed = self._parsed[message] = parse_message(message)
+        parsed = self._parsed[key] = parse_message(message)
         if parsed is not None and parsed is not _MALFORMED:
-            self._parsed[message] = parsed = (*parsed, fingerprint(*parsed[:4]))
+            self._parsed[key] = parsed = (*parsed, fingerprint(*parsed[:4]))
         return parsed
 
     @staticmethod
@@ -201,6 +217,10 @@ class KernelLogReader:
 
     def _event(self, parsed, when: float, raw: str) -> ErrorEvent:
         vendor, code, address, detail, pid, process, key = parsed
+        mine = _PID.search(raw)  # the cached parse is of another line: this one's own pid
+        if mine is not None:
+            pid = int(mine.group(2)) if mine.group(2).isdigit() else None
+            process = (mine.group(3) or "").strip()
         return ErrorEvent(vendor, code, detail, when, raw=raw, source="kmsg", address=address,
                           pid=pid, process=process, key=key)
 

@@ -9,8 +9,10 @@ machines where a child process is not wanted).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ __all__ = ["KernelLogPump", "PumpStats"]
 log = logging.getLogger(__name__)
 
 CHUNK_LINES = 20_000
+NICE = 10  # the child's scheduling priority, below the poll's
 
 
 @dataclass
@@ -35,9 +38,13 @@ class PumpStats:
     events: int = 0  # merged events handed to the router
 
 
-def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, stop=None) -> None:
+def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, stop=None, nice: int = 0) -> None:
     """Reads ``path`` until ``stop`` is set or the other end of ``conn`` goes away; sends
-    (events, stats) every ``flush_s`` when there is something new."""
+    (events, stats) every ``flush_s`` when there is something new. ``nice``: a child process
+    lowers its own priority, so that a flood never takes a core the poll wants."""
+    if nice:
+        with contextlib.suppress(OSError):
+            os.nice(nice)
     source = KernelLog(path, from_start=from_start)
     reader = KernelLogReader(boot_time=boot_time(), bucket_s=bucket_s)
     flushed = time.monotonic()
@@ -85,7 +92,7 @@ class KernelLogPump:
             self._threads.append(reader)
             reader.start()
         else:
-            self._child = ctx.Process(target=follow, args=args, daemon=True, name="asicmon-kernel-log")
+            self._child = ctx.Process(target=follow, args=(*args, None, NICE), daemon=True, name="asicmon-kernel-log")
             self._child.start()
             theirs.close()
         receiver = threading.Thread(target=self._receive, args=(ours,), daemon=True, name="kernel-log-route")
