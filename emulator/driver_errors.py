@@ -26,6 +26,7 @@ __all__ = [
     "RUNGS",
     "SPARE_ROWS",
     "bus_address",
+    "workload_label",
     "diagnose",
     "due_lines",
     "inject",
@@ -91,6 +92,15 @@ CASCADES: dict[str, Cascade] = {
     "amd_umc_ce": Cascade("amd", "ignore", (Step(0, "umc.ce", "amdgpu: 3 correctable hardware errors detected in umc block"),)),
 }
 DRIVER_FAULTS = tuple(CASCADES)
+
+
+def workload_label(device_type: str, host: str, hosts_per_job: int = 2) -> str:
+    """The workload an emulated device serves, as dcgm-exporter's job mapping would label
+    it: the devices of one type on each pair of hosts run one job."""
+    from emulator.workloads import workload_for
+
+    number = int(host.rsplit("-", 1)[-1]) if host.rsplit("-", 1)[-1].isdigit() else 0
+    return f"{workload_for(device_type).name}-{number // hosts_per_job}"
 
 
 def bus_address(index: int) -> str:

@@ -11,6 +11,7 @@ class DeviceState(models.TextChoices):
     REPAIR = "repair", "In repair"
     DRAINED = "drained", "Drained"
     MAINTENANCE = "maintenance", "In maintenance"
+    UNDER_REPAIR = "under_repair", "Under repair"  # on the repair ladder, until its check passes
 
 
 class Health(models.TextChoices):

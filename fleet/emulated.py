@@ -128,7 +128,13 @@ class HostMonitor(DeviceMonitors):
             self.save_state()
 
     def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
-        self._change(serial, lambda: self.host.inject_fault(serial, fault, persistent))
+        """Injects ``fault`` now (the emulator is moved to now first: a driver error's lines
+        carry the time it happened)."""
+        def inject() -> None:
+            self.host.advance(time.time())
+            self.host.inject_fault(serial, fault, persistent)
+
+        self._change(serial, inject)
 
     def clear_fault(self, serial: str, fault: str) -> None:
         self._change(serial, lambda: self.host.clear_fault(serial, fault))

@@ -121,6 +121,7 @@ def _poll_hosts(
         retry_transient(lambda: snapshots.write_snapshots(cycle, polled), deadline)
         drained = driver_errors.drain(polled_hosts)
         retry_transient(lambda: driver_errors.record(drained, devices), deadline)
+        _repair(polled)
         _remediate(polled)
         retry_transient(lambda: health_index.record(polled, cycle), deadline)
         retry_transient(lambda: events.shard_polled(shard, cycle, list(polled)), deadline)
@@ -159,6 +160,15 @@ def write_samples(cycle: float, scope: str, keyed: list[tuple[DeviceKey, dict]])
 def flush_samples() -> WriteResult:
     """Send the batches waiting in the spool, within TSDB_FLUSH_BUDGET_S (the beat task)."""
     return tsdb.writer().flush()
+
+
+def _repair(polled: dict[int, dict]) -> None:
+    """The repair ladder for driver errors: first, so that a device it takes is not also
+    rebooted by the health rules' remediation. Not retried (the next poll carries on)."""
+    try:
+        driver_errors.after_poll(polled)
+    except TRANSIENT_ERRORS as exc:
+        log.warning("repair ladder skipped this cycle: %s: %s", type(exc).__name__, exc)
 
 
 def _remediate(polled: dict[int, dict]) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 
 from fleet.asicmon.errors.events import ErrorEvent
+from fleet.driver_errors import gate, ladder
 from fleet.driver_errors.store import record_events
 from fleet.hosts import PolledHost
 
 log = logging.getLogger(__name__)
 
-__all__ = ["drain", "record"]
+__all__ = ["after_poll", "drain", "record"]
 
 Drained = list[tuple[str, dict[str, list[ErrorEvent]]]]
 
@@ -38,3 +39,11 @@ def record(drained: Drained, devices: dict[str, tuple]) -> None:
         created = record_events(host, events, ids)
         for row in created:
             log.info("driver error %s %s on %s: %s (%s)", row.vendor, row.code, row.serial or row.address, row.name, row.action)
+
+
+def after_poll(polled: dict[int, dict]) -> None:
+    """The gate for the polled devices under repair, then their new incidents."""
+    if not polled:
+        return
+    gate.follow_up(polled)
+    ladder.handle_incidents(list(polled))
