@@ -203,6 +203,7 @@ class DriverError(models.Model):
     severity = models.CharField(max_length=16)
     action = models.CharField(max_length=32)  # the catalogue's immediate action
     cause = models.CharField(max_length=32, blank=True)
+    hardware = models.BooleanField(default=False)  # a fault of the device itself (repeat offenders)
     known = models.BooleanField(default=True)
     detail = models.CharField(max_length=500, blank=True)
     raw = models.CharField(max_length=1000, blank=True)

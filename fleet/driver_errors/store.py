@@ -51,7 +51,7 @@ def _record(host: str, serial: str, device_id: int | None, event: ErrorEvent, bu
                 device_id=device_id, serial=serial, host=host, vendor=event.vendor, code=event.code[:32],
                 name=event.name[:128] or f"{event.vendor} {event.code}", meaning=event.meaning[:500],
                 severity=event.severity or "warning", action=event.action or "ignore", cause=event.cause[:32],
-                known=event.known, detail=event.detail[:500], raw=event.raw[:1000], source=event.source[:16],
+                known=event.known, hardware=event.hardware, detail=event.detail[:500], raw=event.raw[:1000], source=event.source[:16],
                 address=event.address[:32], count=event.count, first_seen=_when(event.first_seen),
                 last_seen=_when(event.last_seen), bucket=bucket, fingerprint=key,
             )

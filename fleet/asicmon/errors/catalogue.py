@@ -74,6 +74,7 @@ class Catalogue:
         entry = self.lookup(event.code)
         event.name, event.meaning, event.severity = entry.name, entry.meaning, entry.severity
         event.action, event.cause, event.known = entry.action, entry.cause, entry.known
+        event.hardware = entry.hardware
         return event
 
 

@@ -52,6 +52,7 @@ class ErrorEvent:
     severity: str = ""
     action: str = ""
     cause: str = ""
+    hardware: bool = False  # a fault of the device itself (counts toward repeat offenders)
     known: bool = True
     serial: str = ""  # the device it was routed to, once routed
     key: str = field(default="", repr=False)
