@@ -13,6 +13,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from fleet import health_index, metrics, queries
 from fleet.charts import device_figures
 from fleet.choices import DeviceState, Health
+from fleet.driver_errors import views as driver_error_views
+from fleet.driver_errors.offenders import device_record
 from fleet.forms import FleetFilterForm
 from fleet.models import Automation, Device
 
@@ -47,6 +49,7 @@ def fleet(request):
             "sorts": list(queries.SORTS),
             "page_sizes": queries.PAGE_SIZES,
             "automation": Automation.read(),
+            "driver_error_counts": driver_error_views.fleet_counts(),
         },
     )
 
@@ -73,6 +76,7 @@ def device(request, device_id: int):
         )
     detail = queries.device_detail(device, queries.DEVICE_RANGES[range_key][0])
     events, actions = queries.device_activity(device)
+    errors = driver_error_views.device_errors(device)
     live = detail.step is None
     return render(
         request,
@@ -93,6 +97,9 @@ def device(request, device_id: int):
             "counters": detail.counters,
             "snapshot": detail.snapshot,
             "assessment": detail.assessment,
+            "driver_errors": errors,
+            "error_marks": driver_error_views.error_marks(errors),
+            "offender": device_record(device.serial),
         },
     )
 

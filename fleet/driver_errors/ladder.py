@@ -179,7 +179,8 @@ def _held_back(device: Device) -> str | None:
     recent = set(Action.objects.filter(rule=RULE, created_at__gte=since, rung__in=LADDER[:3])
                  .exclude(status=ActionStatus.DRY_RUN).values_list("device_id", flat=True))
     fleet = Device.objects.count() or 1
-    if (len(recent | {device.id})) / fleet > settings.LADDER_BREAKER_SHARE:
+    # More than the share (and more than one device: one repair never trips a small fleet).
+    if len(recent | {device.id}) > max(1.0, settings.LADDER_BREAKER_SHARE * fleet):
         share = f"{settings.LADDER_BREAKER_SHARE:.0%}"
         reason = (f"breaker: {len(recent) + 1} of {fleet} devices taken under repair within "
                   f"{human_duration(settings.LADDER_BREAKER_WINDOW_S)} (more than {share}); automation paused")
