@@ -10,7 +10,6 @@ from django.db.models import Count, Sum
 from django.shortcuts import render
 from django.utils import timezone
 
-from fleet.choices import DeviceState
 from fleet.driver_errors.offenders import ranking
 from fleet.models import Device, DriverError
 
@@ -32,16 +31,17 @@ def error_marks(rows: list[DriverError]) -> list[dict]:
 
 
 def fleet_counts(hours: int = 24) -> dict:
+    """The fleet page's driver-error line: events and occurrences in the last ``hours``, by
+    the catalogue's action (one grouped query)."""
     since = timezone.now() - timedelta(hours=hours)
-    recent = DriverError.objects.filter(last_seen__gte=since)
-    totals = recent.aggregate(events=Count("id"), occurrences=Sum("count"))
-    by_action = dict(recent.values_list("action").annotate(n=Count("id")).order_by())
+    rows = (DriverError.objects.filter(last_seen__gte=since).values("action")
+            .annotate(events=Count("id"), occurrences=Sum("count")).order_by("action"))
+    by_action = {r["action"]: r["events"] for r in rows}
     return {
         "hours": hours,
-        "events": totals["events"] or 0,
-        "occurrences": totals["occurrences"] or 0,
+        "events": sum(by_action.values()),
+        "occurrences": sum(r["occurrences"] or 0 for r in rows),
         "by_action": by_action,
-        "under_repair": Device.objects.filter(state=DeviceState.UNDER_REPAIR).count(),
     }
 
 
