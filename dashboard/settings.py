@@ -336,6 +336,8 @@ LADDER_BREAKER_WINDOW_S = env_float("LADDER_BREAKER_WINDOW_S", 600.0, minimum=1.
 # recommended for pulling, whatever its repairs said.
 OFFENDER_HARDWARE_INCIDENTS = env_int("OFFENDER_HARDWARE_INCIDENTS", 3, minimum=1)
 OFFENDER_WINDOW_S = env_float("OFFENDER_WINDOW_S", 30 * 86400.0, minimum=1.0)
+# Errors of a device less than this many seconds apart are one incident (a 48 and its 63).
+OFFENDER_INCIDENT_GAP_S = env_float("OFFENDER_INCIDENT_GAP_S", 120.0, minimum=0.0)
 # Thresholds of the health rules changed for every device type, as a JSON object of
 # fleet.health.Limits fields, e.g. {"leak_critical_s": 600}; checked when the app starts.
 HEALTH_LIMITS = env_json_object("HEALTH_LIMITS")

@@ -2,7 +2,7 @@
 reboots (errors and repairs are kept by serial, not by host or slot).
 
 An *incident* is a burst of driver errors on one device that call for action: errors less
-than INCIDENT_GAP_S apart are one incident (a 48 and the 63 after it, a flood). It is a
+than OFFENDER_INCIDENT_GAP_S apart are one incident (a 48 and the 63 after it, a flood). It is a
 *hardware* incident when one of its errors is a fault of the device itself (the catalogue's
 ``hardware``). A device with OFFENDER_HARDWARE_INCIDENTS hardware incidents within
 OFFENDER_WINDOW_S is recommended for pulling, even when every repair's check passed.
@@ -19,9 +19,8 @@ from django.utils import timezone
 
 from fleet.models import Action, Device, DriverError
 
-__all__ = ["INCIDENT_GAP_S", "Incident", "Offender", "device_record", "incidents", "ranking"]
+__all__ = ["Incident", "Offender", "device_record", "incidents", "ranking"]
 
-INCIDENT_GAP_S = 120.0
 DAYS_30 = 30 * 86400.0
 
 
@@ -59,10 +58,11 @@ def incidents(serials: list[str] | None = None, since: datetime | None = None) -
     if since is not None:
         rows = rows.filter(last_seen__gte=since)
     out: dict[str, list[Incident]] = {}
+    gap = settings.OFFENDER_INCIDENT_GAP_S
     for serial, first, last, cause, code, host, hardware in rows.order_by("serial", "first_seen").values_list(
             "serial", "first_seen", "last_seen", "cause", "code", "host", "hardware"):
         found = out.setdefault(serial, [])
-        if not found or (first - found[-1].ended).total_seconds() > INCIDENT_GAP_S:
+        if not found or (first - found[-1].ended).total_seconds() > gap:
             found.append(Incident(serial, first, last))
         incident = found[-1]
         incident.ended = max(incident.ended, last)
