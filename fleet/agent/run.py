@@ -58,6 +58,9 @@ def start_kernel_log(host) -> KernelLogPump | None:
     path = settings.AGENT_KERNEL_LOG
     if not path:
         return None
+    if path == "/dev/kmsg" and not Path(path).exists():
+        log.warning("no /dev/kmsg on this machine: driver errors are not followed (set AGENT_KERNEL_LOG to a file)")
+        return None
     if not os.access(path, os.R_OK) and Path(path).exists():
         log.error("AGENT_KERNEL_LOG=%s cannot be read by this user: driver errors are not followed", path)
         return None
