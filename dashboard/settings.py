@@ -320,6 +320,9 @@ DRIVER_ERROR_BUCKET_S = env_float("DRIVER_ERROR_BUCKET_S", 300.0, minimum=1.0)
 # Where a host agent reads the kernel log for Xid/SXid/amdgpu lines: /dev/kmsg, or a file
 # (a forwarded log; tests). Empty: not read.
 AGENT_KERNEL_LOG = env_str("AGENT_KERNEL_LOG", "/dev/kmsg")
+# The workload label an agent gives its host's devices (a job or service name; empty: leave
+# the label as the API set it). The ladder's blast radius counts by it.
+AGENT_WORKLOAD = env_str("AGENT_WORKLOAD", "")
 # The attempt budget: repairs per device and cause within the window (the first counts);
 # past it the device goes out of service for inspection.
 LADDER_MAX_ATTEMPTS = env_int("LADDER_MAX_ATTEMPTS", 3, minimum=1)

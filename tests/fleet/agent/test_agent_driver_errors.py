@@ -66,3 +66,11 @@ def test_the_agent_reads_real_lines_malformed_ones_and_a_flood(agent_with_log):
 def test_an_empty_setting_follows_nothing(agent_settings):
     agent_settings.AGENT_KERNEL_LOG = ""
     assert start_kernel_log(agent_host()) is None
+
+
+def test_the_agent_labels_its_devices_with_its_workload(agent_settings, seeded_fleet):
+    from fleet.models import Device
+
+    agent_settings.AGENT_WORKLOAD = "llama-train-7"
+    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    assert set(Device.objects.filter(host__name="node-a").values_list("workload", flat=True)) == {"llama-train-7"}
