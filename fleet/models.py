@@ -223,7 +223,10 @@ class DriverError(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["host", "serial", "fingerprint", "bucket"], name="driver_error_once_per_bucket"),
         ]
-        indexes = [models.Index(fields=["serial", "first_seen"], name="driver_error_serial_idx")]
+        indexes = [
+            models.Index(fields=["serial", "first_seen"], name="driver_error_serial_idx"),
+            models.Index(fields=["device", "last_seen"], name="driver_error_recent_idx"),  # the ladder's pending
+        ]
 
     def __str__(self):
         return f"{self.vendor} {self.code} on {self.serial or self.address} x{self.count}"

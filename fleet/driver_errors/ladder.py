@@ -59,8 +59,10 @@ class Step:
 
 
 def pending(device_ids: list[int]):
-    """Stored errors not yet handled, and handled ones that came back after their repair."""
-    return DriverError.objects.filter(device_id__in=device_ids).filter(
+    """Stored errors not yet handled, and handled ones that came back after their repair,
+    seen within the attempt window (older ones are history, not incidents)."""
+    since = timezone.now() - timedelta(seconds=settings.LADDER_WINDOW_S)
+    return DriverError.objects.filter(device_id__in=device_ids, last_seen__gte=since).filter(
         Q(handled_by__isnull=True, outcome="")
         | Q(handled_by__status=ActionStatus.SUCCEEDED, last_seen__gt=F("handled_by__finished_at"))
     ).select_related("device")
