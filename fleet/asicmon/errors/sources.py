@@ -88,7 +88,9 @@ class KernelLog:
                 raise
             if not record:
                 break
-            lines.append(record.decode("utf-8", "replace"))
+            # A record's first line is the message; lines after it (" SUBSYSTEM=pci", " DEVICE=…")
+            # are its dictionary.
+            lines.append(record.split(b"\n", 1)[0].decode("utf-8", "replace"))
         return lines
 
     def _read_file(self, max_lines: int) -> list[str]:

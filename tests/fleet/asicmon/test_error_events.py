@@ -212,3 +212,24 @@ def test_bad_events_statements_are_reported_with_line_and_column(text, message, 
 def test_a_misspelt_catalogue_gets_a_suggestion():
     (error,) = check_spec("device x\nevents nvidia_xd from kmsg\nstats.core_count = 1\n")
     assert "did you mean 'nvidia_xid'" in error.expected
+
+
+def test_kmsg_records_keep_their_message_line_only(tmp_path, monkeypatch):
+    # /dev/kmsg itself cannot be written here without writing into this machine's kernel
+    # log: its reads are stood in for, with a record as the kernel gives it.
+    records = [b"4,1201,5512034567,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+               b" SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n"]
+    source = KernelLog("/dev/kmsg")
+    monkeypatch.setattr("os.open", lambda path, flags: 99)
+    monkeypatch.setattr("os.lseek", lambda fd, pos, how: 0)
+
+    def read(fd, size):
+        if records:
+            return records.pop(0)
+        raise BlockingIOError
+
+    monkeypatch.setattr("os.read", read)
+    (line,) = source.read()
+    reader = KernelLogReader(boot_time=0.0)
+    reader.feed([line])
+    assert reader.malformed == 0 and [e.code for e in reader.take()] == ["79"]
