@@ -17,7 +17,7 @@ from typing import Any
 
 from emulator import EmulatedHost, FleetConfig
 from emulator.config import DeviceSpec
-from emulator.driver_errors import bus_address
+from emulator.driver_errors import DRIVER_FAULTS, bus_address
 from fleet.asicmon.errors.kernel_log import KernelLogReader
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.loader import monitor_class
@@ -128,10 +128,11 @@ class HostMonitor(DeviceMonitors):
             self.save_state()
 
     def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
-        """Injects ``fault`` now (the emulator is moved to now first: a driver error's lines
-        carry the time it happened)."""
+        """Injects ``fault``. A driver error happens now: the emulator is moved to the wall
+        clock first, so that its kernel-log lines carry the time it happened."""
         def inject() -> None:
-            self.host.advance(time.time())
+            if fault in DRIVER_FAULTS:
+                self.host.advance(time.time())
             self.host.inject_fault(serial, fault, persistent)
 
         self._change(serial, inject)
