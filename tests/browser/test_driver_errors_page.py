@@ -25,12 +25,17 @@ def web(seeded_fleet):
     service.stop()
 
 
-def _poll_until(predicate, polls=30):
+def _poll_until(predicate, polls=1000, within_s=90.0):
+    """Polls both shards until ``predicate()``, at most ``polls`` times within ``within_s``
+    (a busy machine polls slowly)."""
+    deadline = time.monotonic() + within_s
     for _ in range(polls):
         polling.poll_shard(0, polling.current_cycle())
         polling.poll_shard(1, polling.current_cycle())
         if predicate():
             return True
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.4)
     return False
 

@@ -26,15 +26,19 @@ def gpu_ladder_fleet(fleet_settings, clean_redis):
     return list(Device.objects.for_dashboard())
 
 
-def poll_until(predicate, *, polls: int = 20, pause: float = 0.4):
-    """Polls the fleet (one shard) until ``predicate()`` is true; returns its last value."""
-    for _ in range(polls):
+def poll_until(predicate, *, polls: int = 20, pause: float = 0.4, within_s: float = 60.0):
+    """Polls the fleet (one shard) until ``predicate()`` is true, at least ``polls`` times
+    unless it is true sooner, and on past them (a busy machine) until ``within_s``; returns
+    its last value."""
+    deadline = time.monotonic() + within_s
+    done = 0
+    while True:
         polling.poll_shard(0, polling.current_cycle())
+        done += 1
         value = predicate()
-        if value:
+        if value or (done >= polls and (polls < 5 or time.monotonic() > deadline)):
             return value
         time.sleep(pause)
-    return predicate()
 
 
 def inject(device: Device, fault: str) -> None:
