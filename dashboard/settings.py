@@ -331,6 +331,34 @@ REMEDIATION_MAX_REBOOTS = env_int("REMEDIATION_MAX_REBOOTS", 2, minimum=1)
 REMEDIATION_REBOOT_WINDOW_S = env_float("REMEDIATION_REBOOT_WINDOW_S", 3600.0, minimum=1.0)
 # A rebooted device not healthy again within this many seconds goes to repair.
 REMEDIATION_REBOOT_TIMEOUT_S = env_float("REMEDIATION_REBOOT_TIMEOUT_S", 180.0, minimum=1.0)
+
+# --- Driver errors and the repair ladder (fleet/driver_errors, docs/health.md). ---
+# Identical error events within a bucket of this many seconds are one event with a count.
+DRIVER_ERROR_BUCKET_S = env_float("DRIVER_ERROR_BUCKET_S", 300.0, minimum=1.0)
+# Where a host agent reads the kernel log for Xid/SXid/amdgpu lines: /dev/kmsg, or a file
+# (a forwarded log; tests). Empty: not read.
+AGENT_KERNEL_LOG = env_str("AGENT_KERNEL_LOG", "/dev/kmsg")
+# The workload label an agent gives its host's devices (a job or service name; empty: leave
+# the label as the API set it). The ladder's blast radius counts by it.
+AGENT_WORKLOAD = env_str("AGENT_WORKLOAD", "")
+# The attempt budget: repairs per device and cause within the window (the first counts);
+# past it the device goes out of service for inspection.
+LADDER_MAX_ATTEMPTS = env_int("LADDER_MAX_ATTEMPTS", 3, minimum=1)
+LADDER_WINDOW_S = env_float("LADDER_WINDOW_S", 86400.0, minimum=1.0)
+# Seconds a repaired device has to pass its validation check before it counts as failed.
+LADDER_CHECK_TIMEOUT_S = env_float("LADDER_CHECK_TIMEOUT_S", 300.0, minimum=1.0)
+# The blast radius: devices of one workload automation may have under repair at once.
+LADDER_MAX_PER_WORKLOAD = env_int("LADDER_MAX_PER_WORKLOAD", 1, minimum=1)
+# The breaker: automation pauses when more than this share of the fleet went under repair
+# within LADDER_BREAKER_WINDOW_S.
+LADDER_BREAKER_SHARE = env_float("LADDER_BREAKER_SHARE", 0.1, minimum=0.0)
+LADDER_BREAKER_WINDOW_S = env_float("LADDER_BREAKER_WINDOW_S", 600.0, minimum=1.0)
+# Repeat offenders: a device with this many hardware incidents within the window is
+# recommended for pulling, whatever its repairs said.
+OFFENDER_HARDWARE_INCIDENTS = env_int("OFFENDER_HARDWARE_INCIDENTS", 3, minimum=1)
+OFFENDER_WINDOW_S = env_float("OFFENDER_WINDOW_S", 30 * 86400.0, minimum=1.0)
+# Errors of a device less than this many seconds apart are one incident (a 48 and its 63).
+OFFENDER_INCIDENT_GAP_S = env_float("OFFENDER_INCIDENT_GAP_S", 120.0, minimum=0.0)
 # Thresholds of the health rules changed for every device type, as a JSON object of
 # fleet.health.Limits fields, e.g. {"leak_critical_s": 600}; checked when the app starts.
 HEALTH_LIMITS = env_json_object("HEALTH_LIMITS")

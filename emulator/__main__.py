@@ -23,6 +23,7 @@ from pathlib import Path
 
 from emulator.config import DEFAULT_TYPES, FleetConfig, fleet_layout
 from emulator.devices import DEVICE_TYPES, FAULTS
+from emulator.driver_errors import DRIVER_FAULTS
 from emulator.fitting import add_commands, fit_command, whatif_command
 from emulator.host import EmulatedHost
 from emulator.training import PARALLELISMS
@@ -85,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, helptext in (("inject", "inject a fault"), ("clear", "clear a fault")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("serial")
-        p.add_argument("fault", choices=FAULTS)
+        p.add_argument("fault", choices=FAULTS + DRIVER_FAULTS)
         if name == "inject":
             p.add_argument(
                 "--persistent", action="store_true", help="survives reboots (a hardware fault)"

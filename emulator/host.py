@@ -23,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from emulator import physics
+from emulator import driver_errors, physics
 from emulator.config import FleetConfig, HostSpec, find_host
 from emulator.devices import device_type
 from emulator.drivers import DRIVERS, DeviceBinding, Driver, DriverContext
@@ -68,6 +68,7 @@ class EmulatedHost:
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self.states: dict[str, DevicePhysics] = {}
         self.extra: dict = {}  # saved and loaded with the states, opaque to the emulator
+        self.kernel_log: list[str] = []  # driver lines not yet taken by a poll (driver_errors)
         self._loaded_stamp: tuple[int, int] | None = None
         self._plan: list[tuple] | None = None
         self._thread_lock = threading.RLock()
@@ -120,6 +121,7 @@ class EmulatedHost:
                             device_type(d.type), d.serial, self.cfg.seed, data["t"]
                         )
                 self.extra = data.get("extra") or {}
+                self.kernel_log = data.get("kernel_log") or []
                 self._loaded_stamp = stamp
                 return True
             return False
@@ -144,6 +146,7 @@ class EmulatedHost:
             "t": self.now,
             "devices": {s: st.to_json() for s, st in self.states.items()},
             "extra": self.extra,
+            "kernel_log": self.kernel_log,
         }
         try:
             body = orjson.dumps(data)
@@ -195,6 +198,8 @@ class EmulatedHost:
         states, key = self.states, self.key
         for serial, dtype, workload, items_per_s in self._plan:
             physics.advance(states[serial], dtype, now, workload, items_per_s, key)
+            if states[serial].faults:
+                self._due_lines(serial)
 
     def state(self, serial: str) -> DevicePhysics:
         try:
@@ -203,13 +208,51 @@ class EmulatedHost:
             raise KeyError(f"no device {serial!r} on {self.name}") from None
 
     def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
+        if fault in driver_errors.DRIVER_FAULTS:
+            d = self.spec.device(serial)
+            driver_errors.inject(self.state(serial), fault, driver_errors.bus_address(d.index), self.name,
+                                 self.kernel_log, persistent)
+            return
         physics.inject(self.state(serial), fault, persistent)
 
+    # -- driver errors (emulator.driver_errors) ---------------------------------------------
+    def _due_lines(self, serial: str) -> None:
+        d = self.spec.device(serial)
+        driver_errors.due_lines(self.states[serial], self.states[serial].t, driver_errors.bus_address(d.index),
+                                self.name, self.kernel_log)
+
+    def take_kernel_log(self) -> list[str]:
+        """The driver lines written since the last take (hold `locked()`; save after)."""
+        lines, self.kernel_log = self.kernel_log, []
+        return lines
+
+    def restart_workload(self, serial: str) -> list[str]:
+        return driver_errors.restart_workload(self.state(serial))
+
+    def reboot_host(self) -> None:
+        """Every device of the host restarts: faults that only a host reboot cures go too."""
+        for state in self.states.values():
+            kept = driver_errors.survives(state, "reboot_host")
+            physics.reboot(state, self.cfg.reboot_s)
+            state.faults.update(kept)
+
+    def diagnose(self, serial: str) -> tuple[bool, str]:
+        return driver_errors.diagnose(self.state(serial))
+
     def clear_fault(self, serial: str, fault: str) -> None:
+        if fault in driver_errors.DRIVER_FAULTS:
+            info = self.state(serial).faults.pop(fault, None)
+            if info and info.get("hang"):
+                self.state(serial).faults.pop("hang", None)
+            return
         physics.clear(self.state(serial), fault)
 
     def reboot(self, serial: str) -> None:
-        physics.reboot(self.state(serial), self.cfg.reboot_s)
+        """A device reset: what only a host reboot or an inspection cures stays."""
+        state = self.state(serial)
+        kept = driver_errors.survives(state, "reset_device")
+        physics.reboot(state, self.cfg.reboot_s)
+        state.faults.update(kept)
 
     def occupy(self, serial: str, until: float) -> None:
         """A distributed job holds the device at full load until ``until`` (epoch s)."""

@@ -11,6 +11,7 @@ class DeviceState(models.TextChoices):
     REPAIR = "repair", "In repair"
     DRAINED = "drained", "Drained"
     MAINTENANCE = "maintenance", "In maintenance"
+    UNDER_REPAIR = "under_repair", "Under repair"  # on the repair ladder, until its check passes
 
 
 class Health(models.TextChoices):
@@ -26,7 +27,9 @@ class Health(models.TextChoices):
 class ActionKind(models.TextChoices):
     """What an operator or the remediation policy does to a device (or to automation)."""
 
-    REBOOT = "reboot", "Reboot"
+    REBOOT = "reboot", "Reboot"  # a reset of the device (its spec's reboot action)
+    RESTART_APPLICATION = "restart_application", "Restart application"
+    REBOOT_HOST = "reboot_host", "Reboot host"
     DRAIN = "drain", "Drain"
     REPAIR = "repair", "Send to repair"
     RETURN_TO_SERVICE = "return_to_service", "Return to service"
@@ -41,3 +44,12 @@ class ActionStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     DRY_RUN = "dry_run", "Dry run (not done)"
+
+
+class Rung(models.TextChoices):
+    """The repair ladder's rungs, least disruptive first (fleet/driver_errors/ladder.py)."""
+
+    RESTART_APPLICATION = "restart_application", "Restart application"
+    RESET_DEVICE = "reset_device", "Reset device"
+    REBOOT_HOST = "reboot_host", "Reboot host"
+    INSPECT_HARDWARE = "inspect_hardware", "Out of service for inspection"

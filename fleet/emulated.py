@@ -17,6 +17,8 @@ from typing import Any
 
 from emulator import EmulatedHost, FleetConfig
 from emulator.config import DeviceSpec
+from emulator.driver_errors import DRIVER_FAULTS, bus_address
+from fleet.asicmon.errors.kernel_log import KernelLogReader
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.loader import monitor_class
 from fleet.hosts import DeviceMonitors
@@ -35,10 +37,14 @@ def device_monitor(
     """The monitor of one emulated device, compiled from its type's spec and bound to the
     device's emulated driver."""
     binding = host.binding(serial)
-    klass = monitor_class(host.spec.device(serial).type, spec_dirs)
-    return klass(
+    device = host.spec.device(serial)
+    klass = monitor_class(device.type, spec_dirs)
+    monitor = klass(
         index=binding.index, files=binding.files, lib=binding.lib, serial=serial, timeout=timeout
     )
+    if "emulator" in (klass.EVENTS or {}).get("sources", ()):
+        monitor.bus_address = bus_address(device.index)
+    return monitor
 
 
 class HostMonitor(DeviceMonitors):
@@ -53,6 +59,7 @@ class HostMonitor(DeviceMonitors):
     ) -> None:
         super().__init__(host.name, monitors, probe_timeout)
         self.host = host
+        self.kernel_log = KernelLogReader()  # the emulated driver's lines, as an agent reads them
 
     @classmethod
     def open(
@@ -89,7 +96,11 @@ class HostMonitor(DeviceMonitors):
             self.load_state(now)
             self.host.advance(now)
             self.refresh(now)
+            lines = self.host.take_kernel_log()
             self.save_state()
+        if lines:
+            self.kernel_log.feed(lines)
+            self.router.route(self.kernel_log.take())
         return self.snapshots()
 
     def load_state(self, now: float) -> None:
@@ -117,10 +128,36 @@ class HostMonitor(DeviceMonitors):
             self.save_state()
 
     def inject_fault(self, serial: str, fault: str, persistent: bool = False) -> None:
-        self._change(serial, lambda: self.host.inject_fault(serial, fault, persistent))
+        """Injects ``fault``. A driver error happens now: the emulator is moved to the wall
+        clock first, so that its kernel-log lines carry the time it happened."""
+        def inject() -> None:
+            if fault in DRIVER_FAULTS:
+                self.host.advance(time.time())
+            self.host.inject_fault(serial, fault, persistent)
+
+        self._change(serial, inject)
 
     def clear_fault(self, serial: str, fault: str) -> None:
         self._change(serial, lambda: self.host.clear_fault(serial, fault))
+
+    def restart_workload(self, serial: str) -> list[str]:
+        """The device's workload restarts (the ladder's first rung); the faults it cured."""
+        cleared: list[str] = []
+        self._change(serial, lambda: cleared.extend(self.host.restart_workload(serial)))
+        return cleared
+
+    def reboot_host(self) -> None:
+        with self.host.locked():
+            self.load_state(time.time())
+            self.host.reboot_host()
+            self.save_state()
+
+    def diagnose(self, serial: str) -> tuple[bool, str]:
+        """The emulated device's short diagnostic: fails while it is still faulty."""
+        with self.host.locked():
+            self.load_state(time.time())
+            self.host.advance(time.time())
+            return self.host.diagnose(serial)
 
     def reboot(self, serial: str) -> None:
         """Reboots a device through its monitor's ``reboot`` control action (the call its

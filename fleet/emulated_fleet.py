@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from emulator import FleetConfig, fleet_layout
+from emulator.driver_errors import workload_label
 from fleet.emulated import HostMonitor
 from fleet.models import Device, Host
 
@@ -61,6 +62,7 @@ def seed_fleet(config: FleetConfig | None = None) -> SeedResult:
                     "device_type": spec.type,
                     "model": spec.model,
                     "index": spec.index,
+                    "workload": workload_label(spec.type, host_spec.name),
                 },
             )
             devices_created += created

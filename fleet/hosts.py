@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from fleet.asicmon.errors.events import ErrorEvent
+from fleet.asicmon.errors.sources import ErrorRouter
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor, refresh_together
 
 Snapshots = dict[str, dict[str, Any]]  # a snapshot per device serial
@@ -34,6 +36,8 @@ class PolledHost(Protocol):
 
     def poll(self, now: float | None = None) -> Snapshots: ...
 
+    def drain_events(self) -> dict[str, list[ErrorEvent]]: ...
+
 
 class DeviceMonitors:
     """The monitors of one host's devices, by serial."""
@@ -44,6 +48,10 @@ class DeviceMonitors:
         self.name = name
         self.probe_timeout = probe_timeout
         self._monitors = monitors
+        self.router = ErrorRouter()  # error events by bus address to the monitors' channels
+        for serial, m in monitors.items():
+            if m.bus_address:
+                self.router.add(m.bus_address, m.events, serial, m.catalogue_name)
 
     @property
     def serials(self) -> list[str]:
@@ -66,3 +74,12 @@ class DeviceMonitors:
         """Refreshes every device at once, each probe within the time budget (a hung device
         is marked and delays nobody)."""
         refresh_together(self._monitors.values(), now, self.probe_timeout)
+
+    def drain_events(self) -> dict[str, list[ErrorEvent]]:
+        """Each device's error events since the last drain (merged, classified), by serial;
+        events of no device of ours under ``""`` (kept, never dropped)."""
+        out = {serial: found for serial, m in self._monitors.items() if (found := m.drain_events())}
+        unrouted = self.router.unrouted.drain()
+        if unrouted:
+            out[""] = unrouted
+        return out

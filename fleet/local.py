@@ -14,6 +14,7 @@ or driver index that can be renumbered.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
 import time
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet.asicmon.errors.kernel_log import normalise_address
+from fleet.asicmon.errors.sources import NvmlXidEvents, RasCounters
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.errors import SpecErrors
 from fleet.asimov.loader import SPECS_DIR, monitor_class
@@ -42,6 +45,8 @@ __all__ = [
     "spec_devices",
     "spec_files",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_HWMON_ROOT = "/sys/class/hwmon"
 # A PCI function address as Linux names it: domain:bus:device.function.
@@ -157,10 +162,31 @@ def nvml_devices(
     except Exception:  # no driver, no library, no GPU: nothing to monitor here
         return []
     klass = klass or monitor_class("nvml")
-    return [
-        LocalDevice(serial, klass.SPEC, klass(index=i, lib=lib, serial=serial, timeout=timeout), i)
-        for i, serial in enumerate(serials)
-    ]
+    out = []
+    for i, serial in enumerate(serials):
+        monitor = klass(index=i, lib=lib, serial=serial, timeout=timeout)
+        monitor.bus_address = _nvml_address(lib, i)
+        out.append(LocalDevice(serial, klass.SPEC, monitor, i))
+    return out
+
+
+def _nvml_address(lib: Any, index: int) -> str:
+    """The GPU's PCI address, where its kernel-log lines name it ("" if NVML will not say)."""
+    try:
+        bus = lib.nvmlDeviceGetPciInfo(lib.nvmlDeviceGetHandleByIndex(index)).busId
+    except Exception:  # an old driver or a test double without it
+        return ""
+    return normalise_address(bus.decode() if isinstance(bus, bytes) else str(bus))
+
+
+def _folder_address(folder: Path) -> str:
+    """The PCI address of the device behind a sysfs folder (its ``device`` link), or ""."""
+    target = folder / "device"
+    if not target.exists():
+        return ""
+    resolved = target.resolve()
+    pci = next((p.name for p in (resolved, *resolved.parents) if PCI_ADDRESS.fullmatch(p.name)), "")
+    return normalise_address(pci) if pci else ""
 
 
 def expand(pattern: str, variables: Mapping[str, str]) -> str:
@@ -193,6 +219,7 @@ def folder_devices(
         if seen[serial] > 1:
             serial = f"{serial}#{seen[serial]}"
         monitor = klass(files=FileRoot(folder), serial=serial, timeout=timeout)
+        monitor.bus_address = _folder_address(folder)
         out.append(LocalDevice(serial, klass.SPEC, monitor, slot))
     return out
 
@@ -269,12 +296,40 @@ class LocalHost(DeviceMonitors):
     def __init__(self, name: str, devices: list[LocalDevice], probe_timeout: float = DEFAULT_TIMEOUT_S):
         super().__init__(name, {d.serial: d.monitor for d in devices}, probe_timeout)
         self.devices = devices
+        self.event_sources = _event_sources(devices)
 
     def poll(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         """Refreshes every device at once, each probe within the time budget (a hung device
-        is marked and delays nobody), and returns the snapshots keyed by serial."""
-        self.refresh(time.time() if now is None else now)
+        is marked and delays nobody), reads the error sources that are read by polling
+        (NVML's XID events, amdgpu's RAS counters), and returns the snapshots by serial."""
+        now = time.time() if now is None else now
+        self.refresh(now)
+        for source in self.event_sources:
+            try:
+                self.router.route(source.read())
+            except Exception as exc:  # a source failing costs its events, never the poll
+                log.warning("error events of %s not read: %s", type(source).__name__, exc)
         return self.snapshots()
+
+
+def _event_sources(devices: list[LocalDevice]) -> list:
+    """The polled error sources the devices' specs name (``events ... from nvml, ras_sysfs``)."""
+    sources: list = []
+    nvml = {d.monitor.bus_address: d.monitor for d in devices
+            if "nvml" in (d.monitor.EVENTS or {}).get("sources", ()) and d.monitor.bus_address}
+    if nvml:
+        first = next(iter(nvml.values()))
+        try:
+            handles = {a: first.lib.nvmlDeviceGetHandleByIndex(m.index) for a, m in nvml.items()}
+            sources.append(NvmlXidEvents(first.lib, handles))
+        except Exception as exc:  # no event support (a virtual GPU, an old driver)
+            log.warning("NVML XID events not available: %s", exc)
+    for d in devices:
+        m = d.monitor
+        ras = Path(getattr(m.files, "root", "/nonexistent"), "device", "ras")
+        if "ras_sysfs" in (m.EVENTS or {}).get("sources", ()) and m.bus_address and ras.is_dir():
+            sources.append(RasCounters(m.files, m.bus_address, prefix="device/ras/"))
+    return sources
 
 
 if __name__ == "__main__":

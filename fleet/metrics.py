@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from fleet import snapshots
 from fleet.asicmon import CATALOGUE
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Health
+from fleet.driver_errors import metrics as driver_error_metrics
 from fleet.health_service import current_health
 from fleet.models import Action, Automation, Device
 from fleet.tsdb.series import DCGM_FIELDS, metric_name
@@ -182,7 +183,8 @@ def render() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_FleetCollector(healths, devices))
     registry.register(_SpoolCollector())
-    return generate_latest(registry) + families.text().encode() + _dcgm_text(dcgm).encode()
+    return (generate_latest(registry) + families.text().encode() + _dcgm_text(dcgm).encode()
+            + driver_error_metrics.render_text().encode())
 
 
 # --- The time-series spools (fleet/tsdb/status.py) ---------------------------------------------

@@ -70,6 +70,9 @@ class Device(models.Model):
     # found them: the central stack may not have the spec (it can live in the agent's
     # ASIMOV_SPEC_DIRS). Emulated devices leave it empty (their specs are built in).
     control_actions = models.JSONField(default=list, blank=True)
+    # The workload the device serves (a job or service name; set by the agent, the API or the
+    # emulator): automation never takes more than DRIVER_ERROR_MAX_PER_WORKLOAD of one at once.
+    workload = models.CharField(max_length=128, blank=True, db_index=True)
 
     objects = DeviceQuerySet.as_manager()
 
@@ -142,6 +145,13 @@ class Action(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     issued_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The repair ladder (fleet/driver_errors): the cause it climbs for, the rung, and the
+    # validation check's result before the device went back to service.
+    cause = models.CharField(max_length=32, blank=True)
+    rung = models.CharField(max_length=32, blank=True)
+    serial = models.CharField(max_length=160, blank=True, db_index=True)  # follows the device across hosts
+    check_passed = models.BooleanField(null=True, blank=True)
+    check_detail = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -177,3 +187,46 @@ class Automation(models.Model):
     def read(cls) -> "Automation":
         """The brake's state for a page: one query, nothing written (running if no row yet)."""
         return cls.objects.filter(id=1).first() or cls(id=1)
+
+
+class DriverError(models.Model):
+    """A driver error event (an Xid, an SXid, an amdgpu RAS error) on one device in one time
+    bucket, with how often it came. Keyed by serial, so it follows the device across hosts."""
+
+    device = models.ForeignKey(Device, on_delete=models.SET_NULL, null=True, blank=True, related_name="driver_errors")
+    serial = models.CharField(max_length=160, blank=True, db_index=True)  # "" when no device of ours matched
+    host = models.CharField(max_length=128)
+    vendor = models.CharField(max_length=16)
+    code = models.CharField(max_length=32)
+    name = models.CharField(max_length=128)
+    meaning = models.CharField(max_length=500, blank=True)
+    severity = models.CharField(max_length=16)
+    action = models.CharField(max_length=32)  # the catalogue's immediate action
+    cause = models.CharField(max_length=32, blank=True)
+    hardware = models.BooleanField(default=False)  # a fault of the device itself (repeat offenders)
+    known = models.BooleanField(default=True)
+    detail = models.CharField(max_length=500, blank=True)
+    raw = models.CharField(max_length=1000, blank=True)
+    source = models.CharField(max_length=16, blank=True)
+    address = models.CharField(max_length=32, blank=True)
+    count = models.PositiveBigIntegerField(default=1)
+    first_seen = models.DateTimeField(db_index=True)
+    last_seen = models.DateTimeField()
+    bucket = models.BigIntegerField()
+    fingerprint = models.CharField(max_length=40)  # sha1 of vendor, code, address and masked detail
+    # What remediation did about it (the Action it led to), filled by the ladder.
+    handled_by = models.ForeignKey(Action, on_delete=models.SET_NULL, null=True, blank=True, related_name="driver_errors")
+    outcome = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-first_seen", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["host", "serial", "fingerprint", "bucket"], name="driver_error_once_per_bucket"),
+        ]
+        indexes = [
+            models.Index(fields=["serial", "first_seen"], name="driver_error_serial_idx"),
+            models.Index(fields=["device", "last_seen"], name="driver_error_recent_idx"),  # the ladder's pending
+        ]
+
+    def __str__(self):
+        return f"{self.vendor} {self.code} on {self.serial or self.address} x{self.count}"

@@ -18,6 +18,7 @@ from django.db import InterfaceError, OperationalError
 from django.db import connection as db_connection
 
 from fleet import events, health_index, health_service, remediation, snapshots, tsdb
+from fleet.driver_errors import poll as driver_errors
 from fleet.emulated_fleet import host_monitor
 from fleet.hosts import PolledHost
 from fleet.models import Device, Host
@@ -115,9 +116,12 @@ def _poll_hosts(
         devices = {row[0]: row for row in rows_by_serial}
         kinds = {device_id: (device_type, state) for _, device_id, device_type, state, _, _ in rows_by_serial}
         now = time.time()
-        polled, keyed = _probe(hosts, devices, monitor_of)
+        polled, keyed, polled_hosts = _probe(hosts, devices, monitor_of)
         retry_transient(lambda: health_service.assess_polled(polled, kinds, now), deadline)
         retry_transient(lambda: snapshots.write_snapshots(cycle, polled), deadline)
+        drained = driver_errors.drain(polled_hosts)
+        retry_transient(lambda: driver_errors.record(drained, devices), deadline)
+        _repair(polled)
         _remediate(polled)
         retry_transient(lambda: health_index.record(polled, cycle), deadline)
         retry_transient(lambda: events.shard_polled(shard, cycle, list(polled)), deadline)
@@ -158,6 +162,15 @@ def flush_samples() -> WriteResult:
     return tsdb.writer().flush()
 
 
+def _repair(polled: dict[int, dict]) -> None:
+    """The repair ladder for driver errors: first, so that a device it takes is not also
+    rebooted by the health rules' remediation. Not retried (the next poll carries on)."""
+    try:
+        driver_errors.after_poll(polled)
+    except TRANSIENT_ERRORS as exc:
+        log.warning("repair ladder skipped this cycle: %s: %s", type(exc).__name__, exc)
+
+
 def _remediate(polled: dict[int, dict]) -> None:
     """Remediation acts on devices: not retried here (the next poll sees what is still wrong)."""
     try:
@@ -181,12 +194,12 @@ def _devices_of(hosts: list[tuple[int, str]]) -> list[tuple[str, int, str, str, 
 
 
 def _probe(hosts, devices: dict[str, tuple], monitor_of):
-    """Snapshots by device id, and (series labels, snapshot) of each device for the store."""
+    """Snapshots by device id, (series labels, snapshot) of each device for the store, and
+    the hosts polled (their error events are drained next)."""
     polled: dict[int, dict] = {}
     keyed: list[tuple[DeviceKey, dict]] = []
-    for (_, host), snapshots_by_serial in zip(
-        hosts, poll_hosts_concurrently([monitor_of(name) for _, name in hosts]), strict=True
-    ):
+    monitors = [monitor_of(name) for _, name in hosts]
+    for (_, host), snapshots_by_serial in zip(hosts, poll_hosts_concurrently(monitors), strict=True):
         for serial, snapshot in snapshots_by_serial.items():
             row = devices.get(serial)
             if row is None:
@@ -194,7 +207,7 @@ def _probe(hosts, devices: dict[str, tuple], monitor_of):
             _, device_id, device_type, _, model, index = row
             polled[device_id] = snapshot
             keyed.append((DeviceKey(host, device_id, serial, device_type, model, index), snapshot))
-    return polled, keyed
+    return polled, keyed, monitors
 
 
 _host_pool: ThreadPoolExecutor | None = None

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from fleet import views
+from fleet.driver_errors import views as driver_error_views
 
 app_name = "fleet"
 urlpatterns = [
@@ -8,4 +9,5 @@ urlpatterns = [
     path("fleet/table/", views.fleet_table, name="fleet-table"),
     path("devices/<int:device_id>/", views.device, name="device"),
     path("metrics", views.prometheus_metrics, name="metrics"),
+    path("offenders/", driver_error_views.offenders, name="offenders"),
 ]

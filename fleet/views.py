@@ -13,6 +13,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from fleet import health_index, metrics, queries
 from fleet.charts import device_figures, empty_reason
 from fleet.choices import DeviceState, Health
+from fleet.driver_errors import views as driver_error_views
+from fleet.driver_errors.offenders import device_record
 from fleet.forms import FleetFilterForm
 from fleet.models import Automation, Device
 from fleet.tsdb import status as tsdb_status
@@ -50,6 +52,7 @@ def fleet(request):
             "page_sizes": queries.PAGE_SIZES,
             "automation": Automation.read(),
             "spools": tsdb_status.needing_attention() if request.user.is_staff else [],
+            "driver_error_counts": driver_error_views.fleet_counts(),
         },
     )
 
@@ -78,6 +81,7 @@ def device(request, device_id: int):
         )
     detail = queries.device_detail(device, queries.DEVICE_RANGES[range_key][0])
     events, actions = queries.device_activity(device)
+    errors = driver_error_views.device_errors(device)
     live = detail.step is None
     window = (detail.since.timestamp(), detail.until.timestamp())
     last_sample = detail.snapshot.get("sample_ts")
@@ -105,6 +109,9 @@ def device(request, device_id: int):
             "counters": detail.counters,
             "snapshot": detail.snapshot,
             "assessment": detail.assessment,
+            "driver_errors": errors,
+            "error_marks": driver_error_views.error_marks(errors),
+            "offender": device_record(device.serial),
         },
     )
 

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import transaction
 
 from fleet.local import LocalDevice
@@ -67,10 +68,11 @@ def declared_actions(local: LocalDevice) -> list[str]:
 def _refresh(device: Device, local: LocalDevice) -> None:
     """A device found again: present, with the actions its (perhaps edited) spec declares."""
     actions = declared_actions(local)
-    if device.absent_since is None and device.control_actions == actions:
+    workload = settings.AGENT_WORKLOAD or device.workload
+    if device.absent_since is None and device.control_actions == actions and device.workload == workload:
         return
-    device.absent_since, device.control_actions = None, actions
-    device.save(update_fields=["absent_since", "control_actions"])
+    device.absent_since, device.control_actions, device.workload = None, actions, workload
+    device.save(update_fields=["absent_since", "control_actions", "workload"])
 
 
 def _create_or_move(host: Host, local: LocalDevice, slots, result: Registration) -> None:
@@ -84,12 +86,13 @@ def _create_or_move(host: Host, local: LocalDevice, slots, result: Registration)
     if elsewhere is not None:
         elsewhere.host, elsewhere.index, elsewhere.absent_since, elsewhere.model = host, next(slots), None, model
         elsewhere.control_actions = declared_actions(local)
-        elsewhere.save(update_fields=["host", "index", "absent_since", "model", "control_actions"])
+        elsewhere.workload = settings.AGENT_WORKLOAD or elsewhere.workload
+        elsewhere.save(update_fields=["host", "index", "absent_since", "model", "control_actions", "workload"])
         result.returned.append(local.serial)
         return
     Device.objects.create(
         host=host, serial=local.serial, device_type=local.device_type, model=model, index=next(slots),
-        control_actions=declared_actions(local),
+        control_actions=declared_actions(local), workload=settings.AGENT_WORKLOAD,
     )
     result.created.append(local.serial)
 

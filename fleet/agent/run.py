@@ -1,15 +1,18 @@
 """Starting the agent: check the settings, register, keep saying "alive", consume the queue."""
 
 import logging
+import os
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 
 from fleet.agent.discovery import agent_discovery, rediscover
 from fleet.agent.registration import HostNameTaken, Registration, register_host
+from fleet.asicmon.errors.pump import KernelLogPump
 from fleet.models import Host
 from fleet.routing import agent_queue_name
 
@@ -44,11 +47,30 @@ def run() -> int:
         log.info("  %s %s", device.device_type, device.serial)
     for serial in registration.refused:
         log.error("  %s is a device of an emulated host: not registered (a copy of its files?)", serial)
-    threading.Thread(target=_say_alive, args=(name, queue), daemon=True, name="agent-alive").start()
+    pump = start_kernel_log(found.host)
+    threading.Thread(target=_say_alive, args=(name, queue, pump), daemon=True, name="agent-alive").start()
     return _consume(name, queue)
 
 
-def _say_alive(name: str, queue: str) -> None:
+def start_kernel_log(host) -> KernelLogPump | None:
+    """Follows AGENT_KERNEL_LOG (default /dev/kmsg) for driver errors, in a child process,
+    routing them to ``host``'s devices; None when the setting is empty or it cannot be read."""
+    path = settings.AGENT_KERNEL_LOG
+    if not path:
+        return None
+    if path == "/dev/kmsg" and not Path(path).exists():
+        log.warning("no /dev/kmsg on this machine: driver errors are not followed (set AGENT_KERNEL_LOG to a file)")
+        return None
+    if not os.access(path, os.R_OK) and Path(path).exists():
+        log.error("AGENT_KERNEL_LOG=%s cannot be read by this user: driver errors are not followed", path)
+        return None
+    pump = KernelLogPump(path, host.router, bucket_s=settings.DRIVER_ERROR_BUCKET_S)
+    pump.start()
+    log.info("following %s for driver errors", path)
+    return pump
+
+
+def _say_alive(name: str, queue: str, pump: KernelLogPump | None = None) -> None:
     """Beat polls a host only while its agent is alive: say so every poll interval. Every
     AGENT_REDISCOVER_S, look for devices again: new ones join, vanished ones turn absent."""
     looked = time.monotonic()
@@ -57,7 +79,10 @@ def _say_alive(name: str, queue: str) -> None:
         try:
             if time.monotonic() - looked >= settings.AGENT_REDISCOVER_S:
                 looked = time.monotonic()
-                _report(register_host(name, queue, rediscover().host.devices))
+                found = rediscover()
+                if pump is not None:
+                    pump.router = found.host.router  # devices that came or went
+                _report(register_host(name, queue, found.host.devices))
             else:
                 Host.objects.filter(name=name).update(agent_seen_at=datetime.now(tz=UTC))
         except Exception:  # a database blip: say it next time

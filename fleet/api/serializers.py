@@ -118,7 +118,7 @@ class ActionSerializer(serializers.ModelSerializer):
         model = Action
         fields = [
             "id", "device", "serial", "kind", "status", "actor", "user", "rule", "reason", "outcome",
-            "until", "created_at", "issued_at", "finished_at",
+            "until", "created_at", "issued_at", "finished_at", "cause", "rung", "check_passed", "check_detail",
         ]
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.asicmon.catalogue import CATALOGUE, RUNTIME_COUNTERS, CounterDef
+from fleet.asicmon.errors.events import ErrorEvent, EventChannel
 
 __all__ = ["DEFAULT_TIMEOUT_S", "DeviceMonitor", "PendingRefresh", "refresh_together"]
 
@@ -106,6 +107,8 @@ class DeviceMonitor:
     DISCOVERY: dict | None = None  # which devices of a machine the spec applies to (fleet.local)
     HEALTH: Mapping[str, float] = {}  # health limits the spec changes (fleet.asicmon.limits)
     ACTIONS: tuple[str, ...] = ()  # control actions the spec declares (CONTROL_ACTIONS)
+    EVENTS: Mapping[str, Any] | None = None  # {"catalogue": ..., "sources": (...)} of ``events``
+    DIAGNOSTIC = ""  # the command of the spec's ``diagnose`` statement (the repair ladder's check)
 
     def __init__(
         self,
@@ -135,6 +138,8 @@ class DeviceMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.refreshes = 0
+        self.events = EventChannel()  # the device's error events between two polls
+        self.bus_address = ""  # where its driver's error lines name it (set by who builds it)
 
     # -- queries: cache only ---------------------------------------------------------------
     def get(self, name: str) -> Any:
@@ -301,6 +306,15 @@ class DeviceMonitor:
             result = method()
         if isinstance(result, int) and not isinstance(result, bool) and result != 0:
             raise ControlFailed(f"{action} of {self.serial or self.index} failed with status {result}")
+
+    # -- error events ----------------------------------------------------------------------
+    @property
+    def catalogue_name(self) -> str | None:
+        return (self.EVENTS or {}).get("catalogue")
+
+    def drain_events(self) -> list[ErrorEvent]:
+        """The device's error events since the last drain, merged and classified."""
+        return self.events.drain()
 
     # -- generated code fills these ------------------------------------------------------
     def _open(self) -> None:

@@ -133,6 +133,13 @@ class TreeBuilder(Transformer):
     def performance_stmt(self, keyword, name, _eq, model) -> nodes.Performance:
         return nodes.Performance(_ident(name), _expr(model), span=_span(keyword, model))
 
+    def events_stmt(self, keyword, catalogue, _from, *rest) -> nodes.Events:
+        sources = tuple(_ident(t) for t in rest if t.type == "NAME")
+        return nodes.Events(_ident(catalogue), sources, span=_span(keyword, rest[-1]))
+
+    def diagnose_stmt(self, keyword, command) -> nodes.Diagnose:
+        return nodes.Diagnose(_string(command), span=_span(keyword, command))
+
     def const_stmt(self, keyword, name, _eq, value) -> nodes.Const:
         return nodes.Const(_ident(name), _expr(value), span=_span(keyword, value))
 

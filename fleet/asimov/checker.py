@@ -45,6 +45,8 @@ class CheckedSpec:
     health: Mapping[str, float]  # health limits the spec sets (fleet.asicmon.limits)
     actions: tuple[str, ...]  # control actions declared, in order
     discovery: dict | None  # the discover statement's rule (fleet.asimov.discovery)
+    events: dict | None  # {"catalogue", "sources"} of the events statement (fleet.asimov.events)
+    diagnostic: str  # the diagnose statement's command
     uses_files: bool
     uses_lib: bool
     # class -> fitted parameters of the performance model (fleet.asimov.performance)
@@ -73,6 +75,8 @@ class Checker:
         self.actions: list[str] = []
         self.performance: dict[str, dict[str, float]] = {}
         self.discovery: dict | None = None
+        self.events: dict | None = None
+        self.diagnostic = ""
         self.discovery_rule: Node | None = None  # for errors found after every statement
         self.uses_files = False
         self.uses_lib = False
@@ -182,6 +186,8 @@ class Checker:
             health=MappingProxyType(self.health),
             actions=tuple(self.actions),
             discovery=self.discovery,
+            events=self.events,
+            diagnostic=self.diagnostic,
             uses_files=self.uses_files,
             uses_lib=self.uses_lib,
             performance=MappingProxyType(self.performance),

@@ -110,6 +110,8 @@ class Emitter:
             *([f"    HEALTH = {dict(c.health)!r}"] if c.health else []),
             *([f"    ACTIONS = {c.actions!r}"] if c.actions else []),
             *([f"    PERFORMANCE = {({k: dict(v) for k, v in c.performance.items()})!r}"] if c.performance else []),
+            *([f"    EVENTS = {c.events!r}"] if c.events else []),
+            *([f"    DIAGNOSTIC = {c.diagnostic!r}"] if c.diagnostic else []),
             f"    USES_FILES = {c.uses_files!r}",
             f"    USES_LIB = {c.uses_lib!r}",
             "",
@@ -242,7 +244,7 @@ STATEMENTS: dict[type, Callable] = {
     nodes.Binding: binding,
     nodes.CallStatement: call_statement,
     nodes.Action: action,
-}  # the other statements are class attributes (error_status, health, discovery, performance)
+}  # the other statements are class attributes (error_status, health, discovery, performance, events)
 
 
 # -- expressions ----------------------------------------------------------------------------

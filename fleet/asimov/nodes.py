@@ -18,6 +18,8 @@ __all__ = [
     "Action",
     "Annotation",
     "Attr",
+    "Diagnose",
+    "Events",
     "BinOp",
     "Binding",
     "BoolOp",
@@ -359,6 +361,17 @@ class Performance(Statement):
 
     op_class: Ident
     model: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Events(Statement):
+    catalogue: Ident
+    sources: tuple[Ident, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Diagnose(Statement):
+    command: String
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,14 +20,17 @@ from fleet.asicmon.limits import DEFAULT_LIMITS, LIMIT_NAMES
 from fleet.asimov.actions import action_stmt
 from fleet.asimov.checks import check_counter, suggest
 from fleet.asimov.discovery import discover_stmt
+from fleet.asimov.events import diagnose_stmt, events_stmt
 from fleet.asimov.nodes import (
     Action,
     Binding,
     CallStatement,
     Const,
     Device,
+    Diagnose,
     Discover,
     ErrorCode,
+    Events,
     Health,
     Performance,
     Statement,
@@ -149,4 +152,6 @@ STATEMENTS: dict[type, Check] = {
     Health: health_stmt,
     Action: action_stmt,
     Performance: performance_stmt,
+    Events: events_stmt,
+    Diagnose: diagnose_stmt,
 }

@@ -149,7 +149,7 @@ def world(seeded_fleet, viewer, operator, outsider, admin_user, settings):
     from django.contrib.contenttypes.models import ContentType
     from rest_framework.authtoken.models import Token
 
-    from fleet.models import Action, Counter, HealthEvent
+    from fleet.models import Action, Counter, DriverError, HealthEvent
     from tests.support.trace_views import emulated_trace
     from traces.choices import TraceSource
     from traces.models import Job
@@ -165,6 +165,10 @@ def world(seeded_fleet, viewer, operator, outsider, admin_user, settings):
         "health-event": HealthEvent.objects.create(device=device, rule="temperature", level="warning",
                                                    reason="hot", started_at=device.created_at).pk,
         "action": Action.objects.create(device=device, kind="drain", user=operator).pk,
+        "driver-error": DriverError.objects.create(
+            device=device, serial=device.serial, host=device.host.name, vendor="nvidia", code="79",
+            name="GPU has fallen off the bus", severity="critical", action="reboot_host",
+            first_seen=device.created_at, last_seen=device.created_at, bucket=0, fingerprint="matrix").pk,
         "counter": Counter.objects.order_by("name").first().name,
         "content_type": ContentType.objects.get_for_model(trace).pk,
     }
@@ -213,7 +217,7 @@ def _object_for(route: Route, objects: dict):
         found = apps.get_model(app, model)._default_manager.order_by("pk").first()
         assert found is not None, f"{route.pattern}: no {app}.{model} to name"
         return found.pk
-    for prefix in ("health-event", "device", "host", "trace", "job", "action", "upload"):
+    for prefix in ("health-event", "driver-error", "device", "host", "trace", "job", "action", "upload"):
         if prefix in route.key:
             return objects[prefix]
     raise AssertionError(f"{route.key}: which object does its id name? Say so in path_arguments")

@@ -91,6 +91,11 @@ HTTP_DECISIONS: dict[str, Decision] = {
     "fleet:metrics": Decision(read=NOBODY, style="bearer", why="METRICS_TOKEN as a bearer token, no user"),
     "otlp-traces": Decision(read=NOBODY, style="bearer", why="OTLP spans in: OTLP_TOKEN as a bearer token, no user"),
     "traces:requests": page(VIEWERS),
+    "fleet:offenders": page(VIEWERS),
+    "driver-error-list": api(VIEWERS),
+    "driver-error-detail": api(VIEWERS),
+    "driver-error-offenders": api(VIEWERS),
+    "device-workload": api(NOBODY, OPERATORS, ("PUT",), why="label the workload a device serves: fleet.operate_device"),
     "traces:request": page(VIEWERS),
     # -- API: the fleet ----------------------------------------------------------------------
     "api-root": api(VIEWERS),

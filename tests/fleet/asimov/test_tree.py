@@ -70,15 +70,9 @@ def _node_spans(spec):
     for node in _walk(spec):
         if not isinstance(node, (nodes.Ident, nodes.Spec)):
             out[(node.span.line, node.span.column, node.span.end_line, node.span.end_column)] += 1
-        if isinstance(node, nodes.ErrorCode):  # its status is a token to lark
-            out[
-                (
-                    node.status.span.line,
-                    node.status.span.column,
-                    node.status.span.end_line,
-                    node.status.span.end_column,
-                )
-            ] -= 1
+        if isinstance(node, (nodes.ErrorCode, nodes.Diagnose)):  # its string is a token to lark
+            token = node.status if isinstance(node, nodes.ErrorCode) else node.command
+            out[(token.span.line, token.span.column, token.span.end_line, token.span.end_column)] -= 1
     return +out
 
 

@@ -1,0 +1,156 @@
+"""Driver-error figures: kernel-log lines parsed and deduplicated per second on one core, a
+flood of a million lines turned into a handful of events, and the poll's cycle time with
+and without the flood.
+
+    python benchmarks/bench_driver_errors.py [--lines 1000000] [--polls 200]
+
+The lines look like a real node's kernel log during an XID 95 storm (the shape operators
+report: ~800,000 lines of which 29 distinct): /dev/kmsg records, 85 % XID 95 with 29
+distinct details and changing pids, 5 % other Xids and SXids of the catalogue, 10 % other
+drivers' lines. The poll is an emulated host of 8 devices polled through Asicmon; during
+the flood the lines are appended to a file that a `KernelLogPump` (the agent's, in its child
+process) follows, as the agent follows /dev/kmsg.
+"""
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+UNITS = ["FBHUB", "SM (0x1)", "SM (0x2)", "SM (0x4)", "HSHUB", "L2", "LTC", "NVLINK", "PCIE", "MMU",
+         "CE0", "CE1", "CE2", "CE3", "NVDEC0", "NVJPG0", "GSP", "PMU", "SEC2", "FSP", "XAL", "XTL",
+         "HUB", "GPC", "TPC", "ROP", "ZCULL", "PES", "FECS"]  # 29 distinct details
+OTHER_XIDS = [
+    "NVRM: Xid (PCI:0000:{bus}:00): 13, pid={pid}, name=python3, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 1): Out Of Range Address",
+    "NVRM: Xid (PCI:0000:{bus}:00): 31, pid={pid}, name=python3, Ch 00000010, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f4d_20000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+    "NVRM: Xid (PCI:0000:{bus}:00): 63, pid={pid}, name=python3, Row Remapper: New row marked for remapping, reset gpu to activate.",
+    "NVRM: Xid (PCI:0000:{bus}:00): 74, pid={pid}, name=python3, NVLink: fatal error detected on link 3(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)",
+    "nvidia-nvswitch2: SXid (PCI:0000:c1:00.0): 12028, Non-fatal, Link 14 egress non-posted PRIV error (First)",
+]
+NOISE = [
+    "usb 1-1.3: new high-speed USB device number {pid} using ehci-pci",
+    "mlx5_core 0000:{bus}:00.0: mlx5_fw_tracer_handle_traces:735:(pid {pid}): FW tracer event",
+    "EXT4-fs (nvme0n1p2): re-mounted. Opts: errors=remount-ro",
+    "audit: type=1400 audit({pid}.123:42): apparmor=\"DENIED\" operation=\"open\"",
+]
+
+
+def flood(n: int, seed: int = 7, span_s: float = 60.0) -> list[str]:
+    rnd = random.Random(seed)
+    lines = []
+    for i in range(n):
+        usec = int(5_000_000_000 + i * span_s * 1e6 / n)
+        r = rnd.random()
+        pid = rnd.randrange(1000, 60000)
+        bus = "3b"
+        if r < 0.85:
+            unit = UNITS[rnd.randrange(len(UNITS))]
+            msg = f"NVRM: Xid (PCI:0000:{bus}:00): 95, pid={pid}, name=python3, Uncontained: {unit}. RST: Yes, D-RST: No"
+        elif r < 0.90:
+            msg = OTHER_XIDS[rnd.randrange(len(OTHER_XIDS))].format(bus=bus, pid=pid)
+        else:
+            msg = NOISE[rnd.randrange(len(NOISE))].format(bus="5d", pid=pid)
+        lines.append(f"3,{i},{usec},-;{msg}\n")
+    return lines
+
+
+def parse_rate(lines: list[str]) -> None:
+    from fleet.asicmon.errors import KernelLogReader
+
+    best = 0.0
+    for _ in range(3):
+        reader = KernelLogReader(boot_time=1_764_000_000.0)
+        started = time.perf_counter()
+        for at in range(0, len(lines), 20_000):  # the pump's chunks
+            reader.feed(lines[at:at + 20_000])
+        seconds = time.perf_counter() - started
+        events = reader.take()
+        best = max(best, len(lines) / seconds)
+    distinct = len({e.key for e in events})
+    print(f"parse + dedup, one core:   {best:12,.0f} lines/s  ({len(lines):,} lines in {len(lines) / best:.2f} s)")
+    print(f"  {reader.matched:,} driver-error lines -> {len(events)} events ({distinct} distinct, "
+          f"buckets of {reader.bucket_s:g} s), {reader.malformed} malformed")
+
+
+def poll_times(host, polls: int, interval: float) -> list[float]:
+    out = []
+    for _ in range(polls):
+        started = time.perf_counter()
+        host.poll()
+        out.append(time.perf_counter() - started)
+        time.sleep(max(0.0, interval - out[-1]))
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))] * 1000
+
+
+def flood_during_polls(lines: list[str], polls: int, interval: float) -> tuple[float, float]:
+    from emulator import FleetConfig
+    from fleet.asicmon.errors.pump import KernelLogPump
+    from fleet.emulated import HostMonitor
+
+    state = tempfile.mkdtemp()  # the emulator's state on disk, as the workers keep it
+    host = HostMonitor.open(FleetConfig(seed=5, hosts=1, devices_per_host=8, types=("gpu",)), "host-00", state)
+    host.monitors()[0].bus_address = "0000:3b:00"  # the flooding GPU
+    host.router.add("0000:3b:00", host.monitors()[0].events, host.serials[0], "nvidia_xid")
+    for _ in range(5):
+        host.poll()  # warm
+    quiet = poll_times(host, polls, interval)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kern.log"
+        path.write_text("")
+        pump = KernelLogPump(str(path), host.router, bucket_s=300.0, from_start=True)
+        pump.start()
+        time.sleep(2.0)  # the child process starts
+
+        source = Path(tmp) / "flood.log"
+        source.write_text("".join(lines))
+        started = time.perf_counter()
+        # Another process writes the flood, as the kernel would: not this one's GIL.
+        writer = subprocess.Popen(["sh", "-c", f"cat '{source}' >> '{path}'"])
+        loud: list[float] = []
+        while pump.stats.lines < len(lines) or len(loud) < polls:
+            loud += poll_times(host, 1, interval)
+            if time.perf_counter() - started > 300:
+                break
+        took = time.perf_counter() - started
+        writer.wait()
+        time.sleep(1.0)
+        pump.stop()
+    stored = sum(len(v) for v in host.drain_events().values())
+    routed = pump.stats.events
+    print(f"flood of {len(lines):,} lines followed in {took:.1f} s by the pump's child process: "
+          f"{pump.stats.matched:,} driver-error lines -> {routed} events routed, {stored} left to store")
+    print(f"poll of 8 devices without flood: p50 {pct(quiet, .5):6.2f} ms  p99 {pct(quiet, .99):6.2f} ms  ({len(quiet)} polls)")
+    print(f"poll of 8 devices during flood:  p50 {pct(loud, .5):6.2f} ms  p99 {pct(loud, .99):6.2f} ms  ({len(loud)} polls)")
+    print(f"  p99 during / without: {pct(loud, .99) / pct(quiet, .99):.2f}; mean {statistics.mean(loud) / statistics.mean(quiet):.2f}")
+    return pct(quiet, .99), pct(loud, .99)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--polls", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=0.05, help="seconds between polls")
+    parser.add_argument("--rounds", type=int, default=3, help="quiet/flood pairs (p99 is noisy on a busy machine)")
+    args = parser.parse_args()
+    lines = flood(args.lines)
+    parse_rate(lines)
+    pairs = [flood_during_polls(lines, args.polls, args.interval) for _ in range(args.rounds)]
+    quiet, loud = statistics.median(q for q, _ in pairs), statistics.median(f for _, f in pairs)
+    print(f"median over {len(pairs)} rounds: poll p99 {quiet:.2f} ms without, {loud:.2f} ms during the flood "
+          f"({(loud / quiet - 1) * 100:+.0f} %)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""Where error events come from: the kernel log, NVML's XID events, amdgpu's RAS counters.
+
+* `KernelLog` reads ``/dev/kmsg`` (one record per read, non-blocking) or a text file that
+  grows (a forwarded log, a test's file), from where it stood; a rotated or truncated file
+  is read again from its start.
+* `NvmlXidEvents` waits on an NVML event set for critical XID events, never blocking.
+* `RasCounters` reads ``ras/<block>_err_count`` files (``ue: N`` / ``ce: N``) and turns
+  their increases into events with counts.
+
+`ErrorRouter` classifies events with their catalogue and puts each in the channel of the
+device at its bus address; an event for an address no monitor has is kept apart
+(`unrouted`), never dropped.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from fleet.asicmon.errors.catalogue import classify
+from fleet.asicmon.errors.events import ErrorEvent, EventChannel
+from fleet.asicmon.errors.kernel_log import normalise_address
+
+__all__ = ["RAS_BLOCKS", "ErrorRouter", "KernelLog", "NvmlXidEvents", "RasCounters", "boot_time"]
+
+log = logging.getLogger(__name__)
+
+RAS_BLOCKS = ("umc", "gfx", "sdma", "mmhub", "xgmi_wafl", "pcie_bif", "hdp", "athub", "mp0", "mp1", "smn")
+KMSG = "/dev/kmsg"
+
+
+def boot_time() -> float | None:
+    """When this machine booted (epoch seconds), from /proc/stat; None where unknown."""
+    try:
+        with Path("/proc/stat").open() as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+class KernelLog:
+    """New lines of ``/dev/kmsg`` or of a growing text file, a chunk at a time."""
+
+    def __init__(self, path: str = KMSG, *, from_start: bool = False) -> None:
+        self.path = path
+        self.is_kmsg = path == KMSG
+        self.lost = 0  # kmsg records overwritten before they were read
+        self._fd: int | None = None
+        self._file = None
+        self._offset = 0
+        self._from_start = from_start
+        self._partial = ""
+
+    def read(self, max_lines: int = 10_000) -> list[str]:
+        return self._read_kmsg(max_lines) if self.is_kmsg else self._read_file(max_lines)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _read_kmsg(self, max_lines: int) -> list[str]:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            if not self._from_start:
+                os.lseek(self._fd, 0, os.SEEK_END)
+        lines: list[str] = []
+        while len(lines) < max_lines:
+            try:
+                record = os.read(self._fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # the ring buffer overwrote records we had not read
+                    self.lost += 1
+                    continue
+                raise
+            if not record:
+                break
+            # A record's first line is the message; lines after it (" SUBSYSTEM=pci", " DEVICE=…")
+            # are its dictionary.
+            lines.append(record.split(b"\n", 1)[0].decode("utf-8", "replace"))
+        return lines
+
+    def _read_file(self, max_lines: int) -> list[str]:
+        try:
+            size = Path(self.path).stat().st_size
+        except FileNotFoundError:
+            return []
+        if self._file is None:
+            self._file = Path(self.path).open(encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
+            self._offset = 0 if self._from_start else size
+            self._from_start = True  # a rotated file is read from its start
+        if size < self._offset:  # truncated or rotated
+            self.close()
+            return self._read_file(max_lines)
+        self._file.seek(self._offset)
+        text = self._partial + self._file.read(max(0, size - self._offset))
+        self._offset = size
+        lines = text.split("\n")
+        self._partial = lines.pop()  # a line still being written
+        return lines
+
+
+class NvmlXidEvents:
+    """Critical XID events of NVML's event API (nvidia-ml-py), read without waiting."""
+
+    XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
+
+    def __init__(self, lib: Any, handles: dict[str, Any]) -> None:
+        """``handles``: NVML device handle by the device's bus address."""
+        self.lib = lib
+        self.by_handle = {id(h): address for address, h in handles.items()}
+        self._set = lib.nvmlEventSetCreate()
+        for handle in handles.values():
+            lib.nvmlDeviceRegisterEvents(handle, self.XID_CRITICAL, self._set)
+
+    def read(self, limit: int = 1000) -> list[ErrorEvent]:
+        events: list[ErrorEvent] = []
+        while len(events) < limit:
+            try:
+                data = self.lib.nvmlEventSetWait_v2(self._set, 0)
+            except self.lib.NVMLError as exc:
+                if getattr(exc, "value", None) != getattr(self.lib, "NVML_ERROR_TIMEOUT", 10):
+                    log.warning("NVML event wait failed: %s", exc)
+                break
+            address = self.by_handle.get(id(data.device), "")
+            when = getattr(data, "timeStamp", 0) / 1e6 or time.time()
+            code = str(int(data.eventData))
+            events.append(ErrorEvent("nvidia", code, "NVML critical XID event", when, source="nvml",
+                                     raw=f"nvml xid {code} on {address}", address=address))
+        return events
+
+
+class RasCounters:
+    """amdgpu's per-block RAS error counts of one device, as events when they increase."""
+
+    def __init__(self, files: Any, address: str, blocks: Iterable[str] = RAS_BLOCKS, prefix: str = "ras/") -> None:
+        self.files, self.address, self.prefix = files, normalise_address(address), prefix
+        self.blocks = tuple(blocks)
+        self._last: dict[str, int] = {}
+
+    def read(self, now: float | None = None) -> list[ErrorEvent]:
+        now = time.time() if now is None else now
+        events = []
+        for block in self.blocks:
+            try:
+                text = self.files.read_text(f"{self.prefix}{block}_err_count")
+            except (OSError, KeyError):
+                continue
+            for kind, value in _ras_counts(text).items():
+                slot = f"{block}.{kind}"
+                before, self._last[slot] = self._last.get(slot), value
+                if before is not None and value > before:
+                    events.append(ErrorEvent(
+                        "amd", slot, f"{value - before} {kind} errors in {block} block (total {value})", now,
+                        source="ras_sysfs", address=self.address, count=value - before,
+                        raw=f"{self.prefix}{block}_err_count: {text.strip()!r}",
+                    ))
+        return events
+
+
+def _ras_counts(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("ue", "ce") and value.strip().isdigit():
+            out[name.strip()] = int(value)
+    return out
+
+
+class ErrorRouter:
+    """Classifies events and puts each in its device's channel, by bus address."""
+
+    def __init__(self, catalogue_of: Callable[[str], str | None] | None = None) -> None:
+        self.channels: dict[str, tuple[EventChannel, str, str | None]] = {}  # address -> (channel, serial, catalogue)
+        self.unrouted = EventChannel()
+        self.catalogue_of = catalogue_of
+
+    def add(self, address: str, channel: EventChannel, serial: str, catalogue: str | None = None) -> None:
+        self.channels[normalise_address(address)] = (channel, serial, catalogue)
+
+    def route(self, events: Iterable[ErrorEvent]) -> None:
+        for event in events:
+            target = self.channels.get(event.address)
+            if target is None:
+                classify(event)
+                self.unrouted.put(event)
+                continue
+            channel, serial, name = target
+            event.serial = serial
+            classify(event, name)
+            channel.put(event)

@@ -1,0 +1,60 @@
+"""Doing a rung of the repair ladder to a device: tell its workload to restart, reset it
+(its spec's reboot action), reboot its host. Every call that changes a device goes through
+`fleet.control` or the emulator's host here.
+
+An emulated device does each rung in the emulator (its workload restarts; a reset keeps the
+faults only a host reboot cures; a host reboot restarts every device of the host). On a
+host with an agent, a reset is the spec's reboot action; restarting an application and
+rebooting a machine are not Asicmon's to do there: they are recorded as requested for the
+scheduler and the node's owners, and the validation check still decides.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.utils import timezone
+
+from fleet import control, health_service
+from fleet.choices import ActionStatus, Rung
+from fleet.emulated_fleet import host_monitor
+from fleet.models import Action, Device
+
+log = logging.getLogger(__name__)
+
+__all__ = ["perform"]
+
+
+def perform(action: Action) -> str | None:
+    """Does the action's rung and marks it issued; returns why it could not be done (the
+    caller climbs), None when done."""
+    if action.status != ActionStatus.PENDING:
+        return None  # out of service for inspection: nothing to do to the device
+    device = Device.objects.select_related("host").get(id=action.device_id)
+    try:
+        outcome = _do(action.rung, device)
+    except Exception as exc:  # a driver that refuses, a spec without the action
+        log.warning("%s of %s failed: %s", action.rung, device.serial, exc)
+        return f"{action.rung} failed: {exc}"
+    health_service.forget_windows([device.id])
+    Action.objects.filter(id=action.id, status=ActionStatus.PENDING).update(
+        status=ActionStatus.ISSUED, issued_at=timezone.now(), outcome=outcome[:500])
+    return None
+
+
+def _do(rung: str, device: Device) -> str:
+    emulated = not device.host.has_agent
+    if rung == Rung.RESTART_APPLICATION:
+        if emulated:
+            cleared = host_monitor(device.host.name).restart_workload(device.serial)
+            return f"workload restarted ({', '.join(cleared) or 'no fault cleared'})"
+        return "restart of the application requested from its scheduler"
+    if rung == Rung.RESET_DEVICE:
+        control.reboot_device(device)
+        return "device reset"
+    if rung == Rung.REBOOT_HOST:
+        if emulated:
+            host_monitor(device.host.name).reboot_host()
+            return f"host {device.host.name} rebooted"
+        raise control.NotSupported(f"Asicmon does not reboot the machine {device.host.name} its agent runs on")
+    raise ValueError(f"no such rung {rung!r}")

@@ -1,0 +1,60 @@
+"""Storing drained error events: one row per device, fingerprint and time bucket, its count
+and last time raised by every later drain that brings the same event (across polls, workers
+and a flood). Keyed by serial and host, so a device's history follows it to another host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
+
+from fleet.asicmon.errors.events import ErrorEvent
+from fleet.models import DriverError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["record_events"]
+
+
+def _when(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def record_events(host: str, events_by_serial: dict[str, list[ErrorEvent]], device_ids: dict[str, int]) -> list[DriverError]:
+    """Stores the events of one host's poll; returns the rows that are new (not merged)."""
+    bucket_s = settings.DRIVER_ERROR_BUCKET_S
+    created: list[DriverError] = []
+    for serial, events in events_by_serial.items():
+        device_id = device_ids.get(serial)
+        for event in events:
+            row = _record(host, serial if device_id else "", device_id, event, bucket_s)
+            if row is not None:
+                created.append(row)
+    return created
+
+
+def _record(host: str, serial: str, device_id: int | None, event: ErrorEvent, bucket_s: float) -> DriverError | None:
+    key = hashlib.sha1(event.key.encode()).hexdigest()  # noqa: S324 - an identity, not a secret
+    bucket = int(event.first_seen // bucket_s)
+    match = DriverError.objects.filter(host=host, serial=serial, fingerprint=key, bucket=bucket)
+    if match.update(count=F("count") + event.count, last_seen=Greatest(F("last_seen"), _when(event.last_seen))):
+        return None
+    try:
+        with transaction.atomic():
+            return DriverError.objects.create(
+                device_id=device_id, serial=serial, host=host, vendor=event.vendor, code=event.code[:32],
+                name=event.name[:128] or f"{event.vendor} {event.code}", meaning=event.meaning[:500],
+                severity=event.severity or "warning", action=event.action or "ignore", cause=event.cause[:32],
+                known=event.known, hardware=event.hardware, detail=event.detail[:500], raw=event.raw[:1000], source=event.source[:16],
+                address=event.address[:32], count=event.count, first_seen=_when(event.first_seen),
+                last_seen=_when(event.last_seen), bucket=bucket, fingerprint=key,
+            )
+    except IntegrityError:  # another worker stored the same event meanwhile: add to it
+        match.update(count=F("count") + event.count, last_seen=Greatest(F("last_seen"), _when(event.last_seen)))
+        return None

@@ -1,0 +1,54 @@
+"""Driver errors through the API (filters, bad input, permissions, the workload label) and
+on /metrics (counts by code, dcgm-exporter's XID series)."""
+
+import time
+
+import pytest
+
+from fleet.asicmon.errors import ErrorEvent, classify
+from fleet.driver_errors.store import record_events
+from fleet.models import Device
+
+pytestmark = [pytest.mark.django_db]
+
+
+@pytest.fixture
+def errors(seeded_fleet):
+    gpu = next(d for d in seeded_fleet if d.device_type == "gpu")
+    now = time.time()
+    events = [classify(ErrorEvent("nvidia", code, f"xid {code}", now + i, address="0000:3a:00", count=n), "nvidia_xid")
+              for i, (code, n) in enumerate([("79", 1), ("95", 800), ("43", 2)])]
+    record_events(gpu.host.name, {gpu.serial: events}, {gpu.serial: gpu.id})
+    return gpu
+
+
+def test_the_api_lists_filters_and_refuses_bad_input(client, viewer, errors):
+    client.force_login(viewer)
+    rows = client.get("/api/driver-errors/", {"serial": errors.serial}).json()["results"]
+    assert {r["code"]: r["count"] for r in rows} == {"79": 1, "95": 800, "43": 2}
+    assert client.get("/api/driver-errors/", {"action": "ignore"}).json()["results"][0]["code"] == "43"
+    bad = client.get("/api/driver-errors/", {"action": "explode"})
+    assert bad.status_code == 400 and "explode" in bad.json()["action"]
+    assert client.get("/api/driver-errors/", {"device": "x"}).status_code == 400
+    offenders = client.get("/api/driver-errors/offenders/").json()["results"]
+    assert offenders[0]["serial"] == errors.serial and offenders[0]["hardware_incidents"] == 1
+
+
+def test_only_operators_set_a_devices_workload(client, viewer, operator, errors):
+    url = f"/api/devices/{errors.id}/workload/"
+    client.force_login(viewer)
+    assert client.put(url, {"workload": "llama-70b"}, content_type="application/json").status_code == 403
+    client.force_login(operator)
+    assert client.put(url, {"workload": "x" * 200}, content_type="application/json").status_code == 400
+    assert client.put(url, {"workload": "llama-70b"}, content_type="application/json").json() == {"workload": "llama-70b"}
+    assert Device.objects.get(id=errors.id).workload == "llama-70b"
+
+
+def test_metrics_count_errors_by_code_beside_dcgms_xid_series(client, errors, settings):
+    settings.METRICS_TOKEN = "s3cret"
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").content.decode()
+    assert f'asicmon_driver_errors_total{{host="{errors.host.name}",serial="{errors.serial}",vendor="nvidia",code="95",action="reset_device"}} 800.0' in text
+    assert f'DCGM_FI_DEV_XID_ERRORS{{gpu="{errors.index}",UUID="{errors.serial}"' in text
+    xid_line = next(line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_XID_ERRORS{"))
+    assert xid_line.endswith(" 43.0")  # the last XID the device had
+    assert 'xid="95"} 800.0' in text

@@ -1,0 +1,113 @@
+"""The repair ladder, polled in this process: each fault's first rung, the validation gate,
+the climb when a cause comes back, the attempt budget, the blast radius and the breaker.
+(With real Celery workers: test_ladder_worker.py.)"""
+
+import pytest
+
+from fleet.choices import ActionStatus, DeviceState
+from fleet.models import Action, Automation, Device, DriverError
+from tests.fleet.driver_errors.conftest import inject, poll_until
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def _state(device):
+    return Device.objects.get(id=device.id).state
+
+
+def _actions(device):
+    return list(Action.objects.filter(serial=device.serial, rule="driver_error").order_by("created_at", "id"))
+
+
+def _back(device):
+    return _state(device) == DeviceState.IN_SERVICE and _actions(device) and _actions(device)[-1].status == ActionStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize(("fault", "rung", "cause"), [
+    ("xid_94", "restart_application", "memory"),
+    ("xid_13", "restart_application", "application"),
+    ("xid_95", "reset_device", "memory"),
+    ("xid_119", "reset_device", "gsp"),
+    ("xid_74", "reset_device", "nvlink"),
+    ("xid_79", "reboot_host", "bus"),
+])
+def test_each_fault_gets_its_first_rung_and_returns_only_after_its_check_passes(gpu_ladder_fleet, fault, rung, cause):
+    gpu = gpu_ladder_fleet[0]
+    poll_until(lambda: True, polls=1)
+    inject(gpu, fault)
+    assert poll_until(lambda: _back(gpu)), [(a.rung, a.status, a.outcome) for a in _actions(gpu)]
+    (action,) = _actions(gpu)
+    assert (action.rung, action.cause, action.check_passed) == (rung, cause, True)
+    assert action.check_detail == "diagnostic passed" and action.issued_at <= action.finished_at
+    assert DriverError.objects.filter(serial=gpu.serial, handled_by=action).exists()
+
+
+def test_ignore_class_events_are_recorded_and_never_acted_on(gpu_ladder_fleet):
+    gpu = gpu_ladder_fleet[0]
+    inject(gpu, "xid_43")
+    poll_until(lambda: DriverError.objects.filter(serial=gpu.serial).exists())
+    row = DriverError.objects.get(serial=gpu.serial)
+    assert row.action == "ignore" and row.outcome.startswith("ignored")
+    poll_until(lambda: False, polls=2)
+    assert _actions(gpu) == [] and _state(gpu) == DeviceState.IN_SERVICE
+
+
+def test_a_cause_that_comes_back_climbs_and_the_budget_ends_in_inspection(gpu_ladder_fleet, settings):
+    settings.LADDER_MAX_ATTEMPTS = 2
+    gpu = gpu_ladder_fleet[0]
+    inject(gpu, "xid_94")  # memory, contained: restart the application
+    assert poll_until(lambda: _back(gpu))
+    inject(gpu, "xid_94")  # the same cause again: next rung
+    assert poll_until(lambda: _back(gpu) and len(_actions(gpu)) == 2)
+    inject(gpu, "xid_94")  # budget (2) spent: out of service
+    assert poll_until(lambda: _state(gpu) == DeviceState.REPAIR)
+    assert [a.rung for a in _actions(gpu)] == ["restart_application", "reset_device", "inspect_hardware"]
+    assert "attempt budget spent: 2 repairs of memory" in _actions(gpu)[-1].reason
+
+
+def test_a_failed_check_climbs_until_the_fault_is_gone(gpu_ladder_fleet):
+    gpu = gpu_ladder_fleet[0]
+    inject(gpu, "xid_95")  # needs a reset: a restart is not enough
+    inject(gpu, "xid_13")  # ... and an application fault that starts the ladder lower
+    assert poll_until(lambda: _back(gpu))
+    actions = _actions(gpu)
+    assert actions[0].rung == "reset_device"  # the worst of the poll's errors decides
+    assert all(a.check_passed is not None for a in actions if a.status != ActionStatus.PENDING)
+
+
+def test_remap_past_the_spare_rows_goes_to_inspection(gpu_ladder_fleet):
+    gpu = gpu_ladder_fleet[0]
+    for _ in range(3):  # two spare rows: the third remap fails (48 then 64)
+        inject(gpu, "xid_48")
+        poll_until(lambda: _state(gpu) != DeviceState.UNDER_REPAIR and _actions(gpu)
+                   and _actions(gpu)[-1].status != ActionStatus.ISSUED, polls=25)
+    assert poll_until(lambda: DriverError.objects.filter(serial=gpu.serial, code="64").exists(), polls=5)
+    assert _state(gpu) == DeviceState.REPAIR
+    assert [a.rung for a in _actions(gpu)] == ["reset_device", "reboot_host", "inspect_hardware"]
+    assert not any(a.check_passed for a in _actions(gpu)[2:])  # never back without a passing check
+
+
+def test_the_blast_radius_holds_a_second_device_of_the_same_workload(gpu_ladder_fleet, settings):
+    settings.LADDER_MAX_PER_WORKLOAD = 1
+    a, b = (d for d in gpu_ladder_fleet if d.host.name == "host-00")
+    other = next(d for d in gpu_ladder_fleet if d.host.name == "host-02")
+    assert a.workload == b.workload != other.workload
+    for device in (a, b, other):
+        inject(device, "xid_119")
+    poll_until(lambda: Device.objects.filter(state=DeviceState.UNDER_REPAIR).count() >= 2, polls=3)
+    busy = Device.objects.filter(state=DeviceState.UNDER_REPAIR)
+    assert busy.filter(workload=a.workload).count() == 1 and busy.filter(id=other.id).exists()
+    assert poll_until(lambda: _back(a) and _back(b), polls=40)  # the held one's turn came
+    held = max((a, b), key=lambda d: _actions(d)[0].created_at)
+    first = min((a, b), key=lambda d: _actions(d)[0].created_at)
+    assert _actions(held)[0].created_at >= _actions(first)[-1].finished_at
+
+
+def test_the_breaker_pauses_automation_when_too_much_of_the_fleet_is_under_repair(gpu_ladder_fleet, settings):
+    settings.LADDER_BREAKER_SHARE = 0.25  # two of eight devices; the third trips it
+    targets = [d for d in gpu_ladder_fleet if d.index == 0]
+    for device in targets[:3]:
+        inject(device, "xid_119")
+    poll_until(lambda: Automation.read().paused, polls=4)
+    assert Automation.read().paused and "breaker" in Automation.read().reason
+    assert Action.objects.filter(rule="driver_error").values("device").distinct().count() == 2

@@ -1,0 +1,43 @@
+"""Error events through a real poll: an injected cascade reaches the database as classified,
+deduplicated rows; a flood is one row with its count; repeats across polls add to it."""
+
+import time
+
+import pytest
+
+from fleet import emulated_fleet, polling
+from fleet.models import Device, DriverError
+from fleet.sharding import shard_of_host
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def _poll(device: Device, when: float) -> None:
+    polling.poll_shard(shard_of_host(device.host_id), polling.current_cycle(when))
+
+
+def test_an_injected_cascade_is_stored_classified_and_deduplicated(seeded_fleet):
+    gpu = next(d for d in seeded_fleet if d.device_type == "gpu")
+    monitor = emulated_fleet.host_monitor(gpu.host.name)
+    _poll(gpu, time.time())
+    monitor.inject_fault(gpu.serial, "xid_95")  # 200 identical lines
+    monitor.inject_fault(gpu.serial, "xid_48")
+    time.sleep(1.1)
+    _poll(gpu, time.time())
+    rows = {r.code: r for r in DriverError.objects.filter(serial=gpu.serial)}
+    assert set(rows) == {"95", "48", "63"}
+    assert rows["95"].count == 200 and rows["95"].action == "reset_device" and rows["95"].name == "Uncontained ECC error"
+    assert rows["48"].device_id == gpu.id and rows["48"].host == gpu.host.name and rows["48"].known
+    assert rows["48"].raw.endswith("partition 1, subpartition 0.") and "NVRM: Xid (PCI:" in rows["48"].raw
+    monitor.inject_fault(gpu.serial, "xid_95")  # the same again, in the same bucket
+    _poll(gpu, time.time() + 0.5)
+    assert DriverError.objects.get(serial=gpu.serial, code="95").count == 400
+
+
+def test_amd_like_events_are_classified_by_amds_catalogue(seeded_fleet):
+    npu = next(d for d in seeded_fleet if d.device_type == "inference")
+    monitor = emulated_fleet.host_monitor(npu.host.name)
+    monitor.inject_fault(npu.serial, "amd_ring_timeout")
+    _poll(npu, time.time())
+    row = DriverError.objects.get(serial=npu.serial)
+    assert (row.vendor, row.code, row.action) == ("amd", "ring_timeout", "restart_application")
