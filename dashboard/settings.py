@@ -4,126 +4,29 @@ A bad value fails loudly at start-up with ImproperlyConfigured rather than being
 guessed at. The README has the table of variables.
 """
 
-import ipaddress
-import json
 import os
-import re
-import secrets
 import socket
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard.env import (
+    env_bool,
+    env_float,
+    env_host_name,
+    env_int,
+    env_json_object,
+    env_list,
+    env_networks,
+    env_paths,
+    env_str,
+    secret_key_file,
+)
 from emulator.config import DEFAULT_TYPES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ASICMON_VAR_DIR", BASE_DIR / "var"))
-
-
-def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false, 1/0, yes/no)")
-
-
-def env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
-    return value
-
-
-def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
-    return value
-
-
-def env_json_object(name: str) -> dict:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ImproperlyConfigured(f"{name} must be a JSON object, e.g. {{\"leak_critical_s\": 600}}")
-    return value
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-def env_networks(name: str) -> tuple:
-    """Comma-separated IP addresses or networks (CIDR), e.g. "127.0.0.1,10.0.0.0/8"."""
-    networks = []
-    for item in env_list(name, []):
-        try:
-            networks.append(ipaddress.ip_network(item, strict=False))
-        except ValueError:
-            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or network (e.g. 10.0.0.0/8)") from None
-    return tuple(networks)
-
-
-def env_paths(name: str) -> list[Path]:
-    """A ":"-separated list of folders, like PATH."""
-    raw = os.environ.get(name) or ""
-    return [Path(item) for item in raw.split(":") if item.strip()]
-
-
-def env_host_name(name: str, default: str) -> str:
-    """A host's name in the fleet; the default is tidied, a value that is set must be valid."""
-    value = os.environ.get(name) or re.sub(r"[^A-Za-z0-9._-]", "-", default)[:128] or "localhost"
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
-        raise ImproperlyConfigured(
-            f"{name}={value!r} is not a host name (letters, digits, '.', '_' and '-', at most 128)"
-        )
-    return value
-
-
-def secret_key_file(path: Path) -> str:
-    """The key kept in `path`, made (random, readable by this user only) on first use."""
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
 
 
 # Development mode (debug pages that show settings) is an explicit choice: DEBUG=true.
