@@ -1,5 +1,7 @@
 """Settings fail loudly on bad values; the stack runner finds or starts its services."""
 
+import time
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -50,12 +52,40 @@ def test_runner_starts_a_throwaway_redis_when_none_answers():
             proc.wait(timeout=10)
 
 
-def test_runner_falls_back_to_sqlite_when_postgres_does_not_answer():
-    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{services.free_port()}/asicmon", "REDIS_URL": "redis://127.0.0.1:6379/0"}
-    started = services.resolve_services(env)
-    for proc in started:
-        proc.terminate()
+def test_a_configured_postgres_that_does_not_answer_stops_the_start_with_its_reason(capsys):
+    """Never a quiet fallback: the stack once switched to SQLite when PostgreSQL was slow."""
+    silent = f"postgres://postgres:pg-secret-9@127.0.0.1:{services.free_port()}/asicmon"
+    env = {"DATABASE_URL": silent, "DATABASE_WAIT": "1.5", "REDIS_URL": "redis://127.0.0.1:6379/0"}
+    began = time.monotonic()
+    with pytest.raises(SystemExit) as stopped:
+        services.resolve_services(env)
+    assert 1.5 <= time.monotonic() - began < 10
+    message = str(stopped.value.code)
+    assert "did not answer within 1.5 s" in message and "Connection refused" in message, message
+    assert env["DATABASE_URL"] == silent  # not swapped for SQLite
+    said = capsys.readouterr().out
+    assert "waiting up to 1.5 s" in said and "SQLite" not in said
+    assert "pg-secret-9" not in message + said
+
+
+def test_a_postgres_that_answers_late_is_waited_for(monkeypatch):
+    answers = iter(["connection refused", "connection refused", None])
+    monkeypatch.setattr(services, "postgres_refusal", lambda url: next(answers))
+    monkeypatch.setattr(services, "ensure_postgres_database", lambda url: None)
+    monkeypatch.setattr(services, "redis_answers", lambda url: True)
+    env = {"DATABASE_URL": "postgres://postgres@db:5432/asicmon", "DATABASE_WAIT": "30"}
+    assert services.resolve_services(env) == []
+    assert env["DATABASE_URL"] == "postgres://postgres@db:5432/asicmon"
+
+
+def test_sqlite_only_when_no_database_is_configured(capsys, monkeypatch):
+    monkeypatch.setattr(services, "redis_answers", lambda url: True)
+    env = {}
+    services.resolve_services(env)
     assert "DATABASE_URL" not in env
+    assert "Database: SQLite" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="DATABASE_WAIT='soon' is not a number of seconds"):
+        services.resolve_services({"DATABASE_URL": "postgres://db/asicmon", "DATABASE_WAIT": "soon"})
 
 
 @pytest.mark.django_db
