@@ -3,6 +3,7 @@
     python -m dashboard.stack run    # migrate, seed, then worker + beat + web, Ctrl-C stops all
     python -m dashboard.stack test   # pytest against PostgreSQL/Redis if they answer, else fallbacks
     python -m dashboard.stack test --tiers=unit+slow,stack   # the same, a run per tier (+: one run)
+    python -m dashboard.stack database   # wait for DATABASE_URL's PostgreSQL, create its database (CI)
 
 Plain Python: it runs before Django is configured, and decides what Django is given.
 """
@@ -22,12 +23,15 @@ from dashboard.redaction import redact_text
 from dashboard.services import (
     ROOT,
     VAR,
+    database_wait,
     detach_and_die_with_parent,
+    ensure_postgres_database,
     resolve_services,
     resolve_tsdb,
     say,
     start_vmalert,
     stop,
+    wait_for_postgres,
 )
 
 COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
@@ -330,13 +334,28 @@ def _reached_pytest_too(signum: int | None) -> bool:
         return False
 
 
+def database() -> int:
+    """Wait for the PostgreSQL that DATABASE_URL names and create its database if missing
+    (a new CI machine has none): nothing to do for SQLite."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        say("Database: not PostgreSQL, nothing to create")
+        return 0
+    wait_for_postgres(url, database_wait(os.environ))
+    ensure_postgres_database(url)
+    say(f"Database: PostgreSQL {url} is there")
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"run", "test"}:
+    if not argv or argv[0] not in {"run", "test", "database"}:
         print(__doc__)
         return 2
     install_stop_handlers()
     if argv[0] == "run":
         return run()
+    if argv[0] == "database":
+        return database()
     args = argv[1:]
     tiers = None
     if args and args[0].startswith("--tiers="):

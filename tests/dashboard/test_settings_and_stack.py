@@ -1,5 +1,8 @@
 """Settings fail loudly on bad values; the stack runner finds or starts its services."""
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -7,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from dashboard import services
 from dashboard import settings as project_settings
+from tests.support.needs import missing
 
 
 @pytest.mark.parametrize(
@@ -112,16 +116,27 @@ def test_runner_creates_a_missing_postgres_database():
 
     server = "postgres://postgres@127.0.0.1:5432"
     if not services.postgres_answers(f"{server}/postgres"):
-        pytest.skip("no PostgreSQL at 127.0.0.1:5432 on this machine")
+        missing("no PostgreSQL at 127.0.0.1:5432 on this machine")
     name = f"asicmon_runner_{uuid.uuid4().hex[:8]}"
     try:
-        services.ensure_postgres_database(f"{server}/{name}")
+        done = subprocess.run([sys.executable, "-m", "dashboard.stack", "database"], cwd=services.ROOT,
+                              env={**os.environ, "DATABASE_URL": f"{server}/{name}"}, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0 and f"created PostgreSQL database {name}" in done.stdout, done.stdout + done.stderr
         services.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
         with psycopg.connect(f"{server}/{name}") as conn:
             assert conn.execute("SELECT current_database()").fetchone()[0] == name
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def test_ci_creates_its_database_before_anything_connects_to_it():
+    steps = [line.split(None, 1)[1] for line in (services.ROOT / ".ci" / "run").read_text().splitlines()
+             if line.startswith("step ")]
+    assert steps[0] == "make database" and {"make lint", "make test"} <= set(steps[1:])
+    makefile = (services.ROOT / "Makefile").read_text()
+    assert "database: $(VENV)/.runtime\n\t$(BIN)/python -m dashboard.stack database\n" in makefile
 
 
 def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outlive_it(tmp_path):

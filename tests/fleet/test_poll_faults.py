@@ -14,6 +14,7 @@ from django.db import connection
 from fleet import polling, snapshots
 from fleet import redis as fleet_redis
 from fleet.models import Device
+from tests.support.needs import missing, needs_postgres
 from tests.support.processes import free_port
 from tests.support.tiers import starts_processes
 from tests.support.tsdb import flush, samples_at
@@ -40,8 +41,7 @@ def slot_with_room(seconds_left: float) -> float:
 
 
 def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, caplog):
-    if connection.vendor != "postgresql":
-        pytest.skip("terminating a server connection needs PostgreSQL; this run uses SQLite")
+    needs_postgres("terminating a server connection")
     cycle = slot_with_room(3.0)
     polling.poll_shard(0, cycle - 5)  # warm the monitors
     connection.ensure_connection()
@@ -96,7 +96,7 @@ class ThrowawayRedis:
 def own_redis(settings, seeded_fleet):
     """The poll's Redis (snapshots and channel layer) is one this test can stop and start."""
     if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
+        missing("redis-server is not installed")
     from channels.layers import channel_layers
 
     server = ThrowawayRedis()
