@@ -2,8 +2,8 @@
 records a gap: a shard's cycle is written whole or not at all (issue 12, defect 1). The
 store's own outages: tests/fleet/test_tsdb_outage.py."""
 
+import os
 import shutil
-import subprocess
 import threading
 import time
 
@@ -15,7 +15,7 @@ from fleet import polling, snapshots
 from fleet import redis as fleet_redis
 from fleet.models import Device
 from tests.support.needs import missing, needs_postgres
-from tests.support.processes import free_port
+from tests.support.processes import Service, free_port
 from tests.support.tiers import starts_processes
 from tests.support.tsdb import flush, samples_at
 
@@ -64,15 +64,17 @@ def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, 
 
 
 class ThrowawayRedis:
+    """A redis-server this test stops (killed, at once) and starts again on the same port."""
+
     def __init__(self):
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = None
+        self.server = None
 
     def start(self):
-        self.proc = subprocess.Popen(
-            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        self.server = Service(
+            "redis", [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                      "--appendonly", "no"], dict(os.environ),
         )
         deadline = time.time() + 10
         while time.time() < deadline:
@@ -86,9 +88,8 @@ class ThrowawayRedis:
         raise TimeoutError("redis-server did not start")
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.server is not None:
+            self.server.stop(timeout=0)
 
 
 @pytest.fixture
