@@ -48,7 +48,11 @@ RESET = "\033[0m"
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_WITHIN_S = 10.0  # every process the runner started is gone this long after a stop signal
-CHILDREN_GRACE_S = 6.0  # of which the supervised processes get this much to stop by themselves
+# Of which the supervised processes get this much to stop by themselves (a worker finishes
+# its task; Daphne under load does not stop in time and is killed), then Redis and the store
+# until HELPERS_DONE_S; the rest is the margin of a loaded machine.
+CHILDREN_GRACE_S = 5.0
+HELPERS_DONE_S = 8.0
 stop_signal: int | None = None  # the first stop signal received
 
 
@@ -232,7 +236,7 @@ def stop_everything(supervisor: Supervisor, helpers: list[subprocess.Popen]) -> 
     """The supervised processes first (they use the helpers), then Redis and the store."""
     began = time.monotonic()
     supervisor.stop(began + CHILDREN_GRACE_S)
-    stop(helpers, timeout=max(0.5, began + STOP_WITHIN_S - 1 - time.monotonic()))
+    stop(helpers, timeout=max(0.5, began + HELPERS_DONE_S - time.monotonic()))
     say(f"stopped in {time.monotonic() - began:.1f} s")
 
 
