@@ -246,9 +246,11 @@ def _local_port(url: str) -> int | None:
     return port
 
 
-def resolve_tsdb(env: dict, data_dir: Path) -> list[subprocess.Popen]:
+def resolve_tsdb(env: dict, data_dir: Path, *, on_asked_port: bool = True) -> list[subprocess.Popen]:
     """Point env at a time-series store that answers, starting VictoriaMetrics with its data
-    in `data_dir` when none does (on TSDB_URL's port when that is a free local one)."""
+    in `data_dir` when none does: on TSDB_URL's port when that is a free local one and
+    `on_asked_port`, else on a free port (a test run's throwaway store must not take the
+    shared address, where other runs would find it and lose it when this one ends)."""
     url = env.get("TSDB_URL") or DEFAULT_TSDB_URL
     if tsdb_answers(url):
         say(f"Time-series store: {url}" + (f", writes to {env['TSDB_WRITE_URL']}" if env.get("TSDB_WRITE_URL") else ""))
@@ -256,7 +258,7 @@ def resolve_tsdb(env: dict, data_dir: Path) -> list[subprocess.Popen]:
     retention = env.get("SAMPLE_RETENTION_DAYS") or "30"
     if not retention.isdigit() or int(retention) < 1:
         sys.exit(f"SAMPLE_RETENTION_DAYS={retention!r} is not a number of days")
-    port = _local_port(url) or free_port()
+    port = (_local_port(url) if on_asked_port else None) or free_port()
     proc, env["TSDB_URL"] = start_victoria_metrics(data_dir, port, int(retention))
     if not env.get("TSDB_WRITE_URL") or env["TSDB_WRITE_URL"].rstrip("/") == url.rstrip("/"):
         env["TSDB_WRITE_URL"] = env["TSDB_URL"]

@@ -277,7 +277,7 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
     helpers = resolve_services(env)
     # A throwaway store under var/, emptied afterwards (tests keep apart by TSDB_LABELS).
     tsdb_dir = VAR / f"tsdb-test-{os.getpid()}"
-    helpers += resolve_tsdb(env, tsdb_dir)
+    helpers += resolve_tsdb(env, tsdb_dir, on_asked_port=False)
     try:
         if not tiers:
             return _pytest(pytest_args, env)

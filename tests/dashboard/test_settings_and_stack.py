@@ -166,6 +166,19 @@ def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outli
         services.stop(again)
 
 
+def test_a_test_runs_own_store_never_takes_the_shared_address(tmp_path):
+    """`make test` starts a throwaway store when none answers: on a port of its own, else other
+    test runs on the machine would find it at TSDB_URL and lose it when this run ends."""
+    silent = f"http://127.0.0.1:{services.free_port()}"
+    env = {"TSDB_URL": silent}
+    started = services.resolve_tsdb(env, tmp_path / "tsdb", on_asked_port=False)
+    try:
+        assert env["TSDB_URL"] != silent and env["TSDB_WRITE_URL"] == env["TSDB_URL"]
+        assert services.tsdb_answers(env["TSDB_URL"]) and not services.tsdb_answers(silent)
+    finally:
+        services.stop(started)
+
+
 def test_runner_uses_the_store_that_answers_and_refuses_a_bad_retention(tmp_path, monkeypatch):
     monkeypatch.setattr(services, "tsdb_answers", lambda url: url == "http://store:8428")
     env = {"TSDB_URL": "http://store:8428", "TSDB_WRITE_URL": "http://vminsert:8480/insert/0/prometheus"}
