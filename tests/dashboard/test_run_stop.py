@@ -4,6 +4,8 @@ inherited as ignored (a background job of a non-interactive shell, nohup, a CI r
 stopped, and the test left the whole stack running.
 
 ASICMON_STOP_ROUNDS=N runs each way N times in a row (issue 25: 20 in a row beside the soak).
+It also refuses to start, saying why and leaving nothing running, on a weak administrator
+password or a configured PostgreSQL that does not answer.
 """
 
 import os
@@ -167,3 +169,41 @@ def test_the_runner_stops_everything_it_started_within_10_s_under_load(way, roun
             load.stop()
         runner.stop(timeout=0)  # whatever happened, nothing it started outlives the test
     assert runner.proc.returncode == 0, runner.output()
+
+
+def started_by(var: Path) -> list[str]:
+    """Processes still running that the runner started for this folder (its store, say)."""
+    found = subprocess.run(["pgrep", "-af", str(var)], capture_output=True, text=True).stdout
+    return [line for line in found.splitlines() if "pgrep" not in line]
+
+
+def test_a_weak_admin_password_stops_the_start_with_the_validators_reasons(prepared_var, tmp_path):
+    var = tmp_path / "var"
+    shutil.copytree(prepared_var, var)
+    runner = Service("stack", [sys.executable, "-m", "dashboard.stack", "run"],
+                     runner_env(var, ASICMON_ADMIN_PASSWORD="secret"))
+    try:
+        runner.proc.wait(timeout=180)
+    finally:
+        runner.stop(timeout=0)
+    said = runner.output()
+    assert runner.proc.returncode == 1, said
+    assert "ASICMON_ADMIN_PASSWORD is refused by the password validators" in said
+    assert "too short" in said and "too common" in said
+    assert "`manage.py ensure_admin` failed" in said and "Asicmon is starting" not in said
+    assert started_by(var) == []  # the Redis and the store it had started are stopped
+
+
+def test_a_configured_postgres_that_does_not_answer_stops_the_start(tmp_path):
+    silent = f"postgres://asicmon:pg-secret-7@127.0.0.1:{free_port()}/asicmon"
+    runner = Service("stack", [sys.executable, "-m", "dashboard.stack", "run"],
+                     runner_env(tmp_path, DATABASE_URL=silent, DATABASE_WAIT="2"))
+    try:
+        runner.proc.wait(timeout=60)
+    finally:
+        runner.stop(timeout=0)
+    said = runner.output()
+    assert runner.proc.returncode == 1, said
+    assert "did not answer within 2 s (DATABASE_WAIT)" in said and "Connection refused" in said, said
+    assert "SQLite" not in said and "migrate" not in said and "pg-secret-7" not in said
+    assert not (tmp_path / "db.sqlite3").exists()
