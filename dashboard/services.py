@@ -307,5 +307,6 @@ def stop(helpers: list[subprocess.Popen], timeout: float = 15.0) -> None:
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            say(f"{Path(str(proc.args[0])).name} did not stop in time: killed")
             proc.kill()
             proc.wait()

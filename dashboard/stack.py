@@ -233,8 +233,12 @@ def run() -> int:
 
 
 def stop_everything(supervisor: Supervisor, helpers: list[subprocess.Popen]) -> None:
-    """The supervised processes first (they use the helpers), then Redis and the store."""
+    """The supervised processes, and meanwhile the store (it takes seconds to flush), then
+    Redis (the workers use it until they end)."""
     began = time.monotonic()
+    for proc in helpers:
+        if "redis" not in Path(str(proc.args[0])).name and proc.poll() is None:
+            proc.terminate()
     supervisor.stop(began + CHILDREN_GRACE_S)
     stop(helpers, timeout=max(0.5, began + HELPERS_DONE_S - time.monotonic()))
     say(f"stopped in {time.monotonic() - began:.1f} s")
