@@ -5,10 +5,15 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run agent test test-fast soak lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
+.PHONY: run database agent test test-fast soak lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
 
 run: $(VENV)/.runtime tsdb-deps
 	$(BIN)/python -m dashboard.stack run
+
+# The PostgreSQL database DATABASE_URL names, created if missing (waits DATABASE_WAIT seconds
+# for the server, and fails with its reason if it does not answer): a new CI machine has none.
+database: $(VENV)/.runtime
+	$(BIN)/python -m dashboard.stack database
 
 # On a machine with real accelerators: register this host and poll its devices. Needs the
 # central stack's DATABASE_URL and REDIS_URL (see "Monitor real machines" in the README).

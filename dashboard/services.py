@@ -15,14 +15,19 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from dashboard.redaction import redact_text, redact_url
+
 ROOT = Path(__file__).resolve().parent.parent
 VAR = Path(os.environ.get("ASICMON_VAR_DIR", ROOT / "var"))
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_TSDB_URL = "http://127.0.0.1:8428"
+# How long a configured PostgreSQL may take to answer before the stack refuses to start.
+DEFAULT_DATABASE_WAIT_S = 30.0
 
 
 def say(message: str) -> None:
-    print(f"\033[1m[asicmon]\033[0m {message}", flush=True)
+    """Print a line of the runner's, any URL's password in it masked."""
+    print(f"\033[1m[asicmon]\033[0m {redact_text(message)}", flush=True)
 
 
 def detach_and_die_with_parent() -> None:
@@ -49,14 +54,43 @@ def redis_answers(url: str) -> bool:
 
 
 def postgres_answers(url: str) -> bool:
+    return postgres_refusal(url) is None
+
+
+def postgres_refusal(url: str) -> str | None:
+    """Why the PostgreSQL server a URL names does not answer, or None when it does."""
     import psycopg
 
     parts = urlparse(url)
     try:
         with psycopg.connect(_postgres_dsn(parts, "postgres"), connect_timeout=2):
-            return True
-    except psycopg.Error:
-        return False
+            return None
+    except psycopg.Error as exc:
+        return redact_text(str(exc).strip()) or type(exc).__name__
+
+
+def wait_for_postgres(url: str, wait_s: float) -> None:
+    """Return once the PostgreSQL server at `url` answers; exit with its last refusal when it
+    has not within `wait_s` seconds. A configured database is never swapped for another."""
+    deadline = time.monotonic() + wait_s
+    waited = False
+    while (refusal := postgres_refusal(url)) is not None:
+        if time.monotonic() >= deadline:
+            sys.exit(f"Database: PostgreSQL at {redact_url(url)} did not answer within {wait_s:g} s "
+                     f"(DATABASE_WAIT): {refusal}")
+        if not waited:
+            say(f"Database: PostgreSQL at {url} does not answer yet ({refusal}); "
+                f"waiting up to {wait_s:g} s")
+            waited = True
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def database_wait(env: dict) -> float:
+    raw = env.get("DATABASE_WAIT") or str(DEFAULT_DATABASE_WAIT_S)
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        sys.exit(f"DATABASE_WAIT={raw!r} is not a number of seconds")
 
 
 def _postgres_dsn(parts, dbname: str) -> str:
@@ -99,6 +133,7 @@ def start_throwaway_redis() -> tuple[subprocess.Popen, str]:
         [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
+        preexec_fn=detach_and_die_with_parent,  # stopped by the runner, after what uses it
     )
     url = f"redis://127.0.0.1:{port}/0"
     for _ in range(100):
@@ -211,9 +246,11 @@ def _local_port(url: str) -> int | None:
     return port
 
 
-def resolve_tsdb(env: dict, data_dir: Path) -> list[subprocess.Popen]:
+def resolve_tsdb(env: dict, data_dir: Path, *, on_asked_port: bool = True) -> list[subprocess.Popen]:
     """Point env at a time-series store that answers, starting VictoriaMetrics with its data
-    in `data_dir` when none does (on TSDB_URL's port when that is a free local one)."""
+    in `data_dir` when none does: on TSDB_URL's port when that is a free local one and
+    `on_asked_port`, else on a free port (a test run's throwaway store must not take the
+    shared address, where other runs would find it and lose it when this one ends)."""
     url = env.get("TSDB_URL") or DEFAULT_TSDB_URL
     if tsdb_answers(url):
         say(f"Time-series store: {url}" + (f", writes to {env['TSDB_WRITE_URL']}" if env.get("TSDB_WRITE_URL") else ""))
@@ -221,7 +258,7 @@ def resolve_tsdb(env: dict, data_dir: Path) -> list[subprocess.Popen]:
     retention = env.get("SAMPLE_RETENTION_DAYS") or "30"
     if not retention.isdigit() or int(retention) < 1:
         sys.exit(f"SAMPLE_RETENTION_DAYS={retention!r} is not a number of days")
-    port = _local_port(url) or free_port()
+    port = (_local_port(url) if on_asked_port else None) or free_port()
     proc, env["TSDB_URL"] = start_victoria_metrics(data_dir, port, int(retention))
     if not env.get("TSDB_WRITE_URL") or env["TSDB_WRITE_URL"].rstrip("/") == url.rstrip("/"):
         env["TSDB_WRITE_URL"] = env["TSDB_URL"]
@@ -231,7 +268,19 @@ def resolve_tsdb(env: dict, data_dir: Path) -> list[subprocess.Popen]:
 
 
 def resolve_services(env: dict) -> list[subprocess.Popen]:
-    """Point env at a Redis and a database that answer; returns processes we started."""
+    """Check that the configured database answers (a PostgreSQL that does not, within
+    DATABASE_WAIT seconds, stops the start with its reason; SQLite only when DATABASE_URL is
+    unset), create its database if missing, and point env at a Redis that answers, started
+    if none does. Returns the processes started."""
+    database_url = env.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        wait_for_postgres(database_url, database_wait(env))
+        say(f"Database: PostgreSQL {database_url}")
+        ensure_postgres_database(database_url)
+    elif database_url:
+        say(f"Database: {database_url}")
+    else:  # SQLite only when no database is configured
+        say(f"Database: SQLite {VAR / 'db.sqlite3'} (DATABASE_URL is not set)")
     started = []
     redis_url = env.get("REDIS_URL") or DEFAULT_REDIS_URL
     if redis_answers(redis_url):
@@ -242,27 +291,22 @@ def resolve_services(env: dict) -> list[subprocess.Popen]:
         say(f"Redis: nothing answered, started a throwaway redis-server at {redis_url}")
     env["REDIS_URL"] = redis_url
 
-    database_url = env.get("DATABASE_URL", "")
-    if database_url.startswith(("postgres://", "postgresql://")):
-        if postgres_answers(database_url):
-            say(f"Database: PostgreSQL {database_url}")
-        else:
-            say(f"Database: PostgreSQL at {database_url} does not answer; falling back to SQLite")
-            env.pop("DATABASE_URL")
-    if not env.get("DATABASE_URL"):
-        say(f"Database: SQLite {VAR / 'db.sqlite3'}")
     broker = env.get("CELERY_BROKER_URL")
     say(f"Broker: {broker}" if broker else "Broker: Redis (set CELERY_BROKER_URL=amqp://… for RabbitMQ)")
     return started
 
 
-
-def stop(helpers: list[subprocess.Popen]) -> None:
-    """Stop the services we started, and wait for them (a store flushes its data)."""
+def stop(helpers: list[subprocess.Popen], timeout: float = 15.0) -> None:
+    """Stop the services we started, and wait for them (a store flushes its data) at most
+    `timeout` seconds in all; one still running then is killed."""
     for proc in helpers:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + timeout
     for proc in helpers:
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            say(f"{Path(str(proc.args[0])).name} did not stop in time: killed")
             proc.kill()
+            proc.wait()

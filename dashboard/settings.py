@@ -23,6 +23,7 @@ from dashboard.env import (
     env_str,
     secret_key_file,
 )
+from dashboard.redaction import redact_url
 from emulator.config import DEFAULT_TYPES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -120,7 +121,7 @@ DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{DEFAULT_SQLITE_PATH}")
 try:
     _default_db = dj_database_url.parse(DATABASE_URL)
 except (ValueError, KeyError) as exc:
-    raise ImproperlyConfigured(f"DATABASE_URL={DATABASE_URL!r} is not a database URL: {exc}") from None
+    raise ImproperlyConfigured(f"DATABASE_URL={redact_url(DATABASE_URL)!r} is not a database URL: {exc}") from None
 # Connections per process on PostgreSQL: a bounded psycopg pool. Under ASGI every request
 # runs on its own thread, and persistent per-thread connections add up until the server
 # refuses clients; a pool caps each process at DB_POOL_MAX_SIZE and makes a request wait
@@ -405,11 +406,15 @@ MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+# Error pages (DEBUG) and reports mask URLs' passwords in settings and variables too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "dashboard.reporting.RedactingExceptionReporterFilter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # No URL's password in a log line (dashboard/redaction.py).
+    "filters": {"redact": {"()": "dashboard.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.channels.server": {"level": "WARNING"},

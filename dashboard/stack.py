@@ -3,6 +3,7 @@
     python -m dashboard.stack run    # migrate, seed, then worker + beat + web, Ctrl-C stops all
     python -m dashboard.stack test   # pytest against PostgreSQL/Redis if they answer, else fallbacks
     python -m dashboard.stack test --tiers=unit+slow,stack   # the same, a run per tier (+: one run)
+    python -m dashboard.stack database   # wait for DATABASE_URL's PostgreSQL, create its database (CI)
 
 Plain Python: it runs before Django is configured, and decides what Django is given.
 """
@@ -18,9 +19,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dashboard.redaction import redact_text
 from dashboard.services import (
     ROOT,
     VAR,
+    database_wait,
     detach_and_die_with_parent,
     ensure_postgres_database,
     resolve_services,
@@ -28,13 +31,41 @@ from dashboard.services import (
     say,
     start_vmalert,
     stop,
+    wait_for_postgres,
 )
 
 COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
 RESET = "\033[0m"
 
 
-# --- Processes ---------------------------------------------------------------------
+# --- Stopping ----------------------------------------------------------------------
+# The runner installs its own handlers: Python installs its Ctrl-C handler only when SIGINT
+# was not inherited ignored (a command started in the background by a non-interactive shell,
+# nohup, a CI runner or a service manager inherits it ignored), and SIGTERM's default would
+# end the runner without stopping what it started. The first signal unwinds the runner to
+# the code that stops everything; further ones change nothing (a second Ctrl-C must not cut
+# the stop short and leave processes behind).
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_WITHIN_S = 10.0  # every process the runner started is gone this long after a stop signal
+# Of which the supervised processes get this much to stop by themselves (a worker finishes
+# its task; Daphne under load does not stop in time and is killed), then Redis and the store
+# until HELPERS_DONE_S; the rest is the margin of a loaded machine.
+CHILDREN_GRACE_S = 5.0
+HELPERS_DONE_S = 8.0
+stop_signal: int | None = None  # the first stop signal received
+
+
+def _on_stop_signal(signum, frame):
+    global stop_signal
+    if stop_signal is None:
+        stop_signal = signum
+        raise KeyboardInterrupt
+
+
+def install_stop_handlers() -> None:
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _on_stop_signal)
 
 
 def _kill_group(pgid: int) -> None:
@@ -42,8 +73,7 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+# --- Processes ---------------------------------------------------------------------
 
 
 @dataclass
@@ -96,7 +126,7 @@ class Supervisor:
         name = f"{child.name:<{self.width}}|"
         prefix = f"{child.colour}{name}{RESET} " if tty else f"{name} "
         for line in proc.stdout:
-            sys.stdout.write(prefix + line)
+            sys.stdout.write(prefix + redact_text(line))
             sys.stdout.flush()
 
     def supervise_once(self, now: float) -> None:
@@ -116,34 +146,37 @@ class Supervisor:
                 self._spawn(child)
                 say(f"{child.name} restarted (pid {child.proc.pid})")
 
-    def wait(self) -> int:
-        """Supervise until interrupted; then stop every process."""
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGHUP, _interrupt)
-        try:
-            while True:
-                self.supervise_once(time.monotonic())
-                time.sleep(0.3)
-        except KeyboardInterrupt:
-            say("stopping…")
-            return 0
-        finally:
-            self.stop()
+    def watch(self) -> None:
+        """Supervise until a stop signal (KeyboardInterrupt) ends it."""
+        while True:
+            self.supervise_once(time.monotonic())
+            time.sleep(0.3)
 
-    def stop(self) -> None:
-        running = [c.proc for c in self.children if c.proc is not None and c.proc.poll() is None]
-        for proc in running:
-            os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.time() + 10
-        for proc in running:
+    def stop(self, deadline: float) -> None:
+        """SIGTERM to every process group; what is still running at `deadline` (monotonic)
+        is killed, and so is whatever a process left in its group."""
+        started = [c for c in self.children if c.proc is not None]
+        for child in started:
+            if child.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.proc.pid, signal.SIGTERM)
+        for child in started:
             try:
-                proc.wait(timeout=max(0.1, deadline - time.time()))
+                child.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                say(f"{child.name} did not stop in time: killed")
+            _kill_group(child.proc.pid)
+            child.proc.wait()
+
+
+class StepFailed(Exception):
+    """A start-up step (a management command) failed: it has said why."""
 
 
 def manage(env: dict, *args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env)
+    if done.returncode != 0:
+        raise StepFailed(f"`manage.py {args[0]}` failed (exit status {done.returncode}): the stack is not started")
 
 
 def processes(env: dict, host: str, port: str) -> list[tuple[str, list[str]]]:
@@ -164,31 +197,51 @@ def processes(env: dict, host: str, port: str) -> list[tuple[str, list[str]]]:
 
 
 def run() -> int:
+    """Start the stack and supervise it until a stop signal; then stop every process it
+    started within STOP_WITHIN_S seconds."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     VAR.mkdir(parents=True, exist_ok=True)
-    helpers = resolve_services(env)
-    started_store = resolve_tsdb(env, VAR / "tsdb")
-    helpers += started_store
-    if started_store:
-        helpers += start_vmalert(env, VAR)
-    if env.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
-        ensure_postgres_database(env["DATABASE_URL"])
+    helpers: list[subprocess.Popen] = []
+    supervisor = Supervisor(env)
+    status = 0
     try:
+        helpers += resolve_services(env)
+        started_store = resolve_tsdb(env, VAR / "tsdb")
+        helpers += started_store
+        if started_store:
+            helpers += start_vmalert(env, VAR)
         manage(env, "migrate", "--no-input", "-v", "0")
         manage(env, "seed_fleet")
         manage(env, "ensure_admin")
         manage(env, "collectstatic", "--no-input", "-v", "0")
         host = env.get("WEB_HOST", "127.0.0.1")
         port = env.get("WEB_PORT", "8000")
-        supervisor = Supervisor(env)
         for name, argv in processes(env, host, port):
             supervisor.start(name, argv)
         say(f"Asicmon is starting: open http://{host}:{port}/ and sign in (see the administrator line above).")
         say("Press Ctrl-C to stop the worker, beat and web server.")
-        return supervisor.wait()
+        supervisor.watch()
+    except KeyboardInterrupt:
+        say(f"stopping… ({signal.Signals(stop_signal).name if stop_signal else 'interrupted'})")
+    except StepFailed as failure:
+        say(str(failure))
+        status = 1
     finally:
-        stop(helpers)
+        stop_everything(supervisor, helpers)
+    return status
+
+
+def stop_everything(supervisor: Supervisor, helpers: list[subprocess.Popen]) -> None:
+    """The supervised processes, and meanwhile the store (it takes seconds to flush), then
+    Redis (the workers use it until they end)."""
+    began = time.monotonic()
+    for proc in helpers:
+        if "redis" not in Path(str(proc.args[0])).name and proc.poll() is None:
+            proc.terminate()
+    supervisor.stop(began + CHILDREN_GRACE_S)
+    stop(helpers, timeout=max(0.5, began + HELPERS_DONE_S - time.monotonic()))
+    say(f"stopped in {time.monotonic() - began:.1f} s")
 
 
 # The suite's tiers (tests/support/tiers.py sorts the tests): `make test-fast` runs the
@@ -228,7 +281,7 @@ def test(pytest_args: list[str], tiers: list[str] | None = None) -> int:
     helpers = resolve_services(env)
     # A throwaway store under var/, emptied afterwards (tests keep apart by TSDB_LABELS).
     tsdb_dir = VAR / f"tsdb-test-{os.getpid()}"
-    helpers += resolve_tsdb(env, tsdb_dir)
+    helpers += resolve_tsdb(env, tsdb_dir, on_asked_port=False)
     try:
         if not tiers:
             return _pytest(pytest_args, env)
@@ -257,16 +310,60 @@ def tier_args(spec: str) -> list[str]:
     return [*first[:at], chosen if len(names) > 1 else first[at], *first[at + 1:]]
 
 
+TEST_TEARDOWN_S = 60.0  # how long an interrupted pytest may take to tear its tests down
+
+
 def _pytest(args: list[str], env: dict) -> int:
-    return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT, env=env).returncode
+    """Run pytest; on a stop signal, let it tear its tests down (their teardowns stop what
+    they started), and kill it if it has not ended within TEST_TEARDOWN_S."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=ROOT, env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        if not _reached_pytest_too(stop_signal):
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)  # pytest's Ctrl-C: teardowns run
+        try:
+            proc.wait(timeout=TEST_TEARDOWN_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
+def _reached_pytest_too(signum: int | None) -> bool:
+    """Whether a SIGINT came from the terminal's Ctrl-C, which reaches pytest as well (it is
+    in our foreground process group): else pytest is told, once."""
+    if signum != signal.SIGINT:
+        return False
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except OSError:  # no terminal: started in the background, by a script or a CI runner
+        return False
+
+
+def database() -> int:
+    """Wait for the PostgreSQL that DATABASE_URL names and create its database if missing
+    (a new CI machine has none): nothing to do for SQLite."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        say("Database: not PostgreSQL, nothing to create")
+        return 0
+    wait_for_postgres(url, database_wait(os.environ))
+    ensure_postgres_database(url)
+    say(f"Database: PostgreSQL {url} is there")
+    return 0
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"run", "test"}:
+    if not argv or argv[0] not in {"run", "test", "database"}:
         print(__doc__)
         return 2
+    install_stop_handlers()
     if argv[0] == "run":
         return run()
+    if argv[0] == "database":
+        return database()
     args = argv[1:]
     tiers = None
     if args and args[0].startswith("--tiers="):
@@ -276,7 +373,10 @@ def main(argv: list[str]) -> int:
             print(f"unknown tiers {sorted(unknown)}: the tiers are {', '.join(TIERS)}")
             return 2
         args = args[1:]
-    return test(args, tiers)
+    try:
+        return test(args, tiers)
+    except KeyboardInterrupt:
+        return 128 + (stop_signal or signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 environment the process helpers give a child."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from tests.support import tiers
 from tests.support.processes import ROOT, Service, child_env, environment_settings
@@ -78,7 +80,9 @@ def test_browser_tests_are_found_by_their_fixture_and_their_folder():
 def test_this_worker_has_its_own_keys_queue_and_folders():
     worker = tiers.xdist_worker()
     prefix = settings.REDIS_KEY_PREFIX
-    assert "test" in prefix and prefix.endswith(f"-{worker}" if worker else "test")
+    configured = os.environ.get("REDIS_KEY_PREFIX", "")  # the runner's (ASICMON_TEST_PREFIX)
+    base = configured if "test" in configured else "asicmon-test"
+    assert prefix == (f"{base}-{worker}" if worker else base)
     assert prefix == settings.CELERY_TASK_DEFAULT_QUEUE
     assert settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] == f"{prefix}:ws"
     assert settings.CACHES["default"]["KEY_PREFIX"] == f"{prefix}:cache"
@@ -94,7 +98,8 @@ import json, django
 django.setup()
 from django.conf import settings
 from tests.support.processes import environment_settings
-print(json.dumps({name: repr(getattr(settings, name)) for name, _ in environment_settings().values()}))
+seen = {name: repr(getattr(settings, name)) for name, _ in environment_settings().values()}
+print(json.dumps({**seen, "database": str(settings.DATABASES["default"]["NAME"])}))
 """
 
 
@@ -111,7 +116,9 @@ def test_a_child_reads_every_setting_as_the_test_has_it(settings):
     settings.ASIMOV_SPEC_DIRS = [Path("/tmp/specs-a"), Path("/tmp/specs-b")]
     env = child_env(PROBE_TIMEOUT=0.25)
     assert env["CELERY_QUEUE"] == settings.CELERY_TASK_DEFAULT_QUEUE
-    assert "test_" in env["DATABASE_URL"]
+    # The test's database (test_asicmon_gw0 on PostgreSQL, var/test-db.sqlite3_gw0 on SQLite).
+    test_database = str(connection.settings_dict["NAME"])
+    assert "test" in Path(test_database).name and env["DATABASE_URL"].endswith(test_database)
     done = subprocess.run([sys.executable, "-c", READ_SETTINGS], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -119,6 +126,7 @@ def test_a_child_reads_every_setting_as_the_test_has_it(settings):
     expected = {name: repr(getattr(settings, name)) for name in names - {"DATABASE_URL", "PROBE_TIMEOUT"}}
     assert {name: seen[name] for name in expected} == expected
     assert seen["PROBE_TIMEOUT"] == "0.25"
+    assert seen["database"] == test_database
 
 
 def test_a_real_trace_over_the_size_limit_runs_its_checks_in_the_slow_tier(tmp_path, monkeypatch):
@@ -159,3 +167,14 @@ def test_tiers_joined_by_a_plus_run_as_one_with_either_tiers_tests():
     joined = tier_args("unit+slow")
     unit, slow = (TIERS[t][TIERS[t].index("-m") + 1] for t in ("unit", "slow"))
     assert joined == [*TIERS["unit"][:1], f"({unit}) or ({slow})", *TIERS["unit"][2:]]
+
+
+def test_a_missing_service_skips_a_test_here_and_fails_it_under_ci(monkeypatch):
+    from tests.support.needs import missing
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no RabbitMQ answers"):
+        missing("no RabbitMQ answers")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"no RabbitMQ answers \(CI=true: a test that needs it fails"):
+        missing("no RabbitMQ answers")

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
+from tests.support.needs import needs_postgres
 from tests.support.processes import child_env, start_web
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -28,8 +29,7 @@ def web_connections() -> int:
 
 
 def test_concurrent_api_calls_never_hold_more_connections_than_the_pool(seeded_fleet, viewer):
-    if connection.vendor != "postgresql":
-        pytest.skip("connection pooling is a PostgreSQL setting; this run uses SQLite")
+    needs_postgres("connection pooling (a PostgreSQL setting)")
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.create(user=viewer).key

@@ -1,19 +1,24 @@
-"""The README's run command, really run: migrate, seed, worker, beat and web, then Ctrl-C."""
+"""The README's run command, really run: migrate, seed, worker, beat and web, then Ctrl-C;
+with passwords in every URL it is given, none of which it prints."""
 
 import http.cookiejar
 import json
 import os
 import re
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
-from django.conf import settings
+from django.db import connection
 
+from tests.support.needs import in_ci
 from tests.support.processes import Service, free_port
 
 pytestmark = pytest.mark.integration
@@ -44,14 +49,60 @@ class Browser:
             return response.geturl()
 
 
-def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path):
+@pytest.fixture
+def locked_redis():
+    """A Redis of the test's own that wants a password, and a second user for the broker:
+    (REDIS_URL, CELERY_BROKER_URL, their passwords)."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail("redis-server is needed (apt-get install redis-server)")
     port = free_port()
-    names = f"asicmon-runtest-{os.getpid()}"  # apart from other suites on the same Redis
+    passwords = {"redis": f"redis-pw-{secrets.token_hex(6)}", "broker": f"broker-pw-{secrets.token_hex(6)}"}
+    redis = Service("redis", [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                              "--requirepass", passwords["redis"],
+                              "--user", "broker", "on", f">{passwords['broker']}", "~*", "&*", "+@all"], dict(os.environ))
+    try:
+        redis.wait_for_line("Ready to accept connections", timeout=30)
+        yield (f"redis://:{passwords['redis']}@127.0.0.1:{port}/0",
+               f"redis://broker:{passwords['broker']}@127.0.0.1:{port}/1", list(passwords.values()))
+    finally:
+        redis.stop()
+
+
+@pytest.fixture
+def database_with_password(tmp_path):
+    """The suite's PostgreSQL, as a URL with a password (the server's own when it has one;
+    any under trust authentication), naming a database the runner creates: (URL, password).
+    On SQLite (no PostgreSQL configured) a file, and no password to look for (under CI, where
+    PostgreSQL must be configured, a failure)."""
+    if connection.vendor != "postgresql":
+        if in_ci():
+            pytest.fail("CI=true but the suite runs on SQLite: the PostgreSQL password is not checked")
+        yield f"sqlite:///{tmp_path / 'db.sqlite3'}", None
+        return
+    import psycopg
+
+    db = connection.settings_dict
+    password = db.get("PASSWORD") or f"pg-pw-{secrets.token_hex(6)}"
+    user, host, port = db.get("USER") or "postgres", db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    name = f"asicmon_runtest_{os.getpid()}"
+    yield f"postgres://{user}:{password}@{host}:{port}/{name}", password
+    with psycopg.connect(host=host, port=port, user=user, password=password, dbname="postgres",
+                         autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path, locked_redis, database_with_password):
+    port = free_port()
+    names = f"asicmon-runtest-{os.getpid()}"
+    redis_url, broker_url, passwords = locked_redis
+    database_url, database_password = database_with_password
     env = dict(
         os.environ,
         ASICMON_VAR_DIR=str(tmp_path),
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        REDIS_URL=settings.REDIS_URL,
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        CELERY_BROKER_URL=broker_url,
         REDIS_KEY_PREFIX=names,
         CELERY_QUEUE=names,
         ASICMON_ADMIN_PASSWORD="run-test-password-1",
@@ -62,6 +113,7 @@ def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path
     env.pop("EMULATOR_STATE_DIR", None)
     started = time.time()
     runner = Service("stack", [sys.executable, "-m", "dashboard.stack", "run"], env)
+    pages = []
     try:
         runner.wait_for_line("Asicmon is starting", timeout=90)
         browser = Browser(f"http://127.0.0.1:{port}")
@@ -77,6 +129,7 @@ def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path
         assert browser.sign_in("admin", "run-test-password-1").endswith("/")
         status, fleet_page = browser.get("/")
         assert status == 200 and fleet_page.count("data-device-id=") == 32
+        pages.append(fleet_page)
 
         def polled():
             devices = json.loads(browser.get("/api/devices/")[1])
@@ -85,6 +138,11 @@ def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path
         while not (devices := polled()):
             assert time.time() < deadline, runner.output()
             time.sleep(0.5)
+        pages.append(json.dumps(devices))
+        try:
+            browser.get("/no-such-page/")
+        except urllib.error.HTTPError as missing:
+            pages.append(missing.read().decode())
         assert devices["count"] == 32
         assert len({d["type"] for d in devices["results"]}) == 3
         assert time.time() - started < 90
@@ -106,16 +164,20 @@ def test_run_command_serves_a_live_fleet_and_stops_everything_on_ctrl_c(tmp_path
             time.sleep(0.5)
     finally:
         runner.proc.send_signal(signal.SIGINT)
-        runner.proc.wait(timeout=30)
-
-        from fleet.redis import get_redis
-
-        client = get_redis()
-        for key in client.scan_iter(f"{names}:*"):
-            client.delete(key)
+        try:
+            runner.proc.wait(timeout=15)
+        finally:
+            runner.stop(timeout=0)  # whatever happened, nothing it started outlives the test
 
     leftovers = subprocess.run(
         ["pgrep", "-f", f"(-p {port} |{tmp_path}|-Q {names})"], capture_output=True, text=True
     ).stdout.split()
     assert leftovers == [], runner.output()
     assert "stopping" in runner.output()
+    # No password it was given is printed, nor shown on a page.
+    said = runner.output() + "\n".join(pages)
+    for password in [*passwords, database_password, "run-test-password-1"]:
+        if password:
+            assert password not in said, [line for line in said.splitlines() if password in line]
+    assert redis_url.replace(passwords[0], "***") in runner.output()
+    assert broker_url.replace(passwords[1], "***") in runner.output()

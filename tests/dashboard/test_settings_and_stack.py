@@ -1,10 +1,16 @@
 """Settings fail loudly on bad values; the stack runner finds or starts its services."""
 
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard import services
 from dashboard import settings as project_settings
+from tests.support.needs import missing
 
 
 @pytest.mark.parametrize(
@@ -50,12 +56,40 @@ def test_runner_starts_a_throwaway_redis_when_none_answers():
             proc.wait(timeout=10)
 
 
-def test_runner_falls_back_to_sqlite_when_postgres_does_not_answer():
-    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{services.free_port()}/asicmon", "REDIS_URL": "redis://127.0.0.1:6379/0"}
-    started = services.resolve_services(env)
-    for proc in started:
-        proc.terminate()
+def test_a_configured_postgres_that_does_not_answer_stops_the_start_with_its_reason(capsys):
+    """Never a quiet fallback: the stack once switched to SQLite when PostgreSQL was slow."""
+    silent = f"postgres://postgres:pg-secret-9@127.0.0.1:{services.free_port()}/asicmon"
+    env = {"DATABASE_URL": silent, "DATABASE_WAIT": "1.5", "REDIS_URL": "redis://127.0.0.1:6379/0"}
+    began = time.monotonic()
+    with pytest.raises(SystemExit) as stopped:
+        services.resolve_services(env)
+    assert 1.5 <= time.monotonic() - began < 10
+    message = str(stopped.value.code)
+    assert "did not answer within 1.5 s" in message and "Connection refused" in message, message
+    assert env["DATABASE_URL"] == silent  # not swapped for SQLite
+    said = capsys.readouterr().out
+    assert "waiting up to 1.5 s" in said and "SQLite" not in said
+    assert "pg-secret-9" not in message + said
+
+
+def test_a_postgres_that_answers_late_is_waited_for(monkeypatch):
+    answers = iter(["connection refused", "connection refused", None])
+    monkeypatch.setattr(services, "postgres_refusal", lambda url: next(answers))
+    monkeypatch.setattr(services, "ensure_postgres_database", lambda url: None)
+    monkeypatch.setattr(services, "redis_answers", lambda url: True)
+    env = {"DATABASE_URL": "postgres://postgres@db:5432/asicmon", "DATABASE_WAIT": "30"}
+    assert services.resolve_services(env) == []
+    assert env["DATABASE_URL"] == "postgres://postgres@db:5432/asicmon"
+
+
+def test_sqlite_only_when_no_database_is_configured(capsys, monkeypatch):
+    monkeypatch.setattr(services, "redis_answers", lambda url: True)
+    env = {}
+    services.resolve_services(env)
     assert "DATABASE_URL" not in env
+    assert "Database: SQLite" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="DATABASE_WAIT='soon' is not a number of seconds"):
+        services.resolve_services({"DATABASE_URL": "postgres://db/asicmon", "DATABASE_WAIT": "soon"})
 
 
 @pytest.mark.django_db
@@ -82,16 +116,27 @@ def test_runner_creates_a_missing_postgres_database():
 
     server = "postgres://postgres@127.0.0.1:5432"
     if not services.postgres_answers(f"{server}/postgres"):
-        pytest.skip("no PostgreSQL at 127.0.0.1:5432 on this machine")
+        missing("no PostgreSQL at 127.0.0.1:5432 on this machine")
     name = f"asicmon_runner_{uuid.uuid4().hex[:8]}"
     try:
-        services.ensure_postgres_database(f"{server}/{name}")
+        done = subprocess.run([sys.executable, "-m", "dashboard.stack", "database"], cwd=services.ROOT,
+                              env={**os.environ, "DATABASE_URL": f"{server}/{name}"}, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0 and f"created PostgreSQL database {name}" in done.stdout, done.stdout + done.stderr
         services.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
         with psycopg.connect(f"{server}/{name}") as conn:
             assert conn.execute("SELECT current_database()").fetchone()[0] == name
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def test_ci_creates_its_database_before_anything_connects_to_it():
+    steps = [line.split(None, 1)[1] for line in (services.ROOT / ".ci" / "run").read_text().splitlines()
+             if line.startswith("step ")]
+    assert steps[0] == "make database" and {"make lint", "make test"} <= set(steps[1:])
+    makefile = (services.ROOT / "Makefile").read_text()
+    assert "database: $(VENV)/.runtime\n\t$(BIN)/python -m dashboard.stack database\n" in makefile
 
 
 def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outlive_it(tmp_path):
@@ -119,6 +164,19 @@ def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outli
         assert [s.points for s in found] == [[(now, 12.5)]]
     finally:
         services.stop(again)
+
+
+def test_a_test_runs_own_store_never_takes_the_shared_address(tmp_path):
+    """`make test` starts a throwaway store when none answers: on a port of its own, else other
+    test runs on the machine would find it at TSDB_URL and lose it when this run ends."""
+    silent = f"http://127.0.0.1:{services.free_port()}"
+    env = {"TSDB_URL": silent}
+    started = services.resolve_tsdb(env, tmp_path / "tsdb", on_asked_port=False)
+    try:
+        assert env["TSDB_URL"] != silent and env["TSDB_WRITE_URL"] == env["TSDB_URL"]
+        assert services.tsdb_answers(env["TSDB_URL"]) and not services.tsdb_answers(silent)
+    finally:
+        services.stop(started)
 
 
 def test_runner_uses_the_store_that_answers_and_refuses_a_bad_retention(tmp_path, monkeypatch):

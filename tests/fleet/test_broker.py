@@ -18,6 +18,7 @@ from kombu import Connection
 
 from fleet import emulated_fleet, polling, snapshots
 from fleet.tasks import poll_fleet
+from tests.support.needs import missing
 from tests.support.processes import child_env, start_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -84,7 +85,7 @@ def run_whole_worker_kill(seeded_fleet, broker_url: str, queue: str, wait: float
 @pytest.fixture
 def rabbit_queue():
     if not rabbitmq_answers():
-        pytest.skip(f"no RabbitMQ answers at {RABBITMQ_URL} (it runs on every developer and CI machine)")
+        missing(f"no RabbitMQ answers at {RABBITMQ_URL} (it runs on every developer and CI machine)")
     queue = f"{settings.CELERY_TASK_DEFAULT_QUEUE}-rabbitmq"
     yield queue
     with Connection(RABBITMQ_URL) as conn:

@@ -2,8 +2,8 @@
 records a gap: a shard's cycle is written whole or not at all (issue 12, defect 1). The
 store's own outages: tests/fleet/test_tsdb_outage.py."""
 
+import os
 import shutil
-import subprocess
 import threading
 import time
 
@@ -14,7 +14,8 @@ from django.db import connection
 from fleet import polling, snapshots
 from fleet import redis as fleet_redis
 from fleet.models import Device
-from tests.support.processes import free_port
+from tests.support.needs import missing, needs_postgres
+from tests.support.processes import Service, free_port
 from tests.support.tiers import starts_processes
 from tests.support.tsdb import flush, samples_at
 
@@ -40,8 +41,7 @@ def slot_with_room(seconds_left: float) -> float:
 
 
 def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, caplog):
-    if connection.vendor != "postgresql":
-        pytest.skip("terminating a server connection needs PostgreSQL; this run uses SQLite")
+    needs_postgres("terminating a server connection")
     cycle = slot_with_room(3.0)
     polling.poll_shard(0, cycle - 5)  # warm the monitors
     connection.ensure_connection()
@@ -64,15 +64,17 @@ def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, 
 
 
 class ThrowawayRedis:
+    """A redis-server this test stops (killed, at once) and starts again on the same port."""
+
     def __init__(self):
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = None
+        self.server = None
 
     def start(self):
-        self.proc = subprocess.Popen(
-            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        self.server = Service(
+            "redis", [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                      "--appendonly", "no"], dict(os.environ),
         )
         deadline = time.time() + 10
         while time.time() < deadline:
@@ -86,9 +88,8 @@ class ThrowawayRedis:
         raise TimeoutError("redis-server did not start")
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.server is not None:
+            self.server.stop(timeout=0)
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ class ThrowawayRedis:
 def own_redis(settings, seeded_fleet):
     """The poll's Redis (snapshots and channel layer) is one this test can stop and start."""
     if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
+        missing("redis-server is not installed")
     from channels.layers import channel_layers
 
     server = ThrowawayRedis()

@@ -1,8 +1,11 @@
 """Start real Celery workers, beat and Daphne against the test database, and stop them."""
 
 import ast
+import atexit
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -84,17 +87,72 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Service:
-    """A child process whose output is kept so a test can wait for a line or show it."""
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (children, theirs, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
-    def __init__(self, name: str, argv: list[str], env: dict):
+
+def kill_tree(proc: subprocess.Popen, timeout: float) -> None:
+    """Stop a process started in a session of its own, and everything it started: SIGTERM to
+    it, then, once it has ended or after `timeout` seconds, SIGKILL to its group, to each
+    process below it and to the groups they lead (a stack runner's children have groups of
+    their own; a worker's pool is in its worker's group)."""
+    tree = set()
+    if proc.poll() is None:
+        tree = descendants(proc.pid)
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=timeout)
+        tree |= descendants(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its group, even when its leader has gone
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
+_running: set["Service"] = set()
+
+
+@atexit.register
+def stop_every_service() -> None:
+    """Whatever a test did or failed to do, no service outlives the test process."""
+    for service in list(_running):
+        service.stop(timeout=5)
+
+
+class Service:
+    """A child process whose output is kept so a test can wait for a line or show it. It runs
+    in a session of its own; stop() ends its whole process tree, and the test process stops
+    every service still running when it exits."""
+
+    def __init__(self, name: str, argv: list[str], env: dict, **popen):
         tiers.check_may_start(name)
         self.name = name
         self.lines: deque[str] = deque(maxlen=400)
         self.proc = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, start_new_session=True,
+            text=True, bufsize=1, start_new_session=True, **popen,
         )
+        _running.add(self)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -114,14 +172,11 @@ class Service:
             time.sleep(0.1)
         raise TimeoutError(f"{self.name} never printed {text!r}:\n{self.output()}")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM to its process group, SIGKILL to what is left of its tree after it ended
+        or after `timeout` seconds."""
+        kill_tree(self.proc, timeout)
+        _running.discard(self)
 
 
 def start_worker(env: dict, concurrency: int = 2, queue: str | None = None) -> Service:

@@ -242,7 +242,12 @@ def test_several_worker_processes_poll_different_hosts_of_one_fleet(tmp_path):
         )
         for host in ("host-00", "host-01", "host-02", "host-00")
     ]
-    outputs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    try:
+        outputs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    finally:  # none left running, whatever happened
+        for p in procs:
+            p.kill()
+            p.wait()
     assert all(p.returncode == 0 for p in procs)
     assert outputs == ["4"] * 4
     for host in ("host-00", "host-01", "host-02"):

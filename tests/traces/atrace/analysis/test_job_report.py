@@ -12,7 +12,7 @@ import pytest
 
 from emulator import EmulatedHost, FleetConfig
 from emulator.jobs import emulated_conditions, make_job, run_job, select_devices
-from tests.traces.atrace import exact
+from tests.support.traces import real_trace
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
 from traces.atrace.analysis.advice.job import straggler_rule
 from traces.atrace.analysis.job_digest import digest_bytes, rank_digest, read_digest, slim_trace
@@ -23,8 +23,7 @@ from traces.atrace.io.jobs import read_job
 from traces.atrace.io.npz import npz_bytes, read_npz
 from traces.atrace.model.trace import Kind
 
-SHARED = [exact.REAL_TRACES / f for f in
-          ("multirank_sampled_rank0.json.gz", "multirank_sampled_rank1.json.gz", "ddp_nccl_rank0.json.gz")]
+SHARED = ("multirank_sampled_rank0.json.gz", "multirank_sampled_rank1.json.gz", "ddp_nccl_rank0.json.gz")
 T0 = 1_700_000_000.0
 VICTIM = 3
 
@@ -33,10 +32,16 @@ def _digests(traces):
     return [read_digest(digest_bytes(rank_digest(t))) for t in traces]
 
 
-def test_digests_give_the_same_answers_as_the_whole_traces():
-    traces = read_job(SHARED)
+@pytest.fixture
+def shared() -> list:
+    """Two ranks of a sampled multi-rank job and a DDP rank (skipped without the real traces)."""
+    return [real_trace(name) for name in SHARED]
+
+
+def test_digests_give_the_same_answers_as_the_whole_traces(shared):
+    traces = read_job(shared)
     whole = analyse_job(traces).to_dict()
-    report, job = job_report(_digests(read_job(SHARED)))
+    report, job = job_report(_digests(read_job(shared)))
     assert report["ranks"] == whole["ranks"] == [0, 1, 2]
     assert report["match_rule"] == whole["match_rule"]
     assert report["collectives_matched"] == whole["collectives_matched"] > 0
@@ -47,8 +52,8 @@ def test_digests_give_the_same_answers_as_the_whole_traces():
     json.dumps(report)
 
 
-def test_the_ddp_rank_splits_its_time_as_its_kernels_say():
-    (ddp,) = read_job([SHARED[2]])
+def test_the_ddp_rank_splits_its_time_as_its_kernels_say(shared):
+    (ddp,) = read_job([shared[2]])
     figures = rank_digest(ddp).figures
     # README: NCCL kernels are about 28 % of the summed device-operator time.
     assert figures["communication"]["communication"] == pytest.approx(0.28, abs=0.01)
@@ -58,8 +63,8 @@ def test_the_ddp_rank_splits_its_time_as_its_kernels_say():
     assert 0 < split["communication"] < split["busy"] + split["communication"]
 
 
-def test_a_slim_trace_keeps_device_work_steps_and_collective_args_only():
-    (trace,) = read_job([SHARED[2]])
+def test_a_slim_trace_keeps_device_work_steps_and_collective_args_only(shared):
+    (trace,) = read_job([shared[2]])
     slim = slim_trace(trace)
     device = trace.on_device & np.isin(trace.kind, [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM])
     assert len(slim) == int(device.sum()) + sum(n.startswith("ProfilerStep#") for n in slim.names()) < len(trace)
@@ -68,8 +73,8 @@ def test_a_slim_trace_keeps_device_work_steps_and_collective_args_only():
     assert all(slim.args.get(int(e)) == {} for e in np.flatnonzero(slim.kind == Kind.KERNEL)[:50])
 
 
-def test_npz_round_trip_keeps_everything_and_refuses_other_bytes():
-    (trace,) = read_job([SHARED[0]])
+def test_npz_round_trip_keeps_everything_and_refuses_other_bytes(shared):
+    (trace,) = read_job([shared[0]])
     back = read_npz(npz_bytes(trace))
     for column in ("name", "cat", "op", "kind", "ph", "ts", "dur", "track", "corr", "ext", "flags", "edge_src"):
         assert np.array_equal(getattr(back, column), getattr(trace, column)), column

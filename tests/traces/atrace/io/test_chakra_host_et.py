@@ -7,26 +7,26 @@ import gzip
 import orjson
 import pytest
 
-from tests.support.traces import REAL_TRACES, real_trace
+from tests.support.traces import real_trace
 from traces.atrace import TraceFormatError, chakra_et_bytes, link_host_et, read_trace
 from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
 from .test_chakra_et import attrs_of, decode
 
-HOST_ET = REAL_TRACES / "simple_add_host_et.json.gz"
-KINETO = REAL_TRACES / "simple_add_kineto.json.gz"
+HOST_ET = "simple_add_host_et.json.gz"
+KINETO = "simple_add_kineto.json.gz"
 
 
 @pytest.fixture(scope="module")
 def pair():
-    et = orjson.loads(gzip.decompress(real_trace(HOST_ET.name).read_bytes()))
-    kineto = orjson.loads(gzip.decompress(real_trace(KINETO.name).read_bytes()))
+    et = orjson.loads(gzip.decompress(real_trace(HOST_ET).read_bytes()))
+    kineto = orjson.loads(gzip.decompress(real_trace(KINETO).read_bytes()))
     return et, kineto
 
 
 def test_linked_operators_get_their_times_from_kineto_and_schemas_from_the_et(pair):
     et, kineto = pair
-    trace = link_host_et(HOST_ET, KINETO)
+    trace = link_host_et(real_trace(HOST_ET), real_trace(KINETO))
     operators = [n for n in et["nodes"] if n["rf_id"] > 0]
     assert trace.meta["host_et"] == {"nodes": len(operators), "linked": 36, "unlinked": 0}
     # Independently: the Kineto host events by External id.
@@ -49,7 +49,7 @@ def test_linked_operators_get_their_times_from_kineto_and_schemas_from_the_et(pa
 
 def test_linked_pair_writes_a_chakra_trace_with_durations_and_shapes(pair):
     et, _ = pair
-    _, nodes = decode(chakra_et_bytes(link_host_et(HOST_ET, KINETO)))
+    _, nodes = decode(chakra_et_bytes(link_host_et(real_trace(HOST_ET), real_trace(KINETO))))
     adds = [n for n in nodes if n.name == "aten::add"]
     assert len(adds) == 2
     for n in adds:
@@ -64,28 +64,29 @@ def test_linked_pair_writes_a_chakra_trace_with_durations_and_shapes(pair):
 def test_a_kineto_trace_of_another_run_does_not_link(pair):
     other = real_trace("cpu_only_rank34.json.gz")
     with pytest.raises(TraceFormatError, match="same run"):
-        link_host_et(HOST_ET, other)
+        link_host_et(real_trace(HOST_ET), other)
 
 
 def test_bad_host_et_files(tmp_path):
     bad = tmp_path / "et.json"
+    kineto = tmp_path / "kineto.json"  # never read: the host ET is refused first
     bad.write_bytes(b'{"nodes": [{"id": 1, "name": "x"}]}')
     with pytest.raises(TraceFormatError, match=r"nodes\[0\]: node has no integer 'rf_id'"):
-        link_host_et(bad, KINETO)
+        link_host_et(bad, kineto)
     bad.write_bytes(b'{"nodes": ')
     with pytest.raises(TraceFormatError, match="malformed JSON"):
-        link_host_et(bad, KINETO)
+        link_host_et(bad, kineto)
     bad.write_bytes(b'[1, 2]')
     with pytest.raises(TraceFormatError, match="'nodes' list"):
-        link_host_et(bad, KINETO)
+        link_host_et(bad, kineto)
 
 
 def test_cli_links_on_request(pair, tmp_path, capsys):
     from traces.atrace.cli import main
 
     out = tmp_path / "linked.et"
-    assert main(["convert", str(KINETO), str(out), "--host-et", str(HOST_ET)]) == 0
+    assert main(["convert", str(real_trace(KINETO)), str(out), "--host-et", str(real_trace(HOST_ET))]) == 0
     assert any(n.inputs.shapes for n in decode(out.read_bytes())[1])
-    assert main(["summary", str(HOST_ET)]) == 2
+    assert main(["summary", str(real_trace(HOST_ET))]) == 2
     assert "--host-et" in capsys.readouterr().err
     assert len(read_trace(out)) > 0
