@@ -152,9 +152,12 @@ class Supervisor:
             self.supervise_once(time.monotonic())
             time.sleep(0.3)
 
-    def stop(self, deadline: float) -> None:
-        """SIGTERM to every process group; what is still running at `deadline` (monotonic)
-        is killed, and so is whatever a process left in its group."""
+    def stop(self, deadline: float | None = None) -> None:
+        """SIGTERM to every process group; what is still running at `deadline` (monotonic;
+        by default CHILDREN_GRACE_S from now) is killed, and so is whatever a process left in
+        its group."""
+        if deadline is None:
+            deadline = time.monotonic() + CHILDREN_GRACE_S
         started = [c for c in self.children if c.proc is not None]
         for child in started:
             if child.proc.poll() is None:

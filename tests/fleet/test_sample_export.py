@@ -36,8 +36,12 @@ import json, sys, django
 django.setup()
 from datetime import UTC, datetime
 from django.db import connection
-from fleet.models import Device, Host
+from django.db.migrations.executor import MigrationExecutor
 from fleet.samples import counter_ids
+# The models as the database has them (the old migration applied), not as fleet.models has them now.
+loader = MigrationExecutor(connection).loader
+old = loader.project_state(list(loader.applied_migrations)).apps
+Device, Host = old.get_model("fleet", "Device"), old.get_model("fleet", "Host")
 spec = json.load(sys.stdin)
 if spec["partition"] and connection.vendor == "postgresql":
     with connection.cursor() as c:

@@ -106,6 +106,7 @@ class UploadViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewset
     permission_classes = [CanUploadTraces]
     serializer_class = UploadStateSerializer
     parser_classes = [JSONParser]
+    queryset = Upload.objects.none()  # the model, for the schema (its id is a UUID): get_queryset picks the rows
 
     def get_queryset(self):
         """The user's own uploads; an administrator may see and cancel anyone's."""
