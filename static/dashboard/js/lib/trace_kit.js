@@ -1,18 +1,11 @@
-// The trace pages' one helper module: the element lookup, the API fetch (lib/http.js), the
-// URLs a page puts in data-* attributes, formatting, small DOM builders, Plotly loading.
+// The trace pages' one helper module: the element lookup, the API fetch (lib/http.js),
+// formatting, small DOM builders, Plotly loading.
 // The websocket is lib/live.js, the colours lib/colours.js, shared by every page.
 import { errorMessage, fetchJSON } from "./http.js";
 
 export { errorMessage, fetchJSON };
 
 export const $ = (id) => document.getElementById(id);
-
-// Every data-*-url attribute of `el` by name: data-flame-url="/api/…" gives urls.flame.
-export function urlsOf(el) {
-  const urls = {};
-  for (const [key, value] of Object.entries(el.dataset)) if (key.endsWith("Url")) urls[key.slice(0, -3)] = value;
-  return urls;
-}
 
 // The trace states' labels by state, as the server puts them in the page
 // (traces/choices.py, rendered as <script id="trace-statuses">).
@@ -22,7 +15,6 @@ export const statusLabel = (status) => statusLabels[status] || status;
 
 export const us = (v) => (v === null || v === undefined ? "–" : Number(v).toLocaleString("en-US", { maximumFractionDigits: 1 }));
 export const pct = (v) => `${(100 * v).toFixed(1)}%`;
-export const count = (v) => v.toLocaleString("en-US");
 
 // Microseconds as µs, ms or s (as the server's us_human filter writes them).
 export function human(v) {
