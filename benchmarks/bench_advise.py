@@ -4,11 +4,11 @@
 
 Generates (cached under var/bench/advise/) Kineto traces of about ``--events`` events:
 
-* ``synthetic``: the generator's training steps (traces.atrace.synthetic);
+* ``synthetic``: the generator's training steps (tests.support.tracegen);
 * ``cpu_only``: the synthetic trace's host events alone (no device work: the CPU-only
   account and rule 9);
 * ``launch_bound``, ``host_sync``: the same model with one known problem each
-  (traces.atrace.synthetic_problems), 20 steps deep enough to reach the size, so that
+  (tests.support.tracegen.problems), 20 steps deep enough to reach the size, so that
   the rules' what-ifs run (at that depth a 300 µs sync is a small part of a step: its rule
   runs, and stays below its threshold);
 * ``decode``: an inference engine's decode loop: steps that each replay a CUDA graph of 200
@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from tests.support.tracegen import write_kineto_trace  # noqa: E402
+from tests.support.tracegen.problems import write_problem_trace  # noqa: E402
 from traces.atrace import TraceBuilder, advise, read_trace, write_chrome_trace  # noqa: E402
 from traces.atrace.model.trace import Kind  # noqa: E402
-from traces.atrace.synthetic import write_kineto_trace  # noqa: E402
-from traces.atrace.synthetic_problems import write_problem_trace  # noqa: E402
 
 EVENTS_PER_LAYER_STEP = 43  # events read per layer of one step of a problem trace
 STEPS = 20

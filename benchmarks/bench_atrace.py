@@ -2,7 +2,7 @@
 
     python benchmarks/bench_atrace.py [--sizes 10000 100000 1000000] [--shapes kineto compact] [--skip-hta]
 
-Generates Kineto-format GPU training traces (traces.atrace.synthetic) of about each size
+Generates Kineto-format GPU training traces (tests.support.tracegen) of about each size
 and each shape under benchmarks/out/: ``kineto``, the shape of recent PyTorch traces (three-
 decimal times on every event, ac2g and fwdbwd flows, stacks five deep, recorded shapes and
 kernel args: the headline), and ``compact``, the shape this benchmark used before. Then it
@@ -62,7 +62,7 @@ def hta_python() -> Path:
 
 
 def trace_for(n: int, shape: str = "kineto") -> Path:
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     folder = OUT / f"{shape}_{n}"
     path = folder / "rank0.trace.json"
@@ -75,7 +75,7 @@ def trace_for(n: int, shape: str = "kineto") -> Path:
 
 def job_for(ranks: int, per_rank: int) -> Path:
     """A generated job: ``ranks`` rank files of about ``per_rank`` events, rank 3 a straggler."""
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     folder = OUT / f"job_{ranks}x{per_rank}"
     if not (folder / f"rank{ranks - 1}.trace.json").exists():

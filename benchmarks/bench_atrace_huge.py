@@ -3,7 +3,7 @@
     python benchmarks/bench_atrace_huge.py [--events 18000000] [--workers 2] [--json out.json]
 
 Generates (once, under benchmarks/out/) a Kineto trace of the realistic shape
-(traces.atrace.synthetic, 282 bytes an event: 18M events are about 5 GB), then in a fresh
+(tests.support.tracegen, 282 bytes an event: 18M events are about 5 GB), then in a fresh
 process loads it, takes the operator breakdown and the whole-trace critical path, and
 computes and saves every stored view of the trace page (traces/page_limits.py's limits),
 printing each step's wall and CPU time and the peak resident memory after it, against the
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def trace_for(events: int) -> Path:
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     path = HERE / "out" / f"huge_{events}" / "trace.json"
     if not path.exists():

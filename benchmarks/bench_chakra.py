@@ -5,7 +5,7 @@ and peak memory.
     .venv/bin/python benchmarks/bench_chakra.py [--sizes 10000 100000] [--json out.json]
 
 Each size runs in a fresh process (so peak memory is that step's own). Traces are generated
-under benchmarks/out/ (traces.atrace.synthetic.write_kineto_trace) and kept for reruns.
+under benchmarks/out/ (tests.support.tracegen.write_kineto_trace) and kept for reruns.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def _timed(fn, name: str = ""):
 
 def run_one(size: int) -> dict:
     """Export and import one trace size in this process."""
+    from tests.support.tracegen import write_kineto_trace
     from traces.atrace import read_trace, write_chakra, write_chakra_et
-    from traces.atrace.synthetic import write_kineto_trace
 
     OUT.mkdir(parents=True, exist_ok=True)
     source = OUT / f"kineto_{size}.json"

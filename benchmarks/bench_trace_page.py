@@ -104,8 +104,8 @@ def capture_latency(driver, url: str, device_id: int) -> float:
 def prepare_trace(user, events: int, workdir: Path):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
+    from tests.support.tracegen import write_kineto_trace
     from traces import services
-    from traces.atrace.synthetic import write_kineto_trace
     from traces.models import Trace
 
     path = workdir / f"kineto-{events}.json.gz"

@@ -31,11 +31,11 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.tracegen import write_kineto_trace  # noqa: E402
 from traces.atrace import critical_path, operator_breakdown, read_trace  # noqa: E402
 from traces.atrace.analysis.comparison import compare_tables  # noqa: E402
 from traces.atrace.render.page_data import compute_page_data, load_document, load_timeline  # noqa: E402
 from traces.atrace.render.timeline import window  # noqa: E402
-from traces.atrace.synthetic import write_kineto_trace  # noqa: E402
 from traces.page_limits import MAX_BARS, MAX_EDGES, STORED  # noqa: E402
 
 # The generator writes flow and metadata records too; this many written make ~1 read.

@@ -104,7 +104,7 @@ def wait_chrome(trace_id: int, timeout: float = 600) -> None:
 
 
 def bench_size(client, worker_pid: int, n: int, workdir: Path, repeat: int) -> None:
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     path = workdir / f"kineto-{n}.json.gz"
     events = write_kineto_trace(path, n, seed=n)

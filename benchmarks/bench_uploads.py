@@ -220,7 +220,7 @@ def main() -> None:
 
     from fleet.roles import ensure_roles
     from tests.support.processes import child_env, start_web
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     old = setup_databases(verbosity=0, interactive=False)
     web = None

@@ -10,8 +10,10 @@ def _iso(epoch: float) -> str:
 
 
 # Horizontal lines drawn on a counter's graph: (value in the counter's unit, label, colour).
+# Colours are references to the CSS custom properties (static/dashboard/css/asicmon.css),
+# resolved by the page's chart helper (lib/charts.js) before plotting.
 THRESHOLDS = {
-    "temperature_c": [(85.0, "warning", "#e0a020"), (95.0, "critical", "#d64545")],
+    "temperature_c": [(85.0, "warning", "var(--health-warning)"), (95.0, "critical", "var(--health-critical)")],
 }
 
 
@@ -45,7 +47,7 @@ def _band(points: list[tuple], scale: float, colour: str) -> list[dict]:
 def _lines(name: str, scale: float, ceiling: float | None) -> list[dict]:
     lines = [(value * 1.0, label, colour) for value, label, colour in THRESHOLDS.get(name, [])]
     if ceiling is not None:
-        lines.append((ceiling * scale, "total", "#555"))
+        lines.append((ceiling * scale, "total", "var(--chart-total)"))
     return [
         {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y, "name": label,
          "line": {"color": colour, "width": 1, "dash": "dash"}}

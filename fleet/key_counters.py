@@ -51,21 +51,21 @@ class KeyCounter:
 
 
 KEY_COUNTERS: tuple[KeyCounter, ...] = (
-    KeyCounter("device_utilization", "Utilization", "%", 100.0, 0, "#3b7dd8"),
-    KeyCounter("temperature_c", "Temperature", "°C", 1.0, 1, "#d9534f"),
-    KeyCounter("power_w", "Power", "W", 1.0, 0, "#e0a020"),
-    KeyCounter("memory_used_bytes", "Memory used", "GiB", 1 / 2**30, 1, "#2e9e5b"),
+    KeyCounter("device_utilization", "Utilization", "%", 100.0, 0, "var(--counter-utilization)"),
+    KeyCounter("temperature_c", "Temperature", "°C", 1.0, 1, "var(--counter-temperature)"),
+    KeyCounter("power_w", "Power", "W", 1.0, 0, "var(--counter-power)"),
+    KeyCounter("memory_used_bytes", "Memory used", "GiB", 1 / 2**30, 1, "var(--counter-memory)"),
 )
 
 # Counters graphed on a device page only while a health rule that reads them fires
 # (fleet.queries.RULE_COUNTERS); drawn with the same fields as the key counters.
 RULE_SERIES: tuple[KeyCounter, ...] = (
-    KeyCounter("clock_mhz", "Clock", "MHz", 1.0, 0, "#7a5cc2"),
-    KeyCounter("ecc_corrected_per_s", "Corrected ECC errors", "/s", 1.0, 1, "#b5487a"),
-    KeyCounter("ecc_uncorrected_total", "Uncorrectable ECC errors", "count", 1.0, 0, "#d64545"),
-    KeyCounter("pcie_link_width", "PCIe link width", "lanes", 1.0, 0, "#3a8f8f"),
-    KeyCounter("pcie_link_gen", "PCIe link generation", "gen", 1.0, 0, "#3a6f8f"),
-    KeyCounter("pcie_errors_per_s", "PCIe errors", "/s", 1.0, 1, "#8f6a3a"),
+    KeyCounter("clock_mhz", "Clock", "MHz", 1.0, 0, "var(--counter-clock)"),
+    KeyCounter("ecc_corrected_per_s", "Corrected ECC errors", "/s", 1.0, 1, "var(--counter-ecc-corrected)"),
+    KeyCounter("ecc_uncorrected_total", "Uncorrectable ECC errors", "count", 1.0, 0, "var(--counter-ecc-uncorrected)"),
+    KeyCounter("pcie_link_width", "PCIe link width", "lanes", 1.0, 0, "var(--counter-pcie-width)"),
+    KeyCounter("pcie_link_gen", "PCIe link generation", "gen", 1.0, 0, "var(--counter-pcie-gen)"),
+    KeyCounter("pcie_errors_per_s", "PCIe errors", "/s", 1.0, 1, "var(--counter-pcie-errors)"),
 )
 
 # Readers look the table up when they run (never a copy taken at import), so that the table

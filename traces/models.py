@@ -23,19 +23,47 @@ class TraceQuerySet(models.QuerySet):
         return self.filter(source=TraceSource.CAPTURE, status__in=CAPTURE_BUSY_STATUSES)
 
 
-class Trace(models.Model):
+class Lifecycle(models.Model):
+    """What a trace and a job share as they go through their states: what it is, who asked,
+    how far the current state is, and when each state began. Each keeps its own ``status``
+    (its own states), ``error`` and ``attempts``; both end ready or failed."""
+
     name = models.CharField(max_length=200)
     source = models.CharField(max_length=16, choices=TraceSource.choices)
+    progress = models.FloatField(default=0.0, help_text="0-1 within the current state")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    # Timings.
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+    capture_started_at = models.DateTimeField(null=True, blank=True)
+    capture_ended_at = models.DateTimeField(null=True, blank=True)
+    analysis_started_at = models.DateTimeField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+
+    #: The states it never leaves (the same values in TraceStatus and JobStatus).
+    DONE_STATUSES = (TraceStatus.READY, TraceStatus.FAILED)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in self.DONE_STATUSES
+
+
+class Trace(Lifecycle):
     status = models.CharField(
         max_length=16, choices=TraceStatus.choices, default=TraceStatus.QUEUED, db_index=True
     )
     error = models.TextField(blank=True, help_text="Why the trace failed")
-    progress = models.FloatField(default=0.0, help_text="0-1 within the current state")
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Analysis attempts so far")
-
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     params = models.JSONField(default=dict, blank=True, help_text="What was asked (duration, ...)")
 
     # Where and what: copied onto the row so that the catalogue filters without joins and
@@ -61,18 +89,9 @@ class Trace(models.Model):
     iterations_kept = models.PositiveIntegerField(null=True, blank=True)
     iterations_run = models.PositiveIntegerField(null=True, blank=True)
 
-    # Timings.
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    status_changed_at = models.DateTimeField(auto_now_add=True)
-    capture_started_at = models.DateTimeField(null=True, blank=True)
-    capture_ended_at = models.DateTimeField(null=True, blank=True)
-    analysis_started_at = models.DateTimeField(null=True, blank=True)
-    ready_at = models.DateTimeField(null=True, blank=True)
-
     objects = TraceQuerySet.as_manager()
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(Lifecycle.Meta):
         permissions = [
             ("capture_trace", "Can capture a trace on a device"),
             ("upload_trace", "Can upload a trace"),
@@ -85,15 +104,8 @@ class Trace(models.Model):
             ),
         ]
 
-    def __str__(self):
-        return f"{self.name} ({self.status})"
-
     def get_absolute_url(self):
         return reverse("traces:detail", args=[self.pk])
-
-    @property
-    def is_done(self) -> bool:
-        return self.status in (TraceStatus.READY, TraceStatus.FAILED)
 
     @property
     def folder(self) -> str:
@@ -105,20 +117,14 @@ class JobQuerySet(models.QuerySet):
         return self.select_related("created_by", "straggler_device").order_by("-created_at", "-id")
 
 
-class Job(models.Model):
+class Job(Lifecycle):
     """A distributed job captured on many devices at once, or uploaded as one file per rank:
     its ranks (JobRank, each with its Trace), their per-rank analyses and the cross-rank
     step. The cross-rank results are files in the traces storage (traces/files.py, JobFiles)."""
 
-    name = models.CharField(max_length=200)
-    source = models.CharField(max_length=16, choices=TraceSource.choices)
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     error = models.TextField(blank=True, help_text="Why the job failed")
-    progress = models.FloatField(default=0.0, help_text="0-1 within the current state")
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Cross-rank attempts so far")
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     params = models.JSONField(default=dict, blank=True, help_text="What was asked (devices, duration, ...)")
     parallelism = models.CharField(max_length=16, blank=True)
     world_size = models.PositiveIntegerField(default=0)
@@ -132,27 +138,10 @@ class Job(models.Model):
     )
     summary = models.JSONField(default=dict, blank=True, help_text="Headline figures of the cross-rank step")
 
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    status_changed_at = models.DateTimeField(auto_now_add=True)
-    capture_started_at = models.DateTimeField(null=True, blank=True)
-    capture_ended_at = models.DateTimeField(null=True, blank=True)
-    analysis_started_at = models.DateTimeField(null=True, blank=True)
-    ready_at = models.DateTimeField(null=True, blank=True)
-
     objects = JobQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self):
-        return f"{self.name} ({self.status})"
 
     def get_absolute_url(self):
         return reverse("traces:job", args=[self.pk])
-
-    @property
-    def is_done(self) -> bool:
-        return self.status in (JobStatus.READY, JobStatus.FAILED)
 
 
 class JobRank(models.Model):

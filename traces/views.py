@@ -93,7 +93,7 @@ def _pick(request, name: str) -> Trace:
 @login_required
 @permission_required("traces.view_trace", raise_exception=True)
 @require_safe
-def compare(request):
+def comparison_page(request):
     try:
         a, b = _pick(request, "a"), _pick(request, "b")
         result = analyses.comparison(a, b, level=request.GET.get("level", "operator"), rank=request.GET.get("rank", "total"))

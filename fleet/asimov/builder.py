@@ -178,7 +178,7 @@ class TreeBuilder(Transformer):
     def not_(self, keyword, operand) -> nodes.Not:
         return nodes.Not(_expr(operand), span=_span(keyword, operand))
 
-    def compare(self, left, op, right) -> nodes.Compare:
+    def compare_expr(self, left, op, right) -> nodes.Compare:
         return nodes.Compare(str(op), _expr(left), _expr(right), span=_span(left, right))
 
     bit_or = bit_and = lshift = rshift = add = sub = mul = div = floordiv = mod = pow = _binary

@@ -227,7 +227,7 @@ def neg(c: Checker, node: nodes.Neg, ctx: Ctx) -> Value:
     return Value("num", v.unit, is_rate=v.is_rate, const=const)
 
 
-def compare(c: Checker, node: nodes.Compare, ctx: Ctx) -> Value:
+def comparison(c: Checker, node: nodes.Compare, ctx: Ctx) -> Value:
     left, right = c.expr(node.left, ctx), c.expr(node.right, ctx)
     if {left.vtype, right.vtype} <= {"num", "bool", "any"}:
         same_unit(c, node, [left, right], f"the operands of '{node.op}'")
@@ -281,7 +281,7 @@ EXPRESSIONS: dict[type, Expression] = {
     nodes.Call: call,
     nodes.BinOp: binary,
     nodes.Neg: neg,
-    nodes.Compare: compare,
+    nodes.Compare: comparison,
     nodes.Not: not_,
     nodes.BoolOp: logic,
     nodes.IfElse: if_else,

@@ -141,3 +141,31 @@ def test_a_stopped_device_says_when_it_was_last_seen_and_every_graph_spans_the_r
             sizes = browser.execute_script(f"return document.getElementById('chart-{counter}').data[0].marker.size;")
             if len(values) == 1:  # a lone point (a band at 30 days) is drawn as a marker
                 assert max(sizes) > 0, (counter, span, sizes)
+
+
+def test_a_drawn_chart_gets_the_colours_the_css_defines(browser, web, viewer, seeded_fleet):
+    """The server's figures name their colours (var(--counter-temperature), the thresholds'
+    var(--health-*)); Plotly does not understand those, so the page's chart helper puts the
+    CSS custom properties' colours in their place before drawing."""
+    device = seeded_fleet[0]
+    end = float(int(datetime.now(tz=UTC).timestamp()))
+    write_points(device, {"temperature_c": [(end - 5 * i, 60.0 + i) for i in range(60)][::-1]})
+    sign_in(browser, web, "vera")
+    browser.get(f"{web}/devices/{device.id}/?range=15m")
+    WebDriverWait(browser, 30, poll_frequency=0.2).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#chart-temperature_c .main-svg"))
+    sent = figure(browser)
+    assert sent["data"][0]["line"]["color"] == "var(--counter-temperature)"
+    css = browser.execute_script(
+        "const s = getComputedStyle(document.documentElement);"
+        "return ['--counter-temperature', '--health-warning', '--health-critical'].map((n) => s.getPropertyValue(n).trim());"
+    )
+    drawn = browser.execute_script(
+        "const div = document.getElementById('chart-temperature_c');"
+        "return [div.data[0].line.color, ...div.layout.shapes.filter((s) => s.type === 'line').map((s) => s.line.color)];"
+    )
+    assert all(c.startswith("#") for c in css), css
+    assert drawn[0] == css[0] and set(css[1:]) <= set(drawn[1:]), (drawn, css)
+    # What is on the screen is that colour too (Plotly paints the line's stroke with it).
+    stroke = browser.execute_script("return document.querySelector('#chart-temperature_c .scatterlayer path.js-line').style.stroke;")
+    red, green, blue = (int(css[0][i:i + 2], 16) for i in (1, 3, 5))
+    assert stroke.replace(" ", "") == f"rgb({red},{green},{blue})"

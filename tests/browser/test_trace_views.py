@@ -93,6 +93,16 @@ def test_flame_timeline_and_comparison_of_two_versions(browser, two_versions):
     # Metrics of the device around the capture, on the page.
     wait.until(lambda b: b.find_element(By.ID, "metrics-card").is_displayed())
 
+    # A row of the least-slack table opens its event (the critical-path panel asks the
+    # timeline's event detail); the host/accelerator states are drawn in the CSS's colours.
+    browser.find_element(By.CSS_SELECTOR, "#slack-table tbody tr").click()
+    wait.until(lambda b: b.find_element(By.ID, "event-detail").get_attribute("data-event"))
+    assert browser.find_element(By.ID, "event-detail").is_displayed()
+    states = _js(browser, "return document.getElementById('states-chart').data.map((t) => t.line.color)")
+    css = _js(browser, "const s = getComputedStyle(document.documentElement);"
+                       "return ['device-bound', 'device-busy', 'host-bound', 'idle'].map((n) => s.getPropertyValue(`--chart-${n}`).trim())")
+    assert states == css and all(c.startswith("#") for c in css)
+
     # Compare with the previous capture of this workload: the slowed operator comes first.
     browser.find_element(By.ID, "compare-previous").click()
     wait.until(lambda b: b.find_elements(By.ID, "compare-table"))

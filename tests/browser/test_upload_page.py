@@ -10,7 +10,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.browser import sign_in
-from traces.atrace.synthetic import write_kineto_trace
+from tests.support.tracegen import write_kineto_trace
 from traces.choices import TraceStatus
 from traces.models import Trace, Upload
 

@@ -16,7 +16,10 @@ def test_trace_page_offers_its_views_and_the_previous_trace_of_its_workload(clie
     old, new = versions_pair
     client.force_login(viewer)
     page = client.get(f"/traces/{new.id}/").content.decode()
-    assert 'id="trace-views"' in page and "pages/trace_analyses.js" in page
+    assert 'id="trace-views"' in page and "pages/trace_detail.js" in page
+    # Each panel reads its API URLs from its section's data-* attributes.
+    assert f'id="flame-card" data-url="/api/traces/{new.id}/flame/"' in page
+    assert f'data-event-url="/api/traces/{new.id}/events/0/"' in page
     assert f"/traces/compare/?a={old.id}&amp;b={new.id}" in page
     assert "/traces/versions/?workload=transformer&amp;type=gpu" in page
     first = client.get(f"/traces/{old.id}/").content.decode()
@@ -24,7 +27,7 @@ def test_trace_page_offers_its_views_and_the_previous_trace_of_its_workload(clie
     # The findings panel comes first, above the breakdown, drawn with the page (a ready
     # trace): the verdict, each finding, its data for the links; and its script.
     assert page.index('id="findings-card"') < page.index('id="trace-results"')
-    assert "pages/trace_findings.js" in page and 'id="findings-data"' in page
+    assert f'data-url="/api/traces/{new.id}/findings/"' in page and 'id="findings-data"' in page
     from traces import analyses
 
     stored = analyses.findings(new)

@@ -187,7 +187,7 @@ def test_a_chunk_cut_off_is_not_counted_and_the_upload_resumes_where_the_stored_
 
     import requests
 
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     service, port, folders = daphne
     source = tmp_path / "big.json"

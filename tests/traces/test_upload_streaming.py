@@ -15,7 +15,7 @@ from django.core.files.storage import storages
 from django.test import Client
 from django.test.client import ClientHandler
 
-from traces.atrace.synthetic import write_kineto_trace
+from tests.support.tracegen import write_kineto_trace
 from traces.models import Trace
 
 pytestmark = pytest.mark.django_db

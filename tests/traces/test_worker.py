@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.processes import child_env, start_worker
 from tests.support.tiers import starts_processes
-from traces.atrace.synthetic import write_kineto_trace
+from tests.support.tracegen import write_kineto_trace
 from traces.choices import TraceStatus
 from traces.models import Trace
 from traces.tasks import trace_queue

@@ -10,7 +10,7 @@ writers), ``model`` (the trace model), ``analysis`` and ``render``. See docs/atr
 from .analysis.advice import AdviceLimits, Finding, Findings, advise, advise_job
 from .analysis.breakdown import Breakdown, operator_breakdown
 from .analysis.communication import communication
-from .analysis.comparison import Comparison, compare
+from .analysis.comparison import Comparison, compare_traces
 from .analysis.correlation import Correlation, correlate
 from .analysis.critical_path import CriticalPath, critical_path, step_window, steps
 from .analysis.multirank import Job, analyse_job, cross_rank_critical_path
@@ -62,7 +62,7 @@ __all__ = [
     "chrome_trace_bytes",
     "collective",
     "communication",
-    "compare",
+    "compare_traces",
     "correlate",
     "critical_path",
     "cross_rank_critical_path",

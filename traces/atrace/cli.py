@@ -14,7 +14,7 @@ from .analysis.advice import Findings, advise, advise_job
 from .analysis.advice.words import duration, duration_us, window
 from .analysis.breakdown import operator_breakdown
 from .analysis.communication import communication
-from .analysis.comparison import OPERATOR_KINDS, compare
+from .analysis.comparison import OPERATOR_KINDS, compare_traces
 from .analysis.correlation import correlate
 from .analysis.critical_path import critical_path
 from .analysis.kernel_model import model_from_json, predict_trace
@@ -170,7 +170,7 @@ def _diff(args: argparse.Namespace) -> dict[str, Any] | str:
     a, b = read_trace(args.a), read_trace(args.b)
     kinds = None if args.all_kinds else OPERATOR_KINDS
     top = _limit(args)
-    comparison = compare(a, b, labels=(args.a, args.b), kinds=kinds)
+    comparison = compare_traces(a, b, labels=(args.a, args.b), kinds=kinds)
     result = comparison.to_dict(top=top)
     if args.json:
         return result

@@ -55,7 +55,7 @@ def torch_traces(tmp_path_factory):
 @pytest.fixture(scope="session")
 def gpu_trace(tmp_path_factory):
     """A synthetic Kineto trace with GPU kernels, streams, ac2g flows and syncs."""
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     path = tmp_path_factory.mktemp("synthetic") / "gpu.json"
     write_kineto_trace(path, 6000, seed=3, layers=4)

@@ -8,7 +8,7 @@ import pytest
 
 from emulator.tracing import capture
 from traces.atrace import (
-    compare,
+    compare_traces,
     correlate,
     critical_path,
     operator_breakdown,
@@ -46,7 +46,7 @@ def test_capture_is_reproducible():
 def test_older_software_version_shows_in_breakdown_and_path():
     new = capture("gpu", 0.02, sw_version="2.0")
     old = capture("gpu", 0.02, sw_version="1.0")
-    diff = compare(new, old, labels=("2.0", "1.0")).to_dict()
+    diff = compare_traces(new, old, labels=("2.0", "1.0")).to_dict()
     assert diff["normalized_by"] in ("step", "trace")
     softmax = next(r for r in diff["rows"] if r["op"] == "softmax" and r["side"] == "device")
     assert softmax["mean_b_us"] > 1.5 * softmax["mean_a_us"]

@@ -5,7 +5,7 @@ comparison needs of one trace (:func:`op_table`) — per (side, kind, operator t
 total and self time, the number of steps, the span, and the critical path of a
 representative step (or of the whole trace) by operator. A page comparing two stored
 million-event traces must not load them, so the worker keeps one op table per trace;
-:func:`compare` builds the op tables of two loaded traces and compares them the same way.
+:func:`compare_traces` builds the op tables of two loaded traces and compares them the same way.
 
 The comparison gives per-step totals when the step counts differ, deltas B minus A ranked by
 their impact on the total (or on the critical path), new and vanished operators as tables,
@@ -31,7 +31,7 @@ from .versions import WAIT_NAME
 LEVELS = ("operator", "all")
 RANKS = ("total", "path")
 _SKIPPED_AT_OPERATOR_LEVEL = ("python", "annotation")
-#: What :func:`compare` compares by default: operators, runtime calls and device work.
+#: What :func:`compare_traces` compares by default: operators, runtime calls and device work.
 OPERATOR_KINDS = ("host_op", "runtime", "kernel", "memcpy", "memset", "comm")
 
 
@@ -186,7 +186,7 @@ class Comparison:
         }
 
 
-def compare(
+def compare_traces(
     a: Trace, b: Trace, *, labels: tuple[str, str] = ("A", "B"), with_critical_path: bool = True,
     kinds: tuple[str, ...] | None = OPERATOR_KINDS,
 ) -> Comparison:

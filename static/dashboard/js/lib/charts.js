@@ -1,11 +1,14 @@
 // Plotly helpers. Pages that chart load plotly.min.js with `defer` before their module.
+import { resolveColours } from "./colours.js";
 
 const CONFIG = { displaylogo: false, responsive: true, displayModeBar: "hover" };
 const MAX_POINTS = 2000;
 
-// Draws a figure dict of fleet/charts.py into the element with id `elementId`.
+// Draws a figure dict of fleet/charts.py into the element with id `elementId`, its
+// var(--name) colours replaced by the CSS custom properties they name.
 export function draw(elementId, figure) {
-  return window.Plotly.newPlot(elementId, figure.data, figure.layout, CONFIG);
+  const { data, layout } = resolveColours(figure);
+  return window.Plotly.newPlot(elementId, data, layout, CONFIG);
 }
 
 // Appends one point to the first trace of a drawn chart, keeping the last MAX_POINTS; a

@@ -1,5 +1,11 @@
-// Helpers of the trace pages: formatting, small DOM builders, Plotly loading. (Fetching is
-// lib/http.js, the websocket lib/live.js, shared by every page.)
+// The trace pages' one helper module: the element lookup, the API fetch (lib/http.js),
+// formatting, small DOM builders, Plotly loading.
+// The websocket is lib/live.js, the colours lib/colours.js, shared by every page.
+import { errorMessage, fetchJSON } from "./http.js";
+
+export { errorMessage, fetchJSON };
+
+export const $ = (id) => document.getElementById(id);
 
 // The trace states' labels by state, as the server puts them in the page
 // (traces/choices.py, rendered as <script id="trace-statuses">).
@@ -10,17 +16,36 @@ export const statusLabel = (status) => statusLabels[status] || status;
 export const us = (v) => (v === null || v === undefined ? "–" : Number(v).toLocaleString("en-US", { maximumFractionDigits: 1 }));
 export const pct = (v) => `${(100 * v).toFixed(1)}%`;
 
-export function cell(text, className) {
-  const td = document.createElement("td");
-  td.textContent = text;
-  if (className) td.className = className;
-  return td;
+// Microseconds as µs, ms or s (as the server's us_human filter writes them).
+export function human(v) {
+  if (v >= 1e6) return `${(v / 1e6).toFixed(2)} s`;
+  if (v >= 1e3) return `${(v / 1e3).toFixed(2)} ms`;
+  return `${v.toFixed(1)} µs`;
 }
+
+export function text(tag, content, className) {
+  const el = document.createElement(tag);
+  el.textContent = content;
+  if (className) el.className = className;
+  return el;
+}
+
+export const cell = (content, className) => text("td", content, className);
 
 export function row(cells) {
   const tr = document.createElement("tr");
   for (const c of cells) tr.appendChild(c);
   return tr;
+}
+
+// An API error in place of what the element with id `id` would have shown.
+export function showError(id, data) {
+  $(id).replaceChildren(text("p", errorMessage(data), "error"));
+}
+
+// Sets the one tab of a tab row that is `active` (a button, or a test on each button).
+export function activateTab(tabsId, isActive) {
+  document.querySelectorAll(`#${tabsId} button`).forEach((b) => b.classList.toggle("active", isActive(b)));
 }
 
 export const plotConfig = { displaylogo: false, responsive: true, displayModeBar: "hover" };
@@ -44,12 +69,4 @@ export function loadPlotly() {
   return plotlyLoading;
 }
 
-// The breakdown chart is the first thing a person looks at: the other views of the trace
-// page draw after it (or after `waitMs` if it never comes).
-export function afterBreakdownDrawn(waitMs = 3000) {
-  if (performance.getEntriesByName("breakdown-drawn").length) return Promise.resolve();
-  return new Promise((resolve) => {
-    document.addEventListener("trace:breakdown-drawn", () => resolve(), { once: true });
-    setTimeout(resolve, waitMs);
-  });
-}
+export const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,6 +1,7 @@
 // Device page: the device's ready captures as marks on its graphs' time axis; clicking a
 // mark's label opens the trace. A graph drawn later (from its first live sample) gets them
 // when it is drawn.
+import { colour } from "../lib/colours.js";
 import { fetchJSON } from "../lib/http.js";
 
 const head = document.getElementById("device");
@@ -20,13 +21,14 @@ async function mark(chart) {
   chart.dataset.captureMarks = ""; // claimed: each graph is marked once
   const found = await readyCaptures();
   if (!found) return;
+  const red = colour("chart-capture");
   const shapes = found.map((t) => ({
     type: "rect", xref: "x", yref: "paper", x0: t.capture_started_at, x1: t.capture_ended_at || t.capture_started_at,
-    y0: 0, y1: 1, fillcolor: "#d62728", opacity: 0.15, line: { color: "#d62728", width: 1 },
+    y0: 0, y1: 1, fillcolor: red, opacity: 0.15, line: { color: red, width: 1 },
   }));
   const annotations = found.map((t) => ({
     x: t.capture_started_at, xref: "x", y: 1, yref: "paper", yanchor: "bottom", text: `trace #${t.id}`,
-    showarrow: false, font: { size: 10, color: "#d62728" }, captureevents: true, hovertext: `Open trace #${t.id}: ${t.name}`,
+    showarrow: false, font: { size: 10, color: red }, captureevents: true, hovertext: `Open trace #${t.id}: ${t.name}`,
   }));
   // Added to the graph's own shapes (threshold lines, gaps), never in their place.
   const own = chart.layout.shapes || [], ownNotes = chart.layout.annotations || [];

@@ -2,12 +2,13 @@
 // state) and reloads when the results are ready; draws the ranks side by side, a window of
 // collectives at a time, with the cross-rank critical path over them.
 import { connect } from "../lib/live.js";
+import { colour } from "../lib/colours.js";
 import { errorMessage, fetchJSON } from "../lib/http.js";
 
 const head = document.getElementById("job");
-const WAIT = "#f0a030";
-const TRANSFER = "#3f7fd0";
-const PATH = "#d64545";
+const WAIT = colour("chart-wait");
+const TRANSFER = colour("chart-transfer");
+const PATH = colour("chart-path");
 
 function showRank(update) {
   const tr = document.querySelector(`#rank-table tr[data-rank="${update.rank}"]`);

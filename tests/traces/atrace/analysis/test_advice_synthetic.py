@@ -1,4 +1,4 @@
-"""The advisor on synthetic Kineto files with a known problem (synthetic_problems.py): each
+"""The advisor on synthetic Kineto files with a known problem (tests/support/tracegen/problems.py): each
 rule fires on its trace with a saving within 10 % of what the problem costs, measured on
 the raw files by exact.py (the problem trace's steps against its twin's, written with the
 same random draws), and nothing fires on the twins."""
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tracegen.problems import PROBLEMS, write_problem_trace
 from tests.traces.atrace import exact
 from traces.atrace import advise, read_trace
-from traces.atrace.synthetic_problems import PROBLEMS, write_problem_trace
 
 
 def _steps(path: Path) -> list[exact.Slice]:

@@ -26,7 +26,7 @@ STRAGGLER = 2
 
 def _job(folder, with_args):
     for r in range(RANKS):
-        write = __import__("traces.atrace.synthetic", fromlist=["write_kineto_trace"]).write_kineto_trace
+        write = __import__("tests.support.tracegen", fromlist=["write_kineto_trace"]).write_kineto_trace
         write(folder / f"trace_rank{r}.json", 5000, seed=10 + r, rank=r, world_size=RANKS, layers=3,
               collective_args=with_args, straggle_us=300.0 if r == STRAGGLER else 0.0)
     return folder

@@ -7,7 +7,7 @@ import pytest
 
 from emulator.config import FleetConfig, fleet_layout
 from emulator.tracing import capture
-from traces.atrace import compare, operator_breakdown
+from traces.atrace import compare_traces, operator_breakdown
 from traces.atrace.analysis.comparison import compare_tables, op_table
 from traces.atrace.analysis.path_tables import path_tables, step_list
 from traces.atrace.analysis.versions import (
@@ -91,7 +91,7 @@ def test_comparison_from_stored_tables_ranks_the_slowed_operator_first(gpu_trace
     assert (top["side"], top["op"]) == ("device", "bmm")
     assert top["delta_us"] > 0 and top["mean_b_us"] > 2 * top["mean_a_us"]
     # The same figures as the engine's comparison of the loaded traces.
-    engine = next(r for r in compare(a, b).to_dict()["rows"] if r["op"] == "bmm")
+    engine = next(r for r in compare_traces(a, b).to_dict()["rows"] if r["op"] == "bmm")
     assert (engine["delta_us"], engine["count_a"], engine["count_b"]) == (
         top["delta_us"], top["count_a"], top["count_b"]
     )

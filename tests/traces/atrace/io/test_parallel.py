@@ -8,6 +8,7 @@ import hashlib
 import orjson
 import pytest
 
+from tests.support.tracegen import write_kineto_trace
 from tests.support.traces import each_real_trace
 from tests.traces.atrace import exact
 from traces.atrace import read_trace
@@ -15,7 +16,6 @@ from traces.atrace.errors import TraceFormatError
 from traces.atrace.io import chrome_parallel
 from traces.atrace.io.chrome_reader import _EVENTS_DECODER
 from traces.atrace.io.jsonstream import ChromeEventStream
-from traces.atrace.synthetic import write_kineto_trace
 
 REAL_JSON = exact.chrome_trace_files()
 

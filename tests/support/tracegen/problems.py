@@ -1,5 +1,5 @@
 """Synthetic Kineto traces with one known problem each, and their clean twins: the
-advisor's known answers, in the shape recent PyTorch writes (:mod:`.synthetic`).
+advisor's known answers, in the shape recent PyTorch writes (:mod:`.kineto`).
 
 ``write_problem_trace(path, problem, twin=False)`` writes ``steps`` training steps of the
 generator's model on a clean base: device-bound (kernel times rescaled so that no three
@@ -31,34 +31,34 @@ import gzip
 import random
 from pathlib import Path
 
-from .synthetic import (
-    _ADD,
-    _ALLREDUCE,
-    _ELEMENTWISE,
+from .frame import (
+    ADD,
+    ALLREDUCE,
+    COMM_STREAM,
+    COMPUTE_STREAM,
+    CPU_PID,
+    ELEMENTWISE,
+    GEMM,
+    GEMM_BWD,
+    GPU,
+    MAIN_TID,
+    MULTI_TENSOR,
+    OPT_STREAM,
+    REDUCE,
+    THRESHOLD_BWD,
+    trailer_events,
+    write_header,
+    write_trailer,
+)
+from .kineto import (
     _FLOW_F,
     _FLOW_S,
-    _GEMM,
-    _GEMM_BWD,
-    _MULTI_TENSOR,
-    _REDUCE,
-    _THRESHOLD_BWD,
     T0_NS,
     _backward,
     _forward,
     _optimizer,
     _synchronize,
     _Writer,
-)
-from .synthetic_frame import (
-    COMM_STREAM,
-    COMPUTE_STREAM,
-    CPU_PID,
-    GPU,
-    MAIN_TID,
-    OPT_STREAM,
-    trailer_events,
-    write_header,
-    write_trailer,
 )
 
 PROBLEMS = ("launch_bound", "host_sync", "exposed_communication", "input_stall", "copies", "kernel_hotspot")
@@ -67,8 +67,8 @@ US = 1000
 # Per kernel: a factor that gives each kind about 100 µs per layer (the optimizer's three
 # multi-tensor kernels as much as a layer's worth each), so that the device bounds the
 # step and its time spreads over seven kinds of kernel.
-_SCALE = {_GEMM: 2.7, _ELEMENTWISE: 13.5, _THRESHOLD_BWD: 12.0, _GEMM_BWD: 1.35, _REDUCE: 10.0, _ADD: 5.5,
-          _MULTI_TENSOR: 12.0}
+_SCALE = {GEMM: 2.7, ELEMENTWISE: 13.5, THRESHOLD_BWD: 12.0, GEMM_BWD: 1.35, REDUCE: 10.0, ADD: 5.5,
+          MULTI_TENSOR: 12.0}
 LAUNCH_BOUND_SHRINK = 20
 SYNC_WORK_US = 300
 ALLREDUCE_US = 1000
@@ -122,7 +122,7 @@ def _step(w: _ProblemWriter, k: int, t: int, layers: int, problem: str | None, o
         t = _read_value(w, t, sync=on)
     if problem == "kernel_hotspot":
         op = w.begin()
-        t = w.fixed(t + 3 * US, op, _HOT if on else _GEMM, (HOT_US if on else 100) * US, COMPUTE_STREAM) + 2 * US
+        t = w.fixed(t + 3 * US, op, _HOT if on else GEMM, (HOT_US if on else 100) * US, COMPUTE_STREAM) + 2 * US
         w.op("aten::bmm", t - 10 * US, t, MAIN_TID, op)
     exposed = problem == "exposed_communication" and on
     if not exposed:
@@ -176,7 +176,7 @@ def _read_value(w: _ProblemWriter, t: int, *, sync: bool) -> int:
 
 def _all_reduce(w: _ProblemWriter, t: int, *, after: int) -> int:
     ext = w.begin()
-    end = w.fixed(t + 4 * US, ext, _ALLREDUCE, int(ALLREDUCE_US * US / w.shrink), COMM_STREAM, after=after)
+    end = w.fixed(t + 4 * US, ext, ALLREDUCE, int(ALLREDUCE_US * US / w.shrink), COMM_STREAM, after=after)
     w.op("record_param_comms", t, end + 2 * US, MAIN_TID, ext)
     return end + 5 * US
 

@@ -1,6 +1,7 @@
-"""The frame of a synthetic Kineto trace: its processes and threads, the top-level keys
-before the events and what Kineto writes after them. Shared by the generator
-(:mod:`.synthetic`) and its traces with known problems (:mod:`.synthetic_problems`)."""
+"""The frame of a synthetic Kineto trace: its processes and threads, the kernels its steps
+run, the top-level keys before the events and what Kineto writes after them. Shared by the
+generator (:mod:`.kineto`), its former shape (:mod:`.compact`) and its traces with known
+problems (:mod:`.problems`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ COMPUTE_STREAM = 7
 OPT_STREAM = 20
 COMM_STREAM = 24
 STREAMS = (COMPUTE_STREAM, OPT_STREAM, COMM_STREAM)
+
+# The kernels of a step, named as CUDA and PyTorch name them.
+GEMM = "ampere_sgemm_128x64_tn"
+GEMM_BWD = "ampere_sgemm_64x64_nn"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)"
+THRESHOLD_BWD = "void at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3> >(int, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3>)"
+REDUCE = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4>)"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"
+MULTI_TENSOR = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float>(at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float)"
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+MEMCPY = "Memcpy HtoD (Pageable -> Device)"
 
 
 def write_header(out, rank: int, world_size: int, extra: dict | None = None) -> None:

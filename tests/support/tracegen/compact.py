@@ -1,13 +1,13 @@
 """The compact Kineto shape the generator wrote before issue 21, kept for the benchmark.
 
-``write_kineto_trace(..., shape="compact")`` (:mod:`traces.atrace.synthetic`) writes it: one
+``write_kineto_trace(..., shape="compact")`` (:mod:`.kineto`) writes it: one
 event per line, times rounded to at most three decimals from 1e6 us (many whole
 microseconds), ``ac2g`` launch flows only, operator stacks three deep and few args. Each
 step is a ``ProfilerStep#N`` range on the main thread with a forward pass of linear +
 activation layers (``aten::linear`` > ``aten::addmm`` > ``cudaLaunchKernel``), a backward
 pass on the autograd thread, an optimizer step on a second stream, an all-reduce kernel on
 a communication stream, host-to-device copies and a ``cudaStreamSynchronize`` at the end.
-Real traces look like :mod:`traces.atrace.synthetic`'s default shape instead.
+Real traces look like :mod:`.kineto`'s default shape instead.
 """
 
 from __future__ import annotations
@@ -18,22 +18,22 @@ from pathlib import Path
 
 import orjson
 
-from traces.atrace import synthetic_frame
-
-CPU_PID = 4242
-MAIN_TID = 4242
-BWD_TID = 4250
-GPU = 0
-COMPUTE_STREAM = 7
-OPT_STREAM = 20
-COMM_STREAM = 24
-
-_GEMM = "ampere_sgemm_128x64_tn"
-_GEMM_BWD = "ampere_sgemm_64x64_nn"
-_ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)"
-_THRESHOLD_BWD = "void at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3> >(int, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3>)"
-_MULTI_TENSOR = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float>(at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float)"
-_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+from .frame import (
+    ALLREDUCE,
+    BWD_TID,
+    COMM_STREAM,
+    COMPUTE_STREAM,
+    CPU_PID,
+    ELEMENTWISE,
+    GEMM,
+    GEMM_BWD,
+    GPU,
+    MAIN_TID,
+    MULTI_TENSOR,
+    OPT_STREAM,
+    THRESHOLD_BWD,
+    write_header,
+)
 
 
 class _Writer:
@@ -132,7 +132,7 @@ def _forward(w: _Writer, t: float, layers: int, width: int) -> float:
         t += r.uniform(6, 9)
         mm_start = t
         t += r.uniform(4, 9)
-        t, _ = w.launch(t, MAIN_TID, _GEMM, r.lognormvariate(3.6, 0.25), COMPUTE_STREAM)
+        t, _ = w.launch(t, MAIN_TID, GEMM, r.lognormvariate(3.6, 0.25), COMPUTE_STREAM)
         t += r.uniform(2, 5)
         w.cpu("aten::addmm", mm_start, t - mm_start, MAIN_TID,
               **{"Input Dims": [[width], [64, width], [width, width]]})
@@ -142,7 +142,7 @@ def _forward(w: _Writer, t: float, layers: int, width: int) -> float:
         t += r.uniform(2, 6)
         relu_start = t
         t += r.uniform(3, 6)
-        t, _ = w.launch(t, MAIN_TID, _ELEMENTWISE, r.lognormvariate(2.0, 0.2), COMPUTE_STREAM)
+        t, _ = w.launch(t, MAIN_TID, ELEMENTWISE, r.lognormvariate(2.0, 0.2), COMPUTE_STREAM)
         t += r.uniform(1, 3)
         w.cpu("aten::relu", relu_start, t - relu_start, MAIN_TID, **{"Input Dims": [[64, width]]})
         t += r.uniform(2, 6)
@@ -158,7 +158,7 @@ def _backward(w: _Writer, t: float, layers: int, width: int) -> float:
         bt += r.uniform(4, 8)
         tb_start = bt
         bt += r.uniform(3, 6)
-        bt, _ = w.launch(bt, BWD_TID, _THRESHOLD_BWD, r.lognormvariate(2.1, 0.2), COMPUTE_STREAM)
+        bt, _ = w.launch(bt, BWD_TID, THRESHOLD_BWD, r.lognormvariate(2.1, 0.2), COMPUTE_STREAM)
         bt += r.uniform(1, 3)
         w.cpu("aten::threshold_backward", tb_start, bt - tb_start, BWD_TID,
               **{"Input Dims": [[64, width], [64, width], []]})
@@ -168,7 +168,7 @@ def _backward(w: _Writer, t: float, layers: int, width: int) -> float:
         for _ in range(2):
             mm_start = bt
             bt += r.uniform(3, 7)
-            bt, _ = w.launch(bt, BWD_TID, _GEMM_BWD, r.lognormvariate(3.6, 0.25), COMPUTE_STREAM)
+            bt, _ = w.launch(bt, BWD_TID, GEMM_BWD, r.lognormvariate(3.6, 0.25), COMPUTE_STREAM)
             bt += r.uniform(2, 4)
             w.cpu("aten::mm", mm_start, bt - mm_start, BWD_TID,
                   **{"Input Dims": [[64, width], [width, width]]})
@@ -193,7 +193,7 @@ def _all_reduce(w: _Writer, t: float) -> float:
         extra = {"Collective name": "allreduce", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20,
                  "dtype": "Float", "Group size": w.world, "Process Group Name": "0",
                  "Process Group Ranks": str(list(range(w.world))), "Seq": w.seq}
-    t, _ = w.launch(t, MAIN_TID, _ALLREDUCE, r.lognormvariate(4.2, 0.3), COMM_STREAM, extra=extra)
+    t, _ = w.launch(t, MAIN_TID, ALLREDUCE, r.lognormvariate(4.2, 0.3), COMM_STREAM, extra=extra)
     w.cpu("record_param_comms", ar_start, t - ar_start + 2, MAIN_TID, **extra)
     return t + r.uniform(5, 10)
 
@@ -205,7 +205,7 @@ def _optimizer(w: _Writer, t: float) -> float:
     for _ in range(3):
         add_start = t
         t += r.uniform(5, 10)
-        t, _ = w.launch(t, MAIN_TID, _MULTI_TENSOR, r.lognormvariate(2.8, 0.2), OPT_STREAM)
+        t, _ = w.launch(t, MAIN_TID, MULTI_TENSOR, r.lognormvariate(2.8, 0.2), OPT_STREAM)
         t += r.uniform(3, 6)
         w.cpu("aten::_foreach_add_", add_start, t - add_start, MAIN_TID)
         t += r.uniform(2, 4)
@@ -229,9 +229,9 @@ def _synchronize(w: _Writer, t: float) -> float:
 _EVENTS_PER_LAYER = 29  # forward + backward of one linear + ReLU layer, flows included
 
 
-def write_header(out, rank: int, world_size: int) -> None:
+def _write_head(out, rank: int, world_size: int) -> None:
     """The keys Kineto writes before the events (the device, the job), up to the array."""
-    synthetic_frame.write_header(out, rank, world_size)
+    write_header(out, rank, world_size)
     out.write(b'  "traceEvents": [\n')
 
 
@@ -263,7 +263,7 @@ def write_compact_trace(
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "wb") as out:
-        write_header(out, rank, world_size)
+        _write_head(out, rank, world_size)
         w = _Writer(out, rng)
         w.collective_args, w.world, w.delay = collective_args, world_size, straggle_us
         for pid, tid, name, kind in (

@@ -25,7 +25,7 @@ Per million events that is about 415k CPU operators, 123k runtime calls, 123k ke
 ``ddp_nccl_rank0``. Each step also has a host-to-device copy, an all-reduce on a
 communication stream, an optimizer step on a second stream and a ``cudaStreamSynchronize``.
 
-``shape="compact"`` writes the shape this generator had before (:mod:`.synthetic_compact`).
+``shape="compact"`` writes the shape this generator had before (:mod:`.compact`).
 The file is written a step at a time, so traces of millions of events need little memory.
 """
 
@@ -38,15 +38,24 @@ from pathlib import Path
 
 import orjson
 
-from .synthetic_compact import write_compact_trace
-from .synthetic_frame import (
+from .compact import write_compact_trace
+from .frame import (
+    ADD,
+    ALLREDUCE,
     BWD_TID,
     COMM_STREAM,
     COMPUTE_STREAM,
     CPU_PID,
+    ELEMENTWISE,
+    GEMM,
+    GEMM_BWD,
     GPU,
     MAIN_TID,
+    MEMCPY,
+    MULTI_TENSOR,
     OPT_STREAM,
+    REDUCE,
+    THRESHOLD_BWD,
     trailer_events,
     write_header,
     write_trailer,
@@ -54,27 +63,18 @@ from .synthetic_frame import (
 
 T0_NS = 4_458_676_416_431_397  # the first step starts here (us text 4458676416431.397)
 
-_GEMM = "ampere_sgemm_128x64_tn"
-_GEMM_BWD = "ampere_sgemm_64x64_nn"
-_ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)"
-_THRESHOLD_BWD = "void at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3> >(int, at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}, at::detail::Array<char*, 3>)"
-_REDUCE = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4>)"
-_ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"
-_MULTI_TENSOR = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float>(at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float)"
-_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
-_MEMCPY = "Memcpy HtoD (Pageable -> Device)"
 
 # Launch configuration per kernel: registers per thread, shared memory, blocks per SM,
 # warps per SM, grid, block, est. achieved occupancy %.
 _LAUNCH = {
-    _GEMM: (128, 16384, 1.939394, 7.757576, (256, 1, 1), (128, 1, 1), 12),
-    _GEMM_BWD: (90, 8192, 3.878788, 15.515152, (512, 1, 1), (128, 1, 1), 24),
-    _ELEMENTWISE: (16, 0, 3.878788, 31.030304, (512, 1, 1), (256, 1, 1), 47),
-    _THRESHOLD_BWD: (18, 0, 3.878788, 31.030304, (512, 1, 1), (256, 1, 1), 46),
-    _REDUCE: (32, 16, 0.484848, 7.757576, (64, 1, 1), (512, 1, 1), 12),
-    _ADD: (16, 0, 7.757576, 62.060608, (1024, 1, 1), (256, 1, 1), 88),
-    _MULTI_TENSOR: (30, 0, 2.424242, 19.393940, (320, 1, 1), (512, 1, 1), 30),
-    _ALLREDUCE: (96, 87568, 0.060606, 1.030303, (8, 1, 1), (544, 1, 1), 0),
+    GEMM: (128, 16384, 1.939394, 7.757576, (256, 1, 1), (128, 1, 1), 12),
+    GEMM_BWD: (90, 8192, 3.878788, 15.515152, (512, 1, 1), (128, 1, 1), 24),
+    ELEMENTWISE: (16, 0, 3.878788, 31.030304, (512, 1, 1), (256, 1, 1), 47),
+    THRESHOLD_BWD: (18, 0, 3.878788, 31.030304, (512, 1, 1), (256, 1, 1), 46),
+    REDUCE: (32, 16, 0.484848, 7.757576, (64, 1, 1), (512, 1, 1), 12),
+    ADD: (16, 0, 7.757576, 62.060608, (1024, 1, 1), (256, 1, 1), 88),
+    MULTI_TENSOR: (30, 0, 2.424242, 19.393940, (320, 1, 1), (512, 1, 1), 30),
+    ALLREDUCE: (96, 87568, 0.060606, 1.030303, (8, 1, 1), (544, 1, 1), 0),
 }
 
 _X = ('  {\n    "ph": "X", "cat": "%s", "name": %s, "pid": %d, "tid": %d,\n'
@@ -251,7 +251,7 @@ def _input_copy(w: _Writer, t: int) -> int:
     """aten::to > aten::_to_copy > aten::copy_ > cudaMemcpyAsync, and the copy itself."""
     (to_start, to), (tc_start, tc) = (t, w.begin()), (t + w.us(2, 4), w.begin())
     cp_start, cp = tc_start + w.us(3, 6), w.begin()
-    t = w.launch(cp_start + w.us(2, 5), MAIN_TID, cp, _MEMCPY, w.us(20, 40), COMPUTE_STREAM,
+    t = w.launch(cp_start + w.us(2, 5), MAIN_TID, cp, MEMCPY, w.us(20, 40), COMPUTE_STREAM,
                  call="cudaMemcpyAsync", cat="gpu_memcpy")
     t += w.us(1, 3)
     w.op("aten::copy_", cp_start, t, MAIN_TID, cp)
@@ -291,7 +291,7 @@ def _forward(w: _Writer, t: int, layers: int) -> tuple[int, list]:
         t += w.us(4, 8)
         mm_start, mm = t, w.begin()
         mm_node = w.autograd_node(mm_start)
-        t = w.launch(t + w.us(4, 9), MAIN_TID, mm, _GEMM, w.lognormal_us(3.6, 0.25), COMPUTE_STREAM)
+        t = w.launch(t + w.us(4, 9), MAIN_TID, mm, GEMM, w.lognormal_us(3.6, 0.25), COMPUTE_STREAM)
         t += w.us(2, 5)
         w.op("aten::addmm", mm_start, t, MAIN_TID, mm, extra=mm_node[0])
         t += w.us(1, 3)
@@ -300,7 +300,7 @@ def _forward(w: _Writer, t: int, layers: int) -> tuple[int, list]:
         relu_start, relu = t, w.begin()
         relu_node = w.autograd_node(relu_start)
         cm_start, cm = t + w.us(3, 6), w.begin()
-        t = w.launch(cm_start + w.us(3, 6), MAIN_TID, cm, _ELEMENTWISE, w.lognormal_us(2.0, 0.2), COMPUTE_STREAM)
+        t = w.launch(cm_start + w.us(3, 6), MAIN_TID, cm, ELEMENTWISE, w.lognormal_us(2.0, 0.2), COMPUTE_STREAM)
         t += w.us(1, 3)
         w.op("aten::clamp_min", cm_start, t, MAIN_TID, cm)
         t += w.us(1, 2)
@@ -350,15 +350,15 @@ def _kernel_op(w: _Writer, t: int, name: str, kernel: str, mu: float, shape: str
 
 def _relu_backward(w: _Writer, t: int, node: tuple) -> int:
     return _autograd_function(w, t, node, "ReluBackward0", lambda t: _kernel_op(
-        w, t, "aten::threshold_backward", _THRESHOLD_BWD, 2.1))
+        w, t, "aten::threshold_backward", THRESHOLD_BWD, 2.1))
 
 
 def _addmm_backward(w: _Writer, t: int, node: tuple) -> int:
     def body(t: int) -> int:
         t = _transpose(w, t, BWD_TID) + w.us(1, 3)
-        t = _kernel_op(w, t, "aten::mm", _GEMM_BWD, 3.6) + w.us(1, 3)
-        t = _kernel_op(w, t, "aten::mm", _GEMM_BWD, 3.6, shape="aten::mm.wgrad") + w.us(1, 3)
-        return _kernel_op(w, t, "aten::sum", _REDUCE, 2.3)
+        t = _kernel_op(w, t, "aten::mm", GEMM_BWD, 3.6) + w.us(1, 3)
+        t = _kernel_op(w, t, "aten::mm", GEMM_BWD, 3.6, shape="aten::mm.wgrad") + w.us(1, 3)
+        return _kernel_op(w, t, "aten::sum", REDUCE, 2.3)
 
     return _autograd_function(w, t, node, "AddmmBackward0", body)
 
@@ -369,7 +369,7 @@ def _t_backward(w: _Writer, t: int, node: tuple) -> int:
 
 def _accumulate_grad(w: _Writer, t: int) -> int:
     return _autograd_function(w, t, (), "torch::autograd::AccumulateGrad", lambda t: _kernel_op(
-        w, t, "aten::add_", _ADD, 2.2))
+        w, t, "aten::add_", ADD, 2.2))
 
 
 def _all_reduce(w: _Writer, t: int) -> int:
@@ -382,7 +382,7 @@ def _all_reduce(w: _Writer, t: int) -> int:
         extra = (f'"Collective name": "allreduce", "In msg nelems": 1048576, "Out msg nelems": 1048576, '
                  f'"dtype": "Float", "Group size": {w.world}, "Process Group Name": "0", '
                  f'"Process Group Ranks": "{list(range(w.world))}", "Seq": {w.seq}, ')
-    t = w.launch(t + w.us(6, 12), MAIN_TID, ext, _ALLREDUCE, w.lognormal_us(4.2, 0.3), COMM_STREAM,
+    t = w.launch(t + w.us(6, 12), MAIN_TID, ext, ALLREDUCE, w.lognormal_us(4.2, 0.3), COMM_STREAM,
                  extra=", " + extra.rstrip(", ") if extra else "")
     t += w.us(3, 6)
     w.op("record_param_comms", start, t, MAIN_TID, ext, extra=extra)
@@ -395,7 +395,7 @@ def _optimizer(w: _Writer, t: int) -> int:
     w.stream_free[OPT_STREAM] = max(w.stream_free[OPT_STREAM], w.stream_free[COMM_STREAM])
     for _ in range(3):
         add_start, add = t, w.begin()
-        t = w.launch(t + w.us(5, 10), MAIN_TID, add, _MULTI_TENSOR, w.lognormal_us(2.8, 0.2), OPT_STREAM)
+        t = w.launch(t + w.us(5, 10), MAIN_TID, add, MULTI_TENSOR, w.lognormal_us(2.8, 0.2), OPT_STREAM)
         t += w.us(3, 6)
         w.op("aten::_foreach_add_", add_start, t, MAIN_TID, add)
         t += w.us(2, 4)
@@ -438,7 +438,7 @@ def write_kineto_trace(
     ``rank`` and ``world_size`` go into ``distributedInfo``; ``collective_args`` writes the
     all-reduce's process group and sequence number as recent PyTorch does; ``straggle_us``
     delays each all-reduce on this rank (a straggler). ``shape="compact"`` writes the
-    older, compact shape (:mod:`.synthetic_compact`). A ``.gz`` path is compressed.
+    older, compact shape (:mod:`.compact`). A ``.gz`` path is compressed.
     """
     if shape == "compact":
         return write_compact_trace(path, n_events, seed=seed, rank=rank, layers=layers, steps=steps, width=width,
