@@ -33,7 +33,7 @@ from fleet.emulated_fleet import fleet_config
 from fleet.routing import capture_unavailable_reason
 from traces import analyses, atrace, events, queueing, results
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
-from traces.files import CHROME, TraceFiles
+from traces.files import CHROME, STORE_ERRORS, TraceFiles
 from traces.models import Trace, Upload
 from traces.upload_check import CheckedTrace, check_trace
 from traces.upload_sources import Source
@@ -307,7 +307,10 @@ def run_capture(trace_id: int) -> None:
     raw = chrome_gz(live.trace)
     files = TraceFiles(trace_id)
     name = files.raw_name(head=raw[:2])
-    files.save_stream(name, io.BytesIO(raw))
+    try:
+        files.save_stream(name, io.BytesIO(raw))
+    except STORE_ERRORS as exc:
+        return fail(trace_id, f"the capture could not be stored: the trace storage answered {exc}")
     moved = move(
         trace_id, [TraceStatus.CAPTURING], TraceStatus.ANALYSING,
         capture_ended_at=timezone.now(), raw_file=name, raw_format="chrome", raw_bytes=len(raw),
@@ -422,6 +425,8 @@ def analyse(trace_id: int) -> None:
         reason = str(exc).replace(stored_as, trace.name) if stored_as else str(exc)
         fail(trace_id, f"the trace cannot be analysed: {reason}")
         return
+    except STORE_ERRORS as exc:
+        return fail(trace_id, f"the trace could not be read or its results stored: the trace storage answered {exc}")
     meta = parsed.meta
     stored = trace.raw_bytes + written.bytes + analyses_bytes
     move(
