@@ -109,7 +109,7 @@ class TraceObjectStorage(S3Storage):
     def __init__(self, *, part_mb: int = 8, parts_in_flight: int = 2, **options) -> None:
         part = part_mb << 20
         if "transfer_config" not in options:
-            config = TransferConfig(multipart_threshold=part, multipart_chunksize=part,
+            config = TransferConfig(multipart_threshold=part, multipart_chunksize=part, use_threads=parts_in_flight > 1,
                                     max_concurrency=parts_in_flight, max_io_queue=parts_in_flight)
             config.max_in_memory_upload_chunks = parts_in_flight  # s3transfer's own knobs
             config.max_in_memory_download_chunks = parts_in_flight
