@@ -1,20 +1,24 @@
 """Roles on machines of their own that share no folder: two web processes behind a
-round-robin proxy and a trace worker, each with its own var/, temporary folder and emulator
-state, meeting only through PostgreSQL, Redis and the object store (issue 30, point 3; a
-first part: the poll worker, beat, the live fleet page and the agent are not in it yet)."""
+round-robin proxy, a trace worker, a poll worker and beat, each with its own var/, temporary
+folder and emulator state, meeting only through PostgreSQL, Redis, the time-series store and
+the object store (issue 30, point 3; the agent and a job capture across two poll workers are
+not in it yet)."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import threading
 import time
 
 import pytest
 import requests
+import websocket
+from django.conf import settings
 from rest_framework.authtoken.models import Token
 
-from tests.support.processes import child_env, start_web, start_worker
+from tests.support.processes import child_env, start_beat, start_web, start_worker
 from tests.support.tiers import starts_processes
 from traces.atrace import chrome_trace_bytes
 from traces.choices import TraceStatus
@@ -65,11 +69,15 @@ class RoundRobinProxy:
 
 
 def machine_env(root, name: str, store) -> dict:
-    """The environment of one machine: its own var/, temporary folder and emulator state."""
+    """The environment of one machine: its own var/, temporary folder and emulator state;
+    the one SECRET_KEY of the site (without it each machine makes its own in its var/, and a
+    session signed on one web process is refused by the other)."""
     home = root / name
     (home / "tmp").mkdir(parents=True)
+    (home / "var").mkdir()
     return child_env(ASICMON_VAR_DIR=home / "var", TRACE_STORAGE_DIR=home / "var" / "traces",
                      EMULATOR_STATE_DIR=home / "var" / "emulator", TMPDIR=home / "tmp",
+                     TSDB_BUFFER_DIR=home / "var" / "tsdb-buffer", POLL_INTERVAL=1, SECRET_KEY=settings.SECRET_KEY,
                      **store.environment(store.prefix))
 
 
@@ -84,9 +92,12 @@ def machines(object_store, seeded_fleet, tmp_path):
         started.append(web2)
         worker = start_worker(machine_env(tmp_path, "traces", object_store), concurrency=1, queue=trace_queue())
         started.append(worker)
+        started.append(start_worker(machine_env(tmp_path, "poll", object_store), concurrency=1))
+        beat_env = machine_env(tmp_path, "beat", object_store)
+        started.append(start_beat(beat_env, tmp_path / "beat" / "var" / "beat-schedule"))
         ports = [("127.0.0.1", int(u.rsplit(":", 1)[1])) for u in (url1, url2)]
         proxy = RoundRobinProxy(ports)
-        yield {"proxy": proxy, "web1": url1, "web2": url2, "worker": worker, "root": tmp_path}
+        yield {"proxy": proxy, "web1": url1, "web2": url2, "worker": worker, "root": tmp_path, "services": started}
         proxy.stop()
     finally:
         for service in reversed(started):
@@ -127,6 +138,28 @@ def test_a_capture_on_web_1_runs_on_the_trace_worker_and_is_viewed_on_web_2(mach
     for name in ("web1", "web2", "traces"):  # nothing stored on any machine's disk
         assert not (machines["root"] / name / "var" / "traces").exists(), name
     assert list((machines["root"] / "web2" / "var" / "cache" / "trace-views").iterdir())
+
+
+def test_the_fleet_page_is_live_through_either_web_process(machines, client, viewer, seeded_fleet):
+    """Two websockets through the proxy, one on each web process: each receives the polls
+    of every device that the poll worker publishes."""
+    proxy = machines["proxy"]
+    client.force_login(viewer)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    before = list(proxy.counts)
+    sockets = [websocket.create_connection(proxy.url.replace("http://", "ws://") + "/ws/fleet/", timeout=5,
+                                           cookie=cookie, origin=proxy.url) for _ in range(2)]
+    assert [a - b for a, b in zip(proxy.counts, before, strict=True)] == [1, 1]  # one on each web
+    expected = {d.id for d in seeded_fleet}
+    for ws in sockets:
+        seen, deadline = set(), time.time() + 30
+        while seen != expected and time.time() < deadline:
+            frame = ws.recv()
+            assert frame, "closed: " + "\n".join(service.output()[-3000:] for service in machines["services"])
+            message = json.loads(frame)
+            seen.update(line["id"] for line in message.get("devices", []))
+        ws.close()
+        assert seen == expected, f"got {sorted(seen)} of {sorted(expected)}"
 
 
 def chrome_trace_bytes_of_a_capture() -> bytes:
