@@ -83,6 +83,15 @@ class TraceFiles:
             self.storage.delete(name)
         return self.storage.save(name, stream)
 
+    def save_source(self, name: str, source) -> str:
+        """Stores an upload's bytes (a traces.upload_sources.Source) as ``name``: an object
+        store joins a resumable upload's parts itself, others get them streamed."""
+        compose = getattr(self.storage, "compose", None)
+        parts = list(getattr(source, "parts", ()))
+        if compose is not None and parts and compose(name, parts):
+            return name
+        return self.save_stream(name, source.as_file())
+
     def local_folder(self) -> Path | None:
         """The trace's folder on the local file system; None for a storage without local
         paths (an object store)."""

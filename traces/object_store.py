@@ -26,6 +26,7 @@ from storages.backends.s3 import S3Storage
 from storages.utils import clean_name, is_seekable
 
 READ_BUFFER = 1 << 20
+MIN_PART = 5 << 20  # S3's smallest part but the last
 
 
 class ObjectReader(io.RawIOBase):
@@ -142,6 +143,29 @@ class TraceObjectStorage(S3Storage):
         f = File(reader, name=name)
         f.size = size
         return f
+
+    def compose(self, name: str, parts: list[str]) -> bool:
+        """Make ``name`` of the objects ``parts`` joined in order, inside the store (a
+        multipart upload whose parts are copies of them: no byte passes through this
+        process). False, doing nothing, when a part but the last is under S3's 5 MB floor."""
+        keys = [self._normalize_name(clean_name(p)) for p in parts]
+        client = self.bucket.meta.client
+        sizes = [client.head_object(Bucket=self.bucket_name, Key=k)["ContentLength"] for k in keys]
+        if not keys or any(size < MIN_PART for size in sizes[:-1]):
+            return False
+        key = self._normalize_name(clean_name(name))
+        upload = client.create_multipart_upload(Bucket=self.bucket_name, Key=key)["UploadId"]
+        try:
+            done = [{"PartNumber": n, "ETag": client.upload_part_copy(
+                Bucket=self.bucket_name, Key=key, UploadId=upload, PartNumber=n,
+                CopySource={"Bucket": self.bucket_name, "Key": k})["CopyPartResult"]["ETag"]}
+                for n, k in enumerate(keys, start=1)]
+            client.complete_multipart_upload(Bucket=self.bucket_name, Key=key, UploadId=upload,
+                                             MultipartUpload={"Parts": done})
+        except BaseException:
+            client.abort_multipart_upload(Bucket=self.bucket_name, Key=key, UploadId=upload)
+            raise
+        return True
 
     def path(self, name):
         raise NotImplementedError("the object store has no local paths")

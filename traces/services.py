@@ -390,7 +390,7 @@ def store_raw(trace_id: int, source) -> str:
     else:
         first.close()
     files = TraceFiles(trace_id)
-    return files.save_stream(files.raw_name(source.name, head), source.as_file())
+    return files.save_source(files.raw_name(source.name, head), source)
 
 
 # -- analysis --------------------------------------------------------------------------

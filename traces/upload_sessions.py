@@ -63,7 +63,7 @@ def storage():
 
 def source_of(upload: Upload) -> Source:
     return Source(upload.filename, upload.size, lambda: Parts(storage(), part_names(upload), upload.filename),
-                  uploads=(upload.pk,))
+                  uploads=(upload.pk,), parts=tuple(part_names(upload)))
 
 
 def part_name(upload: Upload, offset: int) -> str:

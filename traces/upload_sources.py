@@ -26,6 +26,7 @@ class Source:
     size: int
     open: Callable[[], BinaryIO]
     uploads: tuple = ()  # the resumable upload it comes from (its reservation is its own)
+    parts: tuple = ()  # the storage names of its parts, in order (a resumable upload's)
 
     def as_file(self) -> File:
         """The bytes as a Django File for a storage's save (a multipart upload's own file,

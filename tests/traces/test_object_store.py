@@ -200,29 +200,37 @@ def large_trace(tmp_path_factory) -> bytes:
     return path.read_bytes()
 
 
-def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, api_client, operator, large_trace):
-    """A resumable upload (its 2 MB chunks are parts in the store until the trace takes
-    them) and a multipart POST: each raw trace is one multipart object equal to the file,
-    no part is left behind, and the worker analyses it from the store."""
-    api_client.force_authenticate(operator)
-    upload = api_client.post("/api/uploads/", {"filename": "big.json", "size": len(large_trace)}, format="json").data
-    for offset in range(0, len(large_trace), 2 * MB):
-        response = api_client.put(f"/api/uploads/{upload['id']}/?offset={offset}", data=large_trace[offset:offset + 2 * MB],
+def send_resumable(api_client, data: bytes, chunk: int) -> str:
+    upload = api_client.post("/api/uploads/", {"filename": "big.json", "size": len(data)}, format="json").data
+    for offset in range(0, len(data), chunk):
+        response = api_client.put(f"/api/uploads/{upload['id']}/?offset={offset}", data=data[offset:offset + chunk],
                                   content_type="application/octet-stream")
         assert response.status_code == 200, response.content
+    assert api_client.post(f"/api/uploads/{upload['id']}/finish/", {"size": len(data)}, format="json").status_code == 200
+    return upload["id"]
+
+
+def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, api_client, operator, large_trace):
+    """Resumable uploads (their chunks are parts in the store until the trace takes them)
+    and a multipart POST: each raw trace is one multipart object equal to the file, no part
+    is left behind, and the worker analyses it from the store. Chunks of 7 MB become the
+    trace's parts inside the store (two parts); 2 MB chunks, under S3's 5 MB floor, are
+    streamed through into 5 MB parts (three)."""
+    api_client.force_authenticate(operator)
+    small_chunks = send_resumable(api_client, large_trace, 2 * MB)
     assert len(object_store.keys(f"{object_store.prefix}/uploads/")) == -(-len(large_trace) // (2 * MB))
-    assert api_client.post(f"/api/uploads/{upload['id']}/finish/", {"size": len(large_trace)}, format="json").status_code == 200
-    chunked = api_client.post("/api/traces/", {"upload": upload["id"]}, format="json")
-    posted = api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", large_trace)}, format="multipart")
-    assert chunked.status_code == posted.status_code == 201, (chunked.content, posted.content)
+    large_chunks = send_resumable(api_client, large_trace, 7 * MB)
+    made = [api_client.post("/api/traces/", {"upload": upload}, format="json") for upload in (small_chunks, large_chunks)]
+    made.append(api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", large_trace)}, format="multipart"))
+    assert [r.status_code for r in made] == [201, 201, 201], [r.content for r in made]
     assert object_store.keys(f"{object_store.prefix}/uploads/") == []
-    for trace_id in (chunked.data["id"], posted.data["id"]):
-        trace = Trace.objects.get(pk=trace_id)
+    for response, parts in zip(made, ("-3", "-2", "-3"), strict=True):
+        trace = Trace.objects.get(pk=response.data["id"])
         head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/{trace.raw_file}")
-        assert head["ContentLength"] == len(large_trace) and head["ETag"].strip('"').endswith("-3"), head["ETag"]
-        with TraceFiles(trace_id).storage.open(trace.raw_file, "rb") as f:
+        assert head["ContentLength"] == len(large_trace) and head["ETag"].strip('"').endswith(parts), head["ETag"]
+        with TraceFiles(trace.pk).storage.open(trace.raw_file, "rb") as f:
             assert hashlib.sha256(f.read()).digest() == hashlib.sha256(large_trace).digest()
-        services.analyse(trace_id)
+        services.analyse(trace.pk)
         trace.refresh_from_db()
         assert trace.status == TraceStatus.READY and trace.events > 20_000, trace.error
 
