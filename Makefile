@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run database agent test test-fast soak lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
+.PHONY: run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
 
 run: $(VENV)/.runtime tsdb-deps
 	$(BIN)/python -m dashboard.stack run
@@ -34,6 +34,10 @@ test-fast: $(VENV)/.dev prometheus-deps tsdb-deps
 # The long soak: websockets held through 10 minutes of polling at the default interval.
 soak: $(VENV)/.dev tsdb-deps
 	ASICMON_SOAK=long $(BIN)/python -m dashboard.stack test tests/dashboard/test_soak.py $(PYTEST_ARGS)
+
+# The roles on machines of their own (own var/, no shared folder) against one object store.
+test-machines: $(VENV)/.dev tsdb-deps
+	$(BIN)/python -m dashboard.stack test tests/traces/test_machines.py tests/traces/test_object_store.py -n 0 $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -391,15 +391,41 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Raw traces and their analysis results go through the "traces" storage: a folder under
-# var/ by default; point TRACE_STORAGE_BACKEND at an object store's storage class later.
+# var/ by default (TRACE_STORAGE_DIR), or an S3-compatible object store with
+# TRACE_STORAGE=s3://bucket/prefix (endpoint, region and credentials: the AWS_* variables).
 TRACE_STORAGE_DIR = Path(env_str("TRACE_STORAGE_DIR", str(VAR_DIR / "traces")))
+TRACE_STORAGE = env_str("TRACE_STORAGE", "").strip()
+AWS_S3_ENDPOINT_URL = env_str("AWS_S3_ENDPOINT_URL", "") or env_str("AWS_ENDPOINT_URL_S3", "") or env_str("AWS_ENDPOINT_URL", "")
+AWS_S3_REGION_NAME = env_str("AWS_S3_REGION_NAME", "") or env_str("AWS_REGION", "") or env_str("AWS_DEFAULT_REGION", "")
+TRACE_S3_PART_MB = env_int("TRACE_S3_PART_MB", 8, minimum=5)  # S3's smallest part but the last
+TRACE_S3_PARTS_IN_FLIGHT = env_int("TRACE_S3_PARTS_IN_FLIGHT", 2, minimum=1)
+# Downloads (the Chrome export) larger than this redirect to a presigned URL of the object store.
+TRACE_S3_REDIRECT_MB = env_int("TRACE_S3_REDIRECT_MB", 8)
+# The local copies of page analyses that a web process keeps of an object store's traces.
+TRACE_CACHE_MAX_MB = env_int("TRACE_CACHE_MAX_MB", 512, minimum=1)
+
+
+def trace_storage(url: str) -> dict:
+    """The "traces" storage: the local folder, or the bucket and prefix of an s3:// URL."""
+    if not url:
+        return {
+            "BACKEND": env_str("TRACE_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
+            "OPTIONS": {"location": str(TRACE_STORAGE_DIR)},
+        }
+    scheme, _, rest = url.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    if scheme != "s3" or not bucket:
+        raise ImproperlyConfigured(f"TRACE_STORAGE={url!r} is not s3://bucket or s3://bucket/prefix")
+    options = {"bucket_name": bucket, "location": prefix.strip("/"), "part_mb": TRACE_S3_PART_MB,
+               "parts_in_flight": TRACE_S3_PARTS_IN_FLIGHT, "querystring_expire": 600}
+    options.update({k: v for k, v in [("endpoint_url", AWS_S3_ENDPOINT_URL), ("region_name", AWS_S3_REGION_NAME)] if v})
+    return {"BACKEND": "traces.object_store.TraceObjectStorage", "OPTIONS": options}
+
+
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
-    "traces": {
-        "BACKEND": env_str("TRACE_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
-        "OPTIONS": {"location": str(TRACE_STORAGE_DIR)},
-    },
+    "traces": trace_storage(TRACE_STORAGE),
 }
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))

@@ -75,7 +75,8 @@ def analyses_folder(trace: Trace) -> Path:
     folder = files.local_folder()
     if folder is None:
         stamp = int(trace.ready_at.timestamp()) if trace.ready_at else 0
-        folder = files.local_copy(PREFIX, Path(settings.VAR_DIR) / "cache" / "trace-views" / f"{trace.pk}-{stamp}")
+        folder = files.local_copy(PREFIX, Path(settings.VAR_DIR) / "cache" / "trace-views" / f"{trace.pk}-{stamp}",
+                                  max_bytes=settings.TRACE_CACHE_MAX_MB << 20)
     if not (folder / f"{PREFIX}paths.json").exists():
         raise AnalysesMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
     return folder

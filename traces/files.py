@@ -31,11 +31,15 @@ import shutil
 import tempfile
 from pathlib import Path, PurePath
 
+from botocore.exceptions import BotoCoreError, ClientError
 from django.core.files.storage import storages
 
 SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
 DIGEST = "job_digest.npz"
 REPORT, TIMELINE = "report.json", "timeline.npz"
+#: What a storage raises when it cannot be read or written: a full or failing disk, an object
+#: store that is away, refuses the credentials or answers with an error.
+STORE_ERRORS = (OSError, BotoCoreError, ClientError)
 RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
 
 
@@ -79,6 +83,15 @@ class TraceFiles:
             self.storage.delete(name)
         return self.storage.save(name, stream)
 
+    def save_source(self, name: str, source) -> str:
+        """Stores an upload's bytes (a traces.upload_sources.Source) as ``name``: an object
+        store joins a resumable upload's parts itself, others get them streamed."""
+        compose = getattr(self.storage, "compose", None)
+        parts = list(getattr(source, "parts", ()))
+        if compose is not None and parts and compose(name, parts):
+            return name
+        return self.save_stream(name, source.as_file())
+
     def local_folder(self) -> Path | None:
         """The trace's folder on the local file system; None for a storage without local
         paths (an object store)."""
@@ -94,18 +107,39 @@ class TraceFiles:
             return []
         return files
 
-    def local_copy(self, prefix: str, into: Path) -> Path:
+    def local_copy(self, prefix: str, into: Path, max_bytes: int | None = None) -> Path:
         """A local copy of the files whose names start with ``prefix``, made once in the
-        folder ``into`` (for storages without local paths)."""
-        if not into.exists():
-            into.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=into.parent))
+        folder ``into`` (for storages without local paths). ``max_bytes``: the most the
+        copies beside it in ``into``'s parent may hold; the least recently used go first."""
+        if into.exists():
+            with contextlib.suppress(OSError):
+                into.touch()  # used now: evicted last
+            return into
+        into.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=into.parent, prefix=".copying-"))
+        try:
             for file in self.listdir():
                 if file.startswith(prefix):
                     with self.open(file) as src, (tmp / file).open("wb") as dst:
                         shutil.copyfileobj(src, dst)
             tmp.rename(into)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not into.exists():
+                raise
+        if max_bytes is not None:
+            trim_cache(into.parent, max_bytes, keep=into)
         return into
+
+    def download_url(self, name: str, min_bytes: int, filename: str = "") -> str | None:
+        """A URL the client may fetch the stored ``name`` from directly (an object store's
+        presigned URL), when it is at least ``min_bytes``; None to serve it through the web."""
+        if self.local_folder() is not None:
+            return None
+        if self.storage.size(name) < min_bytes:
+            return None
+        disposition = {"ResponseContentDisposition": f'attachment; filename="{filename}"'} if filename else None
+        return self.storage.url(name, parameters=disposition)
 
     def delete_all(self) -> None:
         """Deletes every file of the trace, and its folder."""
@@ -115,6 +149,28 @@ class TraceFiles:
         if folder is not None:
             with contextlib.suppress(OSError):
                 folder.rmdir()  # file systems keep empty folders
+
+
+def trim_cache(root: Path, max_bytes: int, keep: Path | None = None) -> int:
+    """Delete the least recently used copies (folders) in ``root`` until they hold at most
+    ``max_bytes`` (``keep``, the one just used, stays); returns the number deleted."""
+    copies = []
+    for folder in root.iterdir():
+        if folder.is_dir() and not folder.name.startswith("."):
+            with contextlib.suppress(OSError):
+                size = sum(f.stat().st_size for f in folder.iterdir())
+                copies.append((folder.stat().st_mtime, size, folder))
+    total = sum(size for _t, size, _f in copies)
+    deleted = 0
+    for _mtime, size, folder in sorted(copies, key=lambda c: c[0]):
+        if total <= max_bytes:
+            break
+        if folder == keep:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+        deleted += 1
+    return deleted
 
 
 class JobFiles(TraceFiles):

@@ -8,7 +8,6 @@ module, so it queues them by name through traces/queueing.py.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import logging
@@ -18,8 +17,7 @@ from pathlib import Path, PurePath
 
 import redis
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Sum
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
@@ -33,9 +31,24 @@ from fleet.emulated_fleet import fleet_config
 from fleet.routing import capture_unavailable_reason
 from traces import analyses, atrace, events, queueing, results
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
-from traces.files import CHROME, TraceFiles
-from traces.models import Trace, Upload
+from traces.files import CHROME, STORE_ERRORS, TraceFiles
+from traces.models import Trace
+from traces.refusals import (  # noqa: F401 (callers name the refusals services.X)
+    BadTrace,
+    CaptureUnavailable,
+    DeviceBusy,
+    StorageFull,
+    TraceRefused,
+)
 from traces.requests.live import serving_for
+from traces.storage_budget import (  # noqa: F401
+    budget_held,
+    delete_trace,
+    make_room,
+    prune_traces,
+    retention_cutoff,
+    take_room,
+)
 from traces.upload_check import CheckedTrace, check_trace
 from traces.upload_sources import Source
 
@@ -50,32 +63,6 @@ CAPTURE_GRACE_S = 60
 #: the page's socket opens after the click's answer, so it sees the first push after that).
 PROGRESS_ROW_EVERY_S = 1.0
 PROGRESS_PUSH_EVERY_S = 0.1
-#: The advisory lock taken while the storage budget is checked and taken (budget_held).
-BUDGET_LOCK = 0x617363_6D6F6E
-
-
-class TraceRefused(Exception):
-    """A request the service turns down; ``status`` is the HTTP status to answer with."""
-
-    status = 400
-
-
-class BadTrace(TraceRefused):
-    status = 400
-
-
-class DeviceBusy(TraceRefused):
-    status = 409
-
-
-class CaptureUnavailable(TraceRefused):
-    """The device's host cannot capture traces (fleet.routing says why)."""
-
-    status = 409
-
-
-class StorageFull(TraceRefused):
-    status = 507
 
 
 # -- state changes -------------------------------------------------------------------
@@ -103,80 +90,6 @@ def _tell_pages(send, *args, **kwargs) -> None:
 def fail(trace_id: int, reason: str, from_statuses=None) -> bool:
     log.warning("trace %s failed: %s", trace_id, reason)
     return move(trace_id, from_statuses or ACTIVE_STATUSES, TraceStatus.FAILED, error=reason[:2000])
-
-
-# -- storage budget and retention ------------------------------------------------------
-def stored_bytes() -> int:
-    return Trace.objects.aggregate(total=Sum("stored_bytes"))["total"] or 0
-
-
-def budget_bytes() -> int:
-    return int(settings.TRACE_STORAGE_MAX_GB * (1 << 30))
-
-
-def retention_cutoff():
-    return timezone.now() - timedelta(days=settings.TRACE_RETENTION_DAYS)
-
-
-@contextlib.contextmanager
-def budget_held(*, needed: bool = True):
-    """A transaction in which one writer at a time checks the storage budget and takes its
-    room (a PostgreSQL advisory lock; SQLite has one writer anyway), so that two uploads
-    never both fit in the room left for one."""
-    with transaction.atomic():
-        if needed and connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [BUDGET_LOCK])
-        yield
-
-
-def take_room(*sources) -> None:
-    """Room for the files of an upload, in a budget_held transaction. A resumable upload
-    took its room when it started: its row goes now (the trace row takes its place in the
-    same transaction, so its bytes never count twice); a multipart file must fit."""
-    fresh = sum(s.size for s in sources if not s.uploads)
-    if fresh or not sources:
-        make_room(fresh, uploads=[u for s in sources for u in s.uploads])
-    Upload.objects.filter(pk__in=[u for s in sources for u in s.uploads]).delete()
-
-
-def reserved_bytes(exclude=()) -> int:
-    """Bytes the open resumable uploads (but those in ``exclude``) said they will bring."""
-    return Upload.objects.exclude(pk__in=list(exclude)).aggregate(total=Sum("size"))["total"] or 0
-
-
-def make_room(incoming: int, *, uploads=()) -> None:
-    """Free space for ``incoming`` bytes beside the stored traces and the open uploads
-    (those ``incoming`` comes from, ``uploads``, count once): traces past retention go
-    first, oldest first; if that is not enough, refuse."""
-    budget = budget_bytes()
-    used = stored_bytes() + reserved_bytes(uploads)
-    if used + incoming <= budget:
-        return
-    for trace in Trace.objects.filter(created_at__lt=retention_cutoff()).order_by("created_at"):
-        used -= trace.stored_bytes
-        delete_trace(trace)
-        if used + incoming <= budget:
-            return
-    raise StorageFull(
-        f"trace storage is full: {used / 1e9:.2f} GB of {budget / 1e9:.2f} GB "
-        f"(TRACE_STORAGE_MAX_GB) used by traces within their {settings.TRACE_RETENTION_DAYS}-day "
-        "retention and by uploads in progress; delete some traces or raise the budget"
-    )
-
-
-def delete_trace(trace: Trace) -> None:
-    """Delete a trace's row; its files go when the deletion commits (traces/signals.py)."""
-    trace.delete()
-
-
-def prune_traces() -> int:
-    """Delete traces past retention (and their files)."""
-    pruned = 0
-    for trace in Trace.objects.filter(created_at__lt=retention_cutoff()):
-        delete_trace(trace)
-        pruned += 1
-    return pruned
 
 
 # -- capture ---------------------------------------------------------------------------
@@ -310,7 +223,10 @@ def run_capture(trace_id: int) -> None:
     raw = chrome_gz(live.trace)
     files = TraceFiles(trace_id)
     name = files.raw_name(head=raw[:2])
-    files.save_stream(name, io.BytesIO(raw))
+    try:
+        files.save_stream(name, io.BytesIO(raw))
+    except STORE_ERRORS as exc:
+        return fail(trace_id, f"the capture could not be stored: the trace storage answered {exc}")
     moved = move(
         trace_id, [TraceStatus.CAPTURING], TraceStatus.ANALYSING,
         capture_ended_at=timezone.now(), raw_file=name, raw_format="chrome", raw_bytes=len(raw),
@@ -390,7 +306,7 @@ def store_raw(trace_id: int, source) -> str:
     else:
         first.close()
     files = TraceFiles(trace_id)
-    return files.save_stream(files.raw_name(source.name, head), source.as_file())
+    return files.save_source(files.raw_name(source.name, head), source)
 
 
 # -- analysis --------------------------------------------------------------------------
@@ -425,6 +341,8 @@ def analyse(trace_id: int) -> None:
         reason = str(exc).replace(stored_as, trace.name) if stored_as else str(exc)
         fail(trace_id, f"the trace cannot be analysed: {reason}")
         return
+    except STORE_ERRORS as exc:
+        return fail(trace_id, f"the trace could not be read or its results stored: the trace storage answered {exc}")
     meta = parsed.meta
     stored = trace.raw_bytes + written.bytes + analyses_bytes
     move(

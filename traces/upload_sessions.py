@@ -42,8 +42,13 @@ class UploadTooLarge(services.TraceRefused):
 class _Counted:
     """Reads at most ``limit`` bytes from ``stream`` and counts them."""
 
+    closed = False  # asked by an object store's save, as of any file
+
     def __init__(self, stream, limit: int) -> None:
         self.stream, self.limit, self.count = stream, limit, 0
+
+    def seekable(self) -> bool:
+        return False
 
     def read(self, n: int = -1) -> bytes:
         want = self.limit + 1 - self.count if n < 0 else min(n, self.limit + 1 - self.count)
@@ -58,7 +63,7 @@ def storage():
 
 def source_of(upload: Upload) -> Source:
     return Source(upload.filename, upload.size, lambda: Parts(storage(), part_names(upload), upload.filename),
-                  uploads=(upload.pk,))
+                  uploads=(upload.pk,), parts=tuple(part_names(upload)))
 
 
 def part_name(upload: Upload, offset: int) -> str:

@@ -26,6 +26,7 @@ class Source:
     size: int
     open: Callable[[], BinaryIO]
     uploads: tuple = ()  # the resumable upload it comes from (its reservation is its own)
+    parts: tuple = ()  # the storage names of its parts, in order (a resumable upload's)
 
     def as_file(self) -> File:
         """The bytes as a Django File for a storage's save (a multipart upload's own file,
@@ -56,6 +57,10 @@ class Parts:
         return True
 
     def seekable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:  # asked by an object store's save, as of any file
         return False
 
     def read(self, n: int = -1) -> bytes:

@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.support.object_store import object_store, object_store_server  # noqa: F401 (fixtures)
+
 
 @pytest.fixture
 def trace_storage(settings, tmp_path):

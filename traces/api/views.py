@@ -1,6 +1,7 @@
 """The traces API: thin views over traces.services (writes) and traces.queries (reads)."""
 
-from django.http import FileResponse
+from django.conf import settings
+from django.http import FileResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -204,11 +205,18 @@ class TraceViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
             if not trace.raw_file:
                 raise NotReady(f"trace {trace.pk} has no raw file yet ({trace.status})")
             filename = f"trace-{trace.pk}-{trace.raw_file.rsplit('/', 1)[-1]}"
+            url = files.download_url(trace.raw_file, settings.TRACE_S3_REDIRECT_MB << 20, filename)
+            if url:
+                return HttpResponseRedirect(url)
             return FileResponse(files.storage.open(trace.raw_file, "rb"), as_attachment=True, filename=filename)
         ready_trace(trace)
         if not services.chrome_ready(trace):
             raise NotReady("the Chrome export is still being written; try again in a few seconds")
-        return FileResponse(files.open(CHROME), as_attachment=True, filename=f"trace-{trace.pk}-chrome.json.gz")
+        filename = f"trace-{trace.pk}-chrome.json.gz"
+        url = files.download_url(files.name(CHROME), settings.TRACE_S3_REDIRECT_MB << 20, filename)
+        if url:  # a large export in an object store: the client fetches it from there
+            return HttpResponseRedirect(url)
+        return FileResponse(files.open(CHROME), as_attachment=True, filename=filename)
 
 
 class CaptureView(APIView):
