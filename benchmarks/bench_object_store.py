@@ -126,10 +126,10 @@ def main() -> None:  # noqa: PLR0915
     from django.contrib.auth.models import Group, User
     from django.test.utils import setup_databases, teardown_databases
     from rest_framework.authtoken.models import Token
-    from traces.atrace.synthetic import write_kineto_trace
 
     from dashboard.settings import trace_storage
     from fleet.roles import ensure_roles
+    from tests.support.tracegen import write_kineto_trace
 
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench-traces")
     s3_env = {"TRACE_STORAGE": "s3://bench-traces/t", "AWS_S3_ENDPOINT_URL": endpoint, **CREDENTIALS}

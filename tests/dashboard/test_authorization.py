@@ -217,9 +217,10 @@ def _object_for(route: Route, objects: dict):
         found = apps.get_model(app, model)._default_manager.order_by("pk").first()
         assert found is not None, f"{route.pattern}: no {app}.{model} to name"
         return found.pk
-    for prefix in ("health-event", "driver-error", "device", "host", "trace", "job", "action", "upload"):
-        if prefix in route.key:
-            return objects[prefix]
+    name = route.key.rpartition(":")[2]
+    kinds = ("health-event", "driver-error", "device", "host", "trace", "job", "action", "upload")
+    for prefix in (*[k for k in kinds if name.startswith(k)], *[k for k in kinds if k in route.key]):
+        return objects[prefix]  # the kind the route's name starts with, else one its key names
     raise AssertionError(f"{route.key}: which object does its id name? Say so in path_arguments")
 
 

@@ -192,7 +192,7 @@ def _child_env(settings) -> dict:
 @pytest.fixture(scope="module")
 def large_trace(tmp_path_factory) -> bytes:
     """A Kineto trace of about 12 MB: three 5 MB parts in the store."""
-    from traces.atrace.synthetic import write_kineto_trace
+    from tests.support.tracegen import write_kineto_trace
 
     path = tmp_path_factory.mktemp("large") / "rank0.trace.json"
     write_kineto_trace(path, 45_000, seed=3)
