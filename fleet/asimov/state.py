@@ -36,7 +36,7 @@ __all__ = ["DRIVER_INTERFACES", "FAULT_EFFECTS", "FIELDS", "REQUIRED", "fault_st
 #: Driver interfaces a double may answer (emulator.drivers: NVML-, sysfs-, C-library-shaped).
 DRIVER_INTERFACES = ("sysfs", "clib", "nvml")
 #: Workloads a double may serve (emulator.workloads.WORKLOADS).
-WORKLOADS = ("video_pipeline", "recommendation", "transformer")
+WORKLOADS = ("video_pipeline", "recommendation", "transformer", "decode")
 REQUIRED = object()
 
 #: field -> (kind, default). Kinds: str, driver, workload, count (int >= 1), bytes
