@@ -8,15 +8,19 @@ imported, so a new type is one spec file: its monitor, its double, its cost mode
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
 from emulator.device_type import DeviceType
 from emulator.workloads import CostProfile, register_cost_profile
 from fleet.asimov.compiler import CompiledSpec, compile_file
+from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.loader import SPECS_DIR
 
 __all__ = ["device_type_from_spec", "spec_paths", "types_from_specs"]
+
+log = logging.getLogger(__name__)
 
 _HAS_STATE = re.compile(r"^state\s+\w+\s*=", re.M)
 _COST = ("workload", "peak_tflops", "mem_gbps", "launch_us")
@@ -51,10 +55,17 @@ def _register_cost(compiled: CompiledSpec) -> None:
 
 
 def types_from_specs(extra_dirs: tuple[str, ...] = ()) -> list[DeviceType]:
-    """The type of every spec that describes a double (their cost models registered)."""
+    """The type of every spec that describes a double (their cost models registered). A
+    broken spec in an extra folder is logged with its line and column and left out."""
     out = []
     for path in spec_paths(extra_dirs):
-        compiled = compile_file(path)
+        try:
+            compiled = compile_file(path)
+        except (AsimovError, SpecErrors) as exc:
+            if path.parent == SPECS_DIR:
+                raise  # a shipped spec must compile
+            log.error("device type of %s left out: %s", path, exc)  # as the agent does
+            continue
         out.append(device_type_from_spec(compiled))
         _register_cost(compiled)
     return out

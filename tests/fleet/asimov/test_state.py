@@ -74,3 +74,14 @@ def test_a_field_given_twice_and_fields_that_disagree():
     assert "lacks state model, serial_prefix, cores" in missing[0].message
     cost = check_spec(VIDEO + "state peak_tflops = 4.0\n", "video.asimov")
     assert "a cost model needs workload" in cost[0].message
+
+
+def test_a_spec_in_an_extra_folder_is_a_type_and_a_broken_one_is_left_out(tmp_path, caplog):
+    from emulator.spec_types import types_from_specs
+
+    (tmp_path / "vt2.asimov").write_text(VIDEO.replace("device video", "device vt2").replace('"EVT"', '"EVW"'))
+    (tmp_path / "bad.asimov").write_text(MONITOR.replace("device video", "device bad") + "state cores = 0\n")
+    with caplog.at_level("ERROR", logger="emulator.spec_types"):
+        types = {t.name: t for t in types_from_specs((str(tmp_path),))}
+    assert types["vt2"].serial_prefix == "EVW" and "bad" not in types and {"video", "mtx"} <= set(types)
+    assert "bad.asimov" in caplog.text and "state cores cannot be 0" in caplog.text
