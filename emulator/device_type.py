@@ -1,11 +1,12 @@
 """A device type of the emulator: the hardware parameters and fault rules of one kind of
-accelerator, as its Asimov spec's ``state`` and ``fault`` lines give them."""
+accelerator, as its Asimov spec's ``state``, ``rule`` and ``fault`` lines give them (a step
+rule's numbers are attributes named ``<rule>_<parameter>``, e.g. ``throttle_down_per_s``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fleet.asimov.state import FAULT_EFFECTS
+from fleet.asimov.state import FAULT_EFFECTS, STEP_RULES
 
 __all__ = ["FAULTS", "DeviceType", "fault_number"]
 
@@ -38,6 +39,14 @@ class DeviceType:
     driver_version: str = "1.0.0"
     firmware: dict[str, str] = field(default_factory=dict)  # sw version -> firmware version
     faults: dict[str, tuple] = field(default_factory=dict)  # fault -> its effect's numbers (spec)
+    rules: dict[str, tuple] = field(default_factory=dict)  # step rule -> its numbers (spec)
+
+    def __post_init__(self) -> None:
+        # the step rules' numbers as plain attributes: the physics reads them every step
+        for name, (_, params, defaults) in STEP_RULES.items():
+            numbers = self.rules.get(name) or defaults
+            for param, value in zip(params, numbers, strict=True):
+                object.__setattr__(self, f"{name}_{param}", value)
 
     def firmware_for(self, sw_version: str) -> str:
         return self.firmware.get(sw_version, f"{sw_version}.0")

@@ -22,7 +22,6 @@ MAX_STEPS = 240
 ECC_BACKGROUND_PER_S = 2e-4
 # What each fault changes (leak rate, ECC storm rates, link loss, cooler factor) is the
 # device type's: its spec's ``fault`` lines (fleet.asimov.state), read by `fault_number`.
-JOB_LOAD = 0.95  # a training job keeps its devices this busy (its collectives take the rest)
 WORKLOAD_PHASE = {"video_pipeline": 0.83, "recommendation": 0.79, "transformer": 0.6}
 
 
@@ -159,7 +158,7 @@ def _step(
         s.rebooting_until = None
     serving = not (rebooting or "hang" in s.faults)
     h = noise.mix(s.key, tick)  # the step's draws share their leading keys
-    wanted = JOB_LOAD if s.job_until is not None and t < s.job_until else demand(t, workload, host_key)
+    wanted = d.job_load if s.job_until is not None and t < s.job_until else demand(t, workload, host_key)
     _activity(s, d, wanted, h, serving, rebooting)
     f = _clock_and_power(s, d, dt, h, rebooting)
     _temperature(s, d, dt)
@@ -173,11 +172,12 @@ def _activity(
 ) -> None:
     """The load the device serves and each core's share of active time (``h``: the hash
     of the device and the time step, that every draw of the step continues)."""
-    load = wanted * (0.9 + 0.2 * noise.unit(noise.mix_on(h, 7))) if serving else 0.0
+    load = wanted * (d.activity_load_low + d.activity_load_span * noise.unit(noise.mix_on(h, 7))) if serving else 0.0
     load = min(1.0, load)
     if serving:
         mix_on, unit = noise.mix_on, noise.unit
-        activity = [min(1.0, max(0.0, load * (0.85 + 0.3 * unit(mix_on(h, 100 + c))))) for c in range(d.cores)]
+        low, span = d.activity_core_low, d.activity_core_span
+        activity = [min(1.0, max(0.0, load * (low + span * unit(mix_on(h, 100 + c))))) for c in range(d.cores)]
     else:
         activity = [0.0] * d.cores
     if "core_stuck" in s.faults and not rebooting:
@@ -192,12 +192,12 @@ def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, h: int, rebooti
     f = s.clock_mhz / d.max_clock_mhz
     f_min = d.min_clock_mhz / d.max_clock_mhz
     if s.temperature_c > d.throttle_c:
-        f = max(f_min, f - 0.08 * dt * (1 + s.temperature_c - d.throttle_c))
+        f = max(f_min, f - d.throttle_down_per_s * dt * (1 + s.temperature_c - d.throttle_c))
         s.throttle_thermal = True
-    elif s.temperature_c < d.throttle_c - 3:
-        f = min(1.0, f + 0.1 * dt)
+    elif s.temperature_c < d.throttle_c - d.throttle_hysteresis_c:
+        f = min(1.0, f + d.throttle_up_per_s * dt)
         s.throttle_thermal = f < 1.0
-    dynamic = (d.tdp_w - d.idle_w) * mean_activity * f**1.5
+    dynamic = (d.tdp_w - d.idle_w) * mean_activity * f**d.power_clock_exponent
     s.throttle_power = False
     if d.idle_w + dynamic > d.tdp_w * 1.1:  # never reached at nominal clocks; kept as a guard
         s.throttle_power = True

@@ -40,7 +40,7 @@ def spec_paths(extra_dirs: tuple[str, ...] = ()) -> list[Path]:
 def device_type_from_spec(compiled: CompiledSpec) -> DeviceType:
     """The `DeviceType` a compiled spec's state and fault rules describe."""
     fields = {k: v for k, v in compiled.state.items() if k not in _COST}
-    return DeviceType(name=compiled.device, faults=dict(compiled.fault_rules), **fields)
+    return DeviceType(name=compiled.device, faults=dict(compiled.fault_rules), rules=dict(compiled.step_rules), **fields)
 
 
 def _register_cost(compiled: CompiledSpec) -> None:

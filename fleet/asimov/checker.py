@@ -55,6 +55,7 @@ class CheckedSpec:
     # the device double (fleet.asimov.state): its typed fields and each fault's numbers
     state: Mapping[str, object] = field(default_factory=dict)
     fault_rules: Mapping[str, tuple] = field(default_factory=dict)
+    step_rules: Mapping[str, tuple] = field(default_factory=dict)
 
 
 class Checker:
@@ -80,6 +81,7 @@ class Checker:
         self.performance: dict[str, dict[str, float]] = {}
         self.state: dict[str, object] = {}
         self.fault_rules: dict[str, tuple] = {}
+        self.step_rules: dict[str, tuple] = {}
         self.discovery: dict | None = None
         self.events: dict | None = None
         self.diagnostic = ""
@@ -199,6 +201,7 @@ class Checker:
             performance=MappingProxyType(self.performance),
             state=MappingProxyType(self.state),
             fault_rules=MappingProxyType(self.fault_rules),
+            step_rules=MappingProxyType(self.step_rules),
         )
 
 

@@ -46,6 +46,7 @@ class CompiledSpec:
     performance: dict[str, dict[str, float]] = field(default_factory=dict)
     state: dict[str, object] = field(default_factory=dict)  # the device double (fleet.asimov.state)
     fault_rules: dict[str, tuple] = field(default_factory=dict)
+    step_rules: dict[str, tuple] = field(default_factory=dict)
 
 
 def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
@@ -60,6 +61,7 @@ def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
         {k: dict(v) for k, v in checked.performance.items()},
         dict(checked.state),
         dict(checked.fault_rules),
+        dict(checked.step_rules),
     )
 
 

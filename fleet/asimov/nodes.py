@@ -375,10 +375,12 @@ class StateField(Statement):
 
 @dataclass(frozen=True, eq=False)
 class FaultRule(Statement):
-    """``fault KIND = effect(...)``: what an injected fault changes in the double."""
+    """``fault KIND = effect(...)``: what an injected fault changes in the double; or, with
+    ``word`` "rule", ``rule NAME = form(...)``: the numbers of a per-step update rule."""
 
     kind: Ident
     effect: Expr
+    word: str = "fault"
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,15 +6,17 @@
     state cores = 4
     state max_clock_mhz = 1400
     state thermal_tau_s = 30          # seconds of thermal lag
+    rule throttle = thermal(0.08, 0.1, 3)   # clock share down/up a second, hysteresis in °C
     fault overheat = heat(3.0)        # the cooler fails: thermal resistance x 3
     fault ecc_storm = ecc(150, 0.2)   # corrected and uncorrected errors a second
 
 ``state NAME = value`` sets one typed field of the double (`FIELDS`: hardware constants
 and the initial values the state starts from); ``fault KIND = effect(...)`` says what an
-injected fault changes (`FAULT_EFFECTS`: each fault kind has one effect and its numbers).
-The emulator's runtime (`emulator.physics`) owns the update rules, small pure steps:
-activity -> clock and power -> temperature with lag -> throttling -> counters, per time
-step; reset and reboot per action; and each fault's effect with the numbers given here.
+injected fault changes (`FAULT_EFFECTS`: each fault kind has one effect and its numbers);
+``rule NAME = form(...)`` sets the numbers of a per-step update rule (`STEP_RULES`). The
+emulator's runtime (`emulator.physics`) runs the rules, small pure steps: activity -> clock
+and power -> temperature with lag -> throttling -> counters, per time step; reset and reboot
+per action; and each fault's effect, all with the numbers given here.
 The checker refuses unknown fields and faults, values of the wrong type or out of range,
 a field given twice and fields that contradict each other, each at its line and column.
 """
@@ -31,7 +33,9 @@ from fleet.asimov.values import NO, Ctx
 if TYPE_CHECKING:
     from fleet.asimov.checker import Checker
 
-__all__ = ["DRIVER_INTERFACES", "FAULT_EFFECTS", "FIELDS", "REQUIRED", "fault_stmt", "finish_state", "state_stmt"]
+__all__ = [
+    "DRIVER_INTERFACES", "FAULT_EFFECTS", "FIELDS", "REQUIRED", "STEP_RULES", "fault_stmt", "finish_state", "state_stmt",
+]
 
 #: Driver interfaces a double may answer (emulator.drivers: NVML-, sysfs-, C-library-shaped).
 DRIVER_INTERFACES = ("sysfs", "clib", "nvml")
@@ -77,6 +81,15 @@ FAULT_EFFECTS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
     "ecc_storm": ("ecc", ("corrected_per_s", "uncorrected_per_s"), (150.0, 0.2)),
     "pcie_degraded": ("link", ("gens_down", "width_divisor", "errors_per_s"), (2, 4, 25.0)),
     "core_stuck": ("stuck", (), ()),
+}
+
+#: step rule -> (form, its parameters, their defaults): the per-time-step update functions of
+#: the runtime that take numbers (the temperature lag takes thermal_tau_s from the state).
+STEP_RULES: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
+    "activity": ("jitter", ("load_low", "load_span", "core_low", "core_span"), (0.9, 0.2, 0.85, 0.3)),
+    "power": ("dynamic", ("clock_exponent",), (1.5,)),
+    "throttle": ("thermal", ("down_per_s", "up_per_s", "hysteresis_c"), (0.08, 0.1, 3)),
+    "job": ("held", ("load",), (0.95,)),
 }
 
 _PREFIX = re.compile(r"^[A-Z][A-Z0-9]{1,5}$")
@@ -135,17 +148,20 @@ def _firmware(c: Checker, node) -> dict[str, str]:
 
 
 def fault_stmt(c: Checker, stmt: FaultRule, index: int) -> None:
-    """Checks one ``fault KIND = effect(numbers)`` and records its numbers."""
-    kind = stmt.kind.text
-    if kind not in FAULT_EFFECTS:
-        raise c.error(stmt.kind, f"unknown fault {kind!r}", suggest(kind, FAULT_EFFECTS, "a fault kind"))
-    if kind in c.fault_rules:
-        raise c.error(stmt.kind, f"fault {kind} is given twice", "one rule per fault kind")
-    effect, params, _ = FAULT_EFFECTS[kind]
+    """Checks one ``fault KIND = effect(numbers)`` or ``rule NAME = form(numbers)`` and
+    records its numbers."""
+    kind, word = stmt.kind.text, stmt.word
+    table, seen = (FAULT_EFFECTS, c.fault_rules) if word == "fault" else (STEP_RULES, c.step_rules)
+    if kind not in table:
+        what = "fault kind" if word == "fault" else "rule"
+        raise c.error(stmt.kind, f"unknown {what} {kind!r}", suggest(kind, table, f"a {what}"))
+    if kind in seen:
+        raise c.error(stmt.kind, f"{word} {kind} is given twice", f"one line per {word}")
+    effect, params, _ = table[kind]
     call = stmt.effect
     form = f"{effect}({', '.join(params)})"
     if not isinstance(call, Call) or call.function_name != effect:
-        raise c.error(call, f"fault {kind} has the effect {effect}(...)", form)
+        raise c.error(call, f"{word} {kind} has the {'effect' if word == 'fault' else 'form'} {effect}(...)", form)
     if len(call.args) != len(params):
         raise c.error(call, f"{effect}() takes {len(params)} number(s), got {len(call.args)}", form)
     numbers = []
@@ -153,12 +169,12 @@ def fault_stmt(c: Checker, stmt: FaultRule, index: int) -> None:
         if isinstance(arg, Neg) or not isinstance(arg, Number) or isinstance(arg.value, bool):
             raise c.error(arg, f"{param} must be a number >= 0", form)
         numbers.append(arg.value)
-    c.fault_rules[kind] = tuple(numbers)
+    seen[kind] = tuple(numbers)
 
 
 def finish_state(c: Checker, device) -> None:
     """After every statement: the fields a double needs, and fields that must agree."""
-    if not c.state and not c.fault_rules:
+    if not c.state and not c.fault_rules and not c.step_rules:
         return
     missing = [n for n, (_, default) in FIELDS.items() if default is REQUIRED and n not in c.state]
     if missing:

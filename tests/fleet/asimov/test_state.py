@@ -34,6 +34,14 @@ def test_a_spec_compiles_to_its_double():
     assert compile_spec(MONITOR, "video.asimov").state == {}  # a monitor alone has no double
 
 
+def test_step_rules_reach_the_physics():
+    hot = VIDEO.replace("rule throttle = thermal(0.08, 0.1, 3)", "rule throttle = thermal(0.5, 0.1, 6)")
+    dtype = device_type_from_spec(compile_spec(hot, "video.asimov"))
+    assert (dtype.throttle_down_per_s, dtype.throttle_up_per_s, dtype.throttle_hysteresis_c) == (0.5, 0.1, 6)
+    plain = device_type_from_spec(compile_spec(MONITOR + VIDEO[len(MONITOR):].replace("rule power = dynamic(1.5)", ""), "v.asimov"))
+    assert plain.power_clock_exponent == 1.5 and plain.job_load == 0.95  # the defaults
+
+
 def test_defaults_fill_what_a_spec_leaves_out():
     text = VIDEO.replace("state thermal_tau_s = 30.0\n", "").replace("fault overheat = heat(3.0)", "")
     dtype = device_type_from_spec(compile_spec(text, "video.asimov"))
@@ -50,7 +58,10 @@ def test_defaults_fill_what_a_spec_leaves_out():
     ('state serial_prefix = "evt"', 23, "state serial_prefix cannot be 'evt'"),
     ('state firmware = {"1.5": 3}', 26, "firmware versions are strings"),
     ("state cores = busy", 15, "needs a value known when compiling"),
-    ("fault overheet = heat(3.0)", 7, "unknown fault 'overheet'"),
+    ("fault overheet = heat(3.0)", 7, "unknown fault kind 'overheet'"),
+    ("rule throttel = thermal(0.1, 0.1, 3)", 6, "unknown rule 'throttel'"),
+    ("rule throttle = dynamic(1.5)", 17, "rule throttle has the form thermal(...)"),
+    ("rule power = dynamic(1.5, 2)", 14, "dynamic() takes 1 number(s), got 2"),
     ("fault overheat = leak(3.0)", 18, "fault overheat has the effect heat(...)"),
     ("fault ecc_storm = ecc(1.0)", 19, "ecc() takes 2 number(s), got 1"),
     ("fault memory_leak = leak(-0.1)", 26, "fraction_per_s must be a number >= 0"),
