@@ -96,3 +96,39 @@ def test_a_spec_in_an_extra_folder_is_a_type_and_a_broken_one_is_left_out(tmp_pa
         types = {t.name: t for t in types_from_specs((str(tmp_path),))}
     assert types["vt2"].serial_prefix == "EVW" and "bad" not in types and {"video", "mtx"} <= set(types)
     assert "bad.asimov" in caplog.text and "state cores cannot be 0" in caplog.text
+
+
+@pytest.fixture
+def card7():
+    from emulator.devices import DEVICE_TYPES
+    from emulator.workloads import COST_PROFILES
+
+    yield
+    DEVICE_TYPES.pop("card7", None)
+    COST_PROFILES.pop("card7", None)
+
+
+def test_one_spec_gives_a_monitor_and_the_double_it_reads(tmp_path, card7):
+    from emulator.spec_types import double
+    from fleet.asimov.loader import load_monitor_class
+
+    path = tmp_path / "card7.asimov"
+    path.write_text((SPECS_DIR / "mtx.asimov").read_text().replace("device mtx", "device card7"))
+    host = double(path, seed=3, devices=2)
+    (serial, _), t0 = list(host.states.items())[0], host.now
+    monitor = load_monitor_class(path)(index=host.binding(serial).index, files=host.binding(serial).files, serial=serial)
+    monitor.refresh(t0)
+    host.advance(t0 + 30)
+    first = monitor.refresh(t0 + 30)
+    assert first["device_model"] == "Emu MTX-25" and first["core_count"] == 8 and 0 < first["device_utilization"] <= 1
+    host.inject_fault(serial, "pcie_degraded")
+    host.advance(t0 + 60)
+    after = monitor.refresh(t0 + 60)
+    assert after["pcie_link_status"] == "degraded" and after["pcie_link_width"] == 4  # link(2, 2, ...): x8 / 2
+    again, replay = double(path, seed=3, devices=2), double(path, seed=3, devices=2)
+    again.advance(t0 + 30)
+    replay.advance(t0 + 30)
+    assert replay.state(serial).to_json() == again.state(serial).to_json()  # the same seed, the same state
+    other = double(path, seed=4, devices=2)
+    other.advance(t0 + 30)
+    assert list(other.states.values())[0].to_json() != again.state(serial).to_json()
