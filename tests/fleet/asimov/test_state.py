@@ -12,7 +12,7 @@ from emulator.drivers import DRIVERS
 from emulator.spec_types import device_type_from_spec
 from emulator.workloads import WORKLOADS
 from fleet.asimov.compiler import check_spec, compile_spec
-from fleet.asimov.loader import SPECS_DIR
+from fleet.asimov.loader import SPECS_DIR, module_from_compiled
 from fleet.asimov.state import DRIVER_INTERFACES, FAULT_EFFECTS, FIELDS
 from fleet.asimov.state import WORKLOADS as SPEC_WORKLOADS
 
@@ -32,6 +32,9 @@ def test_a_spec_compiles_to_its_double():
     assert (dtype.name, dtype.driver, dtype.cores, dtype.memory_bytes) == ("video", "sysfs", 4, 8 << 30)
     assert dtype.firmware["2.1"] == "3.2.4" and dtype.faults["ecc_storm"] == (150.0, 0.2)
     assert compile_spec(MONITOR, "video.asimov").state == {}  # a monitor alone has no double
+    monitor = module_from_compiled(compiled).Monitor
+    assert monitor.DOUBLE["state"]["cores"] == 4 and monitor.DOUBLE["rules"]["power"] == (1.5,)
+    assert not hasattr(module_from_compiled(compile_spec(MONITOR, "video.asimov")).Monitor, "DOUBLE")
 
 
 def test_step_rules_reach_the_physics():
