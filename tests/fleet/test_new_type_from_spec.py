@@ -76,6 +76,12 @@ def test_a_card_is_polled_charted_health_checked_faulted_remediated_and_traced(m
     assert len(temps) == 12 and all(30 < t < 90 for t in temps), sorted({name for name, _ in stored})
     assert set(Device.objects.values_list("state", flat=True)) == {DeviceState.IN_SERVICE}
 
+    slow = mtx_fleet[2]  # a physics fault, with the numbers of the spec's fault line
+    emulated_fleet.host_monitor(slow.host.name).inject_fault(slow.serial, "pcie_degraded")
+    poll_all()
+    warning = HealthEvent.objects.get(device=slow, rule="pcie")
+    assert warning.level == "warning" and warning.values["pcie_link_width"] == 4  # link(2, 2, ...): x8 / 2
+
     hung = mtx_fleet[5]
     emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
     poll_all()
