@@ -1,7 +1,7 @@
 """Probe cost: a full refresh of one device through its compiled Asimov spec, a cached
 counter query, and devices refreshed per second on one core. Prints figures.
 
-    .venv/bin/python benchmarks/bench_probe.py [--refreshes 5000]
+    .venv/bin/python benchmarks/bench_probe.py [--refreshes 5000] [--types mtx] [--devices 12]
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ T0 = 1_700_000_000.0
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--refreshes", type=int, default=5000)
+    parser.add_argument("--types", default="video,inference,gpu", help="types of the polled host (e.g. mtx)")
+    parser.add_argument("--devices", type=int, default=8, help="devices of the polled host")
     args = parser.parse_args()
     n = args.refreshes
 
@@ -70,8 +72,9 @@ def main() -> None:
         f"devices refreshed per second on one core (mixed types, inline): {rate:,.0f} (target >= 10,000)"
     )
 
+    types = tuple(t.strip() for t in args.types.split(",") if t.strip())
     hm = HostMonitor.open(
-        FleetConfig(seed=42, hosts=1, devices_per_host=8), "host-00", state_dir=None
+        FleetConfig(seed=42, hosts=1, devices_per_host=args.devices, types=types), "host-00", state_dir=None
     )
     hm.poll(T0)
     polls = 200
@@ -80,7 +83,8 @@ def main() -> None:
         hm.poll(T0 + 10 * (i + 1))
     per_poll = (time.perf_counter() - t) / polls
     print(
-        f"HostMonitor.poll of 8 devices (emulator advance 10 s + budgeted parallel probes, no disk): {per_poll * 1e3:.2f} ms"
+        f"HostMonitor.poll of {args.devices} devices ({','.join(types)}; emulator advance 10 s + budgeted parallel"
+        f" probes, no disk): {per_poll * 1e3:.2f} ms, {per_poll * 1e6 / args.devices:.0f} us a device"
     )
 
 

@@ -144,7 +144,7 @@ def condition_of(state: DevicePhysics) -> DeviceNow:
         clock_share=min(1.0, state.clock_mhz / dtype.max_clock_mhz),
         link_share=link_share(gen, width, dtype.pcie_gen, dtype.pcie_width),
         serving=not state.rebooting and "hang" not in state.faults,
-        ecc_per_s=physics.ecc_rate(state),
+        ecc_per_s=physics.ecc_rate(state, dtype),
     )
 
 

@@ -13,18 +13,15 @@ import math
 from dataclasses import dataclass, field
 
 from emulator import noise
-from emulator.devices import FAULTS, OVERHEAT_FACTOR, DeviceType
+from emulator.devices import FAULTS, DeviceType, fault_number
 
 __all__ = ["DevicePhysics", "advance", "demand", "new_state"]
 
 MAX_STEP_S = 1.0  # integration step; long gaps use fewer, longer steps
 MAX_STEPS = 240
-LEAK_FRACTION_PER_S = 0.001  # a leaking driver loses 0.1 % of device memory a second
 ECC_BACKGROUND_PER_S = 2e-4
-ECC_STORM_PER_S = 150.0
-ECC_STORM_UNCORRECTED_PER_S = 0.2
-PCIE_DEGRADED_ERRORS_PER_S = 25.0
-JOB_LOAD = 0.95  # a training job keeps its devices this busy (its collectives take the rest)
+# What each fault changes (leak rate, ECC storm rates, link loss, cooler factor) is the
+# device type's: its spec's ``fault`` lines (fleet.asimov.state), read by `fault_number`.
 WORKLOAD_PHASE = {"video_pipeline": 0.83, "recommendation": 0.79, "transformer": 0.6}
 
 
@@ -88,7 +85,8 @@ class DevicePhysics:
     def pcie_link(self, dtype: DeviceType) -> tuple[int, int]:
         """(generation, width) of the PCIe link as trained now."""
         if self.has("pcie_degraded"):
-            return max(1, dtype.pcie_gen - 2), max(1, dtype.pcie_width // 4)
+            down, divisor = fault_number(dtype, "pcie_degraded", 0), fault_number(dtype, "pcie_degraded", 1)
+            return max(1, dtype.pcie_gen - down), max(1, dtype.pcie_width // divisor)
         return dtype.pcie_gen, dtype.pcie_width
 
 
@@ -160,7 +158,7 @@ def _step(
         s.rebooting_until = None
     serving = not (rebooting or "hang" in s.faults)
     h = noise.mix(s.key, tick)  # the step's draws share their leading keys
-    wanted = JOB_LOAD if s.job_until is not None and t < s.job_until else demand(t, workload, host_key)
+    wanted = d.job_load if s.job_until is not None and t < s.job_until else demand(t, workload, host_key)
     _activity(s, d, wanted, h, serving, rebooting)
     f = _clock_and_power(s, d, dt, h, rebooting)
     _temperature(s, d, dt)
@@ -174,11 +172,12 @@ def _activity(
 ) -> None:
     """The load the device serves and each core's share of active time (``h``: the hash
     of the device and the time step, that every draw of the step continues)."""
-    load = wanted * (0.9 + 0.2 * noise.unit(noise.mix_on(h, 7))) if serving else 0.0
+    load = wanted * (d.activity_load_low + d.activity_load_span * noise.unit(noise.mix_on(h, 7))) if serving else 0.0
     load = min(1.0, load)
     if serving:
         mix_on, unit = noise.mix_on, noise.unit
-        activity = [min(1.0, max(0.0, load * (0.85 + 0.3 * unit(mix_on(h, 100 + c))))) for c in range(d.cores)]
+        low, span = d.activity_core_low, d.activity_core_span
+        activity = [min(1.0, max(0.0, load * (low + span * unit(mix_on(h, 100 + c))))) for c in range(d.cores)]
     else:
         activity = [0.0] * d.cores
     if "core_stuck" in s.faults and not rebooting:
@@ -193,12 +192,12 @@ def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, h: int, rebooti
     f = s.clock_mhz / d.max_clock_mhz
     f_min = d.min_clock_mhz / d.max_clock_mhz
     if s.temperature_c > d.throttle_c:
-        f = max(f_min, f - 0.08 * dt * (1 + s.temperature_c - d.throttle_c))
+        f = max(f_min, f - d.throttle_down_per_s * dt * (1 + s.temperature_c - d.throttle_c))
         s.throttle_thermal = True
-    elif s.temperature_c < d.throttle_c - 3:
-        f = min(1.0, f + 0.1 * dt)
+    elif s.temperature_c < d.throttle_c - d.throttle_hysteresis_c:
+        f = min(1.0, f + d.throttle_up_per_s * dt)
         s.throttle_thermal = f < 1.0
-    dynamic = (d.tdp_w - d.idle_w) * mean_activity * f**1.5
+    dynamic = (d.tdp_w - d.idle_w) * mean_activity * f**d.power_clock_exponent
     s.throttle_power = False
     if d.idle_w + dynamic > d.tdp_w * 1.1:  # never reached at nominal clocks; kept as a guard
         s.throttle_power = True
@@ -211,7 +210,7 @@ def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, h: int, rebooti
 
 def _temperature(s: DevicePhysics, d: DeviceType, dt: float) -> None:
     """First-order lag towards ambient + power x thermal resistance."""
-    r_th = d.thermal_resistance * (OVERHEAT_FACTOR if "overheat" in s.faults else 1.0)
+    r_th = d.thermal_resistance * (fault_number(d, "overheat", 0) if "overheat" in s.faults else 1.0)
     target = d.ambient_c + s.power_w * r_th
     s.temperature_c += (target - s.temperature_c) * (1.0 - math.exp(-dt / d.thermal_tau_s))
 
@@ -233,18 +232,19 @@ def _counters(s: DevicePhysics, d: DeviceType, dt: float, h: int, f: float, item
     s.dma_from_device_bytes += round(dma * 0.1)
     s.energy_mj += round(s.power_w * dt * 1000)
     s.work_items += round(items_per_s * s.load * f * min(1.0, link_share * 2) * dt)
-    ecc_rate = ECC_STORM_PER_S if "ecc_storm" in s.faults else ECC_BACKGROUND_PER_S
+    storm = "ecc_storm" in s.faults
+    ecc_rate = fault_number(d, "ecc_storm", 0) if storm else ECC_BACKGROUND_PER_S
     s.ecc_corrected += noise.poisson_of(ecc_rate * dt, noise.mix_on(h, 9))
-    if "ecc_storm" in s.faults:
-        s.ecc_uncorrected += noise.poisson_of(ECC_STORM_UNCORRECTED_PER_S * dt, noise.mix_on(h, 10))
+    if storm:
+        s.ecc_uncorrected += noise.poisson_of(fault_number(d, "ecc_storm", 1) * dt, noise.mix_on(h, 10))
     if "pcie_degraded" in s.faults:
-        s.pcie_errors += noise.poisson_of(PCIE_DEGRADED_ERRORS_PER_S * dt, noise.mix_on(h, 11))
+        s.pcie_errors += noise.poisson_of(fault_number(d, "pcie_degraded", 2) * dt, noise.mix_on(h, 11))
 
 
 def _memory(s: DevicePhysics, d: DeviceType, dt: float, rebooting: bool) -> None:
     """Resident model + working set + whatever a leaking driver lost."""
     if "memory_leak" in s.faults and not rebooting:
-        s.leaked_bytes += round(d.memory_bytes * LEAK_FRACTION_PER_S * dt)
+        s.leaked_bytes += round(d.memory_bytes * fault_number(d, "memory_leak", 0) * dt)
     resident = 0 if rebooting else d.model_memory_bytes + round(d.working_memory_bytes * s.load)
     s.memory_used_bytes = min(d.memory_bytes, resident + s.leaked_bytes)
 
@@ -268,9 +268,9 @@ def occupy(state: DevicePhysics, until: float) -> None:
     state.job_until = max(until, state.job_until or until)
 
 
-def ecc_rate(state: DevicePhysics) -> float:
+def ecc_rate(state: DevicePhysics, dtype: DeviceType) -> float:
     """Corrected ECC errors per second the device has now."""
-    return ECC_STORM_PER_S if "ecc_storm" in state.faults else ECC_BACKGROUND_PER_S
+    return fault_number(dtype, "ecc_storm", 0) if "ecc_storm" in state.faults else ECC_BACKGROUND_PER_S
 
 
 def reboot(state: DevicePhysics, duration_s: float) -> None:

@@ -133,6 +133,15 @@ class TreeBuilder(Transformer):
     def performance_stmt(self, keyword, name, _eq, model) -> nodes.Performance:
         return nodes.Performance(_ident(name), _expr(model), span=_span(keyword, model))
 
+    def state_stmt(self, keyword, name, _eq, value) -> nodes.StateField:
+        return nodes.StateField(_ident(name), _expr(value), span=_span(keyword, value))
+
+    def fault_stmt(self, keyword, kind, _eq, effect) -> nodes.FaultRule:
+        return nodes.FaultRule(_ident(kind), _expr(effect), span=_span(keyword, effect))
+
+    def rule_stmt(self, keyword, name, _eq, form) -> nodes.FaultRule:
+        return nodes.FaultRule(_ident(name), _expr(form), "rule", span=_span(keyword, form))
+
     def events_stmt(self, keyword, catalogue, _from, *rest) -> nodes.Events:
         sources = tuple(_ident(t) for t in rest if t.type == "NAME")
         return nodes.Events(_ident(catalogue), sources, span=_span(keyword, rest[-1]))

@@ -25,6 +25,7 @@ from fleet.asimov.discovery import check_discovery_fits
 from fleet.asimov.errors import Abort, AsimovError, SpecErrors
 from fleet.asimov.expressions import EXPRESSIONS
 from fleet.asimov.nodes import Expr, Ident, Node, Out, Spec, Statement
+from fleet.asimov.state import finish_state
 from fleet.asimov.statements import STATEMENTS
 from fleet.asimov.values import SPECIAL_NAMES, Ctx, Symbol, Value
 
@@ -51,6 +52,10 @@ class CheckedSpec:
     uses_lib: bool
     # class -> fitted parameters of the performance model (fleet.asimov.performance)
     performance: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # the device double (fleet.asimov.state): its typed fields and each fault's numbers
+    state: Mapping[str, object] = field(default_factory=dict)
+    fault_rules: Mapping[str, tuple] = field(default_factory=dict)
+    step_rules: Mapping[str, tuple] = field(default_factory=dict)
 
 
 class Checker:
@@ -74,6 +79,9 @@ class Checker:
         self.health: dict[str, float] = {}
         self.actions: list[str] = []
         self.performance: dict[str, dict[str, float]] = {}
+        self.state: dict[str, object] = {}
+        self.fault_rules: dict[str, tuple] = {}
+        self.step_rules: dict[str, tuple] = {}
         self.discovery: dict | None = None
         self.events: dict | None = None
         self.diagnostic = ""
@@ -191,6 +199,9 @@ class Checker:
             uses_files=self.uses_files,
             uses_lib=self.uses_lib,
             performance=MappingProxyType(self.performance),
+            state=MappingProxyType(self.state),
+            fault_rules=MappingProxyType(self.fault_rules),
+            step_rules=MappingProxyType(self.step_rules),
         )
 
 
@@ -203,6 +214,8 @@ def check(spec: Spec, text: str, filename: str = "<spec>") -> CheckedSpec:
     if not c.errors:  # unused reads and a misfit discovery: only in a spec otherwise fine
         c.check_reads_used()
         check_discovery_fits(c)
+        if spec.statements:
+            finish_state(c, spec.statements[0])
     if c.errors:
         raise SpecErrors(c.errors)
     return c.result(spec)

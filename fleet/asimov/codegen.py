@@ -111,6 +111,7 @@ class Emitter:
             *([f"    ACTIONS = {c.actions!r}"] if c.actions else []),
             *([f"    PERFORMANCE = {({k: dict(v) for k, v in c.performance.items()})!r}"] if c.performance else []),
             *([f"    EVENTS = {c.events!r}"] if c.events else []),
+            *([f"    DOUBLE = {_double(c)!r}"] if c.state else []),
             *([f"    DIAGNOSTIC = {c.diagnostic!r}"] if c.diagnostic else []),
             f"    USES_FILES = {c.uses_files!r}",
             f"    USES_LIB = {c.uses_lib!r}",
@@ -407,3 +408,8 @@ BUILTINS: dict[str, Callable[[Emitter, nodes.Call], str]] = {
     "flags": flags,
     "rate": rate_or_delta,
 }
+
+
+def _double(c) -> dict:
+    """The device double a spec describes (fleet.asimov.state): what the emulator runs."""
+    return {"state": dict(c.state), "rules": dict(c.step_rules), "faults": dict(c.fault_rules)}

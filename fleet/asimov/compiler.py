@@ -44,6 +44,9 @@ class CompiledSpec:
     counters: tuple[str, ...]
     error_status: dict[int, str]
     performance: dict[str, dict[str, float]] = field(default_factory=dict)
+    state: dict[str, object] = field(default_factory=dict)  # the device double (fleet.asimov.state)
+    fault_rules: dict[str, tuple] = field(default_factory=dict)
+    step_rules: dict[str, tuple] = field(default_factory=dict)
 
 
 def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
@@ -56,6 +59,9 @@ def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
         checked.counters,
         dict(checked.error_status),
         {k: dict(v) for k, v in checked.performance.items()},
+        dict(checked.state),
+        dict(checked.fault_rules),
+        dict(checked.step_rules),
     )
 
 

@@ -50,6 +50,8 @@ __all__ = [
     "Out",
     "Pair",
     "Performance",
+    "StateField",
+    "FaultRule",
     "Span",
     "Spec",
     "Stat",
@@ -361,6 +363,24 @@ class Performance(Statement):
 
     op_class: Ident
     model: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class StateField(Statement):
+    """``state FIELD = value``: one typed field of the device double."""
+
+    name: Ident
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class FaultRule(Statement):
+    """``fault KIND = effect(...)``: what an injected fault changes in the double; or, with
+    ``word`` "rule", ``rule NAME = form(...)``: the numbers of a per-step update rule."""
+
+    kind: Ident
+    effect: Expr
+    word: str = "fault"
 
 
 @dataclass(frozen=True, eq=False)

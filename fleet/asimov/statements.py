@@ -31,13 +31,16 @@ from fleet.asimov.nodes import (
     Discover,
     ErrorCode,
     Events,
+    FaultRule,
     Health,
     Performance,
+    StateField,
     Statement,
     StatsAssign,
 )
 from fleet.asimov.performance import performance_stmt
 from fleet.asimov.reads import binding, call_stmt
+from fleet.asimov.state import fault_stmt, state_stmt
 from fleet.asimov.units import parse_unit
 from fleet.asimov.values import ANY, NO, Ctx, Symbol
 
@@ -154,4 +157,6 @@ STATEMENTS: dict[type, Check] = {
     Performance: performance_stmt,
     Events: events_stmt,
     Diagnose: diagnose_stmt,
+    StateField: state_stmt,
+    FaultRule: fault_stmt,
 }

@@ -10,7 +10,7 @@ from emulator.devices import DEVICE_TYPES, device_type
 from tests.support.examples import examples
 
 T0 = 1_700_000_000.0
-TYPES = ("video", "inference", "gpu")
+TYPES = ("video", "inference", "gpu", "mtx")  # mtx: a type from its spec alone
 steps = st.lists(st.floats(min_value=0.05, max_value=400.0), min_size=1, max_size=12)
 fault_sets = st.sets(st.sampled_from(FAULTS), max_size=3)
 

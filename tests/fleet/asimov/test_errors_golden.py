@@ -72,6 +72,18 @@ CASES = {
         'device x\nt = file("t", int) $\n',
         "bad_char.asimov:2:20: error: unexpected character '$'\n    t = file(\"t\", int) $\n                       ^\n  expected a name, a number, a string, an operator or a bracket",
     ),
+    "unknown_state_field": (
+        "device x\nstate corez = 4\n",
+        "unknown_state_field.asimov:2:7: error: unknown state field 'corez'\n    state corez = 4\n          ^\n  expected a state field (did you mean 'cores'?)",
+    ),
+    "fault_wrong_effect": (
+        "device x\nfault overheat = leak(3.0)\n",
+        "fault_wrong_effect.asimov:2:18: error: fault overheat has the effect heat(...)\n    fault overheat = leak(3.0)\n                     ^\n  expected heat(resistance_factor)",
+    ),
+    "rule_wrong_count": (
+        "device x\nrule power = dynamic(1.5, 2)\n",
+        "rule_wrong_count.asimov:2:14: error: dynamic() takes 1 number(s), got 2\n    rule power = dynamic(1.5, 2)\n                 ^\n  expected dynamic(clock_exponent)",
+    ),
 }
 
 
