@@ -18,7 +18,7 @@ from fleet.asimov.compiler import CompiledSpec, compile_file
 from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.loader import SPECS_DIR
 
-__all__ = ["device_type_from_spec", "double", "spec_paths", "types_from_specs"]
+__all__ = ["device_type_from_spec", "spec_paths", "types_from_specs"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def device_type_from_spec(compiled: CompiledSpec) -> DeviceType:
     return DeviceType(name=compiled.device, faults=dict(compiled.fault_rules), rules=dict(compiled.step_rules), **fields)
 
 
-def _register_cost(compiled: CompiledSpec) -> None:
+def register_cost(compiled: CompiledSpec) -> None:
     if "workload" not in compiled.state:
         return
     s = compiled.state
@@ -67,24 +67,5 @@ def types_from_specs(extra_dirs: tuple[str, ...] = ()) -> list[DeviceType]:
             log.error("device type of %s left out: %s", path, exc)  # as the agent does
             continue
         out.append(device_type_from_spec(compiled))
-        _register_cost(compiled)
+        register_cost(compiled)
     return out
-
-
-def double(path: str | Path, seed: int = 0, devices: int = 1, t0: float = 1_700_000_000.0):
-    """The driver double of the spec at ``path``: an `EmulatedHost` of ``devices`` devices
-    of its type (registered as it is in the file), fresh at ``t0``. ``host.binding(serial)``
-    answers the driver API the spec's monitor reads; ``host.advance(t)``,
-    ``inject_fault``, ``reboot`` step its state machine; the same seed, the same states."""
-    from emulator.config import FleetConfig
-    from emulator.devices import register_device_type
-    from emulator.host import EmulatedHost
-
-    compiled = compile_file(path)
-    if not compiled.state:
-        raise ValueError(f"{path} describes no device double (no state lines)")
-    dtype = register_device_type(device_type_from_spec(compiled))
-    _register_cost(compiled)
-    host = EmulatedHost(FleetConfig(seed=seed, hosts=1, devices_per_host=devices, types=(dtype.name,)), "host-00")
-    host.sync(t0)
-    return host

@@ -112,7 +112,7 @@ def card7():
 
 
 def test_one_spec_gives_a_monitor_and_the_double_it_reads(tmp_path, card7):
-    from emulator.spec_types import double
+    from emulator.doubles import double
     from fleet.asimov.loader import load_monitor_class
 
     path = tmp_path / "card7.asimov"
