@@ -95,7 +95,7 @@ def signed_in(base: str):
 def receiver(base: str, opener, seconds: float, clients: int, batch: int) -> None:
     from traces.requests.models import RequestSpan
 
-    prepared = bodies(batch, int(seconds * 30_000 / batch) + clients)
+    prepared = bodies(batch, int(seconds * 60_000 / batch) + clients)  # enough for 60,000 spans/s: the clients never run short
     idle = page_ms(opener, f"{base}/traces/")
     sent = [0] * clients
     stop = time.time() + seconds

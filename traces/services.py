@@ -23,6 +23,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from emulator import EmulatedHost
 from emulator.config import find_host
+from emulator.serving import SERVING_PROBLEMS
 from emulator.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from emulator.tracing import DeviceHung, DeviceNow, capture_live
 from emulator.workloads import workload_for
@@ -109,16 +110,16 @@ def _device_facts(device) -> dict:
     return {"sw_version": spec.sw_version, "workload": "llm_serving" if serving else workload_for(device.device_type).name}
 
 
-def validate_problems(raw) -> list[str]:
-    """The emulator's problems a capture should have (for trying the advisor): a list of
-    names from emulator.tracing.PROBLEMS."""
+def validate_problems(raw, *, serving: bool = False) -> list[str]:
+    """The emulator's problems a capture should have: names from emulator.tracing.PROBLEMS, or
+    from emulator.serving.SERVING_PROBLEMS for a device that serves requests (``serving``)."""
     if raw in (None, "", []):
         return []
     if not isinstance(raw, list | tuple) or not all(isinstance(p, str) for p in raw):
         raise BadTrace(f"problems must be a list of names, not {raw!r}")
-    unknown = sorted(set(raw) - set(CAPTURE_PROBLEMS))
-    if unknown:
-        raise BadTrace(f"unknown problems {', '.join(unknown)}; known: {', '.join(CAPTURE_PROBLEMS)}")
+    known, which = (SERVING_PROBLEMS, "an inference device serving requests") if serving else (CAPTURE_PROBLEMS, "this device")
+    if unknown := sorted(set(raw) - set(known)):
+        raise BadTrace(f"unknown problems {', '.join(unknown)} for {which}; known: {', '.join(known)}")
     return sorted(set(raw))
 
 
@@ -126,7 +127,7 @@ def request_capture(device, user, duration_s, problems=None) -> Trace:
     """Write the row (queued) and queue the capture when it commits; 409 if the device is busy.
     ``problems``: emulator problems to inject (see :func:`validate_problems`)."""
     duration = validate_duration(duration_s)
-    injected = validate_problems(problems)
+    injected = validate_problems(problems, serving=device.device_type in settings.EMULATOR_SERVING_TYPES)
     unavailable = capture_unavailable_reason(device.host)
     if unavailable:
         raise CaptureUnavailable(unavailable)

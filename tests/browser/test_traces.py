@@ -114,3 +114,28 @@ def test_bad_upload_shows_the_engines_message(browser, trace_stack, operator, tm
     message = browser.find_element(By.ID, "upload-error").text
     assert "cut.json.gz" in message and "truncated" in message
     assert "/traces/upload/" in browser.current_url
+
+
+def test_operator_captures_an_inference_device_playing_a_serving_problem(browser, trace_stack, operator, seeded_fleet):
+    from traces.models import Trace
+
+    gpu = next(d for d in seeded_fleet if d.device_type == "gpu")
+    sign_in(browser, trace_stack, "otto")
+    browser.get(f"{trace_stack}/devices/{gpu.id}/")
+    WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.ID, "capture-button"))
+    assert not browser.find_elements(By.ID, "capture-problems")  # only a device that serves requests plays them
+
+    inference = next(d for d in seeded_fleet if d.device_type == "inference")
+    browser.get(f"{trace_stack}/devices/{inference.id}/")
+    wait = WebDriverWait(browser, 60, poll_frequency=0.1)
+    wait.until(lambda b: b.find_elements(By.ID, "capture-problems"))
+    boxes = browser.find_elements(By.CSS_SELECTOR, '#capture-problems input[name="problems"]')
+    assert [b.get_attribute("value") for b in boxes] == ["long_prefill", "throttled", "host_stall", "full_queue"]
+    duration = browser.find_element(By.ID, "capture-duration")
+    duration.clear()
+    duration.send_keys("1")
+    browser.find_element(By.CSS_SELECTOR, '#capture-problems input[value="full_queue"]').click()
+    browser.find_element(By.ID, "capture-button").click()
+    wait.until(lambda b: "/traces/" in b.current_url)  # captured, analysed, its page open
+    trace = Trace.objects.get(device=inference)
+    assert trace.params == {"duration_s": 1.0, "problems": ["full_queue"]}

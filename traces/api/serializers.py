@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from emulator.serving import SERVING_PROBLEMS
 from emulator.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from traces.models import Job, Trace
 
@@ -32,8 +33,10 @@ class CreatedSerializer(serializers.Serializer):
 class CaptureRequestSerializer(serializers.Serializer):
     duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
     problems = serializers.ListField(
-        child=serializers.ChoiceField(choices=list(CAPTURE_PROBLEMS)), required=False,
-        help_text="Emulator problems to inject, for trying the advisor (its findings name them)",
+        child=serializers.ChoiceField(choices=[*CAPTURE_PROBLEMS, *SERVING_PROBLEMS]), required=False,
+        help_text="Emulator problems to inject: for trying the advisor (its findings name them) "
+                  f"{', '.join(CAPTURE_PROBLEMS)}; on an inference device serving requests, for trying "
+                  f"the request join (the slowest requests' causes name them) {', '.join(SERVING_PROBLEMS)}",
     )
 
 

@@ -1,7 +1,8 @@
 """A capture of an emulated device that serves requests: the inference service runs while the
 trace is captured, and its spans (made by the OpenTelemetry SDK) go over OTLP/HTTP to
 EMULATOR_OTLP_ENDPOINT (Asicmon's own /v1/traces by default) when OTLP_TOKEN is set, or
-straight beside the trace when it is not."""
+straight beside the trace when it is not. The service plays the serving problems the capture
+asked for (``problems``: long_prefill, throttled, host_stall, full_queue)."""
 
 from __future__ import annotations
 
@@ -44,5 +45,6 @@ def serving_for(trace):
                 store_spans(spans_of(encode_spans(finished)), trace=trace)
         log.info("trace %s: served %d requests in %d steps", trace.pk, len(run.requests), len(run.steps))
 
-    return partial(capture_serving_live, config=ServingConfig(seed=trace.pk),
+    problems = frozenset(trace.params.get("problems", ()))  # SERVING_PROBLEMS, checked when asked
+    return partial(capture_serving_live, config=ServingConfig(seed=trace.pk, problems=problems),
                    on_done=partial(emit_request, tracer), on_end=on_end, device_type=trace.device_type)

@@ -45,16 +45,11 @@ def _insert_sql(rows: int) -> str:
     return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES " + ", ".join([one] * rows) + " ON CONFLICT DO NOTHING"
 
 
-_ESCAPE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _copy_line(values: tuple) -> str:
-    """One row in COPY's text format."""
-    return "\t".join(
-        v.translate(_ESCAPE) if isinstance(v, str) else "\\N" if v is None
-        else v.isoformat() if hasattr(v, "isoformat") else str(v)
-        for v in values
-    )
+def _copy(cursor, table: str, columns: str, rows: list[tuple]) -> None:
+    """COPY ``rows`` into ``table``: psycopg formats each row in C (escapes, NULLs, times)."""
+    with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 def _copy_in(cursor, rows: list[tuple]) -> None:
@@ -65,18 +60,15 @@ def _copy_in(cursor, rows: list[tuple]) -> None:
     quote = connection.ops.quote_name
     meta = RequestSpan._meta
     columns = ", ".join(quote(meta.get_field(c).column) for c in _COLUMNS)
-    text = "\n".join(map(_copy_line, rows)) + "\n"
     try:
-        # A savepoint: a conflict undoes this COPY only.
-        with transaction.atomic(), cursor.cursor.copy(f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN") as copy:
-            copy.write(text)
+        with transaction.atomic():  # a savepoint: a conflict undoes this COPY only
+            _copy(cursor, quote(meta.db_table), columns, rows)
         return
     except UniqueViolation:
         pass
     cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS request_spans_in ON COMMIT DELETE ROWS AS "
                    f"SELECT {columns} FROM {quote(meta.db_table)} WITH NO DATA")
-    with cursor.cursor.copy(f"COPY request_spans_in ({columns}) FROM STDIN") as copy:
-        copy.write(text)
+    _copy(cursor, "request_spans_in", columns, rows)
     cursor.execute(f"INSERT INTO {quote(meta.db_table)} ({columns}) SELECT {columns} FROM request_spans_in "
                    "ON CONFLICT DO NOTHING")
     cursor.execute("DELETE FROM request_spans_in")

@@ -1,6 +1,8 @@
 from django import template
+from django.conf import settings
 from django.utils.html import json_script
 
+from emulator.serving import SERVING_PROBLEMS
 from fleet.durations import human_duration
 from fleet.routing import capture_unavailable_reason
 from traces.choices import TraceStatus
@@ -18,9 +20,12 @@ def trace_statuses_script():
 
 @register.inclusion_tag("traces/device_traces.html", takes_context=True)
 def device_traces(context, device, limit: int = 10):
-    """The Capture trace button (for those who may capture) and the device's latest traces."""
+    """The Capture trace button (for those who may capture), with the serving problems an
+    inference device can play while it is captured, and the device's latest traces."""
     user = context["request"].user
+    serving = device.device_type in settings.EMULATOR_SERVING_TYPES
     return {
+        "serving_problems": [(p, p.replace("_", " ")) for p in SERVING_PROBLEMS] if serving else [],
         "device": device,
         "traces": list(Trace.objects.filter(device=device).select_related("created_by")[:limit]),
         "can_capture": user.has_perm("traces.capture_trace"),

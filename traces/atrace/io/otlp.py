@@ -188,8 +188,16 @@ def _value(v) -> Any:
     return getattr(v, which)
 
 
+_SCALARS = frozenset({"string_value", "int_value", "double_value", "bool_value"})
+
+
 def _attrs(kvs) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in kvs}
+    out = {}
+    for kv in kvs:  # the receiver's hot loop: scalars without a call each
+        v = kv.value
+        which = v.WhichOneof("value")
+        out[kv.key] = getattr(v, which) if which in _SCALARS else _value(v)
+    return out
 
 
 def spans_of(message: ExportTraceServiceRequest) -> list[SpanRow]:
@@ -200,13 +208,12 @@ def spans_of(message: ExportTraceServiceRequest) -> list[SpanRow]:
         service = str(resource.get("service.name", ""))
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
-                if len(s.trace_id) != 16 or len(s.span_id) != 8 or len(s.parent_span_id) not in (0, 8):
+                trace_id, span_id, parent_id = s.trace_id, s.span_id, s.parent_span_id
+                if len(trace_id) != 16 or len(span_id) != 8 or len(parent_id) not in (0, 8):
                     raise OtlpError(f"span {s.name!r} has a malformed trace or span id (16 and 8 bytes)")
-                rows.append(SpanRow(
-                    trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), parent_span_id=s.parent_span_id.hex(),
-                    name=s.name, start_ns=int(s.start_time_unix_nano), end_ns=int(s.end_time_unix_nano),
-                    kind=int(s.kind), status_code=int(s.status.code), service=service,
-                    attributes=_attrs(s.attributes), resource=resource,
+                rows.append(SpanRow(  # positional, in the fields' order: a tenth faster than by name
+                    trace_id.hex(), span_id.hex(), parent_id.hex(), s.name, s.start_time_unix_nano,
+                    s.end_time_unix_nano, s.kind, s.status.code, service, _attrs(s.attributes), resource,
                 ))
     return rows
 

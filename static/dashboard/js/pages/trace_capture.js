@@ -18,10 +18,11 @@ if (form) {
     button.disabled = true;
     status.textContent = "Starting…";
     const duration = Number(document.getElementById("capture-duration").value);
+    const problems = [...form.querySelectorAll('input[name="problems"]:checked')].map((box) => box.value);
     const { ok, data } = await fetchJSON(section.dataset.captureUrl, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ duration_s: duration }),
+      body: JSON.stringify({ duration_s: duration, problems }),
     });
     if (!ok) {
       button.disabled = false;
