@@ -58,6 +58,7 @@ def test_an_overheating_device_serves_slowly_and_is_blamed(seeded_fleet, operato
     trace = _capture(device, operator)
     service.join_requests(trace.pk)
     doc = service.stored_join(trace)
+    assert "worst" in doc, doc  # (once seen under a heavy load: no spans beside the capture)
     assert doc["worst"][0]["cause"] == "throttled"
     assert "clock at 50 %" in doc["worst"][0]["reason"]
 

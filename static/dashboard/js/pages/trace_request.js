@@ -2,12 +2,13 @@
 // the device's kernels of the trace over its time (the trace's stored timeline, from the API).
 // Clicking a span, step or kernel opens the trace's timeline at its time.
 import { errorMessage, fetchJSON } from "../lib/http.js";
+import { colour } from "../lib/colours.js";
 import { plotConfig } from "../lib/trace_kit.js";
 
 const root = document.getElementById("request");
 const chart = document.getElementById("request-chart");
 const info = document.getElementById("request-chart-info");
-const PHASE_COLOURS = { queue: "#c7ccd6", prefill: "#ff7f0e", decode: "#3b7dd8" };
+const PHASE_COLOURS = { queue: colour("chart-queue"), prefill: colour("chart-prefill"), decode: colour("chart-decode") };
 
 function spanTraces(spans, t0ns, rows, offsetNs) {
   // One row per span, the root first; customdata: its time on the trace's clock (µs).
@@ -29,7 +30,7 @@ function timelineTraces(tl, t0us) {
     type: "bar", orientation: "h", xaxis: "x", yaxis: "y", name: side === "device" ? "kernels" : "engine (host)",
     y: idx.map((i) => b.row[i]), base: idx.map((i) => (b.start_us[i] - t0us) / 1000),
     x: idx.map((i) => Math.max((b.end_us[i] - b.start_us[i]) / 1000, 1e-4)), customdata: idx.map((i) => [b.start_us[i], b.end_us[i]]),
-    marker: { color: side === "device" ? "#2e9e5b" : "#9aa3b2" }, width: 0.8,
+    marker: { color: colour(side === "device" ? "chart-device" : "chart-merged") }, width: 0.8,
     text: idx.map((i) => (b.count[i] === 1 ? tl.names[b.name[i]] : `${b.count[i]} events (longest ${tl.names[b.name[i]]})`)),
     hoverinfo: "text", textposition: "none",
   }));
