@@ -118,43 +118,51 @@ def _flood_block(host, pump, path: Path, source: Path, target: int, interval: fl
     return loud
 
 
-def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float) -> tuple[list, list, list]:
-    """Quiet and flood blocks in turn (A/B, so that the machine's load drifting over the
-    run weighs on both alike), until each side has ``cycles`` polls: a flood block is the
-    polls while the pump's child works through one flood of ``lines``, the quiet block after
-    it as many polls with the pump caught up and idle."""
-    from fleet.asicmon.errors.pump import NICE, KernelLogPump
+def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float) -> tuple[list, dict]:
+    """Quiet and flood blocks in turn (A/B, so that the machine's load drifting over the run
+    weighs on all alike), until each side has ``cycles`` polls: a flood block is the polls
+    while a pump's child works through one flood of ``lines``, the quiet block after it as
+    many polls with every pump caught up and idle. Two pumps take the floods in turn: one
+    at full speed (duty 1), one throttled to the agent's default share of a core (DUTY)."""
+    from fleet.asicmon.errors.pump import DUTY, NICE, KernelLogPump
 
     host = _emulated_host()
     quiet: list[float] = []
-    loud: list[float] = []
-    floods: list[float] = []
+    loud: dict[float, list[float]] = {1.0: [], DUTY: []}
+    floods: dict[float, list[float]] = {1.0: [], DUTY: []}
     stop_at = time.perf_counter() + limit_s
     with tempfile.TemporaryDirectory() as tmp:
-        path, source = Path(tmp) / "kern.log", Path(tmp) / "flood.log"
-        path.write_text("")
+        source = Path(tmp) / "flood.log"
         source.write_text("".join(lines))
-        pump = KernelLogPump(str(path), host.router, bucket_s=300.0, from_start=True)
-        pump.start()
-        time.sleep(2.0)  # the child process starts
-        while (len(loud) < cycles or len(quiet) < cycles) and time.perf_counter() < stop_at:
-            started = time.perf_counter()
-            block = _flood_block(host, pump, path, source, pump.stats.lines + len(lines), interval, stop_at)
-            floods.append(time.perf_counter() - started)
-            loud += block
-            time.sleep(1.0)  # the last flush routed: the pump is idle again
-            quiet += poll_times(host, max(len(block), 20), interval)
-        pump.stop()
+        pumps = {}
+        for duty in loud:
+            path = Path(tmp) / f"kern-{duty}.log"
+            path.write_text("")
+            pumps[duty] = (KernelLogPump(str(path), host.router, bucket_s=300.0, from_start=True, duty=duty), path)
+            pumps[duty][0].start()
+        time.sleep(2.0)  # the child processes start
+        while (min(len(v) for v in loud.values()) < cycles or len(quiet) < cycles) and time.perf_counter() < stop_at:
+            for duty, (pump, path) in pumps.items():
+                started = time.perf_counter()
+                block = _flood_block(host, pump, path, source, pump.stats.lines + len(lines), interval, stop_at)
+                floods[duty].append(time.perf_counter() - started)
+                loud[duty] += block
+                time.sleep(1.0)  # the last flush routed: the pump is idle again
+                quiet += poll_times(host, max(len(block), 20), interval)
+        for pump, _ in pumps.values():
+            pump.stop()
     stored = sum(len(v) for v in host.drain_events().values())
-    print(f"{len(floods)} floods of {len(lines):,} lines, each followed in {statistics.median(floods):.1f} s "
-          f"(median) by the pump's child process (nice {NICE}): {pump.stats.matched:,} driver-error "
-          f"lines -> {pump.stats.events} events routed, {stored} left to store")
-    return quiet, loud, floods
+    for duty, (pump, _) in pumps.items():
+        print(f"duty {duty:g}: {len(floods[duty])} floods of {len(lines):,} lines, each followed in "
+              f"{statistics.median(floods[duty]):.1f} s (median) by the pump's child process (nice {NICE}): "
+              f"{pump.stats.matched:,} driver-error lines -> {pump.stats.events} events routed")
+    print(f"  {stored} events left to store from all the floods")
+    return quiet, loud
 
 
-def report(quiet: list[float], loud: list[float]) -> None:
-    print(f"poll of 8 devices without flood: p50 {pct(quiet, .5):6.2f} ms  p99 {pct(quiet, .99):6.2f} ms  ({len(quiet)} polls)")
-    print(f"poll of 8 devices during flood:  p50 {pct(loud, .5):6.2f} ms  p99 {pct(loud, .99):6.2f} ms  ({len(loud)} polls)")
+def report(quiet: list[float], loud: list[float], label: str) -> None:
+    print(f"poll of 8 devices without flood:       p50 {pct(quiet, .5):6.2f} ms  p99 {pct(quiet, .99):6.2f} ms  ({len(quiet)} polls)")
+    print(f"poll of 8 devices during flood, {label}: p50 {pct(loud, .5):6.2f} ms  p99 {pct(loud, .99):6.2f} ms  ({len(loud)} polls)")
     half_q, half_l = len(quiet) // 2, len(loud) // 2
     print(f"  p99 by half of the run: without {pct(quiet[:half_q], .99):.2f} / {pct(quiet[half_q:], .99):.2f} ms, "
           f"during {pct(loud[:half_l], .99):.2f} / {pct(loud[half_l:], .99):.2f} ms")
@@ -167,12 +175,13 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--cycles", type=int, default=2000, help="polls on each side (a stable p99 needs thousands)")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between polls")
-    parser.add_argument("--limit-s", type=float, default=600.0, help="stop the A/B blocks after this long")
+    parser.add_argument("--limit-s", type=float, default=480.0, help="stop the A/B blocks after this long")
     args = parser.parse_args()
     lines = flood(args.lines)
     parse_rate(lines)
-    quiet, loud, _ = interleaved(lines, args.cycles, args.interval, args.limit_s)
-    report(quiet, loud)
+    quiet, loud = interleaved(lines, args.cycles, args.interval, args.limit_s)
+    for duty, polls in loud.items():
+        report(quiet, polls, f"duty {duty:g}")
 
 
 if __name__ == "__main__":
