@@ -2,7 +2,7 @@
 flood of a million lines turned into a handful of events, and the poll's cycle time with
 and without the flood.
 
-    python benchmarks/bench_driver_errors.py [--lines 1000000] [--polls 200]
+    python benchmarks/bench_driver_errors.py [--lines 1000000] [--cycles 2000]
 
 The lines look like a real node's kernel log during an XID 95 storm (the shape operators
 report: ~800,000 lines of which 29 distinct): /dev/kmsg records, 85 % XID 95 with 29
@@ -94,9 +94,8 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))] * 1000
 
 
-def flood_during_polls(lines: list[str], polls: int, interval: float) -> tuple[float, float]:
+def _emulated_host():
     from emulator import FleetConfig
-    from fleet.asicmon.errors.pump import KernelLogPump
     from fleet.emulated import HostMonitor
 
     state = tempfile.mkdtemp()  # the emulator's state on disk, as the workers keep it
@@ -105,51 +104,84 @@ def flood_during_polls(lines: list[str], polls: int, interval: float) -> tuple[f
     host.router.add("0000:3b:00", host.monitors()[0].events, host.serials[0], "nvidia_xid")
     for _ in range(5):
         host.poll()  # warm
-    quiet = poll_times(host, polls, interval)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kern.log"
-        path.write_text("")
-        pump = KernelLogPump(str(path), host.router, bucket_s=300.0, from_start=True)
-        pump.start()
-        time.sleep(2.0)  # the child process starts
+    return host
 
+
+def _flood_block(host, pump, path: Path, source: Path, target: int, interval: float, stop_at: float) -> list[float]:
+    """One flood appended to the followed file; the polls while the pump is behind it."""
+    # Another process writes the flood, as the kernel would: not this one's GIL.
+    writer = subprocess.Popen(["sh", "-c", f"cat '{source}' >> '{path}'"])
+    loud: list[float] = []
+    while pump.stats.lines < target and time.perf_counter() < stop_at:
+        loud += poll_times(host, 1, interval)
+    writer.wait()
+    return loud
+
+
+def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float) -> tuple[list, dict]:
+    """Quiet and flood blocks in turn (A/B, so that the machine's load drifting over the run
+    weighs on all alike), until each side has ``cycles`` polls: a flood block is the polls
+    while a pump's child works through one flood of ``lines``, the quiet block after it as
+    many polls with every pump caught up and idle. Two pumps take the floods in turn: one
+    at full speed (duty 1), one throttled to the agent's default share of a core (DUTY)."""
+    from fleet.asicmon.errors.pump import DUTY, NICE, KernelLogPump
+
+    host = _emulated_host()
+    quiet: list[float] = []
+    loud: dict[float, list[float]] = {1.0: [], DUTY: []}
+    floods: dict[float, list[float]] = {1.0: [], DUTY: []}
+    stop_at = time.perf_counter() + limit_s
+    with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "flood.log"
         source.write_text("".join(lines))
-        started = time.perf_counter()
-        # Another process writes the flood, as the kernel would: not this one's GIL.
-        writer = subprocess.Popen(["sh", "-c", f"cat '{source}' >> '{path}'"])
-        loud: list[float] = []
-        while pump.stats.lines < len(lines) or len(loud) < polls:
-            loud += poll_times(host, 1, interval)
-            if time.perf_counter() - started > 300:
-                break
-        took = time.perf_counter() - started
-        writer.wait()
-        time.sleep(1.0)
-        pump.stop()
+        pumps = {}
+        for duty in loud:
+            path = Path(tmp) / f"kern-{duty}.log"
+            path.write_text("")
+            pumps[duty] = (KernelLogPump(str(path), host.router, bucket_s=300.0, from_start=True, duty=duty), path)
+            pumps[duty][0].start()
+        time.sleep(2.0)  # the child processes start
+        while (min(len(v) for v in loud.values()) < cycles or len(quiet) < cycles) and time.perf_counter() < stop_at:
+            for duty, (pump, path) in pumps.items():
+                started = time.perf_counter()
+                block = _flood_block(host, pump, path, source, pump.stats.lines + len(lines), interval, stop_at)
+                floods[duty].append(time.perf_counter() - started)
+                loud[duty] += block
+                time.sleep(1.0)  # the last flush routed: the pump is idle again
+                quiet += poll_times(host, max(len(block), 20), interval)
+        for pump, _ in pumps.values():
+            pump.stop()
     stored = sum(len(v) for v in host.drain_events().values())
-    routed = pump.stats.events
-    print(f"flood of {len(lines):,} lines followed in {took:.1f} s by the pump's child process: "
-          f"{pump.stats.matched:,} driver-error lines -> {routed} events routed, {stored} left to store")
-    print(f"poll of 8 devices without flood: p50 {pct(quiet, .5):6.2f} ms  p99 {pct(quiet, .99):6.2f} ms  ({len(quiet)} polls)")
-    print(f"poll of 8 devices during flood:  p50 {pct(loud, .5):6.2f} ms  p99 {pct(loud, .99):6.2f} ms  ({len(loud)} polls)")
-    print(f"  p99 during / without: {pct(loud, .99) / pct(quiet, .99):.2f}; mean {statistics.mean(loud) / statistics.mean(quiet):.2f}")
-    return pct(quiet, .99), pct(loud, .99)
+    for duty, (pump, _) in pumps.items():
+        print(f"duty {duty:g}: {len(floods[duty])} floods of {len(lines):,} lines, each followed in "
+              f"{statistics.median(floods[duty]):.1f} s (median) by the pump's child process (nice {NICE}): "
+              f"{pump.stats.matched:,} driver-error lines -> {pump.stats.events} events routed")
+    print(f"  {stored} events left to store from all the floods")
+    return quiet, loud
+
+
+def report(quiet: list[float], loud: list[float], label: str) -> None:
+    print(f"poll of 8 devices without flood:       p50 {pct(quiet, .5):6.2f} ms  p99 {pct(quiet, .99):6.2f} ms  ({len(quiet)} polls)")
+    print(f"poll of 8 devices during flood, {label}: p50 {pct(loud, .5):6.2f} ms  p99 {pct(loud, .99):6.2f} ms  ({len(loud)} polls)")
+    half_q, half_l = len(quiet) // 2, len(loud) // 2
+    print(f"  p99 by half of the run: without {pct(quiet[:half_q], .99):.2f} / {pct(quiet[half_q:], .99):.2f} ms, "
+          f"during {pct(loud[:half_l], .99):.2f} / {pct(loud[half_l:], .99):.2f} ms")
+    print(f"  p99 during / without: {pct(loud, .99) / pct(quiet, .99):.3f} "
+          f"({(pct(loud, .99) / pct(quiet, .99) - 1) * 100:+.1f} %); mean {statistics.mean(loud) / statistics.mean(quiet):.3f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
-    parser.add_argument("--polls", type=int, default=200)
+    parser.add_argument("--cycles", type=int, default=2000, help="polls on each side (a stable p99 needs thousands)")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between polls")
-    parser.add_argument("--rounds", type=int, default=3, help="quiet/flood pairs (p99 is noisy on a busy machine)")
+    parser.add_argument("--limit-s", type=float, default=480.0, help="stop the A/B blocks after this long")
     args = parser.parse_args()
     lines = flood(args.lines)
     parse_rate(lines)
-    pairs = [flood_during_polls(lines, args.polls, args.interval) for _ in range(args.rounds)]
-    quiet, loud = statistics.median(q for q, _ in pairs), statistics.median(f for _, f in pairs)
-    print(f"median over {len(pairs)} rounds: poll p99 {quiet:.2f} ms without, {loud:.2f} ms during the flood "
-          f"({(loud / quiet - 1) * 100:+.0f} %)")
+    quiet, loud = interleaved(lines, args.cycles, args.interval, args.limit_s)
+    for duty, polls in loud.items():
+        report(quiet, polls, f"duty {duty:g}")
 
 
 if __name__ == "__main__":

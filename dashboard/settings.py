@@ -242,9 +242,21 @@ DRIVER_ERROR_BUCKET_S = env_float("DRIVER_ERROR_BUCKET_S", 300.0, minimum=1.0)
 # Where a host agent reads the kernel log for Xid/SXid/amdgpu lines: /dev/kmsg, or a file
 # (a forwarded log; tests). Empty: not read.
 AGENT_KERNEL_LOG = env_str("AGENT_KERNEL_LOG", "/dev/kmsg")
+# The share of a core the kernel-log follower (a child at nice 10) may be busy while it
+# catches up with a flood (1: no pause); below 1 it pauses between chunks, leaving the
+# poll's core free.
+AGENT_KERNEL_LOG_DUTY = min(1.0, env_float("AGENT_KERNEL_LOG_DUTY", 0.5, minimum=0.05))
 # The workload label an agent gives its host's devices (a job or service name; empty: leave
 # the label as the API set it). The ladder's blast radius counts by it.
 AGENT_WORKLOAD = env_str("AGENT_WORKLOAD", "")
+# The ladder's rungs on a host with an agent: the commands that restart the device's
+# application and reboot the machine (run by the agent, with ASICMON_RUNG,
+# ASICMON_DEVICE_SERIAL, ASICMON_HOST and ASICMON_WORKLOAD set; exit 0 is done), each
+# within AGENT_RUNG_TIMEOUT_S. Empty: the rung is not configured there and the ladder
+# climbs past it.
+AGENT_RESTART_APP_COMMAND = env_str("AGENT_RESTART_APP_COMMAND", "")
+AGENT_REBOOT_COMMAND = env_str("AGENT_REBOOT_COMMAND", "")
+AGENT_RUNG_TIMEOUT_S = env_float("AGENT_RUNG_TIMEOUT_S", 120.0, minimum=1.0)
 # The attempt budget: repairs per device and cause within the window (the first counts);
 # past it the device goes out of service for inspection.
 LADDER_MAX_ATTEMPTS = env_int("LADDER_MAX_ATTEMPTS", 3, minimum=1)

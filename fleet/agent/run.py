@@ -64,7 +64,7 @@ def start_kernel_log(host) -> KernelLogPump | None:
     if not os.access(path, os.R_OK) and Path(path).exists():
         log.error("AGENT_KERNEL_LOG=%s cannot be read by this user: driver errors are not followed", path)
         return None
-    pump = KernelLogPump(path, host.router, bucket_s=settings.DRIVER_ERROR_BUCKET_S)
+    pump = KernelLogPump(path, host.router, bucket_s=settings.DRIVER_ERROR_BUCKET_S, duty=settings.AGENT_KERNEL_LOG_DUTY)
     pump.start()
     log.info("following %s for driver errors", path)
     return pump

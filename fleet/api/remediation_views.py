@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet import capacity, remediation
-from fleet.api import params
+from fleet.api import health_events, params
 from fleet.api.permissions import CanOperateDevices, CanViewFleet
 from fleet.api.serializers import (
     ActionRequestSerializer,
@@ -50,7 +50,8 @@ def parse_bool(query, name: str) -> bool | None:
     ]
 )
 class HealthEventViewSet(viewsets.ReadOnlyModelViewSet):
-    """When each health rule fired for a device, at what level, why and with what values; newest first."""
+    """When each health rule fired for a device, at what level, why and with what values, and
+    the device's driver errors as events of rule ``driver_error``; newest first."""
 
     serializer_class = HealthEventSerializer
 
@@ -64,6 +65,19 @@ class HealthEventViewSet(viewsets.ReadOnlyModelViewSet):
         if level := params.parse_choice(query, "level", [Health.WARNING, Health.CRITICAL]):
             events = events.filter(level=level)
         return events
+
+    def list(self, request, *args, **kwargs):
+        """The rules' events and, as rule ``driver_error``, the devices' driver errors."""
+        query = request.query_params
+        events = self.get_queryset()  # checks the filters: a bad one is a 400
+        driver_errors = health_events.driver_errors_matching(
+            parse_device(query), parse_bool(query, "open"),
+            params.parse_choice(query, "level", [Health.WARNING, Health.CRITICAL]))
+        merged = health_events.MergedEvents(events, driver_errors, lambda e: self.get_serializer(e).data)
+        page = self.paginate_queryset(merged)
+        if page is None:
+            return Response(merged[0:merged.count()])
+        return self.get_paginated_response(page)
 
 
 @extend_schema(

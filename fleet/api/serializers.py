@@ -100,10 +100,18 @@ class SeriesSerializer(serializers.Serializer):
 class HealthEventSerializer(serializers.ModelSerializer):
     serial = serializers.CharField(source="device.serial", read_only=True)
     open = serializers.SerializerMethodField()
+    driver_error = serializers.SerializerMethodField(
+        help_text="In the list, an event of rule driver_error: its id in /api/driver-errors/ (its own id is null)")
 
     class Meta:
         model = HealthEvent
-        fields = ["id", "device", "serial", "rule", "level", "reason", "values", "started_at", "ended_at", "open", "trace_id"]
+        fields = [
+            "id", "device", "serial", "rule", "level", "reason", "values", "started_at", "ended_at", "open", "trace_id",
+            "driver_error",
+        ]
+
+    def get_driver_error(self, event) -> int | None:
+        return None
 
     def get_open(self, event) -> bool:
         return event.ended_at is None

@@ -96,8 +96,10 @@ def run_check(device: Device, action: Action, snapshot: dict) -> tuple[bool, str
 
 
 def _record(action: Action, status: str, passed: bool | None, detail: str, outcome: str) -> bool:
+    """The check's verdict, after what the rung itself did (a host command's result)."""
+    outcome = f"{action.outcome}; {outcome}" if action.outcome else outcome
     return bool(Action.objects.filter(id=action.id, status=ActionStatus.ISSUED).update(
-        status=status, check_passed=passed, check_detail=detail[:500], outcome=outcome[:500], finished_at=timezone.now()))
+        status=status, check_passed=passed, check_detail=detail[:500], outcome=outcome[-500:], finished_at=timezone.now()))
 
 
 def _passed(device: Device, action: Action, detail: str, waited: float) -> None:

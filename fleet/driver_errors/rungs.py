@@ -4,9 +4,11 @@
 
 An emulated device does each rung in the emulator (its workload restarts; a reset keeps the
 faults only a host reboot cures; a host reboot restarts every device of the host). On a
-host with an agent, a reset is the spec's reboot action; restarting an application and
-rebooting a machine are not Asicmon's to do there: they are recorded as requested for the
-scheduler and the node's owners, and the validation check still decides.
+host with an agent, a reset is the spec's reboot action; restarting the application and
+rebooting the machine are the host's own commands (AGENT_RESTART_APP_COMMAND,
+AGENT_REBOOT_COMMAND, see `host_commands`), run by the agent with their result on the
+action; where one is not configured, the rung is said to be so and the ladder climbs past
+it. The validation check still decides.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django.utils import timezone
 
 from fleet import control, health_service
 from fleet.choices import ActionStatus, Rung
+from fleet.driver_errors.host_commands import NotConfigured, run_rung_command
 from fleet.emulated_fleet import host_monitor
 from fleet.models import Action, Device
 
@@ -33,6 +36,9 @@ def perform(action: Action) -> str | None:
     device = Device.objects.select_related("host").get(id=action.device_id)
     try:
         outcome = _do(action.rung, device)
+    except NotConfigured as exc:
+        log.info("%s of %s: %s", action.rung, device.serial, exc)
+        return str(exc)
     except Exception as exc:  # a driver that refuses, a spec without the action
         log.warning("%s of %s failed: %s", action.rung, device.serial, exc)
         return f"{action.rung} failed: {exc}"
@@ -48,7 +54,7 @@ def _do(rung: str, device: Device) -> str:
         if emulated:
             cleared = host_monitor(device.host.name).restart_workload(device.serial)
             return f"workload restarted ({', '.join(cleared) or 'no fault cleared'})"
-        return "restart of the application requested from its scheduler"
+        return run_rung_command(rung, device)
     if rung == Rung.RESET_DEVICE:
         control.reboot_device(device)
         return "device reset"
@@ -56,5 +62,5 @@ def _do(rung: str, device: Device) -> str:
         if emulated:
             host_monitor(device.host.name).reboot_host()
             return f"host {device.host.name} rebooted"
-        raise control.NotSupported(f"Asicmon does not reboot the machine {device.host.name} its agent runs on")
+        return run_rung_command(rung, device)
     raise ValueError(f"no such rung {rung!r}")

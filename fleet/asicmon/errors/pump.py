@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 CHUNK_LINES = 20_000
 NICE = 10  # the child's scheduling priority, below the poll's
+# The share of a core the child may take while it catches up with a flood: after each chunk
+# it sleeps as long as the chunk took, times (1 / DUTY - 1). The poll's own core is then free
+# half the time even where nice alone does not keep the child off it (a loaded machine).
+DUTY = 0.5
 
 
 @dataclass
@@ -38,10 +42,12 @@ class PumpStats:
     events: int = 0  # merged events handed to the router
 
 
-def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, stop=None, nice: int = 0) -> None:
+def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, stop=None, nice: int = 0,
+           duty: float = 1.0) -> None:
     """Reads ``path`` until ``stop`` is set or the other end of ``conn`` goes away; sends
     (events, stats) every ``flush_s`` when there is something new. ``nice``: a child process
-    lowers its own priority, so that a flood never takes a core the poll wants."""
+    lowers its own priority, so that a flood never takes a core the poll wants; ``duty``: the
+    share of the time it may be busy reading (1: no pause)."""
     if nice:
         with contextlib.suppress(OSError):
             os.nice(nice)
@@ -50,6 +56,7 @@ def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, s
     flushed = time.monotonic()
     try:
         while stop is None or not stop.is_set():
+            busy = time.monotonic()
             try:
                 lines = source.read(CHUNK_LINES)
             except OSError as exc:
@@ -58,6 +65,8 @@ def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, s
                 time.sleep(5.0)
             if lines:
                 reader.feed(lines)
+                if duty < 1.0:
+                    time.sleep((time.monotonic() - busy) * (1.0 / duty - 1.0))
             if time.monotonic() - flushed >= flush_s:
                 flushed = time.monotonic()
                 events = reader.take()
@@ -75,8 +84,9 @@ class KernelLogPump:
     """Follows a kernel log and routes its driver errors to the devices' channels."""
 
     def __init__(self, path: str, router: ErrorRouter, *, bucket_s: float = DEFAULT_BUCKET_S,
-                 flush_s: float = 0.5, from_start: bool = False, in_process: bool = False) -> None:
-        self.path, self.router = path, router
+                 flush_s: float = 0.5, from_start: bool = False, in_process: bool = False,
+                 duty: float = DUTY) -> None:
+        self.path, self.router, self.duty = path, router, duty
         self.bucket_s, self.flush_s, self.from_start, self.in_process = bucket_s, flush_s, from_start, in_process
         self.stats = PumpStats()
         self._stop = threading.Event()
@@ -92,7 +102,8 @@ class KernelLogPump:
             self._threads.append(reader)
             reader.start()
         else:
-            self._child = ctx.Process(target=follow, args=(*args, None, NICE), daemon=True, name="asicmon-kernel-log")
+            self._child = ctx.Process(target=follow, args=(*args, None, NICE, self.duty), daemon=True,
+                                      name="asicmon-kernel-log")
             self._child.start()
             theirs.close()
         receiver = threading.Thread(target=self._receive, args=(ours,), daemon=True, name="kernel-log-route")

@@ -63,6 +63,16 @@ def test_the_agent_reads_real_lines_malformed_ones_and_a_flood(agent_with_log):
     assert DriverError.objects.filter(host="node-a").count() == 4
 
 
+def test_the_follower_takes_the_share_of_a_core_its_setting_allows(agent_settings, tmp_path):
+    (tmp_path / "kern.log").write_text("")
+    agent_settings.AGENT_KERNEL_LOG, agent_settings.AGENT_KERNEL_LOG_DUTY = str(tmp_path / "kern.log"), 0.25
+    pump = start_kernel_log(agent_host())
+    try:
+        assert pump.duty == 0.25
+    finally:
+        pump.stop()
+
+
 def test_an_empty_setting_follows_nothing(agent_settings):
     agent_settings.AGENT_KERNEL_LOG = ""
     assert start_kernel_log(agent_host()) is None
