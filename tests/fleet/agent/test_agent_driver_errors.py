@@ -63,6 +63,7 @@ def test_the_agent_reads_real_lines_malformed_ones_and_a_flood(agent_with_log):
     assert DriverError.objects.filter(host="node-a").count() == 4
 
 
+@pytest.mark.integration  # the follower is a child process (and multiprocessing's resource tracker outlives it)
 def test_the_follower_takes_the_share_of_a_core_its_setting_allows(agent_settings, tmp_path):
     (tmp_path / "kern.log").write_text("")
     agent_settings.AGENT_KERNEL_LOG, agent_settings.AGENT_KERNEL_LOG_DUTY = str(tmp_path / "kern.log"), 0.25
