@@ -127,7 +127,10 @@ class Writer:
         run = _Run()
         try:
             with self.spool.lock(blocking=False) as held:
-                if held and self.spool.count() == 0:
+                # Nothing waits: the cycle goes to the store now, even while another process
+                # (another shard's poll on this host) holds the lock to send its own; what the
+                # store does not take joins the spool (appending takes the lock to make room).
+                if self.spool.count() == 0:
                     self._send_cycle(batches, run)
                 else:
                     self._keep(batches, run, None)

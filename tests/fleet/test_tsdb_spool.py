@@ -200,3 +200,18 @@ def test_making_room_waits_for_the_sender_holding_the_lock(tmp_path):
         os.close(fd)
     adder.join(10)
     assert not first.exists() and spool.count() == 2
+
+
+def test_a_cycle_goes_straight_to_the_store_while_another_process_holds_an_empty_spool(tmp_path):
+    """Two poll processes of one host share a spool: the one that finds it locked by the other
+    (sending its own shard) and empty sends its cycle at once instead of leaving it to wait for
+    the next cycle's write (seen as half a fleet's samples missing after a poll, with SQLite's
+    slower polls overlapping the two processes' writes)."""
+    cycle = float(int(time.time()))
+    keys = devices(4, first=700)
+    other = Spool(tmp_path / "spool", 1 << 20)  # the other process's: its own lock on the folder
+    with other.lock(blocking=True) as held:
+        assert held
+        result = writer(tmp_path).write(batch(cycle, keys))
+    assert (result.written, result.waiting, result.buffered) == (4, 0, 0)
+    assert set(stored(cycle, cycle)) == {str(key.device_id) for key in keys}
