@@ -37,16 +37,24 @@ SMALL_BODY = 1 << 20
 class Route:
     method: str
     path: re.Pattern
-    what: str  # "upload" (a whole file) or "chunk" (a piece of a resumable upload)
+    what: str  # "upload" (a whole file), "chunk" (of a resumable upload), "spans" (a span file), "otlp"
 
     def limit_bytes(self) -> int:
         if self.what == "chunk":
             return settings.TRACE_UPLOAD_CHUNK_MB << 20
+        if self.what == "spans":
+            return int(settings.SPAN_UPLOAD_MAX_MB * (1 << 20)) + MULTIPART_SLACK
+        if self.what == "otlp":
+            return int(settings.OTLP_MAX_BODY_MB * (1 << 20))
         return (settings.TRACE_UPLOAD_MAX_MB << 20) + MULTIPART_SLACK
 
     def limit_words(self) -> str:
         if self.what == "chunk":
             return f"a chunk may be at most {settings.TRACE_UPLOAD_CHUNK_MB} MB (TRACE_UPLOAD_CHUNK_MB)"
+        if self.what == "spans":
+            return f"a span file may be at most {settings.SPAN_UPLOAD_MAX_MB:g} MB (SPAN_UPLOAD_MAX_MB)"
+        if self.what == "otlp":
+            return f"an OTLP request may be at most {settings.OTLP_MAX_BODY_MB:g} MB as sent (OTLP_MAX_BODY_MB)"
         return (f"the upload is larger than the {settings.TRACE_UPLOAD_MAX_MB} MB that uploads may be "
                 "(TRACE_UPLOAD_MAX_MB); send larger traces through the resumable upload API (/api/uploads/)")
 
@@ -55,6 +63,8 @@ ROUTES = (
     Route("POST", re.compile(r"^/api/traces/?$"), "upload"),
     Route("POST", re.compile(r"^/api/jobs/?$"), "upload"),
     Route("PUT", re.compile(r"^/api/uploads/[^/]+/?$"), "chunk"),
+    Route("POST", re.compile(r"^/api/(?:traces|jobs)/\d+/spans/?$"), "spans"),
+    Route("POST", re.compile(r"^/v1/traces/?$"), "otlp"),
 )
 
 
@@ -134,6 +144,19 @@ def _user_of(headers: list[tuple[bytes, bytes]]):
     return None if isinstance(user, AnonymousUser) else user
 
 
+def _otlp_refusal(headers) -> Refusal | None:
+    """The OTLP receiver's bearer token (traces/requests/receiver.py checks it again)."""
+    import hmac
+
+    if not settings.OTLP_TOKEN:
+        return Refusal(503, "The OTLP receiver is off: set OTLP_TOKEN.")
+    scheme, _, credentials = (_header(headers, b"authorization") or b"").decode("latin-1").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), settings.OTLP_TOKEN.encode()):
+        return None
+    return Refusal(401, "A valid 'Authorization: Bearer <OTLP_TOKEN>' header is required.",
+                   [(b"www-authenticate", b"Bearer")])
+
+
 def _who_refusal(headers) -> Refusal | None:
     from django.db import connection
 
@@ -170,7 +193,10 @@ async def decide(method: str, path: str, headers) -> Refusal | None:
     route = route_of(method, path)
     if route is None:
         return None
-    refusal = await sync_to_async(_who_refusal, thread_sensitive=False)(headers)
+    if route.what == "otlp":
+        refusal = _otlp_refusal(headers)
+    else:
+        refusal = await sync_to_async(_who_refusal, thread_sensitive=False)(headers)
     return refusal or size_refusal(route, headers)
 
 

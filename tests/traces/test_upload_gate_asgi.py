@@ -81,3 +81,32 @@ async def test_past_the_cap_of_uploads_in_flight_is_429_but_small_bodies_pass(to
         small = await call({"Authorization": f"Token {token}", "Content-Length": "1"}, [b"x"])
     assert (status, called) == (429, False) and b"TRACE_UPLOADS_MAX_ACTIVE" in body
     assert small == (200, b"1", True)  # a JSON request naming finished uploads is not held back
+
+
+async def test_span_uploads_and_the_otlp_receiver_are_refused_before_a_byte_is_read(token, settings,
+                                                                                     close_thread_connections):
+    """Spans beside a trace or a job are uploads like traces (an operator's, up to
+    SPAN_UPLOAD_MAX_MB), and OTLP's receiver takes its bearer token: neither lets an anonymous
+    body in to be stored before its view says no."""
+    settings.OTLP_TOKEN, settings.SPAN_UPLOAD_MAX_MB, settings.OTLP_MAX_BODY_MB = "otlp-secret", 64.0, 1.0
+    for path in ("/api/traces/7/spans/", "/api/jobs/7/spans/"):
+        status, _, called = await call({"Content-Length": "10"}, [b"x" * 10], path=path)
+        assert (status, called) == (401, False), path
+        status, body, called = await call({"Authorization": f"Token {token}", "Content-Length": str(66 << 20)},
+                                          [b"x"], path=path)
+        assert (status, called) == (413, False) and b"SPAN_UPLOAD_MAX_MB" in body, path
+        status, _, called = await call({"Authorization": f"Token {token}", "Content-Length": "10"}, [b"x" * 10], path=path)
+        assert (status, called) == (200, True), path  # past the gate: the view decides the rest
+    status, _, called = await call({"Content-Length": "10"}, [b"x" * 10], path="/v1/traces")
+    assert (status, called) == (401, False)
+    status, _, called = await call({"Authorization": "Bearer wrong", "Content-Length": "10"}, [b"x" * 10], path="/v1/traces")
+    assert (status, called) == (401, False)
+    status, body, called = await call({"Authorization": "Bearer otlp-secret", "Content-Length": str(2 << 20)},
+                                      [b"x"], path="/v1/traces")
+    assert (status, called) == (413, False) and b"OTLP_MAX_BODY_MB" in body
+    status, _, called = await call({"Authorization": "Bearer otlp-secret", "Content-Length": "10"}, [b"x" * 10],
+                                   path="/v1/traces")
+    assert (status, called) == (200, True)
+    settings.OTLP_TOKEN = ""
+    status, _, called = await call({"Content-Length": "10"}, [b"x" * 10], path="/v1/traces")
+    assert (status, called) == (503, False)
