@@ -25,54 +25,57 @@ class SpanFileSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="OTLP JSON: the Collector's file exporter format, one request a line")
 
 
-class SpanUploadView(APIView):
+SPAN_UPLOAD_ANSWERS = {201: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Not OTLP JSON: the reason"),
+                       413: OpenApiResponse(description="Too large")}
+
+
+class _SpanUpload(APIView):
+    """A spans file (multipart field ``file``) stored beside what ``pk`` names."""
+
     permission_classes = [CanUploadTraces]
     parser_classes = [MultiPartParser]
+    model = None
 
-    @extend_schema(
-        summary="Upload request spans beside a trace",
-        operation_id="traces_spans_create",
-        request={"multipart/form-data": SpanFileSerializer},
-        responses={201: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Not OTLP JSON: the reason"),
-                   413: OpenApiResponse(description="Too large")},
-    )
+    def store(self, target, upload) -> dict:
+        raise NotImplementedError
+
     def post(self, request, pk: int):
-        trace = get_object_or_404(Trace, pk=pk)
+        target = get_object_or_404(self.model, pk=pk)
         upload = request.FILES.get("file")
         if upload is None:
             raise ValidationError({"file": "Send the spans file as the multipart field 'file'."})
         try:
-            kept = service.upload_spans(trace, upload)
+            answer = self.store(target, upload)
         except service.TooLarge as exc:
             return Response({"detail": str(exc)}, status=413)
         except OtlpError as exc:
             raise ValidationError({"file": f"Not an OTLP JSON spans file: {exc}"}) from None
-        return Response({"trace": trace.pk, "spans": kept}, status=201)
+        return Response(answer, status=201)
 
 
-class JobSpanUploadView(APIView):
-    permission_classes = [CanUploadTraces]
-    parser_classes = [MultiPartParser]
+class SpanUploadView(_SpanUpload):
+    model = Trace
 
-    @extend_schema(
-        summary="Upload request spans beside every rank of a job",
-        operation_id="jobs_spans_create",
-        request={"multipart/form-data": SpanFileSerializer},
-        responses={201: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Not OTLP JSON: the reason"),
-                   413: OpenApiResponse(description="Too large")},
-    )
+    def store(self, trace, upload) -> dict:
+        return {"trace": trace.pk, "spans": service.upload_spans(trace, upload)}
+
+    @extend_schema(summary="Upload request spans beside a trace", operation_id="traces_spans_create",
+                   request={"multipart/form-data": SpanFileSerializer}, responses=SPAN_UPLOAD_ANSWERS)
     def post(self, request, pk: int):
-        job = get_object_or_404(Job, pk=pk)
-        upload = request.FILES.get("file")
-        if upload is None:
-            raise ValidationError({"file": "Send the spans file as the multipart field 'file'."})
-        try:
-            spans, ranks = service.upload_job_spans(job, upload)
-        except service.TooLarge as exc:
-            return Response({"detail": str(exc)}, status=413)
-        except OtlpError as exc:
-            raise ValidationError({"file": f"Not an OTLP JSON spans file: {exc}"}) from None
-        return Response({"job": job.pk, "ranks": ranks, "spans": spans}, status=201)
+        return super().post(request, pk)
+
+
+class JobSpanUploadView(_SpanUpload):
+    model = Job
+
+    def store(self, job, upload) -> dict:
+        spans, ranks = service.upload_job_spans(job, upload)
+        return {"job": job.pk, "ranks": ranks, "spans": spans}
+
+    @extend_schema(summary="Upload request spans beside every rank of a job", operation_id="jobs_spans_create",
+                   request={"multipart/form-data": SpanFileSerializer}, responses=SPAN_UPLOAD_ANSWERS)
+    def post(self, request, pk: int):
+        return super().post(request, pk)
 
 
 def _answer(fn, *args) -> Response:
