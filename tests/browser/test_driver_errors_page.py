@@ -12,6 +12,7 @@ from fleet import emulated_fleet, polling
 from fleet.models import Action
 from tests.support.browser import sign_in
 from tests.support.processes import child_env, start_web
+from tests.support.tsdb import flush
 from tests.support.tiers import starts_processes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -47,6 +48,9 @@ def test_a_device_page_shows_its_driver_errors_on_the_graphs_and_in_a_table(brow
     emulated_fleet.host_monitor(gpu.host.name).inject_fault(gpu.serial, "xid_95")
     emulated_fleet.host_monitor(gpu.host.name).inject_fault(gpu.serial, "xid_43")
     assert _poll_until(lambda: Action.objects.filter(serial=gpu.serial, check_passed=True).exists())
+    # The graphs draw what the store holds: without this the page could come before the
+    # polls' samples were readable, draw no graph, and (no poll coming) never mark one.
+    flush()
 
     sign_in(browser, web, "vera")
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
