@@ -156,3 +156,18 @@ def test_toggles_are_readable_and_time_axes_say_their_unit(browser, web, viewer,
     assert any("ms" in t for t in titles["timeline-chart"]), titles
     untitled = [chart for chart, texts in titles.items() if not any(texts)]
     assert not untitled, f"charts with no x-axis title: {untitled}"
+
+
+def test_pages_load_without_a_missing_resource(browser, web, viewer, seeded_fleet):
+    """Every resource a page asks for is served (the browser asked for /favicon.ico, a 404 in
+    every page's console, before the pages named their icon)."""
+    sign_in(browser, web, "vera")
+    wait = WebDriverWait(browser, 30, poll_frequency=0.2)
+    browser.get_log("browser")  # what the sign-in left
+    for path, ready in (("/", "#fleet-table th"), (f"/devices/{seeded_fleet[0].id}/", "#counters th")):
+        browser.get(f"{web}{path}")
+        wait.until(lambda b, ready=ready: b.find_elements(By.CSS_SELECTOR, ready))
+        missing = [e["message"] for e in browser.get_log("browser") if "status of 404" in e["message"]]
+        assert not missing, (path, missing)
+    icon = browser.execute_script("return document.querySelector('link[rel=icon]').href")
+    assert icon.endswith(".svg")
