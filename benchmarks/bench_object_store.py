@@ -79,15 +79,15 @@ def analysis_time(storage_config: dict, path: Path, user) -> float:
     from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: F401
     from django.test.utils import override_settings
 
-    from traces import services
+    from traces import writers
     from traces.models import Trace
-    from traces.upload_sources import Source
+    from traces.uploads.sources import Source
 
     with override_settings(STORAGES={**_storages(), "traces": storage_config}):
         source = Source(path.name, path.stat().st_size, lambda: path.open("rb"))
-        trace = services.accept_upload(source, user)
+        trace = writers.accept_upload(source, user)
         started = time.perf_counter()
-        services.analyse(trace.pk)
+        writers.analyse(trace.pk)
         took = time.perf_counter() - started
         trace = Trace.objects.get(pk=trace.pk)
         assert trace.status == "ready", trace.error

@@ -30,7 +30,7 @@ ALLOWED_EDGES = {
     ("emulator", "fleet.asimov"),  # a device type's fitted performance model is in its spec
     ("fleet", "fleet.asicmon"),
     ("fleet", "fleet.asimov"),
-    ("fleet", "emulator"),  # fleet/emulated.py wires the emulated fleet to its specs
+    ("fleet", "emulator"),  # fleet/hosts/emulated_monitors.py wires the emulated fleet to its specs
     ("traces", "traces.atrace"),
     ("traces", "emulator"),  # captures run the emulated device's workload
     ("traces", "fleet"),  # a trace belongs to a device; its socket is a fleet.consumers one

@@ -17,7 +17,7 @@ spec that reads files cannot use it), ``folders(...)`` a folder of files (a spec
 a library cannot use it); `check_discovery_fits` reports a mismatch at the rule.
 
 The statement is checked here and recorded as a plain dict, emitted as the generated class's
-``DISCOVERY``; `fleet.local` acts on it. A spec without one is for emulated devices only.
+``DISCOVERY``; `fleet.hosts.local` acts on it. A spec without one is for emulated devices only.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ var(--name) or colour("name")), and every var(--name) the code names is defined 
 import re
 from pathlib import Path
 
-from fleet.charts import THRESHOLDS
-from fleet.key_counters import KEY_COUNTERS, RULE_SERIES
+from fleet.reading.charts import THRESHOLDS
+from fleet.reading.key_counters import KEY_COUNTERS, RULE_SERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 CSS = ROOT / "static/dashboard/css/asicmon.css"

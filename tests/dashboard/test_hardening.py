@@ -65,12 +65,12 @@ def test_admin_host_delete_page_is_bounded_and_deletes_the_devices(admin_client,
                                                                    django_assert_max_num_queries):
     """Samples live in the time-series store: deleting a polled host is a few queries on
     hosts and devices (their history stays in the store until its retention)."""
-    from fleet import polling
     from fleet.models import Device, Host
+    from fleet.polling import poller
 
     for offset in range(3):
-        for shard in polling.shards():
-            polling.poll_shard(shard, polling.current_cycle() - 5 * offset)
+        for shard in poller.shards():
+            poller.poll_shard(shard, poller.current_cycle() - 5 * offset)
     host = Host.objects.first()
     with django_assert_max_num_queries(40):
         page = admin_client.get(f"/admin/fleet/host/{host.pk}/delete/")

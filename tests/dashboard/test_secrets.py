@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.test import RequestFactory
 from django.views.debug import get_exception_reporter_filter
 
-from dashboard import services
+from dashboard import backing_services
 from dashboard.redaction import RedactingFilter, redact_text, redact_url
 
 
@@ -36,7 +36,7 @@ def test_every_url_in_a_line_is_masked():
 
 
 def test_the_runners_lines_mask_passwords(capsys):
-    services.say("Redis: redis://:hunter2@127.0.0.1:6379/0")
+    backing_services.say("Redis: redis://:hunter2@127.0.0.1:6379/0")
     assert capsys.readouterr().out.endswith("Redis: redis://:***@127.0.0.1:6379/0\n")
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard import services
+from dashboard import backing_services
 from dashboard import settings as project_settings
 from tests.support.needs import missing
 
@@ -43,13 +43,13 @@ def test_defaults_and_lists(monkeypatch):
 
 
 def test_runner_starts_a_throwaway_redis_when_none_answers():
-    silent = f"redis://127.0.0.1:{services.free_port()}/0"
+    silent = f"redis://127.0.0.1:{backing_services.free_port()}/0"
     env = {"REDIS_URL": silent}
-    started = services.resolve_services(env)
+    started = backing_services.resolve_services(env)
     try:
         assert len(started) == 1
         assert env["REDIS_URL"] != silent
-        assert services.redis_answers(env["REDIS_URL"])
+        assert backing_services.redis_answers(env["REDIS_URL"])
     finally:
         for proc in started:
             proc.terminate()
@@ -58,11 +58,11 @@ def test_runner_starts_a_throwaway_redis_when_none_answers():
 
 def test_a_configured_postgres_that_does_not_answer_stops_the_start_with_its_reason(capsys):
     """Never a quiet fallback: the stack once switched to SQLite when PostgreSQL was slow."""
-    silent = f"postgres://postgres:pg-secret-9@127.0.0.1:{services.free_port()}/asicmon"
+    silent = f"postgres://postgres:pg-secret-9@127.0.0.1:{backing_services.free_port()}/asicmon"
     env = {"DATABASE_URL": silent, "DATABASE_WAIT": "1.5", "REDIS_URL": "redis://127.0.0.1:6379/0"}
     began = time.monotonic()
     with pytest.raises(SystemExit) as stopped:
-        services.resolve_services(env)
+        backing_services.resolve_services(env)
     assert 1.5 <= time.monotonic() - began < 10
     message = str(stopped.value.code)
     assert "did not answer within 1.5 s" in message and "Connection refused" in message, message
@@ -74,22 +74,22 @@ def test_a_configured_postgres_that_does_not_answer_stops_the_start_with_its_rea
 
 def test_a_postgres_that_answers_late_is_waited_for(monkeypatch):
     answers = iter(["connection refused", "connection refused", None])
-    monkeypatch.setattr(services, "postgres_refusal", lambda url: next(answers))
-    monkeypatch.setattr(services, "ensure_postgres_database", lambda url: None)
-    monkeypatch.setattr(services, "redis_answers", lambda url: True)
+    monkeypatch.setattr(backing_services, "postgres_refusal", lambda url: next(answers))
+    monkeypatch.setattr(backing_services, "ensure_postgres_database", lambda url: None)
+    monkeypatch.setattr(backing_services, "redis_answers", lambda url: True)
     env = {"DATABASE_URL": "postgres://postgres@db:5432/asicmon", "DATABASE_WAIT": "30"}
-    assert services.resolve_services(env) == []
+    assert backing_services.resolve_services(env) == []
     assert env["DATABASE_URL"] == "postgres://postgres@db:5432/asicmon"
 
 
 def test_sqlite_only_when_no_database_is_configured(capsys, monkeypatch):
-    monkeypatch.setattr(services, "redis_answers", lambda url: True)
+    monkeypatch.setattr(backing_services, "redis_answers", lambda url: True)
     env = {}
-    services.resolve_services(env)
+    backing_services.resolve_services(env)
     assert "DATABASE_URL" not in env
     assert "Database: SQLite" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="DATABASE_WAIT='soon' is not a number of seconds"):
-        services.resolve_services({"DATABASE_URL": "postgres://db/asicmon", "DATABASE_WAIT": "soon"})
+        backing_services.resolve_services({"DATABASE_URL": "postgres://db/asicmon", "DATABASE_WAIT": "soon"})
 
 
 @pytest.mark.django_db
@@ -115,15 +115,15 @@ def test_runner_creates_a_missing_postgres_database():
     import psycopg
 
     server = "postgres://postgres@127.0.0.1:5432"
-    if not services.postgres_answers(f"{server}/postgres"):
+    if not backing_services.postgres_answers(f"{server}/postgres"):
         missing("no PostgreSQL at 127.0.0.1:5432 on this machine")
     name = f"asicmon_runner_{uuid.uuid4().hex[:8]}"
     try:
-        done = subprocess.run([sys.executable, "-m", "dashboard.stack", "database"], cwd=services.ROOT,
+        done = subprocess.run([sys.executable, "-m", "dashboard.stack", "database"], cwd=backing_services.ROOT,
                               env={**os.environ, "DATABASE_URL": f"{server}/{name}"}, capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 0 and f"created PostgreSQL database {name}" in done.stdout, done.stdout + done.stderr
-        services.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
+        backing_services.ensure_postgres_database(f"{server}/{name}")  # a second time changes nothing
         with psycopg.connect(f"{server}/{name}") as conn:
             assert conn.execute("SELECT current_database()").fetchone()[0] == name
     finally:
@@ -132,10 +132,10 @@ def test_runner_creates_a_missing_postgres_database():
 
 
 def test_ci_creates_its_database_before_anything_connects_to_it():
-    steps = [line.split(None, 1)[1] for line in (services.ROOT / ".ci" / "run").read_text().splitlines()
+    steps = [line.split(None, 1)[1] for line in (backing_services.ROOT / ".ci" / "run").read_text().splitlines()
              if line.startswith("step ")]
     assert steps[0] == "make database" and {"make lint", "make test"} <= set(steps[1:])
-    makefile = (services.ROOT / "Makefile").read_text()
+    makefile = (backing_services.ROOT / "Makefile").read_text()
     assert "database: $(VENV)/.runtime\n\t$(BIN)/python -m dashboard.stack database\n" in makefile
 
 
@@ -146,9 +146,9 @@ def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outli
     from fleet.tsdb.series import DeviceKey
     from fleet.tsdb.writes import Encoder
 
-    silent = f"http://127.0.0.1:{services.free_port()}"
+    silent = f"http://127.0.0.1:{backing_services.free_port()}"
     env = {"TSDB_URL": silent, "SAMPLE_RETENTION_DAYS": "7"}
-    started = services.resolve_tsdb(env, tmp_path / "tsdb")
+    started = backing_services.resolve_tsdb(env, tmp_path / "tsdb")
     now = time.time() // 5 * 5
     try:
         assert len(started) == 1 and "-retentionPeriod=7d" in started[0].args
@@ -156,40 +156,40 @@ def test_runner_starts_victoria_metrics_when_no_store_answers_and_its_data_outli
         batch = Encoder().batch(now, "test", [(DeviceKey("h", 1, "S", "video", "V"), {"power_w": 12.5})])
         Client(silent).write(batch.body)
     finally:
-        services.stop(started)
-    assert not services.tsdb_answers(silent)
-    again = services.resolve_tsdb(dict(env), tmp_path / "tsdb")  # `make run` another day
+        backing_services.stop(started)
+    assert not backing_services.tsdb_answers(silent)
+    again = backing_services.resolve_tsdb(dict(env), tmp_path / "tsdb")  # `make run` another day
     try:
         found = Client(silent).query("asicmon_power_w[1m]", now + 1)
         assert [s.points for s in found] == [[(now, 12.5)]]
     finally:
-        services.stop(again)
+        backing_services.stop(again)
 
 
 def test_a_test_runs_own_store_never_takes_the_shared_address(tmp_path):
     """`make test` starts a throwaway store when none answers: on a port of its own, else other
     test runs on the machine would find it at TSDB_URL and lose it when this run ends."""
-    silent = f"http://127.0.0.1:{services.free_port()}"
+    silent = f"http://127.0.0.1:{backing_services.free_port()}"
     env = {"TSDB_URL": silent}
-    started = services.resolve_tsdb(env, tmp_path / "tsdb", on_asked_port=False)
+    started = backing_services.resolve_tsdb(env, tmp_path / "tsdb", on_asked_port=False)
     try:
         assert env["TSDB_URL"] != silent and env["TSDB_WRITE_URL"] == env["TSDB_URL"]
-        assert services.tsdb_answers(env["TSDB_URL"]) and not services.tsdb_answers(silent)
+        assert backing_services.tsdb_answers(env["TSDB_URL"]) and not backing_services.tsdb_answers(silent)
     finally:
-        services.stop(started)
+        backing_services.stop(started)
 
 
 def test_runner_uses_the_store_that_answers_and_refuses_a_bad_retention(tmp_path, monkeypatch):
-    monkeypatch.setattr(services, "tsdb_answers", lambda url: url == "http://store:8428")
+    monkeypatch.setattr(backing_services, "tsdb_answers", lambda url: url == "http://store:8428")
     env = {"TSDB_URL": "http://store:8428", "TSDB_WRITE_URL": "http://vminsert:8480/insert/0/prometheus"}
-    assert services.resolve_tsdb(env, tmp_path) == []
+    assert backing_services.resolve_tsdb(env, tmp_path) == []
     assert env["TSDB_WRITE_URL"] == "http://vminsert:8480/insert/0/prometheus"
     with pytest.raises(SystemExit, match="SAMPLE_RETENTION_DAYS='a month' is not a number of days"):
-        services.resolve_tsdb({"TSDB_URL": "http://silent:1", "SAMPLE_RETENTION_DAYS": "a month"}, tmp_path)
+        backing_services.resolve_tsdb({"TSDB_URL": "http://silent:1", "SAMPLE_RETENTION_DAYS": "a month"}, tmp_path)
 
 
 def test_vmalert_gets_the_stores_urls_and_the_poll_interval(tmp_path):
-    argv = services.vmalert_argv(tmp_path / "rules.yml", "http://vmselect/select/0/prometheus",
+    argv = backing_services.vmalert_argv(tmp_path / "rules.yml", "http://vmselect/select/0/prometheus",
                               "http://mimir/api/v1/push", 5.0, 8880)
     assert argv is not None
     assert "-datasource.url=http://vmselect/select/0/prometheus" in argv

@@ -145,7 +145,7 @@ def test_hosts_list_counts_devices(api_client, viewer, polled_fleet):
 def test_device_health_comes_with_its_reasons(api_client, viewer, polled_fleet):
     import time
 
-    from fleet import snapshots
+    from fleet.polling import snapshots
 
     api_client.force_login(viewer)
     device = polled_fleet[0]

@@ -2,14 +2,14 @@
 
 import pytest
 
-from fleet import polling
+from fleet.polling import poller
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def signed_in(api_client, viewer, seeded_fleet):
-    polling.poll_shard(0, polling.current_cycle())
+    poller.poll_shard(0, poller.current_cycle())
     api_client.force_authenticate(viewer)
     return api_client
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 
-from fleet import polling
+from fleet.polling import poller
 from tests.support.examples import examples
 
 pytestmark = [pytest.mark.django_db]
@@ -68,8 +68,8 @@ def keep_test_connection():
 def token(seeded_fleet, operator, keep_test_connection):
     from rest_framework.authtoken.models import Token
 
-    for shard in polling.shards():
-        polling.poll_shard(shard, polling.current_cycle())
+    for shard in poller.shards():
+        poller.poll_shard(shard, poller.current_cycle())
     return Token.objects.create(user=operator).key
 
 

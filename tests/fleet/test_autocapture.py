@@ -7,8 +7,10 @@ import time
 import pytest
 from django.utils import timezone
 
-from fleet import autocapture, emulated_fleet, polling
+from fleet.health import autocapture
+from fleet.hosts import emulated_fleet
 from fleet.models import Device, HealthEvent
+from fleet.polling import poller
 from traces.models import Trace
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,8 +26,8 @@ def fleet(fleet_settings, clean_redis):
 
 def poll_all():
     cycle = time.time()
-    for shard in polling.shards():
-        polling.poll_shard(shard, cycle)
+    for shard in poller.shards():
+        poller.poll_shard(shard, cycle)
 
 
 def test_a_slow_device_gets_a_trace_linked_to_its_health_event(fleet):

@@ -16,7 +16,8 @@ import pytest
 from django.conf import settings
 from kombu import Connection
 
-from fleet import emulated_fleet, polling, snapshots
+from fleet.hosts import emulated_fleet
+from fleet.polling import poller, snapshots
 from fleet.tasks import poll_fleet
 from tests.support.needs import missing
 from tests.support.processes import child_env, start_worker
@@ -61,7 +62,7 @@ def run_whole_worker_kill(seeded_fleet, broker_url: str, queue: str, wait: float
     first = start_worker(worker_env)
     second = None
     try:
-        cycle = polling.current_cycle()
+        cycle = poller.current_cycle()
         with Connection(broker_url) as conn:
             poll_fleet.apply_async((cycle,), connection=conn, queue=queue)
         first.wait_for_line("poll_shard", timeout=30)

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fleet import health_index
+from fleet.health import index as health_index
 from fleet.models import Device, Host
 
 pytestmark = pytest.mark.django_db

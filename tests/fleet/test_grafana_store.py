@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import polling
+from fleet.polling import poller
 from tests.support.tsdb import flush
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "asicmon-fleet.json"
@@ -57,10 +57,10 @@ def get(url: str, path: str, **params: str):
 
 
 def check_dashboard(store, seeded_fleet) -> None:
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     for at in (cycle - 5.0, cycle):  # two cycles: the per-second rates need a previous refresh
-        for shard in polling.shards():
-            polling.poll_shard(shard, at)
+        for shard in poller.shards():
+            poller.poll_shard(shard, at)
     flush(newest=cycle, url=store.url)
     queries = store_queries()
     assert len(queries) >= 8

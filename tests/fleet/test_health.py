@@ -6,9 +6,9 @@ import pytest
 from emulator import FleetConfig
 from emulator.devices import device_type
 from fleet.choices import Health
-from fleet.emulated import HostMonitor
-from fleet.health import Limits, assess_with_reasons, limits_for, observe
-from fleet.health_service import spec_health
+from fleet.health.assessing import spec_health
+from fleet.health.detection import Limits, assess_with_reasons, limits_for, observe
+from fleet.hosts.emulated_monitors import HostMonitor
 from tests.support.examples import spread
 
 NOW = 1_000_000.0
@@ -61,7 +61,7 @@ def test_findings_stored_at_poll_time_are_what_readers_see_until_the_data_goes_s
 
 
 def test_a_device_type_brings_its_own_limits_in_its_spec():
-    from fleet.health_service import spec_health
+    from fleet.health.assessing import spec_health
 
     assert spec_health("video") == {"cooling_c_per_w": 1.6}
     assert limits_for(spec_health("video")).cooling_c_per_w == 1.6

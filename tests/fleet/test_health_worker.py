@@ -10,9 +10,10 @@ import time
 
 import pytest
 
-from fleet import emulated_fleet, polling, snapshots
 from fleet.choices import ActionKind, ActionStatus, DeviceState
+from fleet.hosts import emulated_fleet
 from fleet.models import Action, Device
+from fleet.polling import poller, snapshots
 from fleet.tasks import poll_fleet
 from tests.support.processes import child_env, start_worker
 
@@ -56,7 +57,7 @@ class Driver:
     def poll(self) -> dict[int, dict]:
         """One beat tick: queue the cycle, wait (a little) for the worker to store it. A cycle
         the busy machine did not finish in time is skipped, as beat's expiring tasks are."""
-        cycle = polling.current_cycle()
+        cycle = poller.current_cycle()
         poll_fleet.delay(cycle)
         self.polls += 1
         deadline = cycle + 3 * POLL
@@ -136,7 +137,7 @@ def test_two_workers_polling_the_same_cycle_reboot_a_device_once(fast_fleet):
         driver.poll()
         hung = fast_fleet[4]
         emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
-        cycle = polling.current_cycle() + POLL
+        cycle = poller.current_cycle() + POLL
         time.sleep(max(0.0, cycle - time.time()))
         for _ in range(3):  # the same cycle, three times: both workers take some
             poll_fleet.delay(cycle)

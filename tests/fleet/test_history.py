@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fleet import history, snapshots
+from fleet.polling import snapshots
+from fleet.reading import history
 from fleet.tsdb import reads
 from tests.support.history import write_points
 from tests.support.processes import free_port
-from traces.job_health import device_health, health_reasons
+from traces.jobs.health import device_health, health_reasons
 
 pytestmark = pytest.mark.django_db
 

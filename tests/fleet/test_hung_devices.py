@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from fleet import emulated_fleet, polling
+from fleet.hosts import emulated_fleet
 from fleet.models import Device, Host
+from fleet.polling import poller
 
 pytestmark = pytest.mark.django_db
 
@@ -36,18 +37,18 @@ def hang_one_device_per_host() -> list[str]:
 
 def statuses() -> dict[str, str]:
     serial_of = dict(Device.objects.values_list("id", "serial"))
-    from fleet import snapshots
+    from fleet.polling import snapshots
 
     return {serial_of[i]: s["driver_status"] for i, s in snapshots.read_snapshots().items()}
 
 
 def test_hung_devices_on_every_host_cost_the_shard_about_one_timeout(many_hosts):
-    cycle = polling.current_cycle()
-    polling.poll_shard(0, cycle - 60)  # warm-up: all healthy
+    cycle = poller.current_cycle()
+    poller.poll_shard(0, cycle - 60)  # warm-up: all healthy
     hung = hang_one_device_per_host()
 
-    newly_hung = polling.poll_shard(0, cycle - 30)
-    known_hung = polling.poll_shard(0, cycle)
+    newly_hung = poller.poll_shard(0, cycle - 30)
+    known_hung = poller.poll_shard(0, cycle)
 
     # One timeout per host, host after host, would be 8 s.
     assert newly_hung.seconds < 3 * TIMEOUT, newly_hung
@@ -58,16 +59,16 @@ def test_hung_devices_on_every_host_cost_the_shard_about_one_timeout(many_hosts)
 
 
 def test_a_known_hung_device_is_seen_again_once_it_answers(many_hosts):
-    cycle = polling.current_cycle()
-    polling.poll_shard(0, cycle - 90)
+    cycle = poller.current_cycle()
+    poller.poll_shard(0, cycle - 90)
     hung = hang_one_device_per_host()
-    polling.poll_shard(0, cycle - 60)
+    poller.poll_shard(0, cycle - 60)
     for serial in hung:
         host = Device.objects.get(serial=serial).host.name
         emulated_fleet.host_monitor(host).reboot(serial)
     time.sleep(2.5)  # the background probes started before the reboot give up (2 s)
-    polling.poll_shard(0, cycle - 30)
-    polling.poll_shard(0, cycle)
+    poller.poll_shard(0, cycle - 30)
+    poller.poll_shard(0, cycle)
     status = statuses()
     assert {status[s] for s in hung} <= {"ok", "rebooting"}  # answering again
     assert {v for s, v in status.items() if s not in hung} == {"ok"}

@@ -1,4 +1,4 @@
-"""The key counters live in one table (fleet.key_counters) that the queries, the poll
+"""The key counters live in one table (fleet.reading.key_counters) that the queries, the poll
 message, the charts, the templates and the page JavaScript all read."""
 
 import json
@@ -6,9 +6,10 @@ import re
 
 import pytest
 
-from fleet import events, key_counters
-from fleet.charts import counter_figure
-from fleet.key_counters import KEY_COUNTERS, KeyCounter
+from fleet import events
+from fleet.reading import key_counters
+from fleet.reading.charts import counter_figure
+from fleet.reading.key_counters import KEY_COUNTERS, KeyCounter
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fleet.local import discover, hwmon_devices, nvml_devices
+from fleet.hosts.local import discover, hwmon_devices, nvml_devices
 from tests.support.hwmon import PCI_GPU, write_hwmon_tree
 
 

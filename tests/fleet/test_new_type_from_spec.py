@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from emulator.devices import device_type
-from fleet import emulated_fleet, polling
 from fleet.asimov.loader import SPECS_DIR
 from fleet.choices import ActionKind, ActionStatus, DeviceState
+from fleet.hosts import emulated_fleet
 from fleet.models import Action, Device, HealthEvent
+from fleet.polling import poller
 from tests.support.tsdb import flush, samples_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,8 +41,8 @@ def mtx_fleet(settings, tmp_path, clean_redis):
 
 def poll_all():
     cycle = float(int(time.time() * 10) / 10)  # a new key each call; a timestamp the store keeps whole
-    for shard in polling.shards():
-        polling.poll_shard(shard, cycle)
+    for shard in poller.shards():
+        poller.poll_shard(shard, cycle)
     return cycle
 
 
@@ -63,7 +64,7 @@ def test_the_type_is_one_spec_file():
 
 
 def test_a_card_is_polled_charted_health_checked_faulted_remediated_and_traced(mtx_fleet, operator):
-    from traces import services
+    from traces import writers
     from traces.choices import TraceStatus
 
     assert len(mtx_fleet) == 12 and {d.model for d in mtx_fleet} == {"Emu MTX-25"}
@@ -92,9 +93,9 @@ def test_a_card_is_polled_charted_health_checked_faulted_remediated_and_traced(m
     reboot = Action.objects.get(device=hung, kind=ActionKind.REBOOT)
     assert reboot.status == ActionStatus.SUCCEEDED
 
-    trace = services.request_capture(mtx_fleet[0], operator, 1)
-    services.run_capture(trace.pk)
-    services.analyse(trace.pk)
+    trace = writers.request_capture(mtx_fleet[0], operator, 1)
+    writers.run_capture(trace.pk)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.READY, trace.error
     assert trace.events > 0 and trace.device_type == "mtx"

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet import emulated_fleet, polling
+from fleet.hosts import emulated_fleet
+from fleet.polling import poller
 
 pytestmark = pytest.mark.django_db
 
@@ -74,8 +75,8 @@ def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer,
     emulated_fleet.host_monitor.cache_clear()
     hung = seeded_fleet[0]
     emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
-    for shard in polling.shards():
-        polling.poll_shard(shard, polling.current_cycle())
+    for shard in poller.shards():
+        poller.poll_shard(shard, poller.current_cycle())
     client.force_login(viewer)
 
     fleet_html = client.get("/").content.decode()
@@ -122,8 +123,8 @@ def test_admin_lists_devices_and_counters(client, polled_fleet, django_user_mode
 def test_device_page_shows_events_actions_human_units_and_the_counters_behind_its_reasons(client, operator, viewer, polled_fleet):
     from django.utils import timezone
 
-    from fleet import snapshots
     from fleet.models import Action, HealthEvent
+    from fleet.polling import snapshots
 
     device = polled_fleet[0]
     HealthEvent.objects.create(device=device, rule="memory_leak", level="warning", reason="memory leak: 8.0 MiB/s, out of memory in 9 min",
@@ -150,7 +151,7 @@ def test_device_page_shows_events_actions_human_units_and_the_counters_behind_it
 
 
 def test_graphs_break_where_polls_stopped():
-    from fleet.charts import counter_figure
+    from fleet.reading.charts import counter_figure
 
     figure = counter_figure("temperature_c", [(0.0, 50.0), (5.0, 51.0), (60.0, 52.0)], gap_s=12.5)
     assert figure["data"][0]["y"] == [50.0, 51.0, None, 52.0]

@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from django.db import connection
 
-from fleet import polling, snapshots
 from fleet import redis as fleet_redis
 from fleet.models import Device
+from fleet.polling import poller, snapshots
 from tests.support.needs import missing, needs_postgres
 from tests.support.processes import Service, free_port
 from tests.support.tiers import starts_processes
@@ -33,17 +33,17 @@ def slot_with_room(seconds_left: float) -> float:
     relies on retrying within the slot must not start just before the slot ends."""
     from django.conf import settings
 
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     if time.time() + seconds_left > cycle + settings.POLL_INTERVAL:
         time.sleep(max(0.0, cycle + settings.POLL_INTERVAL - time.time()) + 0.01)
-        cycle = polling.current_cycle()
+        cycle = poller.current_cycle()
     return cycle
 
 
 def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, caplog):
     needs_postgres("terminating a server connection")
     cycle = slot_with_room(3.0)
-    polling.poll_shard(0, cycle - 5)  # warm the monitors
+    poller.poll_shard(0, cycle - 5)  # warm the monitors
     connection.ensure_connection()
     backend_pid = connection.connection.info.backend_pid
     settings_dict = connection.settings_dict
@@ -54,12 +54,12 @@ def test_a_dropped_database_connection_is_retried_within_the_slot(seeded_fleet, 
         admin.execute("SELECT pg_terminate_backend(%s)", [backend_pid])
     time.sleep(0.2)
 
-    with caplog.at_level("INFO", logger="fleet.polling"):
-        result = polling.poll_shard(0, cycle)
+    with caplog.at_level("INFO", logger="fleet.polling.poller"):
+        result = poller.poll_shard(0, cycle)
 
     assert not result.gap
     assert "transient" in caplog.text
-    shard_devices = set(Device.objects.filter(host__in=polling.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
+    shard_devices = set(Device.objects.filter(host__in=poller.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
     assert cycle_rows(cycle) == shard_devices
 
 
@@ -119,11 +119,11 @@ def own_redis(settings, seeded_fleet):
 
 def test_redis_restarting_within_the_slot_loses_nothing(own_redis, settings):
     settings.POLL_INTERVAL = 10
-    polling.poll_shard(1, polling.current_cycle() - 10)  # warm the monitors
+    poller.poll_shard(1, poller.current_cycle() - 10)  # warm the monitors
     cycle = slot_with_room(7.0)  # the restart takes 1.5 s plus the server's start-up
     own_redis.stop()
     threading.Timer(1.5, own_redis.start).start()
-    result = polling.poll_shard(1, cycle)
+    result = poller.poll_shard(1, cycle)
     assert not result.gap, result.gap
     assert result.devices == 4
     latest = snapshots.read_snapshots()
@@ -133,13 +133,13 @@ def test_redis_restarting_within_the_slot_loses_nothing(own_redis, settings):
 
 def test_redis_down_past_the_slot_records_a_gap_and_writes_samples_whole(own_redis, settings, caplog):
     settings.POLL_INTERVAL = 2
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     own_redis.stop()
-    with caplog.at_level("WARNING", logger="fleet.polling"):
-        result = polling.poll_shard(0, cycle)
+    with caplog.at_level("WARNING", logger="fleet.polling.poller"):
+        result = poller.poll_shard(0, cycle)
     assert result.gap
     assert "a gap" in caplog.text
     assert time.time() <= cycle + settings.POLL_INTERVAL + 1.5  # gave up when the slot ended
     # The shard's samples of the cycle are all there or none is: never half.
-    shard_devices = set(Device.objects.filter(host__in=polling.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
+    shard_devices = set(Device.objects.filter(host__in=poller.Host.objects.in_shard(0, 2)).values_list("id", flat=True))
     assert cycle_rows(cycle) in (set(), shard_devices)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from fleet import emulated_fleet, polling, snapshots
+from fleet.hosts import emulated_fleet
+from fleet.polling import poller, snapshots
 from fleet.tsdb.series import series_name
 from tests.support.tsdb import flush, samples_at
 
@@ -25,12 +26,12 @@ def test_seeded_fleet_mixes_device_types_on_every_host(seeded_fleet):
     assert all(len(types) >= 2 for types in by_host.values())
 
 
-def poll_all(cycle: float) -> list[polling.ShardPollResult]:
-    return [polling.poll_shard(shard, cycle) for shard in polling.shards()]
+def poll_all(cycle: float) -> list[poller.ShardPollResult]:
+    return [poller.poll_shard(shard, cycle) for shard in poller.shards()]
 
 
 def test_a_poll_cycle_writes_samples_and_snapshots_for_every_device(seeded_fleet):
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     first = poll_all(cycle - fleet_interval())  # rates and utilization need a previous refresh
     results = poll_all(cycle)
 
@@ -50,7 +51,7 @@ def test_a_poll_cycle_writes_samples_and_snapshots_for_every_device(seeded_fleet
 
 
 def test_repeating_a_cycle_adds_no_samples(seeded_fleet):
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     poll_all(cycle - fleet_interval())  # warm-up: from now on every rate has a value
     poll_all(cycle)
     flush(newest=cycle)
@@ -62,7 +63,7 @@ def test_repeating_a_cycle_adds_no_samples(seeded_fleet):
 
 
 def test_next_cycle_adds_a_new_sample_per_series(seeded_fleet):
-    cycle = polling.current_cycle() - fleet_interval()  # cycles gone by: readable a second after
+    cycle = poller.current_cycle() - fleet_interval()  # cycles gone by: readable a second after
     poll_all(cycle - fleet_interval())
     poll_all(cycle)
     poll_all(cycle + fleet_interval())
@@ -72,15 +73,15 @@ def test_next_cycle_adds_a_new_sample_per_series(seeded_fleet):
 
 
 def test_a_late_retry_does_not_roll_snapshots_back(seeded_fleet):
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     poll_all(cycle + fleet_interval())
     poll_all(cycle)  # an older cycle's task arriving late
     assert {s["cycle"] for s in snapshots.read_snapshots().values()} == {cycle + fleet_interval()}
 
 
 def test_each_shard_polls_its_own_hosts_only(seeded_fleet):
-    cycle = polling.current_cycle()
-    first = polling.poll_shard(0, cycle)
+    cycle = poller.current_cycle()
+    first = poller.poll_shard(0, cycle)
     assert 0 < first.devices < len(seeded_fleet)
     assert len(snapshots.read_snapshots()) == first.devices
 
@@ -94,17 +95,17 @@ def fleet_interval() -> float:
 def test_a_hung_device_is_critical_and_does_not_hold_up_its_shard(seeded_fleet, fleet_settings):
     import time
 
-    from fleet.sharding import shard_of_host
+    from fleet.polling.sharding import shard_of_host
 
     fleet_settings.PROBE_TIMEOUT = 0.3
     emulated_fleet.host_monitor.cache_clear()
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     poll_all(cycle - fleet_interval())
     hung = seeded_fleet[0]
     emulated_fleet.host_monitor(hung.host.name).inject_fault(hung.serial, "hang")
 
     started = time.perf_counter()
-    result = polling.poll_shard(shard_of_host(hung.host_id), cycle)
+    result = poller.poll_shard(shard_of_host(hung.host_id), cycle)
     elapsed = time.perf_counter() - started
 
     assert elapsed < 0.3 + 1.0  # one probe budget, not one per device nor the driver's block

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import polling, snapshots
+from fleet.polling import poller, snapshots
 from tests.support.processes import Service, child_env, free_port, start_web
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,9 +24,9 @@ TOKEN = "scrape-secret-7f3a"
 
 def poll_twice():
     """Rates (and so utilization, on most drivers) need a previous refresh."""
-    for cycle in (polling.current_cycle() - 5.0, polling.current_cycle()):
-        for shard in polling.shards():
-            polling.poll_shard(shard, cycle)
+    for cycle in (poller.current_cycle() - 5.0, poller.current_cycle()):
+        for shard in poller.shards():
+            poller.poll_shard(shard, cycle)
 
 
 def tool(name: str) -> str:

@@ -6,9 +6,11 @@ import time
 import pytest
 from django.utils import timezone
 
-from fleet import emulated_fleet, health_service, polling
 from fleet.choices import ActionKind, ActionStatus, DeviceState
+from fleet.health import assessing
+from fleet.hosts import emulated_fleet
 from fleet.models import Action, Automation, Device, HealthEvent
+from fleet.polling import poller
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,8 +30,8 @@ def fleet(fleet_settings, clean_redis):
 
 def poll_all():
     cycle = time.time()  # a new key each call: these tests poll faster than the interval
-    for shard in polling.shards():
-        polling.poll_shard(shard, cycle)
+    for shard in poller.shards():
+        poller.poll_shard(shard, cycle)
 
 
 def poll_until(condition, timeout=20.0):
@@ -112,14 +114,14 @@ def test_the_brake_holds_automation_to_its_limits(fleet, fleet_settings):
 
 
 def test_too_many_critical_at_once_pauses_automation_until_resumed(fleet, fleet_settings):
-    from fleet.remediation import set_paused
+    from fleet.health.remediation import set_paused
 
     fleet_settings.REMEDIATION_PAUSE_CRITICAL = 3
     poll_all()
     for device in fleet[:3]:  # three of eight devices hang at once
         inject(device, "hang")
     poll_all()
-    assert health_service.critical_count() == 3
+    assert assessing.critical_count() == 3
     automation = Automation.current()
     assert automation.paused and "3 devices critical at once" in automation.reason
     assert Action.objects.filter(kind=ActionKind.REBOOT).count() == 0
@@ -130,7 +132,7 @@ def test_too_many_critical_at_once_pauses_automation_until_resumed(fleet, fleet_
 
     for device in fleet[1:3]:
         emulated_fleet.host_monitor(device.host.name).clear_fault(device.serial, "hang")
-    poll_until(lambda: health_service.critical_count() == 1)  # still paused meanwhile
+    poll_until(lambda: assessing.critical_count() == 1)  # still paused meanwhile
     assert Action.objects.filter(kind=ActionKind.REBOOT).count() == 0
     assert set_paused(False, reason="checked the rack")
     poll_until(lambda: state_of(fleet[0]) == DeviceState.REBOOTING)
@@ -155,8 +157,8 @@ def test_the_same_cycle_polled_twice_reboots_once(fleet):
     inject(hung, "hang")
     cycle = time.time()
     for _ in range(2):  # a retried or duplicated shard task
-        for shard in polling.shards():
-            polling.poll_shard(shard, cycle)
+        for shard in poller.shards():
+            poller.poll_shard(shard, cycle)
     assert Action.objects.filter(device=hung, kind=ActionKind.REBOOT).count() == 1
     assert HealthEvent.objects.filter(device=hung, rule="driver", ended_at__isnull=True).count() <= 1
 
@@ -201,7 +203,7 @@ def test_a_snapshot_older_than_the_devices_return_to_service_does_not_reboot_it_
     """A slow poll read the device hung before another worker saw it back from its reboot."""
     from django.utils import timezone
 
-    from fleet import remediation
+    from fleet.health import remediation
 
     poll_all()
     device = fleet[0]
@@ -219,17 +221,17 @@ def test_an_event_open_when_the_device_is_rebooted_is_closed_by_the_next_polls(f
     was healthy again, because the reboot forgot which rules the device had open."""
     poll_all()
     device = fleet[2]
-    window = health_service.read_windows([device.id])[device.id]
+    window = assessing.read_windows([device.id])[device.id]
     window["open"] = {**window.get("open", {}), "memory_leak": "critical"}
-    health_service._write({device.id: window}, [], [])
+    assessing._write({device.id: window}, [], [])
     event = HealthEvent.objects.create(
         device=device, rule="memory_leak", level="critical", reason="memory leak (QA)", started_at=timezone.now()
     )
 
-    health_service.forget_windows([device.id])  # what a reboot does
+    assessing.forget_windows([device.id])  # what a reboot does
     poll_all()
 
     event.refresh_from_db()
     assert event.ended_at is not None, "the leak's event is still open after the reboot"
-    window = health_service.read_windows([device.id])[device.id]
+    window = assessing.read_windows([device.id])[device.id]
     assert "memory_leak" not in window["open"]

@@ -198,7 +198,7 @@ def series(name: str, **labels) -> tuple:
 
 
 def test_metrics_carry_every_counter_with_labels_and_dcgm_names_for_gpus(client, settings, polled_fleet, tmp_path):
-    from fleet import snapshots
+    from fleet.polling import snapshots
 
     settings.METRICS_TOKEN = "s3cret-token"
     Device.objects.filter(id=polled_fleet[0].id).update(state=DeviceState.REPAIR)

@@ -37,7 +37,7 @@ django.setup()
 from datetime import UTC, datetime
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from fleet.samples import counter_ids
+from fleet.polling.counter_catalogue import counter_ids
 # The models as the database has them (the old migration applied), not as fleet.models has them now.
 loader = MigrationExecutor(connection).loader
 old = loader.project_state(list(loader.applied_migrations)).apps

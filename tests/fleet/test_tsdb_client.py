@@ -109,7 +109,7 @@ def test_bad_extra_labels_stop_the_start_with_a_message():
 
 
 def test_series_are_named_as_metrics_names_them_with_bounded_labels(settings):
-    from fleet.metrics import metric_name
+    from fleet.reading.metrics import metric_name
 
     names = dict(series_counters())
     assert names["temperature_c"] == metric_name("temperature_c") == "asicmon_temperature_c"

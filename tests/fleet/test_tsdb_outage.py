@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from fleet import polling
+from fleet.polling import poller
 from fleet.tasks import flush_samples
 from fleet.tsdb.series import series_name
 from tests.support.tsdb import ALL_SERIES, flush, raw_samples
@@ -24,9 +24,9 @@ def poll_for(seconds: float, results: list) -> None:
     """Poll every shard at each slot for `seconds`, as beat would."""
     end = time.time() + seconds
     while time.time() < end:
-        cycle = polling.current_cycle()
-        results.extend(polling.poll_shard(shard, cycle) for shard in polling.shards())
-        time.sleep(max(0.0, cycle + polling.settings.POLL_INTERVAL - time.time()) + 0.01)
+        cycle = poller.current_cycle()
+        results.extend(poller.poll_shard(shard, cycle) for shard in poller.shards())
+        time.sleep(max(0.0, cycle + poller.settings.POLL_INTERVAL - time.time()) + 0.01)
 
 
 def outage(store, seeded_fleet, settings, seconds: float) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dashboard.services import vmalert_argv
+from dashboard.backing_services import vmalert_argv
 from fleet import tsdb
 from fleet.tsdb.series import DeviceKey, recording_rules, selector
 from fleet.tsdb.writes import Encoder

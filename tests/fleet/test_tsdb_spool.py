@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from fleet import polling, tsdb
+from fleet import tsdb
+from fleet.polling import poller
 from fleet.tsdb.buffer import Spool
 from fleet.tsdb.series import DeviceKey, series_name
 from fleet.tsdb.writes import Encoder, Writer
@@ -49,7 +50,7 @@ def test_a_store_refusing_for_its_own_reasons_keeps_every_batch_and_gets_them_in
     store_proxy, tmp_path, status  # noqa: F811 (fixture)
 ):
     keys = devices(3)
-    start = polling.current_cycle() - 60
+    start = poller.current_cycle() - 60
     store_proxy.status = status
     results = [writer(tmp_path).write(batch(start + 5 * n, keys, 10 * n)) for n in range(3)]
     assert [(r.buffered, r.rejected, r.lost, r.kept) for r in results] == [(3, 0, 0, 3)] * 3
@@ -66,7 +67,7 @@ def test_a_store_refusing_for_its_own_reasons_keeps_every_batch_and_gets_them_in
 
 def test_a_proxy_body_limit_splits_the_request_and_every_sample_is_written(store_proxy, tmp_path):  # noqa: F811
     keys = devices(64)
-    cycle = polling.current_cycle() - 30
+    cycle = poller.current_cycle() - 30
     whole = batch(cycle, keys)
     store_proxy.max_body = len(whole.body) // 3
 
@@ -79,7 +80,7 @@ def test_a_proxy_body_limit_splits_the_request_and_every_sample_is_written(store
 
 def test_a_single_series_still_too_large_waits_rather_than_being_dropped(store_proxy, tmp_path):  # noqa: F811
     keys = devices(4)
-    cycle = polling.current_cycle() - 30
+    cycle = poller.current_cycle() - 30
     store_proxy.max_body = 10  # smaller than any one series
     result = writer(tmp_path).write(batch(cycle, keys))
     assert (result.written, result.buffered, result.rejected, result.lost) == (0, 4, 0, 0)
@@ -93,7 +94,7 @@ def test_a_single_series_still_too_large_waits_rather_than_being_dropped(store_p
 
 def test_the_store_refusing_says_so_once_a_minute_not_every_cycle(store_proxy, tmp_path, caplog):  # noqa: F811
     store_proxy.status = 401
-    start = polling.current_cycle() - 60
+    start = poller.current_cycle() - 60
     with caplog.at_level("INFO", logger="fleet.tsdb"):
         for n in range(8):
             writer(tmp_path).write(batch(start + 5 * n, devices(2)))
@@ -112,7 +113,7 @@ def test_the_store_refusing_says_so_once_a_minute_not_every_cycle(store_proxy, t
 def test_one_sample_prometheus_refuses_is_dropped_alone_and_the_others_written(prometheus_store, tmp_path):
     """Prometheus refuses a whole request (400) for one sample older than its series' latest."""
     keys = devices(10)
-    start = polling.current_cycle() - 60
+    start = poller.current_cycle() - 60
     assert writer(tmp_path).write(batch(start + 10, keys[:1], 1.0)).written == 1  # a newer sample of one series
 
     result = writer(tmp_path).write(batch(start + 5, keys, 2.0))
@@ -144,7 +145,7 @@ def test_a_full_disk_loses_only_what_does_not_fit_counts_it_exactly_and_leaves_n
     tmp_path, caplog
 ):
     keys = devices(400)
-    start = polling.current_cycle() - 600
+    start = poller.current_cycle() - 600
     away = tsdb.Client(f"http://127.0.0.1:{free_port()}", write_timeout_s=0.5)
     with small_disk(tmp_path / "spool", "64k") as folder:
         spool = Spool(folder, 1 << 30)  # its bound is not what stops it

@@ -10,7 +10,8 @@ import time
 import pytest
 from django.urls import reverse
 
-from fleet import polling, tsdb
+from fleet import tsdb
+from fleet.polling import poller
 from fleet.tsdb.buffer import Spool
 from fleet.tsdb.status import spool_name
 from tests.fleet.test_tsdb_spool import batch, devices, small_disk
@@ -36,7 +37,7 @@ def test_while_the_store_refuses_staff_see_a_banner_and_metrics_count_every_refu
     store_proxy, clean_redis, client, admin_user, viewer, settings, caplog  # noqa: F811 (fixture)
 ):
     store_proxy.status = 401
-    start = polling.current_cycle() - 60
+    start = poller.current_cycle() - 60
     with caplog.at_level("WARNING", logger="fleet.tsdb"):
         for n in range(3):
             assert tsdb.writer().write(batch(start + 5 * n, devices(2))).buffered == 2
@@ -75,7 +76,7 @@ def test_samples_lost_to_a_full_disk_are_counted_in_metrics_and_named_on_the_ban
 
     settings.TSDB_WRITE_URL = f"http://127.0.0.1:{free_port()}"  # away: everything goes to the spool
     settings.TSDB_WRITE_TIMEOUT_S = 0.5
-    start = polling.current_cycle() - 600
+    start = poller.current_cycle() - 600
     lost = 0
     with small_disk(tmp_path / "small", "32k") as folder:
         settings.TSDB_BUFFER_DIR = folder
@@ -98,8 +99,8 @@ def test_a_polling_fleet_behind_a_store_answering_401_loses_nothing_once_the_cre
     """24 cycles (2 minutes of a 5 s interval, in compressed time) of 401s, then fixed."""
     counts = refusal_scenario(store_proxy, cycles_refused=24, cycles_after=3)
     print(counts)
-    assert counts["refused requests"] >= 24 * len(polling.shards())
-    assert counts["waiting at the fix"] >= 24 * len(polling.shards())
+    assert counts["refused requests"] >= 24 * len(poller.shards())
+    assert counts["waiting at the fix"] >= 24 * len(poller.shards())
     assert counts["polled"] > 0 and (counts["lost"], counts["duplicated"], counts["waiting"]) == (0, 0, 0)
 
 
@@ -107,17 +108,17 @@ def refusal_scenario(proxy, *, cycles_refused: int, cycles_after: int, refused_s
     """Poll every shard at simulated cycles (every POLL_INTERVAL seconds, one after another as
     fast as they go) with the store behind `proxy` answering `refused_status`, then with the
     proxy fixed; flush; count what the poll kept and what the store holds."""
-    interval = polling.settings.POLL_INTERVAL
-    start = polling.current_cycle() - (cycles_refused + cycles_after + 2) * interval
+    interval = poller.settings.POLL_INTERVAL
+    start = poller.current_cycle() - (cycles_refused + cycles_after + 2) * interval
     results = []
     proxy.status = refused_status
     for n in range(cycles_refused):
-        results += [polling.poll_shard(shard, start + n * interval) for shard in polling.shards()]
+        results += [poller.poll_shard(shard, start + n * interval) for shard in poller.shards()]
     waiting_at_fix = results[-1].waiting
     refused = proxy.answered[refused_status]
     proxy.status = None
     for n in range(cycles_refused, cycles_refused + cycles_after):
-        results += [polling.poll_shard(shard, start + n * interval) for shard in polling.shards()]
+        results += [poller.poll_shard(shard, start + n * interval) for shard in poller.shards()]
     deadline = time.monotonic() + 120  # a loaded machine's store may time a request out now and then
     while (flushed := tsdb.writer().flush(budget_s=30)).waiting:
         assert time.monotonic() < deadline, f"the spool does not drain: {flushed}"

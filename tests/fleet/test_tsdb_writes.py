@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet import polling, tsdb
+from fleet import tsdb
+from fleet.polling import poller
 from fleet.tsdb.buffer import Batch, Spool
 from fleet.tsdb.client import Client
 from fleet.tsdb.series import DeviceKey, series_name
@@ -91,7 +92,7 @@ for n in range(3):
 
 def test_batches_waiting_in_the_spool_outlive_the_process_and_reach_the_store_in_order(tmp_path, settings):
     """A process spools while the store is away and ends; a later one sends what it left."""
-    start = polling.current_cycle() - 60
+    start = poller.current_cycle() - 60
     done = subprocess.run(
         [sys.executable, "-c", SPOOL_IN_ANOTHER_PROCESS, str(tmp_path), f"http://127.0.0.1:{free_port()}",
          repr(start), settings.TSDB_LABELS],
@@ -113,7 +114,7 @@ def test_batches_waiting_in_the_spool_outlive_the_process_and_reach_the_store_in
 
 def test_while_the_store_is_away_batches_wait_then_go_oldest_first_with_the_next_write(tmp_path):
     spool = Spool(tmp_path, 1 << 20)
-    start = polling.current_cycle() - 30
+    start = poller.current_cycle() - 30
     away = Writer(nowhere(), spool)
     assert away.write(batch(start, 1.0)).buffered == 1
     assert away.write(batch(start + 5, 2.0)).buffered == 1
@@ -137,11 +138,11 @@ def test_a_batch_the_store_refuses_is_dropped_and_said_not_retried(tmp_path):
 def test_the_flush_task_sends_what_waits(settings, seeded_fleet):
     from fleet.tasks import flush_samples
 
-    cycle = polling.current_cycle()
-    polling.poll_shard(0, cycle - 5)
+    cycle = poller.current_cycle()
+    poller.poll_shard(0, cycle - 5)
     store = settings.TSDB_URL, settings.TSDB_WRITE_URL
     settings.TSDB_URL = settings.TSDB_WRITE_URL = f"http://127.0.0.1:{free_port()}"
-    away = polling.poll_shard(0, cycle)
+    away = poller.poll_shard(0, cycle)
     assert away.samples > 0 and away.waiting == 1 and not away.gap
     settings.TSDB_URL, settings.TSDB_WRITE_URL = store
     assert flush_samples() == {"written": away.samples, "rejected": 0, "waiting": 0}
@@ -151,10 +152,10 @@ def test_the_flush_task_sends_what_waits(settings, seeded_fleet):
 
 @pytest.mark.django_db
 def test_a_store_that_refuses_connections_costs_the_poll_nothing_noticeable(settings, seeded_fleet):
-    cycle = polling.current_cycle()
-    polling.poll_shard(1, cycle - 5)
+    cycle = poller.current_cycle()
+    poller.poll_shard(1, cycle - 5)
     settings.TSDB_URL = settings.TSDB_WRITE_URL = f"http://127.0.0.1:{free_port()}"
-    result = polling.poll_shard(1, cycle)
+    result = poller.poll_shard(1, cycle)
     assert result.seconds < 1.0 and result.waiting == 1 and result.samples > 0
 
 
@@ -164,16 +165,16 @@ def test_a_store_that_refuses_connections_costs_the_poll_nothing_noticeable(sett
 def test_a_hung_store_does_not_stall_the_poll_beyond_its_budget(victoria_metrics, seeded_fleet, settings):
     settings.TSDB_WRITE_TIMEOUT_S = 0.5
     settings.TSDB_FLUSH_BUDGET_S = 0.5
-    cycle = polling.current_cycle() - 30
-    polling.poll_shard(0, cycle - 5)
+    cycle = poller.current_cycle() - 30
+    poller.poll_shard(0, cycle - 5)
     victoria_metrics.pause()  # the process stops answering; connections wait
     try:
-        hung = [polling.poll_shard(0, cycle + 5 * n) for n in range(3)]
+        hung = [poller.poll_shard(0, cycle + 5 * n) for n in range(3)]
     finally:
         victoria_metrics.resume()
     assert all(r.seconds < 1.5 and not r.gap for r in hung), [r.seconds for r in hung]
     assert [r.waiting for r in hung] == [1, 2, 3]
-    back = polling.poll_shard(0, cycle + 15)
+    back = poller.poll_shard(0, cycle + 15)
     assert back.waiting == 0
     flush(newest=cycle + 15)
     counts = [len(samples_at(cycle + 5 * n)) for n in range(4)]
@@ -182,11 +183,11 @@ def test_a_hung_store_does_not_stall_the_poll_beyond_its_budget(victoria_metrics
 
 @pytest.mark.django_db(transaction=True)
 def test_prometheus_takes_the_same_writes_and_they_read_back_exactly(prometheus_store, seeded_fleet):
-    from fleet import snapshots
+    from fleet.polling import snapshots
 
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     for offset in (-10, -5, 0):
-        results = [polling.poll_shard(shard, cycle + offset) for shard in polling.shards()]
+        results = [poller.poll_shard(shard, cycle + offset) for shard in poller.shards()]
         assert all(r.waiting == 0 for r in results)
     latest = snapshots.read_snapshots()
     stored = samples_at(cycle)
@@ -205,7 +206,7 @@ def test_prometheus_gets_spooled_cycles_in_order_and_each_once(prometheus_store,
     """Prometheus refuses a sample older than its series' latest: a spool sent out of order
     would lose cycles here. A repeated cycle with the same values is taken once."""
     spool = Spool(tmp_path / "spool", 1 << 20)
-    start = polling.current_cycle() - 60
+    start = poller.current_cycle() - 60
     away = Writer(nowhere(), spool)
     for n in (2, 0, 3, 1):  # spooled out of order (two writers, say)
         away.write(batch(start + 5 * n, 30.0 + n))

@@ -6,8 +6,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from fleet import polling
-from fleet.key_counters import key_counter_names
+from fleet.polling import poller
+from fleet.reading.key_counters import key_counter_names
 from tests.support.websockets import closed_after_accept, connect, session_headers
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
@@ -17,8 +17,8 @@ async def test_a_published_poll_reaches_a_signed_in_fleet_client(client, viewer,
     headers = await session_headers(client, viewer)
     communicator, connected, _ = await connect("/ws/fleet/", headers)
     assert connected
-    cycle = polling.current_cycle()
-    result = await sync_to_async(polling.poll_shard)(0, cycle)
+    cycle = poller.current_cycle()
+    result = await sync_to_async(poller.poll_shard)(0, cycle)
     message = await communicator.receive_json_from(timeout=5)
     assert message["type"] == "fleet.polled"
     assert message["cycle"] == cycle
@@ -35,7 +35,7 @@ async def test_device_socket_forwards_only_its_device(client, viewer, seeded_fle
     communicator, connected, _ = await connect(f"/ws/devices/{device.id}/", headers)
     assert connected
     shard = device.host_id % settings.POLL_SHARDS
-    await sync_to_async(polling.poll_shard)(shard, polling.current_cycle())
+    await sync_to_async(poller.poll_shard)(shard, poller.current_cycle())
     message = await communicator.receive_json_from(timeout=5)
     assert message["type"] == "device.polled"
     assert message["device"]["id"] == device.id
@@ -84,7 +84,7 @@ async def _socket_after_a_change(client, viewer, change, settings):
     import asyncio
 
     await asyncio.sleep(0.3)
-    await sync_to_async(polling.poll_shard)(0, polling.current_cycle())
+    await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
     return await communicator.receive_output(timeout=5)
 
 
@@ -123,26 +123,26 @@ async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(cli
     await communicator.send_json_to({"type": "subscribe", "devices": shown})
     assert await communicator.receive_json_from(timeout=5) == {"type": "subscribed", "devices": 2}
 
-    cycle = polling.current_cycle()
-    await sync_to_async(polling.poll_shard)(0, cycle)
+    cycle = poller.current_cycle()
+    await sync_to_async(poller.poll_shard)(0, cycle)
     first = await communicator.receive_json_from(timeout=5)
     assert first["shard"] == 0 and [line["id"] for line in first["devices"]] == [shown[0]]
     assert first["summary"]["devices"] == len(seeded_fleet)
     assert first["summary"]["health_counts"]["unknown"] == sum(1 for s in shard_of.values() if s == 1)
 
-    await sync_to_async(polling.poll_shard)(1, cycle)
+    await sync_to_async(poller.poll_shard)(1, cycle)
     second = await communicator.receive_json_from(timeout=5)
     assert [line["id"] for line in second["devices"]] == [shown[1]]
     assert second["summary"]["health_counts"]["unknown"] == 0  # shard 1 was polled: it changed
 
-    await sync_to_async(polling.poll_shard)(0, cycle + 5)
+    await sync_to_async(poller.poll_shard)(0, cycle + 5)
     third = await communicator.receive_json_from(timeout=5)
     assert [line["id"] for line in third["devices"]] == [shown[0]]
     assert "summary" not in third  # the same as last sent
 
     await communicator.send_json_to({"type": "subscribe", "devices": [shown[1]]})
     await communicator.receive_json_from(timeout=5)
-    await sync_to_async(polling.poll_shard)(0, cycle + 10)
+    await sync_to_async(poller.poll_shard)(0, cycle + 10)
     assert await communicator.receive_nothing(timeout=0.5)  # none of its rows, nothing new
     await communicator.disconnect()
 
@@ -174,7 +174,7 @@ async def test_a_poll_message_names_its_devices_without_their_lines(seeded_fleet
     layer = get_channel_layer()
     listener = await layer.new_channel()
     await layer.group_add(shard_group(0), listener)
-    result = await sync_to_async(polling.poll_shard)(0, polling.current_cycle())
+    result = await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
     message = await layer.receive(listener)
     await layer.group_discard(shard_group(0), listener)
     assert sorted(message["ids"]) == sorted(d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0)

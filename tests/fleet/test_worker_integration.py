@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from fleet import emulated_fleet, polling, snapshots
+from fleet.hosts import emulated_fleet
+from fleet.polling import poller, snapshots
 from fleet.tasks import poll_fleet
 from fleet.tsdb.series import series_name
 from tests.support.processes import child_env, start_worker
@@ -46,7 +47,7 @@ def poll_and_wait(cycle: float, devices: int) -> dict:
 
 
 def test_worker_poll_writes_samples_once_and_matches_the_snapshot(worker, seeded_fleet):
-    cycle = polling.current_cycle()
+    cycle = poller.current_cycle()
     poll_and_wait(cycle - 5.0, len(seeded_fleet))  # warm-up: rates need a previous refresh
     latest = poll_and_wait(cycle, len(seeded_fleet))
     temperature = series_name("temperature_c")
@@ -73,7 +74,7 @@ def test_a_worker_process_killed_mid_cycle_loses_and_duplicates_nothing(seeded_f
     import signal
     import subprocess
 
-    from fleet.sharding import shard_of_host
+    from fleet.polling.sharding import shard_of_host
 
     # A hung device makes its shard's task block for the driver's 2 s: time to kill it.
     hung = seeded_fleet[0]
@@ -82,7 +83,7 @@ def test_a_worker_process_killed_mid_cycle_loses_and_duplicates_nothing(seeded_f
     # the redelivered task alive however slowly a loaded machine brings the new child up.
     worker = start_worker(child_env(PROBE_TIMEOUT="5", POLL_INTERVAL="60"))
     try:
-        cycle = polling.current_cycle()
+        cycle = poller.current_cycle()
         poll_fleet.delay(cycle)
         time.sleep(1.0)
         children = subprocess.run(

@@ -13,7 +13,7 @@ from tests.support.history import write_points
 from tests.support.processes import free_port
 from tests.support.trace_views import emulated_trace
 from tests.support.traces import real_trace
-from traces import services
+from traces import writers
 from traces.choices import TraceSource
 from traces.models import Trace
 
@@ -242,7 +242,7 @@ def test_deleting_a_trace_deletes_its_views(operator, trace_storage, django_capt
     folder = Path(trace_storage.path(str(trace.pk)))
     assert any(p.name.startswith("view.") for p in folder.iterdir())
     with django_capture_on_commit_callbacks(execute=True):
-        services.delete_trace(trace)
+        writers.delete_trace(trace)
     assert not folder.exists() or not any(folder.iterdir())
 
 
@@ -284,7 +284,7 @@ def test_every_answer_comes_from_a_storage_without_local_paths(
     assert api_client.get(f"/api/traces/{a.pk}/instances/?side=device&op=bmm").json()["count"] > 0
     assert list((tmp_path / "var" / "cache" / "trace-views").iterdir())  # the views' local copy
     with django_capture_on_commit_callbacks(execute=True):
-        services.delete_trace(Trace.objects.get(pk=a.pk))
+        writers.delete_trace(Trace.objects.get(pk=a.pk))
     left = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "store" / str(a.pk)).rglob("*"))
     assert all(p.is_dir() for p in (tmp_path / "store" / str(a.pk)).rglob("*")), left
 
@@ -294,8 +294,8 @@ def test_least_slack_is_grouped_by_operator_without_zero_length_events(api_clien
     aten::_has_compatible_shallow_copy_type events and three cudaDeviceSynchronize: the page
     shows one row per operator, and none of zero length (issue 20)."""
     path = real_trace("a100_alexnet_train.json.gz")
-    trace = services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
-    services.analyse(trace.pk)
+    trace = writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
+    writers.analyse(trace.pk)
     api_client.force_authenticate(viewer)
     table = api_client.get(f"/api/traces/{trace.pk}/critical-path/").json()["table"]
     events = table["least_slack"]

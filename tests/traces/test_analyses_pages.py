@@ -28,9 +28,9 @@ def test_trace_page_offers_its_views_and_the_previous_trace_of_its_workload(clie
     # trace): the verdict, each finding, its data for the links; and its script.
     assert page.index('id="findings-card"') < page.index('id="trace-results"')
     assert f'data-url="/api/traces/{new.id}/findings/"' in page and 'id="findings-data"' in page
-    from traces import analyses
+    from traces.store import page_data
 
-    stored = analyses.findings(new)
+    stored = page_data.findings(new)
     assert stored["summary"] in page.replace("&#x27;", "'")
     assert page.count('class="finding-show"') == len(stored["findings"])
     # Where the time goes, as the CLI says it (µs, ms or s; the shares add up).

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.traces import exact_totals_by_name, files_in, gzip_bytes, real_trace, upload_file
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
 from traces.models import Trace
 
@@ -31,7 +31,7 @@ def ready_trace(api_client, operator, trace_storage):
     api_client.force_authenticate(operator)
     response = upload(api_client, real_trace(QWEN), name="qwen")
     assert response.status_code == 201, response.content
-    services.analyse(response.data["id"])
+    writers.analyse(response.data["id"])
     return Trace.objects.get(pk=response.data["id"])
 
 
@@ -278,7 +278,7 @@ def test_a_file_bad_past_its_head_is_parsed_only_by_the_worker_which_fails_it(ca
     api_client.force_authenticate(operator)
     response = upload(api_client, upload_file(name, _bad_past_the_head(case)))
     assert response.status_code == 201, response.content
-    services.analyse(response.data["id"])
+    writers.analyse(response.data["id"])
     trace = Trace.objects.get(pk=response.data["id"])
     assert trace.status == TraceStatus.FAILED
     assert name in trace.error and words in trace.error, trace.error
@@ -292,7 +292,7 @@ def test_an_upload_the_reader_refuses_past_the_requests_scan_fails_with_the_reas
     response = upload(api_client, upload_file("negative.json", many_events(bad, n=100)))
     assert response.status_code == 201, response.content
     assert response.data["status"] == "queued"
-    services.analyse(response.data["id"])
+    writers.analyse(response.data["id"])
     trace = Trace.objects.get(pk=response.data["id"])
     assert trace.status == TraceStatus.FAILED
     assert "negative duration" in trace.error and "traceEvents[50]" in trace.error
@@ -303,7 +303,7 @@ def test_a_failed_analysis_names_the_upload_not_where_the_server_stores_it(api_c
     api_client.force_authenticate(operator)
     bad = b'{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "pid": 1, "tid": 1, "ts": 5, "dur": -3}'
     response = upload(api_client, upload_file("negative.json", many_events(bad, n=100)))
-    services.analyse(response.data["id"])
+    writers.analyse(response.data["id"])
     trace = Trace.objects.get(pk=response.data["id"])
     assert trace.status == TraceStatus.FAILED
     assert trace.error.startswith("the trace cannot be analysed: negative.json, traceEvents[50]"), trace.error
@@ -334,7 +334,7 @@ def test_upload_of_other_formats_reaches_ready(fmt, api_client, operator, trace_
     assert response.status_code == 201, response.content
     trace = Trace.objects.get(pk=response.data["id"])
     assert trace.raw_file.endswith(".json" if fmt == "chrome-json" else ".et")
-    services.analyse(trace.pk)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.READY, trace.error
     assert api_client.get(f"/api/traces/{trace.pk}/breakdown/?side=host").data["count"] > 0

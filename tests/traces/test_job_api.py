@@ -9,8 +9,9 @@ from tests.support.jobs import running_job, same_software
 from tests.support.traces import real_trace
 from tests.support.websockets import closed_after_accept, connect, session_headers
 from tests.traces.test_jobs import SHARED, _analyse
-from traces import events, job_capture
+from traces import events
 from traces.choices import JobStatus, RankStatus
+from traces.jobs import capture as job_capture
 from traces.models import Job, Trace
 
 

@@ -10,8 +10,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.support.jobs import running_job, same_software
 from tests.support.traces import files_in, real_trace
-from traces import job_analysis, job_capture, job_results, job_uploads, services
+from traces import writers
 from traces.choices import JobStatus, RankStatus, TraceStatus
+from traces.jobs import analysis as job_analysis
+from traces.jobs import capture as job_capture
+from traces.jobs import results as job_results
+from traces.jobs import uploads as job_uploads
 from traces.models import Job, Trace
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +80,7 @@ def test_a_healthy_job_names_no_straggler(gpu_fleet, operator, trace_storage):
 def test_a_busy_device_runs_untraced_and_a_hung_one_fails_its_rank(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 4)
     running_job(devices, "hang", devices[3])
-    busy = services.request_capture(devices[1], operator, 5)  # a capture of its own holds the device
+    busy = writers.request_capture(devices[1], operator, 5)  # a capture of its own holds the device
     job = job_capture.request_job_capture(operator, devices, 1.0)
     ranks = {r.rank: r for r in job.ranks.all()}
     assert ranks[1].status == RankStatus.BUSY and f"trace {busy.pk}" in ranks[1].error and ranks[1].trace is None
@@ -94,28 +98,28 @@ def test_a_busy_device_runs_untraced_and_a_hung_one_fails_its_rank(gpu_fleet, op
 def test_every_device_busy_refuses_the_job_and_writes_nothing(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 2)
     for d in devices:
-        services.request_capture(d, operator, 5)
-    with pytest.raises(services.DeviceBusy, match="every device of the job"):
+        writers.request_capture(d, operator, 5)
+    with pytest.raises(writers.DeviceBusy, match="every device of the job"):
         job_capture.request_job_capture(operator, devices, 1.0)
     assert not Job.objects.exists() and Trace.objects.count() == 2
 
 
 def test_bad_job_requests_are_refused_with_the_reason(seeded_fleet, operator):
-    with pytest.raises(services.BadTrace, match="name the job's devices"):
+    with pytest.raises(writers.BadTrace, match="name the job's devices"):
         job_capture.job_devices()
-    with pytest.raises(services.BadTrace, match="no device with id 999999"):
+    with pytest.raises(writers.BadTrace, match="no device with id 999999"):
         job_capture.job_devices(device_ids=[seeded_fleet[0].pk, 999999])
-    with pytest.raises(services.BadTrace, match="repeats"):
+    with pytest.raises(writers.BadTrace, match="repeats"):
         job_capture.job_devices(device_ids=[seeded_fleet[0].pk] * 2)
-    with pytest.raises(services.BadTrace, match="one device type"):
+    with pytest.raises(writers.BadTrace, match="one device type"):
         job_capture.job_devices(host=seeded_fleet[0].host.name)
-    with pytest.raises(services.BadTrace, match="no device matches host 'nowhere'"):
+    with pytest.raises(writers.BadTrace, match="no device matches host 'nowhere'"):
         job_capture.job_devices(host="nowhere")
     gpus = job_capture.job_devices(device_type="gpu")
     assert {d.device_type for d in gpus} == {"gpu"} and len(gpus) >= 2
-    with pytest.raises(services.BadTrace, match="duration_s"):
+    with pytest.raises(writers.BadTrace, match="duration_s"):
         job_capture.request_job_capture(operator, gpus, 0)
-    with pytest.raises(services.BadTrace, match="parallelism"):
+    with pytest.raises(writers.BadTrace, match="parallelism"):
         job_capture.request_job_capture(operator, gpus, 2, parallelism="pipeline")
     assert not Job.objects.exists()
 
@@ -152,7 +156,7 @@ def test_an_uploaded_job_reads_back_what_the_command_line_reads(operator, trace_
 def test_a_bad_file_refuses_the_whole_upload_and_keeps_nothing(operator, trace_storage):
     good = real_trace(SHARED[0])
     files = [SimpleUploadedFile(good.name, good.read_bytes()), SimpleUploadedFile("rank1.json", b'{"traceEvents": [1,')]
-    with pytest.raises(services.BadTrace, match="rank1.json"):
+    with pytest.raises(writers.BadTrace, match="rank1.json"):
         job_uploads.accept_job_upload(files, operator)
     assert not Job.objects.exists() and not Trace.objects.exists()
     assert files_in(Path(trace_storage.location)) == []

@@ -18,10 +18,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from tests.support.processes import ROOT, Service
 from tests.support.trace_views import emulated_trace
 from tests.support.traces import real_trace
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
-from traces.files import CHROME, TraceFiles
 from traces.models import Trace
+from traces.store.files import CHROME, TraceFiles
 
 pytestmark = pytest.mark.django_db
 MB = 1 << 20
@@ -109,11 +109,11 @@ def test_an_upload_is_analysed_and_every_page_is_served_from_the_store(object_st
 
 def test_retention_and_the_budget_delete_objects(object_store, operator, settings, django_capture_on_commit_callbacks):
     path = real_trace("simple_add_kineto.json.gz")
-    old = services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
+    old = writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
     Trace.objects.filter(pk=old.pk).update(created_at=old.created_at.replace(year=2000))
     assert object_store.keys(f"{object_store.prefix}/{old.pk}/")
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.prune_traces() == 1
+        assert writers.prune_traces() == 1
     assert object_store.keys(f"{object_store.prefix}/{old.pk}/") == []
 
 
@@ -121,7 +121,7 @@ KILLED_WRITER = textwrap.dedent("""
     import os, sys, time, django
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     django.setup()
-    from traces.files import TraceFiles
+    from traces.store.files import TraceFiles
 
     class Slow:
         sent, closed = 0, False
@@ -162,11 +162,11 @@ def test_a_capture_fails_with_a_reason_while_the_store_is_away(object_store, see
     """The store is away: the capture fails saying so, and the worker process goes on; once
     the store is back the next capture is stored."""
     device = seeded_fleet[0]
-    first = services.request_capture(device, operator, 1)
+    first = writers.request_capture(device, operator, 1)
     object_store.stop()
     try:
         started = time.time()
-        services.run_capture(first.pk)
+        writers.run_capture(first.pk)
         assert time.time() - started < 60
     finally:
         object_store.start()
@@ -175,8 +175,8 @@ def test_a_capture_fails_with_a_reason_while_the_store_is_away(object_store, see
     assert first.status == TraceStatus.FAILED, first.status
     assert "the capture could not be stored" in first.error and "127.0.0.1" in first.error, first.error
     storages["traces"].exists("x")  # the client reconnects
-    second = services.request_capture(device, operator, 1)
-    services.run_capture(second.pk)
+    second = writers.request_capture(device, operator, 1)
+    writers.run_capture(second.pk)
     second.refresh_from_db()
     assert second.status == TraceStatus.ANALYSING and TraceFiles(second.pk).exists(second.raw_file.split("/")[-1])
 
@@ -230,7 +230,7 @@ def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, a
         assert head["ContentLength"] == len(large_trace) and head["ETag"].strip('"').endswith(parts), head["ETag"]
         with TraceFiles(trace.pk).storage.open(trace.raw_file, "rb") as f:
             assert hashlib.sha256(f.read()).digest() == hashlib.sha256(large_trace).digest()
-        services.analyse(trace.pk)
+        writers.analyse(trace.pk)
         trace.refresh_from_db()
         assert trace.status == TraceStatus.READY and trace.events > 20_000, trace.error
 
@@ -241,7 +241,7 @@ def test_trace_storage_reads_an_s3_url_and_refuses_another():
     from dashboard.settings import trace_storage
 
     config = trace_storage("s3://fleet-traces/prod/eu/")
-    assert config["BACKEND"] == "traces.object_store.TraceObjectStorage"
+    assert config["BACKEND"] == "traces.store.object_store.TraceObjectStorage"
     assert config["OPTIONS"]["bucket_name"] == "fleet-traces" and config["OPTIONS"]["location"] == "prod/eu"
     assert trace_storage("")["BACKEND"] == "django.core.files.storage.FileSystemStorage"
     for bad in ("gs://bucket", "s3://", "fleet-traces"):

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.support.traces import real_trace
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
 
 STATIC_JS = Path(__file__).resolve().parents[2] / "static" / "dashboard" / "js"
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def ready(operator, trace_storage):
     path = real_trace("simple_add_kineto.json.gz")
-    trace = services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator, sw_version="2.1")
-    services.analyse(trace.pk)
+    trace = writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator, sw_version="2.1")
+    writers.analyse(trace.pk)
     return trace
 
 

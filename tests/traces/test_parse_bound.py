@@ -7,7 +7,7 @@ import tracemalloc
 import pytest
 
 from tests.support.traces import gzip_bytes, upload_file
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
 from traces.models import Trace
 
@@ -26,7 +26,7 @@ def test_a_trace_past_the_parse_limit_fails_with_the_limit_named_in_bounded_memo
     del text
     tracemalloc.start()
     try:
-        services.analyse(response.data["id"])
+        writers.analyse(response.data["id"])
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -41,7 +41,7 @@ def test_a_trace_within_the_parse_limit_is_read(api_client, operator, trace_stor
     text = b'{"schemaVersion": 1, "traceEvents": [\n' + EVENT * 2000 + EVENT.rstrip(b",\n") + b"]}"
     api_client.force_authenticate(operator)
     response = api_client.post("/api/traces/", {"file": upload_file("small.json.gz", gzip_bytes(text))}, format="multipart")
-    services.analyse(response.data["id"])
+    writers.analyse(response.data["id"])
     trace = Trace.objects.get(pk=response.data["id"])
     assert trace.status == TraceStatus.READY, trace.error
     assert trace.events == 2001

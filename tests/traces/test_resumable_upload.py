@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.traces import files_in, real_trace
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
 from traces.models import Job, Trace, Upload
 
@@ -46,7 +46,7 @@ def test_chunks_make_a_trace_equal_to_the_file_and_leave_no_parts(api_client, op
         assert hashlib.sha256(stored.read()).digest() == hashlib.sha256(data).digest()
     assert not Upload.objects.exists()
     assert not [p for p in files_in(Path(trace_storage.location)) if "uploads" in p.parts]
-    services.analyse(trace.pk)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.READY, trace.error
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from emulator.tracing import DeviceNow, capture_live
 from tests.support.traces import files_in, real_trace
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
 from traces.models import Trace
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 def uploaded(operator, name="simple_add_kineto.json.gz"):
     path = real_trace(name)
-    return services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
+    return writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
 
 
 def test_live_capture_takes_its_wall_clock_time_and_covers_it():
@@ -54,21 +54,21 @@ def test_live_capture_follows_the_device_load_and_faults():
 
 def test_run_capture_of_a_seeded_device_stores_raw_and_queues_analysis(seeded_fleet, operator, trace_storage, settings, django_capture_on_commit_callbacks):
     device = seeded_fleet[0]
-    trace = services.request_capture(device, operator, 1)
+    trace = writers.request_capture(device, operator, 1)
     started = time.time()
-    services.run_capture(trace.pk)
+    writers.run_capture(trace.pk)
     assert time.time() - started >= 0.95
     trace.refresh_from_db()
     assert trace.status == TraceStatus.ANALYSING and trace.raw_file.endswith("raw.json.gz")
     assert trace.iterations_kept == trace.iterations_run > 0
-    services.analyse(trace.pk)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.READY, trace.error
     assert trace.events > 0 and 0.5e6 < trace.span_us < 1.5e6
 
 
 def test_a_hung_device_fails_the_capture_with_a_reason(seeded_fleet, operator, trace_storage):
-    from fleet.emulated_fleet import host_monitor
+    from fleet.hosts.emulated_fleet import host_monitor
 
     device = seeded_fleet[0]
     emulated = host_monitor(device.host.name).host
@@ -76,8 +76,8 @@ def test_a_hung_device_fails_the_capture_with_a_reason(seeded_fleet, operator, t
         emulated.sync()
         emulated.inject_fault(device.serial, "hang")
         emulated.save()
-    trace = services.request_capture(device, operator, 1)
-    services.run_capture(trace.pk)
+    trace = writers.request_capture(device, operator, 1)
+    writers.run_capture(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.FAILED and "stopped answering" in trace.error
 
@@ -90,14 +90,14 @@ def test_storage_full_refuses_but_first_deletes_traces_past_retention(operator, 
     third = uploaded(operator)  # fits once the old one is gone
     assert not Trace.objects.filter(pk=old.pk).exists()
     assert Trace.objects.filter(pk__in=[recent.pk, third.pk]).count() == 2
-    with pytest.raises(services.StorageFull, match="TRACE_STORAGE_MAX_GB"):
+    with pytest.raises(writers.StorageFull, match="TRACE_STORAGE_MAX_GB"):
         uploaded(operator)
     assert Trace.objects.count() == 2
 
 
 def test_deleting_a_trace_deletes_its_files(operator, trace_storage, settings, django_capture_on_commit_callbacks):
     trace = uploaded(operator)
-    services.analyse(trace.pk)
+    writers.analyse(trace.pk)
     assert len(files_in(settings.TRACE_STORAGE_DIR)) >= 4
     with django_capture_on_commit_callbacks(execute=True):
         Trace.objects.get(pk=trace.pk).delete()
@@ -107,33 +107,33 @@ def test_deleting_a_trace_deletes_its_files(operator, trace_storage, settings, d
 def test_prune_removes_only_traces_past_retention(operator, trace_storage, settings):
     old, new = uploaded(operator), uploaded(operator)
     Trace.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=settings.TRACE_RETENTION_DAYS, hours=1))
-    assert services.prune_traces() == 1
+    assert writers.prune_traces() == 1
     assert list(Trace.objects.values_list("pk", flat=True)) == [new.pk]
 
 
 def test_every_state_times_out_to_failed_with_a_reason(operator, seeded_fleet, trace_storage, settings):
     queued = uploaded(operator)
-    capturing = services.request_capture(seeded_fleet[0], operator, 5)
+    capturing = writers.request_capture(seeded_fleet[0], operator, 5)
     analysing = uploaded(operator)
     long_ago = timezone.now() - timedelta(hours=2)
     Trace.objects.filter(pk=queued.pk).update(status_changed_at=long_ago)
     Trace.objects.filter(pk=capturing.pk).update(status=TraceStatus.CAPTURING, status_changed_at=long_ago)
     Trace.objects.filter(pk=analysing.pk).update(status=TraceStatus.ANALYSING, status_changed_at=long_ago)
     fresh = uploaded(operator)
-    assert services.expire_stuck() == 3
+    assert writers.expire_stuck() == 3
     reasons = dict(Trace.objects.values_list("pk", "error"))
     assert "no trace worker" in reasons[queued.pk]
     assert "capture did not finish within 1 min 5 s" in reasons[capturing.pk]
     assert "analysis did not finish" in reasons[analysing.pk]
     assert Trace.objects.get(pk=fresh.pk).status == TraceStatus.QUEUED
     # The device is free again.
-    services.request_capture(seeded_fleet[0], operator, 5)
+    writers.request_capture(seeded_fleet[0], operator, 5)
 
 
 def test_analysis_gives_up_after_repeated_worker_deaths(operator, trace_storage):
     trace = uploaded(operator)
-    Trace.objects.filter(pk=trace.pk).update(status=TraceStatus.ANALYSING, attempts=services.MAX_ANALYSIS_ATTEMPTS)
-    services.analyse(trace.pk)
+    Trace.objects.filter(pk=trace.pk).update(status=TraceStatus.ANALYSING, attempts=writers.MAX_ANALYSIS_ATTEMPTS)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.FAILED and "attempts" in trace.error
 

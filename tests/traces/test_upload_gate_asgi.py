@@ -7,7 +7,7 @@ import json
 import pytest
 from rest_framework.authtoken.models import Token
 
-from dashboard.upload_gate import IN_FLIGHT, UploadGate
+from dashboard.gate.upload_gate import IN_FLIGHT, UploadGate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,7 +1,7 @@
 """The API of the trace page's analyses: findings, flame, timeline windows, event details,
 critical path, correlation, metrics around a capture, comparison of two traces, software
 versions.
-Read-only; viewers may read. Thin: every answer comes from traces.analyses, i.e. from stored
+Read-only; viewers may read. Thin: every answer comes from traces.store.page_data, i.e. from stored
 files."""
 
 from django.shortcuts import get_object_or_404
@@ -11,12 +11,12 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from traces import analyses
 from traces.api.permissions import CanViewTraces
 from traces.api.views import NotReady, ready_trace
 from traces.atrace.analysis.advice import RULES
 from traces.atrace.analysis.comparison import LEVELS, RANKS
 from traces.models import Trace
+from traces.store import page_data
 
 BAD = OpenApiResponse(description="A bad parameter: the message says which and why")
 NOT_READY = OpenApiResponse(description="The trace is not ready (its status and error say why)")
@@ -25,9 +25,9 @@ NOT_READY = OpenApiResponse(description="The trace is not ready (its status and 
 def _answer(fn, *args, **kwargs) -> Response:
     try:
         return Response(fn(*args, **kwargs))
-    except analyses.BadRequest as exc:
+    except page_data.BadRequest as exc:
         raise ValidationError({"detail": str(exc)}) from None
-    except analyses.AnalysesMissing as exc:
+    except page_data.AnalysesMissing as exc:
         raise NotReady(str(exc)) from None
 
 
@@ -53,7 +53,7 @@ class FindingsView(AnalysisView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(analyses.findings, _ready(pk), request.query_params)
+        return _answer(page_data.findings, _ready(pk), request.query_params)
 
 
 class FlameView(AnalysisView):
@@ -61,11 +61,11 @@ class FlameView(AnalysisView):
         summary="Flame (icicle) of a trace",
         description="Call paths aggregated: host stacks, and accelerator work under the host "
         "path that launched it. Columnar: ids, labels, parents, values_us (total), self_us, counts.",
-        parameters=[OpenApiParameter("side", str, enum=list(analyses.SIDES), description="One side only (default both)")],
+        parameters=[OpenApiParameter("side", str, enum=list(page_data.SIDES), description="One side only (default both)")],
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(analyses.flame, _ready(pk), request.query_params.get("side", ""))
+        return _answer(page_data.flame, _ready(pk), request.query_params.get("side", ""))
 
 
 class TimelineView(AnalysisView):
@@ -82,7 +82,7 @@ class TimelineView(AnalysisView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(analyses.timeline, _ready(pk), request.query_params)
+        return _answer(page_data.timeline, _ready(pk), request.query_params)
 
 
 class EventView(AnalysisView):
@@ -93,7 +93,7 @@ class EventView(AnalysisView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int, index: int):
-        return _answer(analyses.event, _ready(pk), index)
+        return _answer(page_data.event, _ready(pk), index)
 
 
 class CriticalPathView(AnalysisView):
@@ -107,7 +107,7 @@ class CriticalPathView(AnalysisView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(analyses.critical_path, _ready(pk), request.query_params.get("step", ""))
+        return _answer(page_data.critical_path, _ready(pk), request.query_params.get("step", ""))
 
 
 class CorrelationView(AnalysisView):
@@ -118,7 +118,7 @@ class CorrelationView(AnalysisView):
         responses={200: OpenApiTypes.OBJECT, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(analyses.correlation, _ready(pk))
+        return _answer(page_data.correlation, _ready(pk))
 
 
 class MetricsView(AnalysisView):
@@ -131,7 +131,7 @@ class MetricsView(AnalysisView):
         responses={200: OpenApiTypes.OBJECT, 400: BAD, 409: NOT_READY},
     )
     def get(self, request, pk: int):
-        return _answer(analyses.metrics, _ready(pk))
+        return _answer(page_data.metrics, _ready(pk))
 
 
 def _trace_param(query, name: str) -> Trace:
@@ -165,7 +165,7 @@ class ComparisonView(AnalysisView):
         q = request.query_params
         a, b = _trace_param(q, "a"), _trace_param(q, "b")
         level, rank = q.get("level") or "operator", q.get("rank") or "total"
-        return _answer(analyses.comparison, a, b, level=level, rank=rank)
+        return _answer(page_data.comparison, a, b, level=level, rank=rank)
 
 
 class VersionsView(AnalysisView):
@@ -181,5 +181,5 @@ class VersionsView(AnalysisView):
     def get(self, request):
         q = request.query_params
         if not (q.get("workload") and q.get("type")):
-            return Response({"choices": analyses.version_choices(q.get("workload", ""), q.get("type", ""))})
-        return _answer(analyses.versions, q.get("workload", ""), q.get("type", ""))
+            return Response({"choices": page_data.version_choices(q.get("workload", ""), q.get("type", ""))})
+        return _answer(page_data.versions, q.get("workload", ""), q.get("type", ""))

@@ -16,7 +16,7 @@ from fleet.asimov.codegen import emit
 from fleet.asimov.compiler import check_spec, compile_spec
 from fleet.asimov.loader import SPECS_DIR, monitor_class_from_text
 from fleet.asimov.parser import GRAMMAR, _BracketNewlines, parse
-from fleet.local import FileRoot
+from fleet.hosts.local import FileRoot
 
 T0 = 1_700_000_000.0
 
