@@ -75,7 +75,7 @@ def _stored_findings(trace: Trace) -> dict | None:
         return None
     try:
         return page_data.findings(trace)
-    except page_data.AnalysesMissing:
+    except page_data.PageDataMissing:
         return None
 
 
@@ -98,7 +98,7 @@ def comparison_page(request):
     try:
         a, b = _pick(request, "a"), _pick(request, "b")
         result = page_data.comparison(a, b, level=request.GET.get("level", "operator"), rank=request.GET.get("rank", "total"))
-    except (page_data.BadRequest, page_data.AnalysesMissing) as exc:
+    except (page_data.BadRequest, page_data.PageDataMissing) as exc:
         return render(request, "traces/compare.html", {"error": str(exc)}, status=400)
     chart = sorted(result["rows"][:TOP_DELTAS], key=lambda r: abs(r["delta_us"]))
     return render(request, "traces/compare.html", {

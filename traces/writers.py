@@ -337,7 +337,7 @@ def analyse(trace_id: int) -> None:
         corr = atrace.correlate(parsed)
         written = results.write_results(files, parsed, bd, corr)
         path = results.critical_path_or_none(parsed)
-        analyses_bytes = page_data.store_analyses(files, parsed, breakdown=bd, path=path, correlation=corr)
+        page_data_bytes = page_data.store_page_data(files, parsed, breakdown=bd, path=path, correlation=corr)
     except atrace.TraceError as exc:
         # The engine names the file it read: the upload's name for people, not the storage's path.
         reason = str(exc).replace(stored_as, trace.name) if stored_as else str(exc)
@@ -346,7 +346,7 @@ def analyse(trace_id: int) -> None:
     except STORE_ERRORS as exc:
         return fail(trace_id, f"the trace could not be read or its results stored: the trace storage answered {exc}")
     meta = parsed.meta
-    stored = trace.raw_bytes + written.bytes + analyses_bytes
+    stored = trace.raw_bytes + written.bytes + page_data_bytes
     move(
         trace_id, [TraceStatus.ANALYSING], TraceStatus.READY,
         ready_at=timezone.now(), progress=1.0, events=written.events, span_us=written.span_us,

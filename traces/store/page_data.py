@@ -1,8 +1,8 @@
-"""The trace page's analyses — findings, flame, timeline, critical path, correlation,
+"""The trace page's page data — findings, flame, timeline, critical path, correlation,
 comparison, versions, and the device's metrics around a capture — stored once by the
 analysis, read per request.
 
-:func:`store_analyses` runs in the worker (from ``services.analyse``): Atrace computes them
+:func:`store_page_data` runs in the worker (from ``services.analyse``): Atrace computes them
 (:func:`traces.atrace.render.page_data.compute_page_data`, within the page's limits in
 ``traces.store.page_limits``) and they are stored flat in the trace's folder
 (names ``view.*``, so deleting the trace deletes them; traces/store/files.py). The readers below
@@ -42,25 +42,25 @@ class BadRequest(ValueError):
     """A parameter the views cannot answer; the message says which and why."""
 
 
-class AnalysesMissing(LookupError):
+class PageDataMissing(LookupError):
     """The trace is ready but its analyses were not stored (analysed before they existed)."""
 
 
 # -- writing (in the worker) --------------------------------------------------------------
-def store_analyses(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
+def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
     """Compute and store every analysis of a parsed trace; returns the bytes stored.
 
     ``known`` may pass a ``breakdown``, ``path`` and ``correlation`` already computed, to
     reuse them. On a local file system the files are written in place (their names replace
     those of an interrupted attempt); other storages get copies through the storage API.
     """
-    views = compute_page_data(parsed, STORED, **known)
+    pages = compute_page_data(parsed, STORED, **known)
     folder = files.local_folder()
     if folder is not None:  # the timeline's event details read the args the drill-down stored
-        return sum((folder / name).stat().st_size for name in views.save(folder, args_file=ARGS))
+        return sum((folder / name).stat().st_size for name in pages.save(folder, args_file=ARGS))
     total = 0
     with tempfile.TemporaryDirectory(prefix="asicmon-views-") as tmp:
-        for name in views.save(tmp):
+        for name in pages.save(tmp):
             with (Path(tmp) / name).open("rb") as f:
                 files.save_stream(files.name(name), File(f))
             total += (Path(tmp) / name).stat().st_size
@@ -68,7 +68,7 @@ def store_analyses(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
 
 
 # -- reading --------------------------------------------------------------------------------
-def analyses_folder(trace: Trace) -> Path:
+def page_data_folder(trace: Trace) -> Path:
     """A local folder holding the trace's analysis files (the storage's own, or a copy made
     once for storages without local paths)."""
     files = TraceFiles(trace.pk)
@@ -78,7 +78,7 @@ def analyses_folder(trace: Trace) -> Path:
         folder = files.local_copy(PREFIX, Path(settings.VAR_DIR) / "cache" / "trace-views" / f"{trace.pk}-{stamp}",
                                   max_bytes=settings.TRACE_CACHE_MAX_MB << 20)
     if not (folder / f"{PREFIX}paths.json").exists():
-        raise AnalysesMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
+        raise PageDataMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
     return folder
 
 
@@ -98,13 +98,13 @@ def findings(trace: Trace, query=None) -> dict[str, Any]:
 
 def _findings_document(trace: Trace) -> dict[str, Any]:
     try:
-        return load_document(analyses_folder(trace), "findings")
+        return load_document(page_data_folder(trace), "findings")
     except FileNotFoundError:
-        raise AnalysesMissing(f"trace {trace.pk} was analysed before findings existed; re-upload it") from None
+        raise PageDataMissing(f"trace {trace.pk} was analysed before findings existed; re-upload it") from None
 
 
 def flame(trace: Trace, side: str = "") -> dict[str, Any]:
-    doc = load_document(analyses_folder(trace), "flame")
+    doc = load_document(page_data_folder(trace), "flame")
     if not side:
         return doc
     if side not in SIDES:
@@ -125,7 +125,7 @@ def _number(query, name: str, default: float | None, *, integer: bool = False) -
 
 def timeline(trace: Trace, query) -> dict[str, Any]:
     """``?start_us=&end_us=&width_px=`` → the bars of that window (default: everything)."""
-    layout = load_timeline(analyses_folder(trace))
+    layout = load_timeline(page_data_folder(trace))
     t0, t1 = layout.span_ns
     start_us = _number(query, "start_us", t0 / 1000)
     end_us = _number(query, "end_us", max(t1, t0 + 1) / 1000)
@@ -141,14 +141,14 @@ def timeline(trace: Trace, query) -> dict[str, Any]:
 
 def event(trace: Trace, index: int) -> dict[str, Any]:
     try:
-        return load_timeline(analyses_folder(trace)).event_detail(index)
+        return load_timeline(page_data_folder(trace)).event_detail(index)
     except KeyError as exc:
         raise BadRequest(str(exc.args[0])) from None
 
 
 def critical_path(trace: Trace, step: str = "") -> dict[str, Any]:
     """The critical-path table of the whole trace, or of one of its valid steps."""
-    doc = load_document(analyses_folder(trace), "paths")
+    doc = load_document(page_data_folder(trace), "paths")
     valid = doc["valid_steps"]
     if step:
         name = _step_name(step, valid)
@@ -190,7 +190,7 @@ def _step_name(step: str, valid: list[str]) -> str:
 
 
 def correlation(trace: Trace) -> dict[str, Any]:
-    return load_document(analyses_folder(trace), "correlation")
+    return load_document(page_data_folder(trace), "correlation")
 
 
 def metrics(trace: Trace) -> dict[str, Any]:
@@ -218,8 +218,8 @@ def metrics(trace: Trace) -> dict[str, Any]:
 def comparison(a: Trace, b: Trace, *, level: str = "operator", rank: str = "total") -> dict[str, Any]:
     try:
         result = compare_tables(
-            load_document(analyses_folder(a), "op_table"),
-            load_document(analyses_folder(b), "op_table"),
+            load_document(page_data_folder(a), "op_table"),
+            load_document(page_data_folder(b), "op_table"),
             labels=(_label(a), _label(b)),
             level=level,
             rank=rank,
@@ -233,7 +233,7 @@ def _findings_difference(a: Trace, b: Trace) -> dict[str, Any] | None:
     """Which findings appeared or went away from A to B (None if either has none stored)."""
     try:
         return compare_findings(_findings_document(a), _findings_document(b))
-    except AnalysesMissing:
+    except PageDataMissing:
         return None
 
 
@@ -283,11 +283,11 @@ def versions(workload: str, device_type: str) -> dict[str, Any]:
     records = []
     for t in traces:
         try:
-            folder = analyses_folder(t)
+            folder = page_data_folder(t)
             record = {"id": t.pk, "version": t.sw_version, "ops": load_document(folder, "op_means")}
             record.update(step_time(load_document(folder, "paths").get("steps", [])) or {})
             records.append(record)
-        except (AnalysesMissing, FileNotFoundError):
+        except (PageDataMissing, FileNotFoundError):
             continue
     result = version_regressions(records)
     steps = step_regressions(records, result)

@@ -27,7 +27,7 @@ def _answer(fn, *args, **kwargs) -> Response:
         return Response(fn(*args, **kwargs))
     except page_data.BadRequest as exc:
         raise ValidationError({"detail": str(exc)}) from None
-    except page_data.AnalysesMissing as exc:
+    except page_data.PageDataMissing as exc:
         raise NotReady(str(exc)) from None
 
 
