@@ -3,5 +3,6 @@
 Owns the gate's decision (upload_gate) and its place inside Daphne, before the body is stored
 (daphne_gate).
 
-May import: the apps' upload limits (settings) and dashboard's own modules; no app imports
-it."""
+May import: nothing.
+(a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
+"""

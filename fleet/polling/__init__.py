@@ -5,5 +5,6 @@ a host goes to (queues), the latest snapshot of each device in Redis (snapshots)
 catalogue mirrored into the database (counter_catalogue) and the one-off move of old samples
 into the time-series store (sample_export).
 
-May import: fleet.hosts, fleet.health, fleet.reading (key counters), fleet.tsdb, fleet.asicmon,
-fleet.driver_errors and the fleet app's top-level modules (models, events, redis, signals)."""
+May import: fleet, fleet.agent, fleet.asicmon, fleet.driver_errors, fleet.health, fleet.hosts, fleet.reading, fleet.tsdb.
+(a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
+"""

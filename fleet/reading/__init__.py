@@ -5,5 +5,6 @@ time-series store (history), the charts built from it (charts), durations for pe
 (durations), the key counters (key_counters), the Prometheus endpoint (metrics) and the
 load-balancing signal (capacity).
 
-May import: fleet.polling (snapshots), fleet.health (index, detection), fleet.tsdb,
-fleet.asicmon and the fleet app's top-level modules. Nothing here writes a device's state."""
+May import: fleet, fleet.asicmon, fleet.driver_errors, fleet.health, fleet.polling, fleet.tsdb.
+(a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
+"""

@@ -6,5 +6,6 @@ reading both back for pages and the API (queries), how much of each is stored (p
 the storage's budget and retention (storage_budget) and the S3-compatible backend
 (object_store).
 
-May import: traces.atrace, fleet.reading (a device's history beside a trace) and the traces
-app's top-level modules (models, choices). Nothing here starts work or sends events."""
+May import: fleet.reading, traces, traces.atrace.
+(a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
+"""
