@@ -16,7 +16,7 @@ Prints:
   pixel of ~1000), and the fleet-wide p95 temperature by device type over 24 h
   (quantile by (type) over avg_over_time, ~1000 points), medians of 5 with the store's
   result cache off;
-- outage: the 60 s outage test's count (tests/fleet/test_tsdb_outage.py).
+- outage: the 60 s outage test's count (tests/scenarios/test_tsdb_outage.py).
 
 Figures depend on the machine and its load: say which when you quote them.
 """
@@ -345,7 +345,7 @@ def record_aggregates(store, start: float, end: float) -> float:
 
 def outage_count() -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "dashboard.stack", "test", "tests/fleet/test_tsdb_outage.py", "-k", "victoria",
+        [sys.executable, "-m", "dashboard.stack", "test", "tests/scenarios/test_tsdb_outage.py", "-k", "victoria",
          "-q", "-s", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
     )
     found = re.search(r"\{'waiting at the end of the outage'.*\}", done.stdout)
@@ -439,7 +439,7 @@ def main() -> None:
     finally:
         store.stop()
     if not args.no_outage and not args.reads:
-        print(f"outage (60 s, tests/fleet/test_tsdb_outage.py): {outage_count()}")
+        print(f"outage (60 s, tests/scenarios/test_tsdb_outage.py): {outage_count()}")
 
 
 if __name__ == "__main__":

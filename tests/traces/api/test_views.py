@@ -1,6 +1,6 @@
 """The traces API: every endpoint, every permission, bad input, a busy device, real traces.
 
-Services run in-process here (analysis called directly); tests/traces/test_worker.py runs
+Services run in-process here (analysis called directly); tests/scenarios/test_trace_worker.py runs
 them through a real Celery worker.
 """
 

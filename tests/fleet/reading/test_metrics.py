@@ -133,7 +133,7 @@ def test_the_alert_rules_are_valid_and_fire_as_their_unit_tests_say():
 @pytest.mark.django_db
 def test_the_grafana_dashboards_metrics_panels_ask_only_for_series_that_metrics_serves(client, settings, seeded_fleet):
     """The panels on the `metrics` datasource (a Prometheus scraping /metrics); those on the
-    store are tested against the store (tests/fleet/test_grafana_store.py)."""
+    store are tested against the store (tests/scenarios/test_grafana_store.py)."""
     settings.METRICS_TOKEN = TOKEN
     poll_twice()
     served = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).content.decode(), re.M))

@@ -1,6 +1,6 @@
 """The poll's writes to the time-series store: the spool (order, bound, durability), the
 writer when the store is away, refuses or hangs, and Prometheus as the store. The long
-outage: tests/fleet/test_tsdb_outage.py."""
+outage: tests/scenarios/test_tsdb_outage.py."""
 
 import subprocess
 import sys

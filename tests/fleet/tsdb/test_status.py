@@ -14,7 +14,7 @@ from fleet import tsdb
 from fleet.polling import poller
 from fleet.tsdb.buffer import Spool
 from fleet.tsdb.status import spool_name
-from tests.fleet.test_tsdb_spool import batch, devices, small_disk
+from tests.fleet.tsdb.test_buffer import batch, devices, small_disk
 from tests.support.tsdb import flush, raw_samples, store_proxy  # noqa: F401 (fixture)
 
 TOKEN = "spool-scrape-token"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
+from tests.scenarios.test_jobs import SHARED, _analyse
 from tests.support.jobs import running_job, same_software
 from tests.support.traces import real_trace
 from tests.support.websockets import closed_after_accept, connect, session_headers
-from tests.traces.test_jobs import SHARED, _analyse
 from traces import events
 from traces.choices import JobStatus, RankStatus
 from traces.jobs import capture as job_capture

@@ -33,7 +33,7 @@ config = SchemathesisConfig.from_dict({
 def served_schema() -> dict:
     """The document /api/schema/ serves to a signed-in user, made as its view makes it:
     collection has no database, so no user to sign in with. That the view needs sign-in is
-    tests/dashboard/test_schema_access.py's and the authorization matrix's business."""
+    tests/dashboard/test_urls.py's and the authorization matrix's business."""
     from drf_spectacular.renderers import OpenApiJsonRenderer
 
     from fleet.api.schema import SchemaView

@@ -1,6 +1,6 @@
 """A poll survives transient database and Redis failures within its slot, and otherwise
 records a gap: a shard's cycle is written whole or not at all (issue 12, defect 1). The
-store's own outages: tests/fleet/test_tsdb_outage.py."""
+store's own outages: tests/scenarios/test_tsdb_outage.py."""
 
 import os
 import shutil

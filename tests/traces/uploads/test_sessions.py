@@ -129,7 +129,7 @@ def test_too_large_or_over_the_budget_is_refused_at_the_start(api_client, operat
 
 
 def test_a_job_is_made_from_finished_uploads(api_client, operator, trace_storage):
-    from tests.traces.test_jobs import SHARED
+    from tests.scenarios.test_jobs import SHARED
 
     api_client.force_authenticate(operator)
     ids = [send_all(api_client, name, real_trace(name).read_bytes(), chunk=1 << 20) for name in SHARED]
