@@ -25,7 +25,7 @@ from tests.support.tsdb import flush, raw_samples
 
 # Each test replays migrations and a dozen manage.py commands: the slow tier (`make test`).
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TABLES = ["fleet_sample", "fleet_sample_hour", "fleet_sample_minute"]
 
 # Puts rows into the old tables: devices "a" and "b" (made here) and "gone" (an id no device

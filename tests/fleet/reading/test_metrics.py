@@ -16,7 +16,7 @@ import pytest
 from fleet.polling import poller, snapshots
 from tests.support.processes import Service, child_env, free_port, start_web
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "docs" / "prometheus" / "asicmon-alerts.yml"
 DASHBOARD = ROOT / "docs" / "grafana" / "asicmon-fleet.json"
 TOKEN = "scrape-secret-7f3a"

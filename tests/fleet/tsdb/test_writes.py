@@ -16,7 +16,7 @@ from fleet.tsdb.series import DeviceKey, series_name
 from fleet.tsdb.writes import Encoder, Writer
 from tests.support.tsdb import flush, free_port, raw_samples, samples_at
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KEY = DeviceKey("host-w", 11, "SER-W", "video", "V1")
 TEMPERATURE = series_name("temperature_c")
 
