@@ -5,7 +5,7 @@
 1. Rules: real snapshots of the three emulated types, each fed through `fleet.health.detection.observe`
    with a full window, including what a poll adds around it (the window's JSON decode and
    encode, as stored in Redis). Prints µs per device per poll and the cost for the fleet.
-2. Window storage: `health_service.assess_polled` for the whole fleet against the real Redis
+2. Window storage: `assessing.assess_polled` for the whole fleet against the real Redis
    (one HMGET and one pipelined HSET), per device.
 3. /metrics: `fleet.reading.metrics.render()` with DEVICES devices in the database and their
    snapshots in Redis: server time and body size.

@@ -9,7 +9,7 @@ on a throwaway database of the one DATABASE_URL names. Prints, for each:
 
 1. a ``--mb`` MB Kineto trace uploaded through the resumable API (16 MB chunks) and then as
    one multipart POST: the time of each and the web process's peak RSS (VmHWM) over both;
-2. the worker's analysis (services.analyse: read, breakdown, results, page analyses) of a
+2. the worker's analysis (writers.analyse: read, breakdown, results, page analyses) of a
    ``--events`` trace stored there: its time.
 Say how loaded the machine was; the object store here is on the same machine.
 """

@@ -4,7 +4,7 @@ One hash: device id -> health's first letter and sample time in whole seconds (e
 "h1795000000"), written by each shard's poll before its message. Reading it costs a dozen
 bytes per device where the snapshots cost a kilobyte, so the fleet page can count, filter and
 sort 10,000 devices by health without reading their snapshots. Staleness is applied when it
-is read, as `health_service.current_health` does for a snapshot.
+is read, as `assessing.current_health` does for a snapshot.
 """
 
 import time

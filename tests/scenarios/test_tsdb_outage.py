@@ -2,7 +2,7 @@
 written twice (issue 17, "nothing lost when the store goes away").
 
 The fleet is polled slot by slot in real time, as the workers poll it (the same
-`polling.poll_shard`), so that every cycle polled and the samples each kept are known
+`poller.poll_shard`), so that every cycle polled and the samples each kept are known
 exactly; the store is a real VictoriaMetrics (stopped for 60 s, as the issue asks) or a real
 Prometheus (stopped for 10 s) of the test's own, restarted on the same data.
 """

@@ -2,7 +2,7 @@
 comparison, versions, and the device's metrics around a capture — stored once by the
 analysis, read per request.
 
-:func:`store_page_data` runs in the worker (from ``services.analyse``): Atrace computes them
+:func:`store_page_data` runs in the worker (from ``writers.analyse``): Atrace computes them
 (:func:`traces.atrace.render.page_data.compute_page_data`, within the page's limits in
 ``traces.store.page_limits``) and they are stored flat in the trace's folder
 (names ``view.*``, so deleting the trace deletes them; traces/store/files.py). The readers below
