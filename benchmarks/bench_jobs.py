@@ -256,7 +256,7 @@ def bench_versions(captures: int = 3) -> None:
     from emulator import workloads
     from emulator.tracing import capture
     from traces.atrace import operator_breakdown
-    from traces.atrace.analysis.path_tables import step_list
+    from traces.atrace.analysis.paths.tables import step_list
     from traces.atrace.analysis.versions import (
         op_means,
         step_regressions,

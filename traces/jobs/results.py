@@ -27,7 +27,7 @@ from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS
 from traces.atrace.analysis.advice.job import straggler_rule
 from traces.atrace.analysis.job_digest import read_digest
 from traces.atrace.analysis.job_report import job_report, timeline_arrays
-from traces.atrace.analysis.path_tables import step_list
+from traces.atrace.analysis.paths.tables import step_list
 from traces.choices import JobStatus, RankStatus, TraceSource, TraceStatus
 from traces.jobs.analysis import enqueue_trace_analysis, fail_job, move_job
 from traces.jobs.health import device_health, health_reasons

@@ -21,7 +21,7 @@ from django.db.models import Count, Max
 
 from fleet.reading import history
 from traces import atrace
-from traces.atrace.analysis.request_report import Health, analyse_requests
+from traces.atrace.analysis.requests.report import Health, analyse_requests
 from traces.atrace.io.otlp import OtlpError, read_otlp_json
 from traces.choices import TraceStatus
 from traces.models import Trace

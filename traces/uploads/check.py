@@ -21,9 +21,9 @@ import msgspec
 import orjson
 
 from traces.atrace.errors import TraceFormatError
-from traces.atrace.io.chakra_et import looks_like_chakra_et, read_chakra_et
-from traces.atrace.io.chakra_json import read_chakra
-from traces.atrace.io.jsonstream import ChromeEventStream
+from traces.atrace.io.chakra.et import looks_like_chakra_et, read_chakra_et
+from traces.atrace.io.chakra.json_reader import read_chakra
+from traces.atrace.io.chrome.jsonstream import ChromeEventStream
 from traces.atrace.io.opening import open_trace_stream, sniff_format
 
 HEAD_BYTES = 1 << 16

@@ -1,7 +1,7 @@
 """A live capture of an inference device can play each serving problem: the capture request
 names it (as the advisor's problems are named for other devices), the emulator's inference
 service plays it while the trace is captured, and the join blames the slowest requests on it
-(the offline check is tests/traces/atrace/analysis/test_requests.py)."""
+(the offline check is tests/traces/atrace/analysis/requests/test_joining.py)."""
 
 import pytest
 

@@ -1,6 +1,6 @@
 """Why was a request slow: its time split, its share of the device, its cause in words.
 
-For every request of a join (:mod:`traces.atrace.analysis.requests`): its time split into
+For every request of a join (:mod:`traces.atrace.analysis.requests.joining`): its time split into
 queue / prefill / decode / other, its apportioned share of the steps' work, and the time
 each known cause added to it, over what a typical request of the same capture saw:
 
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from traces.atrace.analysis.requests import Join, Requests, Steps, _no_gc
+from traces.atrace.analysis.requests.joining import Join, Requests, Steps, _no_gc
 from traces.atrace.model.trace import Kind, Trace
 
 __all__ = ["Health", "Limits", "LIMITS", "report", "request_detail", "CAUSES", "DEVICE_CAUSES"]
@@ -396,7 +396,7 @@ def analyse_requests(trace: Trace, spans, *, mode: str = "auto", health: Health 
                      limits: Limits = LIMITS) -> dict:
     """Spans (SpanRow list) and a trace in, the report out: the one call the CLI, the
     Django layer and the benchmarks make."""
-    from traces.atrace.analysis.requests import find_steps, join, requests_from_spans
+    from traces.atrace.analysis.requests.joining import find_steps, join, requests_from_spans
 
     requests = requests_from_spans(spans)
     steps = find_steps(trace)

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import msgspec
 
-from ..model.trace import Trace
-from .chrome_batch import Batch, parse_batch
-from .chrome_reader import merge_batches, read_chrome
+from ...model.trace import Trace
+from .batch import Batch, parse_batch
 from .jsonstream import CHUNK_SIZE, ChromeEventStream, _last_object_boundary, fast_cut
+from .reader import merge_batches, read_chrome
 
 #: Files smaller than this are read by one process (a fork costs more than it saves).
 MIN_PARALLEL_BYTES = 64 << 20

@@ -7,7 +7,7 @@ import pytest
 
 from emulator.tracing import capture
 from traces.atrace import critical_path, read_trace
-from traces.atrace.analysis.path_tables import path_table, path_tables, step_list
+from traces.atrace.analysis.paths.tables import path_table, path_tables, step_list
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ from google.protobuf.internal.decoder import _DecodeVarint32
 from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError, Message
 
-from ..errors import EmptyTraceError, TraceFormatError
-from ..model.trace import Trace
-from .chakra_graph import ChakraNode, chakra_trace, duration_ns, start_ns
-from .chakra_schema import et_def_pb2 as pb
-from .chakra_writer import chakra_dict, write_bytes, write_chakra_json
+from ...errors import EmptyTraceError, TraceFormatError
+from ...model.trace import Trace
+from ..chakra_schema import et_def_pb2 as pb
+from .graph import ChakraNode, chakra_trace, duration_ns, start_ns
+from .writer import chakra_dict, write_bytes, write_chakra_json
 
 _MESSAGE_TAGS = (0x0A, 0x12)  # GlobalMetadata's first field: version (1) or attr (2)
 _LISTS = frozenset(f.name for f in pb.AttributeProto.DESCRIPTOR.fields if f.name.endswith("_list"))

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ..model.builder import finish_trace
-from ..model.nesting import chain_time, sort_keys
-from ..model.trace import EdgeKind, Trace
-from .chrome_batch import TS_BAD, TS_MISSING, Flows
+from ...model.builder import finish_trace
+from ...model.nesting import chain_time, sort_keys
+from ...model.trace import EdgeKind, Trace
+from .batch import TS_BAD, TS_MISSING, Flows
 
 _EDGE_KIND_BY_FLOW_CAT = {"dependency": EdgeKind.DATA, "control": EdgeKind.CONTROL}
 _FLOW_ORDER = {"s": 0, "t": 1, "f": 2}  # at equal times a flow starts, steps, then finishes

@@ -13,9 +13,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..errors import TraceFormatError
-from ..model.trace import Trace
-from .chakra_graph import NODE_TYPES, ChakraNode, chakra_trace, checked_int, duration_ns, start_ns
+from ...errors import TraceFormatError
+from ...model.trace import Trace
+from .graph import NODE_TYPES, ChakraNode, chakra_trace, checked_int, duration_ns, start_ns
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 

@@ -20,8 +20,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from ..model.links import launch_pairs
-from ..model.trace import DEVICE_KINDS, EdgeKind, Kind, Trace
+from ...model.links import launch_pairs
+from ...model.trace import DEVICE_KINDS, EdgeKind, Kind, Trace
 from .timeparse import ns_to_us_text
 
 _BATCH = 20_000
@@ -50,7 +50,7 @@ def write_chrome_trace(
 ) -> None:
     """Write ``trace`` as Chrome trace JSON to a path (``.gz`` compresses) or a binary file.
 
-    ``critical_path`` is an optional :class:`~traces.atrace.analysis.critical_path.CriticalPath`
+    ``critical_path`` is an optional :class:`~traces.atrace.analysis.paths.critical_path.CriticalPath`
     whose events are marked in the output.
     """
     out, raw = _open_out(target, gzip_output)

@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from ..errors import TraceFormatError
+from ...errors import TraceFormatError
 
 CHUNK_SIZE = 2 << 20
 _AT_INDEX = re.compile(r"at `\$\[(\d+)\]([^`]*)`")

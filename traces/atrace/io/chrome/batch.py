@@ -23,7 +23,7 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 
-from ..model.trace import NO_ID, Kind
+from ...model.trace import NO_ID, Kind
 from .timeparse import NotANumber, us_text_to_ns, us_texts_to_ns
 
 #: Kinds of events by category (lower case); others are decided by their track.

@@ -30,7 +30,7 @@ from traces.atrace import (
 from traces.atrace.analysis.communication import communication
 from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 SCHEMA = ROOT / "traces" / "atrace" / "io" / "chakra_schema"
 
 

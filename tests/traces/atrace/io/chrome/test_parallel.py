@@ -13,9 +13,9 @@ from tests.support.traces import each_real_trace
 from tests.traces.atrace import exact
 from traces.atrace import read_trace
 from traces.atrace.errors import TraceFormatError
-from traces.atrace.io import chrome_parallel
-from traces.atrace.io.chrome_reader import _EVENTS_DECODER
-from traces.atrace.io.jsonstream import ChromeEventStream
+from traces.atrace.io.chrome import parallel as chrome_parallel
+from traces.atrace.io.chrome.jsonstream import ChromeEventStream
+from traces.atrace.io.chrome.reader import _EVENTS_DECODER
 
 REAL_JSON = exact.chrome_trace_files()
 

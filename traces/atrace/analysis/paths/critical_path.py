@@ -35,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EmptyTraceError
-from ..model.links import launch_pairs
-from ..model.nesting import Points
-from ..model.stats import covered, distribution, us
-from ..model.trace import FLAG_SYNC, KIND_NAMES, Kind, Trace
+from ...errors import EmptyTraceError
+from ...model.links import launch_pairs
+from ...model.nesting import Points
+from ...model.stats import covered, distribution, us
+from ...model.trace import FLAG_SYNC, KIND_NAMES, Kind, Trace
+from .graph import EDGE_TYPES, LAUNCH, QUEUE, SYNC, PathGraph, build_graph, distinct
 from .longest_path import longest_paths, topological_order
-from .path_graph import EDGE_TYPES, LAUNCH, QUEUE, SYNC, PathGraph, build_graph, distinct
 
 #: What the path runs through: operators, runtime calls and device work (not frames).
 PATH_KINDS = (Kind.HOST_OP, Kind.RUNTIME, Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TraceGraphError
+from ...errors import TraceGraphError
 
 
 def topological_order(anchors, time, e_src, e_dst, na: int) -> np.ndarray:

@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..errors import EmptyTraceError, TraceFormatError, TraceGraphError
-from ..model.builder import TraceBuilder
-from ..model.kinds import device_kind
-from ..model.trace import EdgeKind, Kind, Trace
+from ...errors import EmptyTraceError, TraceFormatError, TraceGraphError
+from ...model.builder import TraceBuilder
+from ...model.kinds import device_kind
+from ...model.trace import EdgeKind, Kind, Trace
 
 NODE_TYPES = [
     "INVALID_NODE",

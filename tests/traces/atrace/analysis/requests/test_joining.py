@@ -11,14 +11,14 @@ from emulator.serving import ServingConfig
 from emulator.serving_spans import emit_run, memory_provider, resource_for
 from emulator.serving_trace import serve
 from traces.atrace import chrome_trace_bytes, read_trace
-from traces.atrace.analysis.request_report import analyse_requests, report
-from traces.atrace.analysis.requests import (
+from traces.atrace.analysis.requests.joining import (
     RequestJoinError,
     apportion,
     find_steps,
     join,
     requests_from_spans,
 )
+from traces.atrace.analysis.requests.report import analyse_requests, report
 from traces.atrace.io.otlp import SpanRow, spans_of
 
 T0 = 1_700_000_000_000_000_000

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.nesting import Points, order_points
-from ..model.trace import FLAG_SYNC, Trace
+from ...model.nesting import Points, order_points
+from ...model.trace import FLAG_SYNC, Trace
 
 EDGE_TYPES = ("sequence", "nested", "launch", "sync", "data", "control", "flow", "queue", "collective")
 LAUNCH, SYNC, QUEUE = 2, 3, 7  # positions in EDGE_TYPES; 0 is an edge along a chain

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..model.kinds import collective
-from ..model.links import launch_pairs
-from ..model.trace import FLAG_SYNC, WORK_KINDS, EdgeKind, Kind, Trace
-from .chakra_graph import collective_comm_type
+from ...model.kinds import collective
+from ...model.links import launch_pairs
+from ...model.trace import FLAG_SYNC, WORK_KINDS, EdgeKind, Kind, Trace
+from .graph import collective_comm_type
 
 _NODE_TYPE_OF = {
     Kind.HOST_OP: "COMP_NODE",

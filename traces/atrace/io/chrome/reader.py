@@ -17,12 +17,12 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from ..errors import TraceFormatError
-from ..model.builder import TraceBuilder
-from ..model.kinds import classify_device_work
-from ..model.trace import NO_ID, Kind, Trace
-from .chrome_batch import EVENTS_DECODER, KIND_BY_CATEGORY, Batch, Complete, Flows, parse_batch
-from .chrome_flows import resolve_flows
+from ...errors import TraceFormatError
+from ...model.builder import TraceBuilder
+from ...model.kinds import classify_device_work
+from ...model.trace import NO_ID, Kind, Trace
+from .batch import EVENTS_DECODER, KIND_BY_CATEGORY, Batch, Complete, Flows, parse_batch
+from .flows import resolve_flows
 from .jsonstream import ChromeEventStream
 from .timeparse import NotANumber, us_text_to_ns, us_to_ns
 
@@ -270,7 +270,7 @@ class _ChromeReader:
         trace = b.build(finish=False)
         _generic_op_names(trace)
         _resolve_unset_kinds(trace)
-        from ..model.builder import finish_trace
+        from ...model.builder import finish_trace
 
         finish_trace(trace)
         classify_device_work(trace)
@@ -307,7 +307,7 @@ def _resolve_unset_kinds(trace: Trace) -> None:
     unset = trace.kind == _UNSET_KIND
     if unset.any():
         # Before tracks are classified: a track is a device track by its process name.
-        from ..model.builder import _DEVICE_PROCESS
+        from ...model.builder import _DEVICE_PROCESS
 
         dev = np.array([bool(_DEVICE_PROCESS.match(t.process_name or "")) for t in trace.tracks], bool)
         on_dev = dev[trace.track[unset]] if len(dev) else np.zeros(int(unset.sum()), bool)

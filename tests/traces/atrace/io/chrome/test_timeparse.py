@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from traces.atrace import read_trace
-from traces.atrace.io.timeparse import NotANumber, ns_to_us_text, us_text_to_ns, us_texts_to_ns
+from traces.atrace.io.chrome.timeparse import (
+    NotANumber,
+    ns_to_us_text,
+    us_text_to_ns,
+    us_texts_to_ns,
+)
 
 
 def test_epoch_microseconds_keep_every_nanosecond():

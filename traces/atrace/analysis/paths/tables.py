@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EmptyTraceError
-from ..model.links import launch_pairs
-from ..model.stats import group_percentiles, us
-from ..model.trace import ArgStore, Trace
+from ...errors import EmptyTraceError
+from ...model.links import launch_pairs
+from ...model.stats import group_percentiles, us
+from ...model.trace import ArgStore, Trace
 from .critical_path import CriticalPath, critical_path
 
 _STEP_NAME = re.compile(r"^(ProfilerStep#|step#)(\d+)$")
