@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from fleet.asimov.nodes import Call, Discover, Keyword, ListExpr, Node, String
+from fleet.asimov.language.nodes import Call, Discover, Keyword, ListExpr, Node, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["check_discovery_fits", "discover_stmt"]
 

@@ -2,21 +2,30 @@
 each optionally ``once`` or ``optional(...)``) and library calls made for their effect.
 
 A read becomes lines of the generated ``_probe`` (every refresh) or ``_open`` (once); the
-shape of the read (`fleet.asimov.nodes.read_form`) decides which lines.
+shape of the read (`fleet.asimov.language.nodes.read_form`) decides which lines.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleet.asimov.checks import check_iterable
+from fleet.asimov.checking.checks import check_iterable
+from fleet.asimov.checking.units import UnitError, parse_unit
+from fleet.asimov.checking.values import ANY, Ctx, Symbol, Value
 from fleet.asimov.errors import Abort
-from fleet.asimov.nodes import Binding, Call, CallStatement, Expr, Keyword, ListComp, Out, read_form
-from fleet.asimov.units import UnitError, parse_unit
-from fleet.asimov.values import ANY, Ctx, Symbol, Value
+from fleet.asimov.language.nodes import (
+    Binding,
+    Call,
+    CallStatement,
+    Expr,
+    Keyword,
+    ListComp,
+    Out,
+    read_form,
+)
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["binding", "call_stmt"]
 

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleet.asimov.checks import check_arity, same_unit
-from fleet.asimov.nodes import Call, Name, Node, String
-from fleet.asimov.units import Unit, UnitError, parse_unit
-from fleet.asimov.values import ANY, NO, Ctx, Symbol, Value, describe
+from fleet.asimov.checking.checks import check_arity, same_unit
+from fleet.asimov.checking.units import Unit, UnitError, parse_unit
+from fleet.asimov.checking.values import ANY, NO, Ctx, Symbol, Value, describe
+from fleet.asimov.language.nodes import Call, Name, Node, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["AGGREGATES", "BUILTINS", "PARSERS", "FileParser", "FileRead", "aggregate"]
 

@@ -10,12 +10,12 @@ from collections import Counter
 import pytest
 from lark import Lark, Tree
 
-from fleet.asimov import nodes
-from fleet.asimov.checker import check
+from fleet.asimov.checking.checker import check
 from fleet.asimov.codegen import emit
 from fleet.asimov.compiler import check_spec, compile_spec
+from fleet.asimov.language import nodes
+from fleet.asimov.language.parser import GRAMMAR, _BracketNewlines, parse
 from fleet.asimov.loader import SPECS_DIR, monitor_class_from_text
-from fleet.asimov.parser import GRAMMAR, _BracketNewlines, parse
 from fleet.hosts.local import FileRoot
 
 T0 = 1_700_000_000.0

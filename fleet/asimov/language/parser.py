@@ -1,4 +1,4 @@
-"""Parsing Asimov with lark (LALR) into the typed tree of `fleet.asimov.nodes`, and turning
+"""Parsing Asimov with lark (LALR) into the typed tree of `fleet.asimov.language.nodes`, and turning
 lark's exceptions into `AsimovError`s (file, line, column and what was expected)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from fleet.asimov.builder import LiteralError, TreeBuilder
 from fleet.asimov.errors import AsimovError
-from fleet.asimov.nodes import Spec
+from fleet.asimov.language.builder import LiteralError, TreeBuilder
+from fleet.asimov.language.nodes import Spec
 
 __all__ = ["parse"]
 

@@ -1,7 +1,7 @@
-"""Checking Asimov's expressions: one function per node class of `fleet.asimov.nodes`, in
+"""Checking Asimov's expressions: one function per node class of `fleet.asimov.language.nodes`, in
 `EXPRESSIONS`, each returning what is known of the value (a `Value`: type, unit, constant).
 
-Calls of built-in functions go to `fleet.asimov.builtins`; ``lib.<function>(...)`` calls
+Calls of built-in functions go to `fleet.asimov.checking.builtins`; ``lib.<function>(...)`` calls
 read the driver and are only allowed where reads are (in bindings).
 """
 
@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fleet.asicmon.catalogue import CATALOGUE, RUNTIME_COUNTERS
-from fleet.asimov import nodes
-from fleet.asimov.builtins import AGGREGATES, BUILTINS, aggregate
-from fleet.asimov.checks import check_iterable, require_numbers, same_unit, suggest
-from fleet.asimov.values import ANY, NO, Ctx, Value, describe, fold, mul_units
+from fleet.asimov.checking.builtins import AGGREGATES, BUILTINS, aggregate
+from fleet.asimov.checking.checks import check_iterable, require_numbers, same_unit, suggest
+from fleet.asimov.checking.values import ANY, NO, Ctx, Value, describe, fold, mul_units
+from fleet.asimov.language import nodes
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["EXPRESSIONS"]
 

@@ -1,13 +1,13 @@
 """Checking Asimov's statements, one function each, and `STATEMENTS`, the table the checker
-dispatches on (keyed by the statement's node class of `fleet.asimov.nodes`).
+dispatches on (keyed by the statement's node class of `fleet.asimov.language.nodes`).
 
 A statement function takes ``(c, stmt, index)``: the checker, the statement's node and its
 position in the spec. To add a statement kind or a top-level section, add its rule to
-``grammar.lark`` (in ``_stmt``), its node class to `fleet.asimov.nodes` and its rule to
-`fleet.asimov.builder`, a function here (or in a module of its own) that checks it and
+``grammar.lark`` (in ``_stmt``), its node class to `fleet.asimov.language.nodes` and its rule to
+`fleet.asimov.language.builder`, a function here (or in a module of its own) that checks it and
 records what code generation needs on the `Checker` (then on `CheckedSpec`), a line in
 `STATEMENTS`, and its code in `fleet.asimov.codegen`. Driver reads (bindings and bare
-library calls) live in `fleet.asimov.reads`.
+library calls) live in `fleet.asimov.checking.reads`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from typing import TYPE_CHECKING
 from fleet.asicmon.catalogue import CATALOGUE, DRIVER_STATUSES, RUNTIME_COUNTERS
 from fleet.asicmon.limits import DEFAULT_LIMITS, LIMIT_NAMES
 from fleet.asimov.actions import action_stmt
-from fleet.asimov.checks import check_counter, suggest
+from fleet.asimov.checking.checks import check_counter, suggest
+from fleet.asimov.checking.reads import binding, call_stmt
+from fleet.asimov.checking.units import parse_unit
+from fleet.asimov.checking.values import ANY, NO, Ctx, Symbol
 from fleet.asimov.discovery import discover_stmt
 from fleet.asimov.events import diagnose_stmt, events_stmt
-from fleet.asimov.nodes import (
+from fleet.asimov.language.nodes import (
     Action,
     Binding,
     CallStatement,
@@ -39,13 +42,10 @@ from fleet.asimov.nodes import (
     StatsAssign,
 )
 from fleet.asimov.performance import performance_stmt
-from fleet.asimov.reads import binding, call_stmt
 from fleet.asimov.state import fault_stmt, state_stmt
-from fleet.asimov.units import parse_unit
-from fleet.asimov.values import ANY, NO, Ctx, Symbol
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["STATEMENTS"]
 

@@ -1,4 +1,4 @@
-"""From lark's parse to the typed tree (`fleet.asimov.nodes`): one method per grammar rule,
+"""From lark's parse to the typed tree (`fleet.asimov.language.nodes`): one method per grammar rule,
 each taking the rule's parts by name, as lark's ``create_ast`` example does.
 
 `TreeBuilder` runs inside the LALR parser (lark's ``transformer=`` option), so no lark
@@ -14,7 +14,7 @@ import dataclasses
 
 from lark import Token, Transformer, v_args
 
-from fleet.asimov import nodes
+from fleet.asimov.language import nodes
 
 __all__ = ["LiteralError", "TreeBuilder", "string_value"]
 

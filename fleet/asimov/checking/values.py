@@ -1,7 +1,7 @@
 """What the checker knows about a value: its type, unit and constant value; the names in
 scope; and the arithmetic of units and constants.
 
-Units themselves are `fleet.asimov.units.Unit`; a value's unit is a `Unit`, None for a
+Units themselves are `fleet.asimov.checking.units.Unit`; a value's unit is a `Unit`, None for a
 plain number, or `ANY` when it is not known (and not checked).
 """
 
@@ -11,7 +11,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.asimov.units import Unit
+from fleet.asimov.checking.units import Unit
 
 __all__ = ["ANY", "NO", "SPECIAL_NAMES", "Ctx", "Symbol", "Value", "describe", "fold", "mul_units"]
 
@@ -32,7 +32,7 @@ class Value:
     const: Any = NO
     stat_kind: str | None = None  # kind of the stats counter it reads directly
     # What it stands for: the `Symbol` of a name; for some built-in calls what the check
-    # resolved (see `fleet.asimov.builtins`).
+    # resolved (see `fleet.asimov.checking.builtins`).
     ref: Any = None
 
 

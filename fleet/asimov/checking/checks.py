@@ -7,12 +7,12 @@ import difflib
 from typing import TYPE_CHECKING, Any
 
 from fleet.asicmon.catalogue import CounterDef
-from fleet.asimov.nodes import Node
-from fleet.asimov.units import parse_unit
-from fleet.asimov.values import ANY, Value, describe
+from fleet.asimov.checking.units import parse_unit
+from fleet.asimov.checking.values import ANY, Value, describe
+from fleet.asimov.language.nodes import Node
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = [
     "check_arity",

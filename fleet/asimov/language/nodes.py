@@ -1,13 +1,13 @@
 """The typed tree of a spec: one frozen dataclass per statement and expression form, each
-with its source span. `fleet.asimov.builder` makes it from lark's parse; the checker
-(`fleet.asimov.checker`) and code generation (`fleet.asimov.codegen`) only read it.
+with its source span. `fleet.asimov.language.builder` makes it from lark's parse; the checker
+(`fleet.asimov.checking.checker`) and code generation (`fleet.asimov.codegen`) only read it.
 
 A node's span starts where lark's positions start it: at its first token, or at the opening
 bracket when its first part is in parentheses (``(a + b) * c`` starts at ``(``, while the
 ``a + b`` inside starts at ``a``). Errors are reported at ``node.line``, ``node.column``.
 
 Nodes compare by identity, so that what the checker learns about each one can be kept in a
-dict keyed by the node (`fleet.asimov.checker.CheckedSpec.facts`).
+dict keyed by the node (`fleet.asimov.checking.checker.CheckedSpec.facts`).
 """
 
 from __future__ import annotations

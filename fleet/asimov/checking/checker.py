@@ -2,9 +2,9 @@
 
 `check` walks the statements in order with a `Checker`, which holds what is known so far
 (the names in scope, the counters assigned, the errors found) for that one spec. Each
-statement kind is checked by a function of `fleet.asimov.statements` (driver reads in
+statement kind is checked by a function of `fleet.asimov.checking.statements` (driver reads in
 `reads`, ``action`` in `actions`, ``discover`` in `discovery`), each expression form by one
-of `fleet.asimov.expressions`, each built-in function by one of `fleet.asimov.builtins`.
+of `fleet.asimov.checking.expressions`, each built-in function by one of `fleet.asimov.checking.builtins`.
 
 The result is a `CheckedSpec`: the tree and, for every expression, what the checker found
 (`Value`: type, unit, constant value, the symbol a name stands for). Code generation
@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from fleet.asimov.builtins import BUILTINS, PARSERS
-from fleet.asimov.checks import suggest
+from fleet.asimov.checking.builtins import BUILTINS, PARSERS
+from fleet.asimov.checking.checks import suggest
+from fleet.asimov.checking.expressions import EXPRESSIONS
+from fleet.asimov.checking.statements import STATEMENTS
+from fleet.asimov.checking.values import SPECIAL_NAMES, Ctx, Symbol, Value
 from fleet.asimov.discovery import check_discovery_fits
 from fleet.asimov.errors import Abort, AsimovError, SpecErrors
-from fleet.asimov.expressions import EXPRESSIONS
-from fleet.asimov.nodes import Expr, Ident, Node, Out, Spec, Statement
+from fleet.asimov.language.nodes import Expr, Ident, Node, Out, Spec, Statement
 from fleet.asimov.state import finish_state
-from fleet.asimov.statements import STATEMENTS
-from fleet.asimov.values import SPECIAL_NAMES, Ctx, Symbol, Value
 
 __all__ = ["CheckedSpec", "Checker", "check"]
 
