@@ -33,11 +33,11 @@ test-fast: $(VENV)/.dev prometheus-deps tsdb-deps
 
 # The long soak: websockets held through 10 minutes of polling at the default interval.
 soak: $(VENV)/.dev tsdb-deps
-	ASICMON_SOAK=long $(BIN)/python -m dashboard.stack test tests/dashboard/test_soak.py $(PYTEST_ARGS)
+	ASICMON_SOAK=long $(BIN)/python -m dashboard.stack test tests/scenarios/test_soak.py $(PYTEST_ARGS)
 
 # The roles on machines of their own (own var/, no shared folder) against one object store.
 test-machines: $(VENV)/.dev tsdb-deps
-	$(BIN)/python -m dashboard.stack test tests/traces/test_machines.py tests/traces/test_object_store.py -n 0 $(PYTEST_ARGS)
+	$(BIN)/python -m dashboard.stack test tests/scenarios/test_machines.py tests/traces/store/test_object_store.py -n 0 $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

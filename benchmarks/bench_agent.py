@@ -50,7 +50,7 @@ def make_machine(root: Path, devices: int) -> tuple[Path, Path]:
 
 
 def bench_local(specs: Path, hwmon: Path, cycles: int) -> None:
-    from fleet.local import discover
+    from fleet.hosts.local import discover
 
     found = discover("bench-node", hwmon_root=hwmon, spec_dirs=[specs])
     assert not found.errors, found.errors
@@ -85,21 +85,21 @@ def bench_cycle(specs: Path, hwmon: Path, cycles: int) -> None:
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import polling, routing
     from fleet.agent.discovery import agent_host
     from fleet.agent.registration import register_host
     from fleet.models import Host
+    from fleet.polling import poller, queues
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
-        register_host("bench-node", routing.agent_queue_name("bench-node"), agent_host().devices)
+        register_host("bench-node", queues.agent_queue_name("bench-node"), agent_host().devices)
         host_id = Host.objects.get(name="bench-node").id
-        cycle = polling.current_cycle()
-        polling.poll_agent_host(host_id, cycle)
+        cycle = poller.current_cycle()
+        poller.poll_agent_host(host_id, cycle)
         totals, samples = [], 0
         for i in range(1, cycles + 1):
             t0 = time.perf_counter()
-            result = polling.poll_agent_host(host_id, cycle + i * settings.POLL_INTERVAL)
+            result = poller.poll_agent_host(host_id, cycle + i * settings.POLL_INTERVAL)
             totals.append(time.perf_counter() - t0)
             samples = result.samples
         print(f"agent poll cycle (poll service)    {ms(totals)}   {samples} samples a cycle")

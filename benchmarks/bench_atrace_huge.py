@@ -5,7 +5,7 @@
 Generates (once, under benchmarks/out/) a Kineto trace of the realistic shape
 (tests.support.tracegen, 282 bytes an event: 18M events are about 5 GB), then in a fresh
 process loads it, takes the operator breakdown and the whole-trace critical path, and
-computes and saves every stored view of the trace page (traces/page_limits.py's limits),
+computes and saves every stored view of the trace page (traces/store/page_limits.py's limits),
 printing each step's wall and CPU time and the peak resident memory after it, against the
 file's size (the target: peak <= 1.5x the file). The load streams the file (two processes,
 each reading its own batches) and never holds its text; the stored page data go to a
@@ -54,9 +54,9 @@ def _children_peak_mb() -> float:
 
 def run(path: Path, workers: int) -> dict:
     """The steps, in this process; one dict of figures."""
-    from traces import page_limits
     from traces.atrace import critical_path, operator_breakdown, read_trace
     from traces.atrace.render.page_data import compute_page_data
+    from traces.store import page_limits
 
     size_mb = path.stat().st_size / 1e6
     steps = {}

@@ -96,7 +96,7 @@ def pct(values: list[float], q: float) -> float:
 
 def _emulated_host():
     from emulator import FleetConfig
-    from fleet.emulated import HostMonitor
+    from fleet.hosts.emulated_monitors import HostMonitor
 
     state = tempfile.mkdtemp()  # the emulator's state on disk, as the workers keep it
     host = HostMonitor.open(FleetConfig(seed=5, hosts=1, devices_per_host=8, types=("gpu",)), "host-00", state)

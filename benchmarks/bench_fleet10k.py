@@ -8,7 +8,7 @@ Prints, for the fleet size asked for:
   processes keep up with a POLL_INTERVAL;
 - write: one cycle's samples (every device, every series counter, the dcgm-exporter names
   of the GPUs) encoded and written to the time-series store as the poll does it
-  (fleet.polling.write_samples: one remote write per shard), wall time and the writer's own
+  (fleet.polling.poller.write_samples: one remote write per shard), wall time and the writer's own
   CPU time; then the device page's read of one device (fleet.tsdb.reads) and the fleet's p95
   temperature by type over the cycles written. benchmarks/bench_tsdb.py has the store's
   figures over an hour of the fleet (bytes per sample, ingest rate, reads over 30 days);
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 def setup(args) -> list:
     """Settings for the run, and the throwaway store started for it (if any)."""
-    from dashboard.services import resolve_tsdb
+    from dashboard.backing_services import resolve_tsdb
 
     state = tempfile.mkdtemp(prefix="asicmon-bench10k-")
     os.environ.update(
@@ -57,7 +57,7 @@ def setup(args) -> list:
 def probe_figures(args) -> tuple[float, list[dict]]:
     """Seconds per device for emulator + refresh, and a sample of snapshots."""
     from emulator import fleet_layout
-    from fleet import emulated_fleet
+    from fleet.hosts import emulated_fleet
 
     names = [h.name for h in fleet_layout(emulated_fleet.fleet_config())][: args.probe_hosts]
     monitors = [emulated_fleet.host_monitor(n) for n in names]
@@ -87,19 +87,20 @@ def fleet_keys(snaps: list[dict], devices: int) -> list[tuple]:
 def ingestion(args, snaps) -> None:
     from django.conf import settings
 
-    from fleet import polling, tsdb
+    from fleet import tsdb
+    from fleet.polling import poller
     from fleet.tsdb import reads
     from fleet.tsdb.series import selector
 
     devices = args.hosts * 8
     keyed = fleet_keys(snaps, devices)
     shards = [keyed[k::args.shards] for k in range(args.shards)]
-    base = polling.current_cycle() - args.write_cycles * args.interval
+    base = poller.current_cycle() - args.write_cycles * args.interval
     seconds, cpu, counts = [], [], []
     for i in range(args.write_cycles):
         cycle = base + i * args.interval
         t0, c0 = time.perf_counter(), time.process_time()
-        results = [polling.write_samples(cycle, f"shard:{k}", part) for k, part in enumerate(shards)]
+        results = [poller.write_samples(cycle, f"shard:{k}", part) for k, part in enumerate(shards)]
         seconds.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         counts.append(sum(r.written for r in results))
@@ -150,7 +151,7 @@ def main() -> None:
     helpers = setup(args)
     from django.test.utils import setup_databases, teardown_databases
 
-    from dashboard.services import stop
+    from dashboard.backing_services import stop
 
     old = setup_databases(verbosity=0, interactive=False)
     try:

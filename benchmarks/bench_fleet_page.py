@@ -58,7 +58,7 @@ def wipe_redis() -> None:
 
 def real_snapshots() -> list[dict]:
     from emulator import fleet_layout
-    from fleet import emulated_fleet
+    from fleet.hosts import emulated_fleet
 
     monitors = [emulated_fleet.host_monitor(h.name) for h in fleet_layout(emulated_fleet.fleet_config())]
     now = time.time()
@@ -70,8 +70,10 @@ def real_snapshots() -> list[dict]:
 def build_fleet(hosts: int, snaps: list[dict]) -> dict[int, list[dict]]:
     """Hosts and devices in the database, snapshots and the health index in Redis, as after a
     poll: one device in 50 warning, one in 400 critical. Returns each shard's poll lines."""
-    from fleet import events, health_index, snapshots
+    from fleet import events
+    from fleet.health import index as health_index
     from fleet.models import Device, Host
+    from fleet.polling import snapshots
 
     types = ["gpu", "inference", "video"]
     made = Host.objects.bulk_create([Host(name=f"host-{i:05d}") for i in range(hosts)])
@@ -174,8 +176,8 @@ async def socket_bytes(cookie: str, subscribe: list[int] | None, lines: dict[int
 def socket_figures(client, lines: dict[int, list[dict]]) -> None:
     from django.conf import settings
 
-    from fleet import queries
-    from fleet.health_index import read
+    from fleet.health.index import read
+    from fleet.reading import queries
 
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
     healths = read()
@@ -226,8 +228,8 @@ def publish_figures(lines: dict[int, list[dict]], listeners: int = 10) -> None:
 
 
 def summary_figures(repeat: int) -> None:
-    from fleet import queries
-    from fleet.health_index import read
+    from fleet.health.index import read
+    from fleet.reading import queries
 
     walls = []
     for _ in range(repeat):
@@ -240,8 +242,10 @@ def summary_figures(repeat: int) -> None:
 
 
 def profile() -> None:
-    from fleet import health_index, queries, snapshots
+    from fleet.health import index as health_index
     from fleet.models import Device
+    from fleet.polling import snapshots
+    from fleet.reading import queries
 
     def timed(label, step, repeat=5):
         walls = []

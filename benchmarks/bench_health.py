@@ -2,12 +2,12 @@
 
     python benchmarks/bench_health.py [--devices 10000] [--polls 30]
 
-1. Rules: real snapshots of the three emulated types, each fed through `fleet.health.observe`
+1. Rules: real snapshots of the three emulated types, each fed through `fleet.health.detection.observe`
    with a full window, including what a poll adds around it (the window's JSON decode and
    encode, as stored in Redis). Prints µs per device per poll and the cost for the fleet.
-2. Window storage: `health_service.assess_polled` for the whole fleet against the real Redis
+2. Window storage: `assessing.assess_polled` for the whole fleet against the real Redis
    (one HMGET and one pipelined HSET), per device.
-3. /metrics: `fleet.metrics.render()` with DEVICES devices in the database and their
+3. /metrics: `fleet.reading.metrics.render()` with DEVICES devices in the database and their
    snapshots in Redis: server time and body size.
 
 Runs against DATABASE_URL and REDIS_URL, on a throwaway database it creates and drops and a
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 def sample_snapshots(polls: int) -> list[tuple[str, list[dict]]]:
     """A run of snapshots per device type, polled every 5 s of emulated time."""
     from emulator import FleetConfig
-    from fleet.emulated import HostMonitor
+    from fleet.hosts.emulated_monitors import HostMonitor
 
     cfg = FleetConfig(seed=3, hosts=1, devices_per_host=3, types=("video", "inference", "gpu"))
     monitor = HostMonitor.open(cfg, "host-00", state_dir=None)
@@ -44,8 +44,8 @@ def sample_snapshots(polls: int) -> list[tuple[str, list[dict]]]:
 
 
 def bench_rules(polls: int, devices: int) -> None:
-    from fleet.health import limits_for, observe
-    from fleet.health_service import spec_health
+    from fleet.health.assessing import spec_health
+    from fleet.health.detection import limits_for, observe
 
     runs = sample_snapshots(polls + 24)
     per_device = []
@@ -75,8 +75,10 @@ def bench_storage_and_metrics(devices: int) -> None:
     django.setup()
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import health_service, metrics, snapshots
+    from fleet.health import assessing
     from fleet.models import Device, Host
+    from fleet.polling import snapshots
+    from fleet.reading import metrics
     from fleet.redis import get_redis, key
 
     runs = sample_snapshots(30)
@@ -98,7 +100,7 @@ def bench_storage_and_metrics(devices: int) -> None:
         for poll in range(10):
             polled = {i: dict(runs[n % 3][1][poll]) for n, (i, _) in enumerate(ids)}
             t0 = time.perf_counter()
-            health_service.assess_polled(polled, kinds, time.time())
+            assessing.assess_polled(polled, kinds, time.time())
             times.append(time.perf_counter() - t0)
             snapshots.write_snapshots(float(poll), polled)
         median = statistics.median(times[2:])

@@ -38,14 +38,14 @@ CHUNK = 200_000  # samples a write
 
 def start_store(folder: Path):
     """A VictoriaMetrics as `make run` starts one, its result cache off (each read a real one)."""
-    from dashboard.services import free_port, start_victoria_metrics
+    from dashboard.backing_services import free_port, start_victoria_metrics
 
     return start_victoria_metrics(folder, free_port(), 3650, extra_args=("-search.disableCache",))
 
 
 def write(client, series) -> int:
     """series: [(labels, [(ms, value)])], sent in chunks of about CHUNK samples."""
-    from fleet.sample_export import encode_series
+    from fleet.polling.sample_export import encode_series
     from fleet.tsdb.writes import compress
 
     batch, size, total = [], 0, 0
@@ -84,7 +84,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from fleet.queries import DEVICE_RANGES
+    from fleet.reading.queries import DEVICE_RANGES
     from fleet.tsdb import reads
     from fleet.tsdb.client import Client
     from fleet.tsdb.series import series_name

@@ -97,7 +97,7 @@ def fleet_devices(count: int):
     """``count`` GPU-like devices on software 2.0 (from as many hosts as it takes), and one
     device on another version (for the software fault)."""
     from emulator.config import find_host
-    from fleet.emulated_fleet import fleet_config
+    from fleet.hosts.emulated_fleet import fleet_config
     from fleet.models import Device
 
     cfg = fleet_config()
@@ -113,8 +113,10 @@ def prepare(devices, fault: str | None, victim, state_dir: Path) -> None:
     polled them just now."""
     from django.conf import settings
 
-    from fleet import emulated_fleet, health_index, polling
+    from fleet.health import index as health_index
+    from fleet.hosts import emulated_fleet
     from fleet.models import HealthEvent
+    from fleet.polling import poller
 
     settings.EMULATOR_STATE_DIR = state_dir
     emulated_fleet.host_monitor.cache_clear()
@@ -134,12 +136,14 @@ def prepare(devices, fault: str | None, victim, state_dir: Path) -> None:
             host.advance(now - 2)
             host.save()
     for cycle in (now - 2, now):
-        for shard in polling.shards():
-            polling.poll_shard(shard, cycle)
+        for shard in poller.shards():
+            poller.poll_shard(shard, cycle)
 
 
 def run_job_in_process(user, devices, duration: float):
-    from traces import job_analysis, job_capture, job_results
+    from traces.jobs import analysis as job_analysis
+    from traces.jobs import capture as job_capture
+    from traces.jobs import results as job_results
     from traces.models import Job
 
     job = job_capture.request_job_capture(user, devices, duration, name="bench")
@@ -151,7 +155,7 @@ def run_job_in_process(user, devices, duration: float):
 
 
 def bench_accuracy(user, runs: int, workdir: Path) -> None:
-    from traces import job_results
+    from traces.jobs import results as job_results
 
     same, other = fleet_devices(16)
     named = with_reason = 0
@@ -213,7 +217,8 @@ def bench_scale(user, workdir: Path, ranks: int, events: int) -> None:
     from django.core.files import File
     from job_inputs import job_files
 
-    from traces import job_analysis, job_uploads
+    from traces.jobs import analysis as job_analysis
+    from traces.jobs import uploads as job_uploads
     from traces.tasks import trace_queue
 
     files = job_files(ranks, events, ROOT / "var" / "bench" / "jobs")
@@ -251,7 +256,7 @@ def bench_versions(captures: int = 3) -> None:
     from emulator import workloads
     from emulator.tracing import capture
     from traces.atrace import operator_breakdown
-    from traces.atrace.analysis.path_tables import step_list
+    from traces.atrace.analysis.paths.tables import step_list
     from traces.atrace.analysis.versions import (
         op_means,
         step_regressions,
@@ -309,7 +314,7 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet.emulated_fleet import seed_fleet
+    from fleet.hosts.emulated_fleet import seed_fleet
     from fleet.roles import ensure_roles
 
     # Its own throwaway database: never the test suite's, which may be running too.

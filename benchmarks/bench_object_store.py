@@ -9,7 +9,7 @@ on a throwaway database of the one DATABASE_URL names. Prints, for each:
 
 1. a ``--mb`` MB Kineto trace uploaded through the resumable API (16 MB chunks) and then as
    one multipart POST: the time of each and the web process's peak RSS (VmHWM) over both;
-2. the worker's analysis (services.analyse: read, breakdown, results, page analyses) of a
+2. the worker's analysis (writers.analyse: read, breakdown, results, page analyses) of a
    ``--events`` trace stored there: its time.
 Say how loaded the machine was; the object store here is on the same machine.
 """
@@ -79,15 +79,15 @@ def analysis_time(storage_config: dict, path: Path, user) -> float:
     from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: F401
     from django.test.utils import override_settings
 
-    from traces import services
+    from traces import writers
     from traces.models import Trace
-    from traces.upload_sources import Source
+    from traces.uploads.sources import Source
 
     with override_settings(STORAGES={**_storages(), "traces": storage_config}):
         source = Source(path.name, path.stat().st_size, lambda: path.open("rb"))
-        trace = services.accept_upload(source, user)
+        trace = writers.accept_upload(source, user)
         started = time.perf_counter()
-        services.analyse(trace.pk)
+        writers.analyse(trace.pk)
         took = time.perf_counter() - started
         trace = Trace.objects.get(pk=trace.pk)
         assert trace.status == "ready", trace.error

@@ -130,7 +130,7 @@ def request_view(base: str, opener, user, n_requests: int, repeat: int, workdir:
     from emulator.serving import ServingConfig
     from emulator.serving_spans import emit_run, memory_provider, resource_for, write_otlp_json
     from emulator.serving_trace import serve
-    from traces import services
+    from traces import writers
     from traces.atrace import chrome_trace_bytes
     from traces.requests import service
 
@@ -139,9 +139,9 @@ def request_view(base: str, opener, user, n_requests: int, repeat: int, workdir:
     emit_run(provider.get_tracer("bench"), run)
     spans = workdir / "spans.jsonl"
     write_otlp_json(exporter.get_finished_spans(), spans)
-    row = services.accept_upload(SimpleUploadedFile("serving.json", chrome_trace_bytes(trace)), user, name="serving")
+    row = writers.accept_upload(SimpleUploadedFile("serving.json", chrome_trace_bytes(trace)), user, name="serving")
     t = time.perf_counter()
-    services.analyse(row.pk)
+    writers.analyse(row.pk)
     analysed = time.perf_counter() - t
     row.refresh_from_db()
     service.upload_spans(row, SimpleUploadedFile("spans.jsonl", spans.read_bytes()))

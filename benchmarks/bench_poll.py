@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20)
     args = parser.parse_args()
 
-    from dashboard.services import resolve_tsdb, stop
+    from dashboard.backing_services import resolve_tsdb, stop
 
     state = tempfile.mkdtemp(prefix="asicmon-bench-")
     os.environ.update(
@@ -52,22 +52,25 @@ def main() -> None:
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import emulated_fleet, polling, queries, snapshots, tsdb
+    from fleet import tsdb
+    from fleet.hosts import emulated_fleet
     from fleet.models import Device, Host
+    from fleet.polling import poller, snapshots
+    from fleet.reading import queries
     from fleet.tsdb.series import DeviceKey, selector
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
         emulated_fleet.seed_fleet()
         devices = args.hosts * args.devices_per_host
-        cycle = polling.current_cycle()
-        polling.poll_shard(0, cycle)  # warm: opens monitors, mirrors the catalogue
+        cycle = poller.current_cycle()
+        poller.poll_shard(0, cycle)  # warm: opens monitors, mirrors the catalogue
 
         totals, probes, writes, caches = [], [], [], []
         for i in range(1, args.cycles + 1):
             c = cycle + i * settings.POLL_INTERVAL
             t0 = time.perf_counter()
-            polling.poll_shard(0, c)
+            poller.poll_shard(0, c)
             totals.append(time.perf_counter() - t0)
 
             # The parts, timed alone on the next cycle's data.
@@ -81,13 +84,13 @@ def main() -> None:
                     for d in Device.objects.select_related("host")}
             keyed = [(keys[serial], snap) for serial, snap in polled.items()]
             t0 = time.perf_counter()
-            written = polling.write_samples(c + 0.5, "bench", keyed)  # encoded and sent as a poll does
+            written = poller.write_samples(c + 0.5, "bench", keyed)  # encoded and sent as a poll does
             writes.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             snapshots.write_snapshots(c + 0.5, {ids[s]: v for s, v in polled.items()})
             caches.append(time.perf_counter() - t0)
 
-        from fleet import health_index
+        from fleet.health import index as health_index
 
         t0 = time.perf_counter()
         for _ in range(20):

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emulator import EmulatedHost, FleetConfig  # noqa: E402
-from fleet.emulated import HostMonitor, device_monitor  # noqa: E402
+from fleet.hosts.emulated_monitors import HostMonitor, device_monitor  # noqa: E402
 
 T0 = 1_700_000_000.0
 

@@ -105,14 +105,14 @@ def prepare_trace(user, events: int, workdir: Path):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from tests.support.tracegen import write_kineto_trace
-    from traces import services
+    from traces import writers
     from traces.models import Trace
 
     path = workdir / f"kineto-{events}.json.gz"
     write_kineto_trace(path, int(events * WRITTEN_PER_EVENT), seed=1)
-    trace = services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), user)
+    trace = writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), user)
     t = time.perf_counter()
-    services.analyse(trace.pk)
+    writers.analyse(trace.pk)
     trace = Trace.objects.get(pk=trace.pk)
     assert trace.status == "ready", trace.error
     print(f"trace {trace.pk}: {trace.events:,} events, analysed in-process in {time.perf_counter() - t:.1f} s", flush=True)
@@ -140,7 +140,7 @@ def main() -> None:
     from django.contrib.auth.models import User
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet.emulated_fleet import seed_fleet
+    from fleet.hosts.emulated_fleet import seed_fleet
     from fleet.models import Device
     from fleet.roles import ensure_roles
     from tests.support.processes import child_env, start_web, start_worker

@@ -36,7 +36,7 @@ from traces.atrace import critical_path, operator_breakdown, read_trace  # noqa:
 from traces.atrace.analysis.comparison import compare_tables  # noqa: E402
 from traces.atrace.render.page_data import compute_page_data, load_document, load_timeline  # noqa: E402
 from traces.atrace.render.timeline import window  # noqa: E402
-from traces.page_limits import MAX_BARS, MAX_EDGES, STORED  # noqa: E402
+from traces.store.page_limits import MAX_BARS, MAX_EDGES, STORED  # noqa: E402
 
 # The generator writes flow and metadata records too; this many written make ~1 read.
 WRITTEN_PER_EVENT = 1.53

@@ -95,11 +95,11 @@ def wait_ready(trace_id: int, timeout: float = 600) -> None:
 
 def wait_chrome(trace_id: int, timeout: float = 600) -> None:
     """The Chrome export is written after 'ready', by the same task: let it finish."""
-    from traces import services
+    from traces import writers
     from traces.models import Trace
 
     deadline = time.time() + timeout
-    while time.time() < deadline and not services.chrome_ready(Trace.objects.get(pk=trace_id)):
+    while time.time() < deadline and not writers.chrome_ready(Trace.objects.get(pk=trace_id)):
         time.sleep(0.05)
 
 
@@ -192,7 +192,7 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet.emulated_fleet import seed_fleet
+    from fleet.hosts.emulated_fleet import seed_fleet
     from fleet.roles import ensure_roles
     from traces.tasks import trace_queue
 

@@ -11,12 +11,12 @@ Prints:
   encoding included, and the worker's CPU per device per cycle; the same samples through
   VictoriaMetrics' text import, for comparison;
 - storage: bytes per stored sample (the data folder after a flush and a forced merge);
-- reads: one device's 8 key counters (fleet/key_counters.py: the 4 key counters and the
+- reads: one device's 8 key counters (fleet/reading/key_counters.py: the 4 key counters and the
   first 4 health-rule series) over 2 h and over 30 days (min/avg/max_over_time, a point per
   pixel of ~1000), and the fleet-wide p95 temperature by device type over 24 h
   (quantile by (type) over avg_over_time, ~1000 points), medians of 5 with the store's
   result cache off;
-- outage: the 60 s outage test's count (tests/fleet/test_tsdb_outage.py).
+- outage: the 60 s outage test's count (tests/scenarios/test_tsdb_outage.py).
 
 Figures depend on the machine and its load: say which when you quote them.
 """
@@ -60,7 +60,7 @@ class Store:
     """A VictoriaMetrics as `make run` starts it, in a folder of its own (kept with --keep)."""
 
     def __init__(self, folder: Path | None = None):
-        from dashboard.services import free_port, tsdb_answers, victoria_metrics_argv
+        from dashboard.backing_services import free_port, tsdb_answers, victoria_metrics_argv
 
         self.kept = folder is not None
         self.folder = folder or Path(tempfile.mkdtemp(prefix="asicmon-bench-vm-"))
@@ -100,7 +100,7 @@ class Store:
 def source_snapshots(args, cycles: int, end: float):
     """Per cycle, the snapshots of the emulated source devices polled at that instant."""
     from emulator import fleet_layout
-    from fleet import emulated_fleet
+    from fleet.hosts import emulated_fleet
 
     hosts = fleet_layout(emulated_fleet.fleet_config())[: args.source_hosts]
     specs = {d.serial: d for h in hosts for d in h.devices}
@@ -242,7 +242,7 @@ def backfill(client, series) -> int:
 
 def write_history(store, days: float, end: float, key) -> int:
     """`days` of one device's 8 key counters, every 5 s up to `end` (a day's cycle of made-up values)."""
-    from fleet.key_counters import KEY_COUNTERS, RULE_SERIES
+    from fleet.reading.key_counters import KEY_COUNTERS, RULE_SERIES
     from fleet.tsdb.client import Client
     from fleet.tsdb.series import parse_labels, series_name
 
@@ -309,7 +309,7 @@ def timed(client, query: str, start: float, end: float, step: float, runs: int =
 def device_reads(client, key, end: float, span: float) -> dict[str, float]:
     """One device's 8 key counters over `span`, ~1000 points: ms of min/avg/max_over_time
     as three queries (any PromQL store), and of MetricsQL's rollup() (all three in one pass)."""
-    from fleet.key_counters import KEY_COUNTERS, RULE_SERIES
+    from fleet.reading.key_counters import KEY_COUNTERS, RULE_SERIES
     from fleet.tsdb.series import selector, series_name
 
     names = "|".join(series_name(k.name) for k in (*KEY_COUNTERS, *RULE_SERIES[:4]))
@@ -328,7 +328,7 @@ def record_aggregates(store, start: float, end: float) -> float:
     written to the store, as a running vmalert would have: seconds it took."""
     from datetime import UTC, datetime
 
-    from dashboard.services import free_port, vmalert_argv
+    from dashboard.backing_services import free_port, vmalert_argv
     from fleet.tsdb.series import recording_rules
 
     rules = store.folder / "rules.yml"
@@ -345,7 +345,7 @@ def record_aggregates(store, start: float, end: float) -> float:
 
 def outage_count() -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "dashboard.stack", "test", "tests/fleet/test_tsdb_outage.py", "-k", "victoria",
+        [sys.executable, "-m", "dashboard.stack", "test", "tests/scenarios/test_tsdb_outage.py", "-k", "victoria",
          "-q", "-s", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
     )
     found = re.search(r"\{'waiting at the end of the outage'.*\}", done.stdout)
@@ -439,7 +439,7 @@ def main() -> None:
     finally:
         store.stop()
     if not args.no_outage and not args.reads:
-        print(f"outage (60 s, tests/fleet/test_tsdb_outage.py): {outage_count()}")
+        print(f"outage (60 s, tests/scenarios/test_tsdb_outage.py): {outage_count()}")
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def page_latencies(url: str, cookie: str, count: int) -> list[float]:
 
 
 def refusals(port: int, pid: int, folders: list[Path]) -> None:
-    from tests.traces.test_upload_gate import _bytes_under, raw_upload
+    from tests.dashboard.gate.test_daphne_gate import _bytes_under, raw_upload
 
     before = _bytes_under(pid, folders)
     for path in ("/api/traces/", "/api/jobs/"):

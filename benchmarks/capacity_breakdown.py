@@ -1,6 +1,6 @@
 """`bench_fleet_capacity.py breakdown`: where a poll cycle's time goes, per device.
 
-Each shard is polled the way `fleet.polling.poll_shard` polls it, but one phase after
+Each shard is polled the way `fleet.polling.poller.poll_shard` polls it, but one phase after
 another (hosts one by one), so that the process CPU time of each phase is its own: state
 files, emulator physics, the monitors' refresh (driver reads + compiled Asimov code + stats
 cache, and the hand-off to probe threads), then health rules, the shard's samples encoded
@@ -39,7 +39,7 @@ class Clock:
 
 
 def _setup() -> None:
-    from dashboard.services import resolve_tsdb
+    from dashboard.backing_services import resolve_tsdb
 
     os.environ.update(
         EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-capacity-"),
@@ -73,23 +73,18 @@ def _poll_host_phases(clock: Clock, monitor, now: float) -> dict:
 def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
     from django.conf import settings
 
-    from fleet import (
-        emulated_fleet,
-        events,
-        health_index,
-        health_service,
-        polling,
-        remediation,
-        snapshots,
-        tsdb,
-    )
+    from fleet import events, tsdb
+    from fleet.health import assessing, remediation
+    from fleet.health import index as health_index
+    from fleet.hosts import emulated_fleet
     from fleet.models import Host
+    from fleet.polling import poller, snapshots
     from fleet.tsdb.series import DeviceKey
     from fleet.tsdb.writes import Encoder
 
     hosts = clock.time("database reads", lambda: list(
         Host.objects.emulated().in_shard(shard, settings.POLL_SHARDS).values_list("id", "name")))
-    rows = clock.time("database reads", lambda: polling._devices_of(hosts))
+    rows = clock.time("database reads", lambda: poller._devices_of(hosts))
     devices = {row[0]: row for row in rows}
     kinds = {device_id: (device_type, state) for _, device_id, device_type, state, _, _ in rows}
     now = cycle  # each host's emulator moves on by exactly one interval, whatever the fleet size
@@ -99,7 +94,7 @@ def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
             _, device_id, device_type, _, model, index = devices[serial]
             polled[device_id] = snap
             keyed.append((DeviceKey(name, device_id, serial, device_type, model, index), snap))
-    clock.time("health rules", lambda: health_service.assess_polled(polled, kinds, now))
+    clock.time("health rules", lambda: assessing.assess_polled(polled, kinds, now))
     encoder = _ENCODER.setdefault("poll", Encoder(dcgm=settings.TSDB_DCGM_SERIES))
     batches = clock.time("samples encode", lambda: encoder.batches(cycle, f"shard:{shard}", keyed, settings.TSDB_LABELS))
     clock.time("samples write", lambda: tsdb.writer().write(batches))
@@ -119,8 +114,8 @@ DRIVER_FILES = ("emulator/drivers/", "emulator/physics.py")
 def _driver_share(names: list[str], now: float) -> tuple[float, float]:
     """(share of an inline refresh spent in the emulated drivers, CPU s per inline refresh),
     from refreshing the monitors of `names` (in-memory copies) without probe threads."""
-    from fleet.emulated import HostMonitor
-    from fleet.emulated_fleet import fleet_config
+    from fleet.hosts.emulated_fleet import fleet_config
+    from fleet.hosts.emulated_monitors import HostMonitor
 
     hosts = [HostMonitor.open(fleet_config(), name) for name in names]
     for h in hosts:
@@ -146,7 +141,7 @@ def _driver_share(names: list[str], now: float) -> tuple[float, float]:
 def _seed(devices: int, shards: int) -> int:
     from django.conf import settings
 
-    from fleet import emulated_fleet
+    from fleet.hosts import emulated_fleet
     from fleet.models import Device, Host
 
     Device.objects.all().delete()
@@ -161,16 +156,16 @@ def _seed(devices: int, shards: int) -> int:
 def _measure(devices: int, cycles: int, shards: int) -> None:
     from django.conf import settings
 
-    from fleet import polling
+    from fleet.polling import poller
 
     count = _seed(devices, shards)
     interval = settings.POLL_INTERVAL
-    base = polling.current_cycle() - (cycles + 1) * interval
+    base = poller.current_cycle() - (cycles + 1) * interval
     clock = Clock()
-    for shard in polling.shards():  # warm-up: monitors opened, states created, first readings
+    for shard in poller.shards():  # warm-up: monitors opened, states created, first readings
         _poll_shard_phases(Clock(), shard, base)
     for i in range(1, cycles + 1):
-        for shard in polling.shards():
+        for shard in poller.shards():
             _poll_shard_phases(clock, shard, base + i * interval)
     polled = count * cycles
     share, inline_s = _driver_share([f"{h.name}" for h in _sample_hosts()], time.time())
@@ -180,7 +175,7 @@ def _measure(devices: int, cycles: int, shards: int) -> None:
 
 def _sample_hosts(n: int = 30):
     from emulator import fleet_layout
-    from fleet.emulated_fleet import fleet_config
+    from fleet.hosts.emulated_fleet import fleet_config
 
     return fleet_layout(fleet_config())[:n]
 
@@ -191,16 +186,16 @@ def _real_polls(first_cycle: float, cycles: int) -> tuple[float, float]:
     over the fleet, each device's physics covers that longer gap (more steps)."""
     from django.conf import settings
 
-    from fleet import polling
+    from fleet.polling import poller
 
-    for shard in polling.shards():  # catch up with the wall clock first
-        polling.poll_shard(shard, first_cycle)
+    for shard in poller.shards():  # catch up with the wall clock first
+        poller.poll_shard(shard, first_cycle)
     cpu, wall = [], []
     for i in range(1, cycles + 1):
         time.sleep(settings.POLL_INTERVAL / 5)
         c0, w0 = time.process_time(), time.perf_counter()
-        for shard in polling.shards():
-            polling.poll_shard(shard, first_cycle + i * settings.POLL_INTERVAL)
+        for shard in poller.shards():
+            poller.poll_shard(shard, first_cycle + i * settings.POLL_INTERVAL)
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
     return sorted(cpu)[len(cpu) // 2], sorted(wall)[len(wall) // 2]
@@ -254,6 +249,6 @@ def breakdown(sizes: list[int], cycles: int, shards: int) -> None:
         for name in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000):
             client.delete(name)
         teardown_databases(old, verbosity=0)
-        from dashboard.services import stop
+        from dashboard.backing_services import stop
 
         stop(_helpers)

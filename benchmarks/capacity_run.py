@@ -60,7 +60,7 @@ def _fresh_database(url: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from dashboard.services import _postgres_dsn
+    from dashboard.backing_services import _postgres_dsn
 
     parts = urlparse(url)
     with psycopg.connect(_postgres_dsn(parts, "postgres"), autocommit=True) as conn:
@@ -119,8 +119,8 @@ class PageProbe(threading.Thread):
 
 
 def real_run(args) -> None:
-    from dashboard.services import free_port, resolve_tsdb
-    from dashboard.services import stop as stop_helpers
+    from dashboard.backing_services import free_port, resolve_tsdb
+    from dashboard.backing_services import stop as stop_helpers
 
     env = _run_env(args)
     _fresh_database(env["DATABASE_URL"])
@@ -175,7 +175,7 @@ def _drop(env: dict) -> None:
     import psycopg
     from psycopg import sql
 
-    from dashboard.services import _postgres_dsn
+    from dashboard.backing_services import _postgres_dsn
 
     parts = urlparse(env["DATABASE_URL"])
     with psycopg.connect(_postgres_dsn(parts, "postgres"), autocommit=True) as conn:

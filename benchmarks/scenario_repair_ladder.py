@@ -74,10 +74,11 @@ def run(args) -> int:  # noqa: C901 - a scenario told step by step
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from fleet import emulated_fleet, polling
     from fleet.choices import ActionStatus, DeviceState
     from fleet.driver_errors.offenders import device_record
+    from fleet.hosts import emulated_fleet
     from fleet.models import Action, Automation, Device, DriverError
+    from fleet.polling import poller
 
     old = setup_databases(verbosity=0, interactive=False)
     try:
@@ -86,7 +87,7 @@ def run(args) -> int:  # noqa: C901 - a scenario told step by step
         plan, offender = schedule(devices)
         print(f"{len(devices)} devices on {args.hosts} hosts, {len(plan)} faults over an hour of scenario time "
               f"at {args.speed:g}x ({3600 / args.speed:.0f} s real)")
-        polling.poll_shard(0, polling.current_cycle())
+        poller.poll_shard(0, poller.current_cycle())
         started, injected, worst_share, flagged_at = time.time(), [], Counter(), None
         hardware_seen = 0
         while True:
@@ -97,7 +98,7 @@ def run(args) -> int:  # noqa: C901 - a scenario told step by step
                 injected.append((time.time(), device, fault))
                 if device.id == offender.id:
                     hardware_seen += 1
-            polling.poll_shard(0, polling.current_cycle())
+            poller.poll_shard(0, poller.current_cycle())
             busy = Counter(Device.objects.filter(state=DeviceState.UNDER_REPAIR).values_list("workload", flat=True))
             for workload, n in busy.items():
                 worst_share[workload] = max(worst_share[workload], n)

@@ -15,14 +15,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
+from dashboard.gate.upload_gate import UploadGate  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
-from dashboard.upload_gate import UploadGate  # noqa: E402
 
 if "daphne.server" in sys.modules:  # (always: the daphne app is installed)
     # Daphne stores a whole body before it calls the application: decide on uploads from
-    # their headers inside Daphne, before that (dashboard/daphne_gate.py). Under another
+    # their headers inside Daphne, before that (dashboard/gate/daphne_gate.py). Under another
     # server this changes nothing, and the UploadGate below decides.
-    from dashboard import daphne_gate
+    from dashboard.gate import daphne_gate
 
     daphne_gate.install()
 

@@ -222,7 +222,7 @@ AGENT_REDISCOVER_S = env_float("AGENT_REDISCOVER_S", 60.0, minimum=1.0)
 # How long an emulated device's reboot takes it away (short in tests).
 EMULATOR_REBOOT_S = env_float("EMULATOR_REBOOT_S", 60.0, minimum=0.1)
 
-# --- Health and remediation (fleet/health.py holds the rules' thresholds). ---
+# --- Health and remediation (fleet/health/detection.py holds the rules' thresholds). ---
 # Record what automation would do without doing it.
 REMEDIATION_DRY_RUN = env_bool("REMEDIATION_DRY_RUN", False)
 # The brake: devices automation may have in remediation at once, fleet-wide and per host.
@@ -276,7 +276,7 @@ OFFENDER_WINDOW_S = env_float("OFFENDER_WINDOW_S", 30 * 86400.0, minimum=1.0)
 # Errors of a device less than this many seconds apart are one incident (a 48 and its 63).
 OFFENDER_INCIDENT_GAP_S = env_float("OFFENDER_INCIDENT_GAP_S", 120.0, minimum=0.0)
 # Thresholds of the health rules changed for every device type, as a JSON object of
-# fleet.health.Limits fields, e.g. {"leak_critical_s": 600}; checked when the app starts.
+# fleet.health.detection.Limits fields, e.g. {"leak_critical_s": 600}; checked when the app starts.
 HEALTH_LIMITS = env_json_object("HEALTH_LIMITS")
 # A device doing much less work than its utilization says (the slow_work rule) gets a short
 # trace captured by itself, at most once an hour per device and AUTOCAPTURE_MAX_PER_HOUR
@@ -431,7 +431,7 @@ def trace_storage(url: str) -> dict:
     options = {"bucket_name": bucket, "location": prefix.strip("/"), "part_mb": TRACE_S3_PART_MB,
                "parts_in_flight": TRACE_S3_PARTS_IN_FLIGHT, "querystring_expire": 600}
     options.update({k: v for k, v in [("endpoint_url", AWS_S3_ENDPOINT_URL), ("region_name", AWS_S3_REGION_NAME)] if v})
-    return {"BACKEND": "traces.object_store.TraceObjectStorage", "OPTIONS": options}
+    return {"BACKEND": "traces.store.object_store.TraceObjectStorage", "OPTIONS": options}
 
 
 STORAGES = {

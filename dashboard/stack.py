@@ -19,8 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dashboard.redaction import redact_text
-from dashboard.services import (
+from dashboard.backing_services import (
     ROOT,
     VAR,
     database_wait,
@@ -33,6 +32,7 @@ from dashboard.services import (
     stop,
     wait_for_postgres,
 )
+from dashboard.redaction import redact_text
 
 COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
 RESET = "\033[0m"

@@ -19,9 +19,9 @@ class FleetAppConfig(AppConfig):
     verbose_name = "Fleet"
 
     def ready(self):
-        from fleet.health import check_limit_overrides
+        from fleet.health.detection import check_limit_overrides
+        from fleet.polling.counter_catalogue import mirror_catalogue
         from fleet.roles import ensure_roles
-        from fleet.samples import mirror_catalogue
 
         check_limit_overrides(settings.HEALTH_LIMITS)
         check_tsdb_labels(settings.TSDB_LABELS)

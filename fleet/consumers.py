@@ -17,10 +17,11 @@ from django.db import DatabaseError
 from django.urls import path
 from redis.exceptions import RedisError
 
-from fleet import health_index, queries
 from fleet.events import latest_lines, shard_group
+from fleet.health import index as health_index
 from fleet.models import Device
-from fleet.sharding import shard_of_host
+from fleet.polling.sharding import shard_of_host
+from fleet.reading import queries
 
 # Close codes in the private range (4000-4999), mirroring HTTP statuses.
 CLOSE_UNAUTHENTICATED = 4401

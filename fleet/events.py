@@ -13,8 +13,8 @@ from typing import Literal, TypedDict
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from fleet import snapshots
-from fleet.key_counters import key_counter_names
+from fleet.polling import snapshots
+from fleet.reading.key_counters import key_counter_names
 
 
 class DeviceLine(TypedDict):
@@ -24,7 +24,7 @@ class DeviceLine(TypedDict):
     health: str
     reasons: list[str]
     driver_status: str | None
-    counters: dict[str, float | None]  # the key counters (fleet.key_counters), raw values
+    counters: dict[str, float | None]  # the key counters (fleet.reading.key_counters), raw values
     sample_ts: float | None
 
 

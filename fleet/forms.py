@@ -1,7 +1,7 @@
 from django import forms
 
 from fleet.choices import DeviceState, Health
-from fleet.queries import PAGE_SIZES, SORTS, TableQuery
+from fleet.reading.queries import PAGE_SIZES, SORTS, TableQuery
 
 
 class FleetFilterForm(forms.Form):

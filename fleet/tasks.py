@@ -1,40 +1,41 @@
-"""Celery tasks: thin wrappers over fleet.polling and fleet.remediation,
+"""Celery tasks: thin wrappers over fleet.polling.poller and fleet.health.remediation,
 JSON arguments only."""
 
 from celery import shared_task
 from django.conf import settings
 
-from fleet import polling, remediation, routing
+from fleet.health import remediation
+from fleet.polling import poller, queues
 
 
 @shared_task(ignore_result=True)
 def poll_fleet(cycle: float | None = None) -> None:
     """Fan out one poll task per shard of emulated hosts, and one per host with a live agent
     on that agent's own queue, for the current cycle."""
-    cycle = polling.current_cycle() if cycle is None else cycle
+    cycle = poller.current_cycle() if cycle is None else cycle
     expires = settings.POLL_INTERVAL * 0.9
-    for shard in polling.shards():
+    for shard in poller.shards():
         poll_shard.apply_async((shard, cycle), expires=expires)
-    for host_id, queue in routing.live_agent_hosts():
+    for host_id, queue in queues.live_agent_hosts():
         poll_agent_host.apply_async((host_id, cycle), queue=queue, expires=expires)
 
 
 @shared_task(ignore_result=True, acks_late=True)
 def poll_shard(shard: int, cycle: float) -> dict:
-    result = polling.poll_shard(shard, cycle)
+    result = poller.poll_shard(shard, cycle)
     return {"shard": result.shard, "devices": result.devices, "samples": result.samples}
 
 
 @shared_task(ignore_result=True, acks_late=True)
 def poll_agent_host(host_id: int, cycle: float) -> dict | None:
-    result = polling.poll_agent_host(host_id, cycle)
+    result = poller.poll_agent_host(host_id, cycle)
     return None if result is None else {"host": host_id, "devices": result.devices, "samples": result.samples}
 
 
 @shared_task(ignore_result=True)
 def flush_samples() -> dict:
     """Send the samples waiting in the spool for the time-series store (polls send them too)."""
-    result = polling.flush_samples()
+    result = poller.flush_samples()
     return {"written": result.written, "rejected": result.rejected, "waiting": result.waiting}
 
 

@@ -1,4 +1,4 @@
-"""The fleet's pages (each reads through fleet.queries and renders; no logic here) and
+"""The fleet's pages (each reads through fleet.reading.queries and renders; no logic here) and
 `GET /metrics` for Prometheus (a bearer token, no session)."""
 
 import hmac
@@ -10,13 +10,14 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from fleet import health_index, metrics, queries
-from fleet.charts import device_figures, empty_reason
 from fleet.choices import DeviceState, Health
 from fleet.driver_errors import views as driver_error_views
 from fleet.driver_errors.offenders import device_record
 from fleet.forms import FleetFilterForm
+from fleet.health import index as health_index
 from fleet.models import Automation, Device
+from fleet.reading import metrics, queries
+from fleet.reading.charts import device_figures, empty_reason
 from fleet.tsdb import status as tsdb_status
 
 

@@ -137,7 +137,7 @@ def clean_redis():
 @pytest.fixture
 def fleet_settings(settings, tmp_path):
     """A small fleet (2 hosts x 4 devices, three types) whose emulator state lives in tmp_path."""
-    from fleet import emulated_fleet
+    from fleet.hosts import emulated_fleet
 
     for name, value in TEST_FLEET.items():
         setattr(settings, name, value)
@@ -149,7 +149,7 @@ def fleet_settings(settings, tmp_path):
 
 @pytest.fixture
 def seeded_fleet(fleet_settings, clean_redis):
-    from fleet.emulated_fleet import seed_fleet
+    from fleet.hosts.emulated_fleet import seed_fleet
     from fleet.models import Device
 
     seed_fleet()
@@ -159,8 +159,8 @@ def seeded_fleet(fleet_settings, clean_redis):
 @pytest.fixture
 def gpu_fleet(settings, tmp_path, clean_redis):
     """A fleet of GPU-like devices only (tests.support.jobs.GPU_FLEET), seeded, for jobs."""
-    from fleet import emulated_fleet
-    from fleet.emulated_fleet import seed_fleet
+    from fleet.hosts import emulated_fleet
+    from fleet.hosts.emulated_fleet import seed_fleet
     from fleet.models import Device
     from tests.support.jobs import GPU_FLEET
 
@@ -177,23 +177,26 @@ def gpu_fleet(settings, tmp_path, clean_redis):
 @pytest.fixture
 def polled_fleet(seeded_fleet):
     """The seeded fleet, polled for the three cycles ending at POLLED_CYCLE (every shard)."""
-    from fleet import polling
+    from fleet.polling import poller
     from tests.support.tsdb import flush
 
     for offset in (-2, -1, 0):
-        for shard in polling.shards():
-            polling.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
+        for shard in poller.shards():
+            poller.poll_shard(shard, POLLED_CYCLE + offset * 5.0)
     flush(newest=POLLED_CYCLE)  # the samples, readable from the store
     return seeded_fleet
 
 
 @functools.cache
 def password_hash(password: str) -> str:
-    """The stored form of `password`, made once per test process: Django's hasher takes a
-    quarter of a second by design, and hundreds of tests create the same few users."""
-    from django.contrib.auth.hashers import make_password
+    """The stored form of `password`, made once per test process: Django's PBKDF2, at few
+    iterations. A hash names its own iteration count, so every process (a live Daphne too)
+    checks it with the same hasher, in a millisecond instead of the half second a sign-in
+    costs by design; a successful sign-in upgrades it, as Django does with an old hash."""
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
-    return make_password(password)
+    hasher = PBKDF2PasswordHasher()
+    return hasher.encode(password, hasher.salt(), iterations=1_000)
 
 
 def _user(username: str, *groups: str):

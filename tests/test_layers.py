@@ -1,6 +1,7 @@
 """The layers stay where the README says: the Django-free libraries load no Django, Celery,
 Channels or Redis; the packages import each other only along the edges listed here; no
-module imports itself back through others; no module outgrows its room."""
+module imports itself back through others; no module outgrows its room; inside the apps each
+sub-package imports only what its docstring lists, and no package crowds more than 15 modules."""
 
 import ast
 import subprocess
@@ -30,7 +31,7 @@ ALLOWED_EDGES = {
     ("emulator", "fleet.asimov"),  # a device type's fitted performance model is in its spec
     ("fleet", "fleet.asicmon"),
     ("fleet", "fleet.asimov"),
-    ("fleet", "emulator"),  # fleet/emulated.py wires the emulated fleet to its specs
+    ("fleet", "emulator"),  # fleet/hosts/emulated_monitors.py wires the emulated fleet to its specs
     ("traces", "traces.atrace"),
     ("traces", "emulator"),  # captures run the emulated device's workload
     ("traces", "fleet"),  # a trace belongs to a device; its socket is a fleet.consumers one
@@ -215,3 +216,70 @@ def test_no_module_outgrows_its_room():
         and not any(part in str(path.relative_to(ROOT)) for part in LONG_MODULES_ALLOWED)
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+# -- sub-packages -------------------------------------------------------------------------------
+# Inside the apps, each sub-package says in its __init__ docstring what it may import
+# ("May import: fleet, fleet.hosts, ..."): other sub-packages, a library, or an app's
+# top-level modules (a bare app name; the Django conventions management/, migrations/ and
+# templatetags/ count as the top level). The list is the truth: an import outside it fails,
+# and so does a name on it that nothing imports any more.
+APPS = ("fleet", "traces", "dashboard")
+APP_SHELL = ("management", "migrations", "templatetags")
+MAX_MODULES_SIDE_BY_SIDE = 15
+# Packages over that count, waiting for their own split (this list may only shrink).
+CROWDED_PACKAGES_ALLOWED = {"emulator"}  # the emulator's split is under way on its own branch
+
+
+def _unit(module: str) -> str:
+    """The sub-package ``module`` belongs to, or its library, or its app (top level)."""
+    library = next((lib for lib in LIBRARIES if module == lib or module.startswith(lib + ".")), None)
+    if library:
+        return library
+    parts = module.split(".")
+    if parts[0] in APPS and len(parts) > 1 and (ROOT / parts[0] / parts[1]).is_dir() and parts[1] not in APP_SHELL:
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def _sub_packages() -> dict[str, set[str]]:
+    """Each app sub-package (not a Django-free library) and the units its docstring allows."""
+    out = {}
+    for module, path in MODULES.items():
+        if path.name != "__init__.py" or module.count(".") != 1 or _unit(module) != module or module in LIBRARIES:
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        line = next((line for line in doc.splitlines() if line.startswith("May import:")), None)
+        assert line is not None, f"{path.relative_to(ROOT)}: its docstring says what it owns, then 'May import: ...'"
+        names = line.removeprefix("May import:").strip().rstrip(".")
+        out[module] = set() if names == "nothing" else {name.strip() for name in names.split(",")}
+    return out
+
+
+def test_each_sub_package_imports_only_what_its_docstring_allows():
+    declared = _sub_packages()
+    assert {"fleet.polling", "fleet.health", "traces.store", "traces.jobs"} <= set(declared)
+    used: dict[str, dict[str, str]] = {unit: {} for unit in declared}
+    for module, path in MODULES.items():
+        unit = _unit(module)
+        if unit not in declared:
+            continue
+        for target in _imports(module, path, top_level_only=False):
+            if _unit(target) != unit:
+                used[unit].setdefault(_unit(target), f"{module} imports {target}")
+    unexpected = {f"{unit} -> {t}": why for unit, targets in used.items() for t, why in targets.items() if t not in declared[unit]}
+    assert not unexpected, f"imports not in the sub-package's 'May import:' line: {unexpected}"
+    stale = {unit: sorted(declared[unit] - set(used[unit])) for unit in declared if declared[unit] - set(used[unit])}
+    assert not stale, f"'May import:' names that nothing imports any more (remove them): {stale}"
+
+
+def test_no_package_holds_more_than_15_modules_side_by_side():
+    crowded = {}
+    for module, path in MODULES.items():
+        if path.name == "__init__.py" and "migrations" not in path.parts:
+            count = sum(1 for p in path.parent.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+            if count > MAX_MODULES_SIDE_BY_SIDE:
+                crowded[module] = count
+    assert set(crowded) <= CROWDED_PACKAGES_ALLOWED, f"packages over {MAX_MODULES_SIDE_BY_SIDE} modules: {crowded}"
+    split = CROWDED_PACKAGES_ALLOWED - set(crowded)
+    assert not split, f"now under the cap, remove from CROWDED_PACKAGES_ALLOWED: {split}"

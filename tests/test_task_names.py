@@ -2,8 +2,8 @@
 them); those names must be the registered tasks' names."""
 
 from dashboard import celery_app
-from fleet import remediation
 from fleet import tasks as fleet_tasks
+from fleet.health import remediation
 from traces import queueing
 from traces import tasks as trace_tasks
 

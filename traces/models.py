@@ -1,7 +1,7 @@
 """A Trace row tracks one capture or upload through its states; its files live in storage.
 
 The row holds what the catalogue filters and sorts on and what the header shows. The raw
-trace and the analysis results are files in the ``traces`` storage (see traces/results.py),
+trace and the analysis results are files in the ``traces`` storage (see traces/store/results.py),
 under ``<id>/``; deleting the row deletes them (traces/signals.py).
 """
 
@@ -120,7 +120,7 @@ class JobQuerySet(models.QuerySet):
 class Job(Lifecycle):
     """A distributed job captured on many devices at once, or uploaded as one file per rank:
     its ranks (JobRank, each with its Trace), their per-rank analyses and the cross-rank
-    step. The cross-rank results are files in the traces storage (traces/files.py, JobFiles)."""
+    step. The cross-rank results are files in the traces storage (traces/store/files.py, JobFiles)."""
 
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     error = models.TextField(blank=True, help_text="Why the job failed")
@@ -169,7 +169,7 @@ class JobRank(models.Model):
 
 
 class Upload(models.Model):
-    """A resumable upload in progress (traces/upload_sessions.py): its bytes are parts in
+    """A resumable upload in progress (traces/uploads/sessions.py): its bytes are parts in
     the traces storage, ``uploads/<id>/<offset>.part``, until a trace or a job takes them."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

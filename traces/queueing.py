@@ -1,5 +1,5 @@
 """Sending trace work to the traces queue (``<CELERY_QUEUE>.traces``), by task name, so
-traces.services can queue a task without importing traces.tasks (which imports it)."""
+traces.writers can queue a task without importing traces.tasks (which imports it)."""
 
 from celery import current_app
 from django.conf import settings

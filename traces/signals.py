@@ -8,8 +8,8 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from fleet.signals import capture_wanted
-from traces.files import JobFiles, TraceFiles
 from traces.models import Job, Trace
+from traces.store.files import JobFiles, TraceFiles
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def delete_job_files(sender, instance: Job, **kwargs):
 @receiver(capture_wanted)
 def capture_for_fleet(sender, device, duration_s: float, reason: str, **kwargs) -> int | None:
     """A capture of the device by nobody in particular; None when the service refuses it."""
-    from traces.services import TraceRefused, request_capture
+    from traces.writers import TraceRefused, request_capture
 
     try:
         trace = request_capture(device, None, duration_s)

@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers over traces.services, taking ids, on the traces queue.
+"""Celery tasks: thin wrappers over traces.writers, taking ids, on the traces queue.
 
 Captures and analyses run on their own queue (``<CELERY_QUEUE>.traces``) served by their
 own worker process, so a fleet poll never waits behind a trace.
@@ -6,18 +6,22 @@ own worker process, so a fleet poll never waits behind a trace.
 
 from celery import shared_task
 
-from traces import job_analysis, job_capture, job_results, services, upload_sessions
+from traces import writers
+from traces.jobs import analysis as job_analysis
+from traces.jobs import capture as job_capture
+from traces.jobs import results as job_results
 from traces.queueing import trace_queue  # noqa: F401  (the queue a trace worker serves)
+from traces.uploads import sessions as upload_sessions
 
 
 @shared_task
 def capture_trace(trace_id: int) -> None:
-    services.run_capture(trace_id)
+    writers.run_capture(trace_id)
 
 
 @shared_task
 def analyse_trace(trace_id: int) -> None:
-    services.analyse(trace_id)
+    writers.analyse(trace_id)
 
 
 @shared_task
@@ -37,12 +41,12 @@ def combine_job(job_id: int) -> None:
 
 @shared_task
 def expire_stuck_traces() -> int:
-    return services.expire_stuck() + job_analysis.expire_stuck_jobs()
+    return writers.expire_stuck() + job_analysis.expire_stuck_jobs()
 
 
 @shared_task
 def prune_traces() -> int:
-    pruned = services.prune_traces() + job_results.prune_jobs(services.retention_cutoff())
+    pruned = writers.prune_traces() + job_results.prune_jobs(writers.retention_cutoff())
     return pruned + upload_sessions.prune_idle()
 
 

@@ -9,11 +9,12 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 from rest_framework.exceptions import ValidationError
 
-from traces import analyses, services
+from traces import writers
 from traces.api.views import ORDERINGS, filter_traces
 from traces.choices import TraceSource, TraceStatus
-from traces.job_results import job_page
+from traces.jobs.results import job_page
 from traces.models import Job, Trace
+from traces.store import page_data
 
 PAGE_SIZE = 50
 TOP_DELTAS = 15  # bars in the comparison's chart of largest deltas
@@ -62,8 +63,8 @@ def detail(request, trace_id: int):
     trace = get_object_or_404(Trace.objects.select_related("device__host", "created_by"), pk=trace_id)
     return render(request, "traces/detail.html", {
         "trace": trace,
-        "chrome_ready": services.chrome_ready(trace),
-        "previous": analyses.previous_capture(trace),
+        "chrome_ready": writers.chrome_ready(trace),
+        "previous": page_data.previous_capture(trace),
         "findings": _stored_findings(trace),
     })
 
@@ -73,20 +74,20 @@ def _stored_findings(trace: Trace) -> dict | None:
     if trace.status != TraceStatus.READY:
         return None
     try:
-        return analyses.findings(trace)
-    except analyses.AnalysesMissing:
+        return page_data.findings(trace)
+    except page_data.PageDataMissing:
         return None
 
 
 def _pick(request, name: str) -> Trace:
     raw = request.GET.get(name, "")
     if not raw.isdigit():
-        raise analyses.BadRequest(f"{name}: {'required: a trace id' if not raw else repr(raw) + ' is not a trace id'}")
+        raise page_data.BadRequest(f"{name}: {'required: a trace id' if not raw else repr(raw) + ' is not a trace id'}")
     trace = Trace.objects.filter(pk=int(raw)).first()
     if trace is None:
-        raise analyses.BadRequest(f"{name}: no trace with id {raw}")
+        raise page_data.BadRequest(f"{name}: no trace with id {raw}")
     if trace.status != TraceStatus.READY:
-        raise analyses.BadRequest(f"{name}: trace {raw} is {trace.status}, not ready")
+        raise page_data.BadRequest(f"{name}: trace {raw} is {trace.status}, not ready")
     return trace
 
 
@@ -96,8 +97,8 @@ def _pick(request, name: str) -> Trace:
 def comparison_page(request):
     try:
         a, b = _pick(request, "a"), _pick(request, "b")
-        result = analyses.comparison(a, b, level=request.GET.get("level", "operator"), rank=request.GET.get("rank", "total"))
-    except (analyses.BadRequest, analyses.AnalysesMissing) as exc:
+        result = page_data.comparison(a, b, level=request.GET.get("level", "operator"), rank=request.GET.get("rank", "total"))
+    except (page_data.BadRequest, page_data.PageDataMissing) as exc:
         return render(request, "traces/compare.html", {"error": str(exc)}, status=400)
     chart = sorted(result["rows"][:TOP_DELTAS], key=lambda r: abs(r["delta_us"]))
     return render(request, "traces/compare.html", {
@@ -112,11 +113,11 @@ def comparison_page(request):
 @require_safe
 def versions(request):
     workload, device_type = request.GET.get("workload", ""), request.GET.get("type", "")
-    context = {"choices": analyses.version_choices(), "workload": workload, "type": device_type}
+    context = {"choices": page_data.version_choices(), "workload": workload, "type": device_type}
     if workload or device_type:
         try:
-            context["result"] = analyses.versions(workload, device_type)
-        except analyses.BadRequest as exc:
+            context["result"] = page_data.versions(workload, device_type)
+        except page_data.BadRequest as exc:
             return render(request, "traces/versions.html", {**context, "error": str(exc)}, status=400)
     return render(request, "traces/versions.html", context)
 

@@ -5,4 +5,7 @@ specs, registers the host and its devices in the fleet, says it is alive every p
 interval, and consumes its own queue: beat sends this host's polls there, and the same
 poll service as the emulated fleet's writes the samples, snapshots and websocket messages.
 It needs the stack's settings (DATABASE_URL, REDIS_URL, CELERY_QUEUE, POLL_INTERVAL, …).
+
+May import: fleet, fleet.asicmon, fleet.hosts, fleet.polling.
+(a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
 """

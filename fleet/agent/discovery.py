@@ -5,7 +5,7 @@ import threading
 
 from django.conf import settings
 
-from fleet.local import Discovery, LocalHost, discover
+from fleet.hosts.local import Discovery, LocalHost, discover
 
 log = logging.getLogger(__name__)
 

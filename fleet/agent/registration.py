@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import transaction
 
-from fleet.local import LocalDevice
+from fleet.hosts.local import LocalDevice
 from fleet.models import Device, Host
 
 

@@ -14,7 +14,7 @@ from fleet.agent.discovery import agent_discovery, rediscover
 from fleet.agent.registration import HostNameTaken, Registration, register_host
 from fleet.asicmon.errors.pump import KernelLogPump
 from fleet.models import Host
-from fleet.routing import agent_queue_name
+from fleet.polling.queues import agent_queue_name
 
 log = logging.getLogger("fleet.agent")
 

@@ -7,7 +7,6 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from fleet import capacity, remediation
 from fleet.api import health_events, params
 from fleet.api.permissions import CanOperateDevices, CanViewFleet
 from fleet.api.serializers import (
@@ -18,7 +17,9 @@ from fleet.api.serializers import (
     HealthEventSerializer,
 )
 from fleet.choices import ActionKind, Health
+from fleet.health import remediation
 from fleet.models import Action, Automation, Device, HealthEvent
+from fleet.reading import capacity
 
 
 def parse_device(query) -> int | None:

@@ -3,10 +3,10 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import serializers
 
-from fleet import routing
-from fleet.health import Assessment
-from fleet.health_service import current_health
+from fleet.health.assessing import current_health
+from fleet.health.detection import Assessment
 from fleet.models import Action, Automation, Counter, Device, HealthEvent, Host
+from fleet.polling import queues
 
 
 class HostSerializer(serializers.ModelSerializer):
@@ -26,10 +26,10 @@ class HostSerializer(serializers.ModelSerializer):
         return "agent" if host.has_agent else "emulator"
 
     def get_agent_alive(self, host) -> bool | None:
-        return routing.agent_is_alive(host) if host.has_agent else None
+        return queues.agent_is_alive(host) if host.has_agent else None
 
     def get_capture_unavailable(self, host) -> str | None:
-        return routing.capture_unavailable_reason(host)
+        return queues.capture_unavailable_reason(host)
 
 
 class DeviceSerializer(serializers.ModelSerializer):

@@ -13,7 +13,6 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from fleet import history, snapshots
 from fleet.api import params
 from fleet.api.serializers import (
     CounterSerializer,
@@ -24,6 +23,8 @@ from fleet.api.serializers import (
 from fleet.asicmon import CATALOGUE
 from fleet.choices import DeviceState
 from fleet.models import Counter, Device, Host
+from fleet.polling import snapshots
+from fleet.reading import history
 from fleet.tsdb.series import series_counters
 
 MAX_POINTS = 100_000

@@ -2,7 +2,7 @@
 
 The counter catalogue and a monitor per device with its stats cache and derived metrics.
 Asicmon knows neither Asimov nor the emulator: `fleet.asimov` compiles specs into
-`DeviceMonitor` subclasses, and `fleet.emulated` / `fleet.local` wire them to devices.
+`DeviceMonitor` subclasses, and `fleet.hosts.emulated_monitors` / `fleet.hosts.local` wire them to devices.
 """
 
 from fleet.asicmon.catalogue import ALWAYS_PRESENT, CATALOGUE, RUNTIME_COUNTERS, CounterDef

@@ -1,4 +1,4 @@
-"""Thresholds and windows of the health rules (`fleet.health`), Django-free so that an
+"""Thresholds and windows of the health rules (`fleet.health.detection`), Django-free so that an
 Asimov spec's ``health`` statements can be checked against them when it is compiled."""
 
 from dataclasses import dataclass, fields

@@ -104,7 +104,7 @@ class DeviceMonitor:
     SOURCE = ""  # spec file it was compiled from
     COUNTERS: tuple[str, ...] = ()  # counters the spec fills
     ERROR_STATUS: Mapping[int, str] = {}  # driver error code -> driver status
-    DISCOVERY: dict | None = None  # which devices of a machine the spec applies to (fleet.local)
+    DISCOVERY: dict | None = None  # which devices of a machine the spec applies to (fleet.hosts.local)
     HEALTH: Mapping[str, float] = {}  # health limits the spec changes (fleet.asicmon.limits)
     ACTIONS: tuple[str, ...] = ()  # control actions the spec declares (CONTROL_ACTIONS)
     EVENTS: Mapping[str, Any] | None = None  # {"catalogue": ..., "sources": (...)} of ``events``

@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fleet.asicmon.monitor import CONTROL_ACTIONS
-from fleet.asimov.checks import suggest
-from fleet.asimov.nodes import Action, Call, Name, Node, Number, String
-from fleet.asimov.values import Value
+from fleet.asimov.checking.checks import suggest
+from fleet.asimov.checking.values import Value
+from fleet.asimov.language.nodes import Action, Call, Name, Node, Number, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["action_stmt"]
 

@@ -2,7 +2,7 @@
 `fleet.asicmon.monitor.DeviceMonitor` whose ``_open`` holds the ``once`` reads and whose
 ``_probe`` holds the reads and counters of every refresh.
 
-`emit` walks the checked tree (`fleet.asimov.checker.CheckedSpec`) in source order with an
+`emit` walks the checked tree (`fleet.asimov.checking.checker.CheckedSpec`) in source order with an
 `Emitter`, which keeps what belongs to the code alone: module constants, the numbering of
 rate slots and out-parameter temporaries, the loops around the expression being written.
 Statements, expressions and built-in calls each have their function here, in `STATEMENTS`,
@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.asimov import nodes
-from fleet.asimov.builtins import PARSERS, FileParser, FileRead
-from fleet.asimov.values import NO, Symbol, Value
+from fleet.asimov.checking.builtins import PARSERS, FileParser, FileRead
+from fleet.asimov.checking.values import NO, Symbol, Value
+from fleet.asimov.language import nodes
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import CheckedSpec
+    from fleet.asimov.checking.checker import CheckedSpec
 
 __all__ = ["VALUE_ERRORS", "emit", "guarded", "python_name"]
 

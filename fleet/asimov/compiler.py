@@ -28,10 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.asimov.checker import check
+from fleet.asimov.checking.checker import check
 from fleet.asimov.codegen import emit
 from fleet.asimov.errors import AsimovError, SpecErrors
-from fleet.asimov.parser import parse
+from fleet.asimov.language.parser import parse
 
 __all__ = ["CompiledSpec", "check_spec", "compile_file", "compile_spec"]
 

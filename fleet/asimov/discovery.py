@@ -17,7 +17,7 @@ spec that reads files cannot use it), ``folders(...)`` a folder of files (a spec
 a library cannot use it); `check_discovery_fits` reports a mismatch at the rule.
 
 The statement is checked here and recorded as a plain dict, emitted as the generated class's
-``DISCOVERY``; `fleet.local` acts on it. A spec without one is for emulated devices only.
+``DISCOVERY``; `fleet.hosts.local` acts on it. A spec without one is for emulated devices only.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from fleet.asimov.nodes import Call, Discover, Keyword, ListExpr, Node, String
+from fleet.asimov.language.nodes import Call, Discover, Keyword, ListExpr, Node, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["check_discovery_fits", "discover_stmt"]
 

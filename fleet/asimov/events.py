@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fleet.asicmon.errors.catalogue import catalogue_names
-from fleet.asimov.checks import suggest
-from fleet.asimov.nodes import Diagnose, Events
+from fleet.asimov.checking.checks import suggest
+from fleet.asimov.language.nodes import Diagnose, Events
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["SOURCES", "diagnose_stmt", "events_stmt"]
 

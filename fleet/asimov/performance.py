@@ -21,11 +21,11 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from fleet.asimov.checks import suggest
-from fleet.asimov.nodes import Call, Keyword, Neg, Number, Performance
+from fleet.asimov.checking.checks import suggest
+from fleet.asimov.language.nodes import Call, Keyword, Neg, Number, Performance
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = ["OP_CLASSES", "PARAMETERS", "performance_stmt", "render_performance", "with_performance"]
 

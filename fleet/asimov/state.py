@@ -26,12 +26,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from fleet.asimov.checks import suggest
-from fleet.asimov.nodes import Call, DictExpr, FaultRule, Neg, Number, StateField, String
-from fleet.asimov.values import NO, Ctx
+from fleet.asimov.checking.checks import suggest
+from fleet.asimov.checking.values import NO, Ctx
+from fleet.asimov.language.nodes import Call, DictExpr, FaultRule, Neg, Number, StateField, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checker import Checker
+    from fleet.asimov.checking.checker import Checker
 
 __all__ = [
     "DRIVER_INTERFACES", "FAULT_EFFECTS", "FIELDS", "REQUIRED", "STEP_RULES", "fault_stmt", "finish_state", "state_stmt",

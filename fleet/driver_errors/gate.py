@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from fleet.choices import ActionStatus, DeviceState, Health
 from fleet.driver_errors.ladder import RULE, climb, perform_or_climb
-from fleet.durations import human_duration
-from fleet.emulated_fleet import host_monitor
+from fleet.hosts.emulated_fleet import host_monitor
 from fleet.models import Action, Device
+from fleet.reading.durations import human_duration
 
 log = logging.getLogger(__name__)
 

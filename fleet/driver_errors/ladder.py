@@ -13,7 +13,7 @@ the device goes out of service for inspection. Ignore-class events are recorded 
 acted on.
 
 Limits, checked and claimed atomically under the automation row's lock, like
-`fleet.remediation`: the *blast radius* (at most LADDER_MAX_PER_WORKLOAD devices of one
+`fleet.health.remediation`: the *blast radius* (at most LADDER_MAX_PER_WORKLOAD devices of one
 workload under repair at once; the others wait, their incidents pending) and the fleet-wide
 *breaker* (more than LADDER_BREAKER_SHARE of the fleet taken under repair within
 LADDER_BREAKER_WINDOW_S pauses automation until an operator resumes it).
@@ -32,11 +32,11 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from fleet import remediation
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Rung
 from fleet.driver_errors import rungs
-from fleet.durations import human_duration
+from fleet.health import remediation
 from fleet.models import Action, Automation, Device, DriverError
+from fleet.reading.durations import human_duration
 
 log = logging.getLogger(__name__)
 

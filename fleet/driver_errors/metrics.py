@@ -1,4 +1,4 @@
-"""Driver errors on `/metrics` (a block of its own, appended to `fleet.metrics.render`):
+"""Driver errors on `/metrics` (a block of its own, appended to `fleet.reading.metrics.render`):
 
 - ``asicmon_driver_errors_total{host,serial,vendor,code,action}``: occurrences stored, all time;
 - ``asicmon_driver_error_actions_total{rung,status}``: the repair ladder's actions;

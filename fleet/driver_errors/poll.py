@@ -8,7 +8,7 @@ import logging
 from fleet.asicmon.errors.events import ErrorEvent
 from fleet.driver_errors import gate, ladder
 from fleet.driver_errors.store import record_events
-from fleet.hosts import PolledHost
+from fleet.hosts.polled_host import PolledHost
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Doing a rung of the repair ladder to a device: tell its workload to restart, reset it
 (its spec's reboot action), reboot its host. Every call that changes a device goes through
-`fleet.control` or the emulator's host here.
+`fleet.health.control` or the emulator's host here.
 
 An emulated device does each rung in the emulator (its workload restarts; a reset keeps the
 faults only a host reboot cures; a host reboot restarts every device of the host). On a
@@ -17,10 +17,10 @@ import logging
 
 from django.utils import timezone
 
-from fleet import control, health_service
 from fleet.choices import ActionStatus, Rung
 from fleet.driver_errors.host_commands import NotConfigured, run_rung_command
-from fleet.emulated_fleet import host_monitor
+from fleet.health import assessing, control
+from fleet.hosts.emulated_fleet import host_monitor
 from fleet.models import Action, Device
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def perform(action: Action) -> str | None:
     except Exception as exc:  # a driver that refuses, a spec without the action
         log.warning("%s of %s failed: %s", action.rung, device.serial, exc)
         return f"{action.rung} failed: {exc}"
-    health_service.forget_windows([device.id])
+    assessing.forget_windows([device.id])
     Action.objects.filter(id=action.id, status=ActionStatus.PENDING).update(
         status=ActionStatus.ISSUED, issued_at=timezone.now(), outcome=outcome[:500])
     return None

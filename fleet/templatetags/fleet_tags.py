@@ -1,13 +1,13 @@
 """The fleet pages' template tags: counter values formatted, in human units (GiB, not
 5322227914 B) on the device page. The key counters format by their table
-(fleet.key_counters), which static/dashboard/js/lib/format.js reads too."""
+(fleet.reading.key_counters), which static/dashboard/js/lib/format.js reads too."""
 
 from django import template
 from django.utils.html import json_script
 
-from fleet import key_counters as table
-from fleet import routing
-from fleet.key_counters import NOT_REPORTED, KeyCounter, reported
+from fleet.polling import queues
+from fleet.reading import key_counters as table
+from fleet.reading.key_counters import NOT_REPORTED, KeyCounter, reported
 
 register = template.Library()
 
@@ -36,7 +36,7 @@ def key_value(snapshot, key_counter: KeyCounter) -> str:
 
 @register.filter
 def agent_status(host):
-    return routing.agent_status(host)
+    return queues.agent_status(host)
 
 
 @register.filter

@@ -2,6 +2,9 @@
 
 The package is Django-free but for this module, which builds its parts from the settings:
 `client()`, `configured_labels()` and `writer()`, and `status` (the spools' state in Redis).
+
+May import: fleet, fleet.asicmon.
+(a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
 """
 
 from fleet.tsdb.client import Client, Series, TsdbError, TsdbUnavailable

@@ -1,7 +1,7 @@
 """What the store holds: series names and labels, and PromQL selectors for them.
 
 - every catalogue counter of kind gauge or counter (one value per device, not per core) as
-  `fleet.metrics.metric_name(counter)` (asicmon_temperature_celsius, …) with the labels
+  `fleet.reading.metrics.metric_name(counter)` (asicmon_temperature_celsius, …) with the labels
   host, device (the device id), serial, type and model;
 - for GPU-type devices the dcgm-exporter names too (DCGM_FIELDS below, in their
   units), labelled as /metrics labels them (gpu, UUID, device, modelName, Hostname);
@@ -28,7 +28,7 @@ _RESERVED = {"__name__", *DEVICE_LABELS, *DCGM_LABELS}
 RENAMED = {"core_count": "cores"}  # a _count suffix means a histogram's count to Prometheus
 MiB = 1 << 20
 # dcgm-exporter's field, its Prometheus type, the catalogue counter and the factor to its unit
-# (the /metrics page, fleet/metrics.py, serves the same).
+# (the /metrics page, fleet/reading/metrics.py, serves the same).
 DCGM_FIELDS = (
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "device_utilization", 100.0, "GPU utilization (in %)."),
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "temperature_c", 1.0, "GPU temperature (in C)."),

@@ -9,7 +9,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fleet import snapshots
+from fleet.polling import snapshots
 from tests.support.browser import sign_in
 from tests.support.history import write_points
 from tests.support.processes import child_env, free_port, start_web

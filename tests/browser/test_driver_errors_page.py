@@ -8,8 +8,9 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fleet import emulated_fleet, polling
+from fleet.hosts import emulated_fleet
 from fleet.models import Action
+from fleet.polling import poller
 from tests.support.browser import sign_in
 from tests.support.processes import child_env, start_web
 from tests.support.tsdb import flush
@@ -31,8 +32,8 @@ def _poll_until(predicate, polls=1000, within_s=90.0):
     (a busy machine polls slowly)."""
     deadline = time.monotonic() + within_s
     for _ in range(polls):
-        polling.poll_shard(0, polling.current_cycle())
-        polling.poll_shard(1, polling.current_cycle())
+        poller.poll_shard(0, poller.current_cycle())
+        poller.poll_shard(1, poller.current_cycle())
         if predicate():
             return True
         if time.monotonic() > deadline:

@@ -29,7 +29,7 @@ window.WebSocket.OPEN = Native.OPEN;
 @pytest.fixture
 def larger_fleet(fleet_settings, clean_redis):
     """4 hosts x 8 devices: two pages of 25 rows."""
-    from fleet.emulated_fleet import seed_fleet
+    from fleet.hosts.emulated_fleet import seed_fleet
 
     fleet_settings.FLEET_HOSTS = 4
     fleet_settings.FLEET_DEVICES_PER_HOST = 8

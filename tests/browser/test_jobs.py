@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from tests.support.browser import _on_the_stack, sign_in
 from tests.support.jobs import GPU_FLEET, running_job, same_software
 from tests.support.traces import real_trace
-from traces import services
+from traces import writers
 from traces.models import Job
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -100,7 +100,7 @@ def test_operator_captures_a_job_from_the_fleet_page_and_reads_why_a_device_held
 def test_a_busy_device_and_a_hung_one_are_reported_and_the_others_complete(browser, gpu_fleet, job_stack, operator):
     devices = same_software(gpu_fleet, 4)
     running_job(devices, "hang", devices[3])
-    busy = services.request_capture(devices[2], operator, 30)  # holds its device for the whole job
+    busy = writers.request_capture(devices[2], operator, 30)  # holds its device for the whole job
     sign_in(browser, job_stack, "otto")
     browser.get(f"{job_stack}/")
     for d in devices:

@@ -6,7 +6,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fleet.key_counters import KEY_COUNTERS
+from fleet.reading.key_counters import KEY_COUNTERS
 from tests.support.browser import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -46,7 +46,7 @@ def test_fleet_updates_live_and_device_graph_grows(browser, stack, viewer, seede
         )
     )
 
-    # The page script formats every key counter as the table says (fleet/key_counters.py).
+    # The page script formats every key counter as the table says (fleet/reading/key_counters.py).
     for counter in KEY_COUNTERS:
         decimals = rf"\.\d{{{counter.digits}}}" if counter.digits else ""
         shape = re.compile(rf"-?\d+{decimals}{re.escape(counter.suffix)}|–")

@@ -13,8 +13,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.browser import sign_in
 from tests.support.traces import real_trace
-from traces import analyses, services
+from traces import writers
 from traces.models import Trace
+from traces.store import page_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -50,7 +51,7 @@ def _show_evidence(browser, wait, rule):
 
 def test_the_panel_shows_the_verdict_and_a_click_opens_the_evidence(browser, trace_stack, operator):
     path = real_trace("h100_bert_infer.json.gz")
-    trace = _ready(services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator))
+    trace = _ready(writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator))
     sign_in(browser, trace_stack, "otto")
     wait = _open_findings(browser, trace_stack, trace)
 
@@ -63,7 +64,7 @@ def test_the_panel_shows_the_verdict_and_a_click_opens_the_evidence(browser, tra
     assert items[0].get_attribute("data-rule") == "launch_bound"
     assert "Launch-bound" in items[0].text and "Saves up to" in items[0].text and "Next:" in items[0].text
 
-    finding = analyses.findings(trace, {"rule": "launch_bound"})["findings"][0]
+    finding = page_data.findings(trace, {"rule": "launch_bound"})["findings"][0]
     _show_evidence(browser, wait, "launch_bound")
     chart = browser.find_element(By.ID, "timeline-chart")
     start, end = float(chart.get_attribute("data-window-start-us")), float(chart.get_attribute("data-window-end-us"))
@@ -88,7 +89,7 @@ def test_a_live_capture_with_an_input_stall_gets_the_finding(browser, trace_stac
     becomes ready (fetched, not drawn with the page)."""
     device = next(d for d in seeded_fleet if d.device_type == "gpu")
     sign_in(browser, trace_stack, "otto")
-    trace = services.request_capture(device, operator, 4, problems=["input_stall"])
+    trace = writers.request_capture(device, operator, 4, problems=["input_stall"])
     browser.get(f"{trace_stack}/traces/{trace.pk}/")
     assert _attr(browser, "trace", "data-status") != "ready"
     wait = WebDriverWait(browser, 120, poll_frequency=0.1)
@@ -97,7 +98,7 @@ def test_a_live_capture_with_an_input_stall_gets_the_finding(browser, trace_stac
     trace = _ready(trace)
     rules = [li.get_attribute("data-rule") for li in browser.find_elements(By.CSS_SELECTOR, "#findings-list li")]
     assert "input_stall" in rules
-    stall = analyses.findings(trace, {"rule": "input_stall"})["findings"][0]
+    stall = page_data.findings(trace, {"rule": "input_stall"})["findings"][0]
     assert stall["saving_per_step_us"] == pytest.approx(300, rel=0.1)  # the emulator's 300 µs in the loader
     _show_evidence(browser, wait, "input_stall")
     chart = browser.find_element(By.ID, "timeline-chart")

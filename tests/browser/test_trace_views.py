@@ -10,18 +10,18 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fleet import polling
-from fleet.sharding import shard_of_host
+from fleet.polling import poller
+from fleet.polling.sharding import shard_of_host
 from tests.support.browser import sign_in
 from tests.support.tsdb import flush
-from traces import services
+from traces import writers
 from traces.models import Trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _ready_capture(device, user, timeout=120) -> Trace:
-    trace = services.request_capture(device, user, 1)
+    trace = writers.request_capture(device, user, 1)
     deadline = time.time() + timeout
     while time.time() < deadline:
         trace.refresh_from_db()
@@ -34,7 +34,7 @@ def _ready_capture(device, user, timeout=120) -> Trace:
 
 @pytest.fixture
 def two_versions(trace_stack, seeded_fleet, operator):
-    gpus = {services._device_facts(d)["sw_version"]: d for d in seeded_fleet if d.device_type == "gpu"}
+    gpus = {writers._device_facts(d)["sw_version"]: d for d in seeded_fleet if d.device_type == "gpu"}
     assert {"2.0", "2.1"} <= set(gpus), "the test fleet has gpu devices on 2.0 and 2.1"
     old = _ready_capture(gpus["2.0"], operator)
     new = _ready_capture(gpus["2.1"], operator)
@@ -131,8 +131,8 @@ def test_catalogue_tick_two_and_a_device_capture_mark_opens_its_trace(browser, t
 
     # On the device page the capture is a mark on the graphs (a device's graphs need samples:
     # without any they say so); clicking it opens the trace.
-    cycle = polling.current_cycle()
-    polling.poll_shard(shard_of_host(new.device.host_id), cycle)
+    cycle = poller.current_cycle()
+    poller.poll_shard(shard_of_host(new.device.host_id), cycle)
     flush(newest=cycle)  # the samples, readable from the time-series store
     browser.get(f"{url}/devices/{new.device_id}/")
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#charts .chart[data-capture-marks='1']"))

@@ -7,13 +7,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fleet import polling, snapshots
-from fleet.sharding import shard_of_host
+from fleet.polling import poller, snapshots
+from fleet.polling.sharding import shard_of_host
 from tests.support.browser import sign_in
 from tests.support.processes import child_env, start_web
 from tests.support.trace_views import emulated_trace
 from tests.support.traces import real_trace
-from traces import services
+from traces import writers
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -44,7 +44,7 @@ def headers_shown(browser) -> list[tuple[str, str]]:
 
 
 def test_table_headers_show_their_units_as_written(browser, web, viewer, operator, seeded_fleet):
-    polling.poll_shard(0, polling.current_cycle())
+    poller.poll_shard(0, poller.current_cycle())
     old = emulated_trace(operator, version="2.0", seed=1)
     new = emulated_trace(operator, version="2.1", seed=2)
     sign_in(browser, web, "vera")
@@ -84,7 +84,7 @@ def test_a_device_without_samples_says_so_instead_of_charting_the_year_2000(brow
     assert "2000" not in browser.find_element(By.ID, "charts").text
 
     # The first poll draws each graph whose counter the device reported from that sample.
-    polling.poll_shard(shard_of_host(device.host_id), polling.current_cycle())
+    poller.poll_shard(shard_of_host(device.host_id), poller.current_cycle())
     reported = {name for name, value in snapshots.read_snapshot(device.id).items() if value is not None}
     expected = {c.get_attribute("data-counter") for c in charts} & reported
     assert expected
@@ -98,8 +98,8 @@ def test_a_device_without_samples_says_so_instead_of_charting_the_year_2000(brow
 
 def test_the_least_slack_table_groups_operators_and_hides_zero_length_events(browser, web, viewer, operator):
     path = real_trace("a100_alexnet_train.json.gz")
-    trace = services.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
-    services.analyse(trace.pk)
+    trace = writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
+    writers.analyse(trace.pk)
     sign_in(browser, web, "vera")
     browser.get(f"{web}/traces/{trace.pk}/")
     wait = WebDriverWait(browser, 60, poll_frequency=0.2)

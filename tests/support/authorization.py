@@ -1,6 +1,6 @@
 """Who may do what: ONE table of decisions for every page, API route and websocket.
 
-tests/dashboard/test_authorization.py walks the URL configuration (dashboard/urls.py) and
+tests/scenarios/test_authorization.py walks the URL configuration (dashboard/urls.py) and
 the websocket routes (dashboard/routing.py) and checks each route, with every method, as
 each role of ROLES against the decision declared here. A route without a decision fails
 that test: add a row below.
@@ -203,5 +203,5 @@ def missing_decision_message(routes: list[str]) -> str:
         "Declare who may read and who may change each in tests/support/authorization.py "
         "(HTTP_DECISIONS for a URL name, SOCKET_DECISIONS for a websocket path), e.g.\n"
         '    "my-route": api(VIEWERS, OPERATORS, ("POST",), why="what a POST does: which permission"),\n'
-        "then run tests/dashboard/test_authorization.py: it checks the route as every role."
+        "then run tests/scenarios/test_authorization.py: it checks the route as every role."
     )

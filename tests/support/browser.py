@@ -110,7 +110,7 @@ def _stack_env(folder: Path, stack_settings: dict) -> dict:
 
 def _on_the_stack(stack: Stack, stack_settings: dict, settings) -> None:
     """Give the test process the stack's settings, emulator folder and trace storage."""
-    from fleet import emulated_fleet
+    from fleet.hosts import emulated_fleet
 
     for name, value in stack_settings.items():
         setattr(settings, name, value)

@@ -5,7 +5,7 @@ own TSDB_LABELS), then flushed so that they read back at once."""
 from __future__ import annotations
 
 from fleet import tsdb
-from fleet.sample_export import encode_series
+from fleet.polling.sample_export import encode_series
 from fleet.tsdb.series import series_name
 from fleet.tsdb.writes import compress
 from tests.support.tsdb import flush

@@ -14,7 +14,7 @@ RUNNING_S = 900  # how long the job has run on its devices when a test captures 
 def same_software(devices, count: int, version: str = "2.0"):
     """``count`` devices on software ``version``, from both hosts in turn."""
     from emulator.config import find_host
-    from fleet.emulated_fleet import fleet_config
+    from fleet.hosts.emulated_fleet import fleet_config
 
     cfg = fleet_config()
     ours = [d for d in devices if find_host(cfg, d.host.name).device(d.serial).sw_version == version]
@@ -27,8 +27,8 @@ def same_software(devices, count: int, version: str = "2.0"):
 def running_job(devices, fault: str | None = None, victim=None, running_s: float = RUNNING_S) -> float:
     """Make the devices' emulated state that of a job running on them for ``running_s``
     (``fault`` injected on ``victim`` when it started), then poll the fleet twice; returns now."""
-    from fleet import polling
-    from fleet.emulated_fleet import host_monitor
+    from fleet.hosts.emulated_fleet import host_monitor
+    from fleet.polling import poller
 
     now = time.time()
     for name in {d.host.name for d in devices}:
@@ -43,6 +43,6 @@ def running_job(devices, fault: str | None = None, victim=None, running_s: float
             host.advance(now - 2)
             host.save()
     for cycle in (now - 2, now):
-        for shard in polling.shards():
-            polling.poll_shard(shard, cycle)
+        for shard in poller.shards():
+            poller.poll_shard(shard, cycle)
     return now

@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from emulator.serving import ServingConfig
 from emulator.serving_spans import emit_run, memory_provider, resource_for, write_otlp_json
 from emulator.serving_trace import serve
-from traces import services
+from traces import writers
 from traces.atrace import chrome_trace_bytes
 
 T0 = 1_700_000_000_000_000_000
@@ -29,8 +29,8 @@ def serving_files(tmp_path, *problems, seed=7, duration=3.0, t0_ns=T0):
 def uploaded_serving_trace(user, tmp_path, *problems, seed=7, duration=3.0):
     """A serving run's trace uploaded and analysed, and its spans file and run."""
     raw, spans, run = serving_files(tmp_path, *problems, seed=seed, duration=duration)
-    row = services.accept_upload(SimpleUploadedFile("serving.json", raw), user, name=f"serving {seed}")
-    services.analyse(row.pk)
+    row = writers.accept_upload(SimpleUploadedFile("serving.json", raw), user, name=f"serving {seed}")
+    writers.analyse(row.pk)
     row.refresh_from_db()
     assert row.status == "ready", row.error
     return row, spans, run

@@ -158,7 +158,7 @@ class Store:
 
 
 def victoria_metrics_argv(port: int, data_dir: Path) -> list[str]:
-    from dashboard.services import victoria_metrics_argv as argv
+    from dashboard.backing_services import victoria_metrics_argv as argv
 
     return [*argv(data_dir, port, 30), "-search.disableCache"]
 

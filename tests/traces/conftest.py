@@ -1,19 +1,3 @@
-"""Fixtures of the traces app: a private trace storage."""
+"""Fixtures: a private trace storage (tests/support/trace_storage.py)."""
 
-import pytest
-
-from tests.support.object_store import object_store, object_store_server  # noqa: F401 (fixtures)
-
-
-@pytest.fixture
-def trace_storage(settings, tmp_path):
-    """Trace files under tmp_path (Django rebuilds the storage when STORAGES changes)."""
-    location = tmp_path / "traces"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "traces": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(location)}},
-    }
-    settings.TRACE_STORAGE_DIR = location
-    from django.core.files.storage import storages
-
-    return storages["traces"]
+from tests.support.trace_storage import object_store, object_store_server, trace_storage  # noqa: F401 (fixtures)

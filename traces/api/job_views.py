@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.api import params
-from traces import job_capture, job_results, job_uploads, services
+from traces import writers
 from traces.api.permissions import CanCaptureTraces, CanUploadTraces, CanViewTraces
 from traces.api.serializers import (
     CreatedSerializer,
@@ -20,6 +20,9 @@ from traces.api.serializers import (
 from traces.api.upload_views import Refused, UploadCreate
 from traces.api.views import NotReady
 from traces.choices import JobStatus
+from traces.jobs import capture as job_capture
+from traces.jobs import results as job_results
+from traces.jobs import uploads as job_uploads
 from traces.models import Job
 
 MAX_TIMELINE_COLLECTIVES = 500
@@ -112,6 +115,6 @@ class JobCaptureView(APIView):
                                               device_type=data.get("type", ""))
             job = job_capture.request_job_capture(request.user, devices, data["duration_s"], name=data.get("name", ""),
                                                   parallelism=data["parallelism"])
-        except services.TraceRefused as exc:
+        except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return _created(job)

@@ -11,11 +11,11 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from traces import analyses
 from traces.api.permissions import CanUploadTraces, CanViewTraces
 from traces.atrace.io.otlp import OtlpError
 from traces.models import Job, Trace
 from traces.requests import reading, service
+from traces.store import page_data
 
 JOINING = OpenApiResponse(description="The join is being computed: ask again in a few seconds")
 NOT_JOINED = OpenApiResponse(description="Nothing to join (no spans, or spans and trace that do not meet): why")
@@ -87,7 +87,7 @@ def _answer(fn, *args) -> Response:
         return Response({"detail": str(exc)}, status=409)
     except reading.UnknownRequest as exc:
         return Response({"detail": str(exc)}, status=404)
-    except analyses.BadRequest as exc:
+    except page_data.BadRequest as exc:
         raise ValidationError({"detail": str(exc)}) from None
 
 

@@ -5,7 +5,7 @@ A trace (``POST /api/traces/``) or a job (``POST /api/jobs/``) is made from mult
 the pages send files of any size: ``POST /api/uploads/`` starts one, ``PUT
 /api/uploads/<id>/?offset=N`` stores a chunk, ``GET`` says how many bytes are stored (where
 to resume), ``POST .../finish/`` confirms the size, ``DELETE`` drops it. The gate in front of
-Django (dashboard/upload_gate.py) has already refused what may not be sent.
+Django (dashboard/gate/upload_gate.py) has already refused what may not be sent.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 
-from traces import services, upload_sessions
+from traces import writers
 from traces.api.permissions import CanUploadTraces
 from traces.api.serializers import (
     UploadFinishSerializer,
@@ -28,12 +28,13 @@ from traces.api.serializers import (
     UploadStateSerializer,
 )
 from traces.models import Upload
-from traces.upload_sources import Source
-from traces.uploads import refusal, use_limited_handlers
+from traces.uploads import sessions as upload_sessions
+from traces.uploads.handlers import refusal, use_limited_handlers
+from traces.uploads.sources import Source
 
 
 class Refused(APIException):
-    def __init__(self, exc: services.TraceRefused):
+    def __init__(self, exc: writers.TraceRefused):
         self.status_code = exc.status
         super().__init__(detail=str(exc))
 
@@ -45,7 +46,7 @@ class TooLarge(APIException):
 class UploadCreate:
     """The create of a viewset whose rows are made from uploads (traces, jobs): the form is
     read with the size-limited handlers, and its files (multipart) or its finished uploads
-    (JSON) become :class:`~traces.upload_sources.Source` objects."""
+    (JSON) become :class:`~traces.uploads.sources.Source` objects."""
 
     parser_classes = [MultiPartParser, JSONParser]
     upload_serializer = None
@@ -76,7 +77,7 @@ class UploadCreate:
             return data, [Source.of_file(f) for f in files], []
         try:
             uploads = upload_sessions.finished_uploads(request.user, ids if isinstance(ids, list) else [ids])
-        except services.TraceRefused as exc:
+        except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return data, [upload_sessions.source_of(u) for u in uploads], uploads
 
@@ -86,7 +87,7 @@ class UploadCreate:
         once it succeeds (their bytes are in the trace's files)."""
         try:
             made = make()
-        except services.TraceRefused as exc:
+        except writers.TraceRefused as exc:
             raise Refused(exc) from None
         for upload in uploads:
             upload_sessions.discard(upload)
@@ -127,7 +128,7 @@ class UploadViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewset
             raise ValidationError(form.errors)
         try:
             upload = upload_sessions.start(request.user, form.validated_data["filename"], form.validated_data["size"])
-        except services.TraceRefused as exc:
+        except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response(_state(upload), status=status.HTTP_201_CREATED)
 
@@ -145,7 +146,7 @@ class UploadViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewset
             offset = upload_sessions.parse_offset(request.query_params.get("offset"))
             length = int(django_request.META.get("CONTENT_LENGTH") or 0)
             upload = upload_sessions.receive_chunk(upload.pk, offset, django_request, length)
-        except services.TraceRefused as exc:
+        except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response(_state(upload))
 
@@ -160,7 +161,7 @@ class UploadViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewset
             raise ValidationError(form.errors)
         try:
             upload = upload_sessions.finish(upload.pk, form.validated_data["size"])
-        except services.TraceRefused as exc:
+        except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response(_state(upload))
 

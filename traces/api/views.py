@@ -1,4 +1,4 @@
-"""The traces API: thin views over traces.services (writes) and traces.queries (reads)."""
+"""The traces API: thin views over traces.writers (writes) and traces.store.queries (reads)."""
 
 from django.conf import settings
 from django.http import FileResponse, HttpResponseRedirect
@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from fleet.api import params
 from fleet.models import Device
-from traces import queries, services
+from traces import writers
 from traces.api.permissions import CanCaptureTraces, CanUploadTraces, CanViewTraces
 from traces.api.serializers import (
     BreakdownSerializer,
@@ -30,8 +30,9 @@ from traces.api.serializers import (
 )
 from traces.api.upload_views import Refused, UploadCreate
 from traces.choices import TraceSource, TraceStatus
-from traces.files import CHROME, TraceFiles
 from traces.models import Trace
+from traces.store import queries
+from traces.store.files import CHROME, TraceFiles
 
 ORDERINGS = ["created_at", "-created_at", "name", "-name", "events", "-events", "span_us", "-span_us", "status", "-status"]
 MAX_INSTANCES = 1000
@@ -130,7 +131,7 @@ class TraceViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
             device = Device.objects.select_related("host").filter(pk=data["device"]).first()
             if device is None:
                 raise ValidationError({"device": f"no device with id {data['device']}."})
-        trace = self.made_from(uploads, lambda: services.accept_upload(
+        trace = self.made_from(uploads, lambda: writers.accept_upload(
             sources[0], request.user, name=data.get("name", ""), device=device, sw_version=data.get("sw_version", "")))
         return Response(
             {"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},
@@ -210,7 +211,7 @@ class TraceViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
                 return HttpResponseRedirect(url)
             return FileResponse(files.storage.open(trace.raw_file, "rb"), as_attachment=True, filename=filename)
         ready_trace(trace)
-        if not services.chrome_ready(trace):
+        if not writers.chrome_ready(trace):
             raise NotReady("the Chrome export is still being written; try again in a few seconds")
         filename = f"trace-{trace.pk}-chrome.json.gz"
         url = files.download_url(files.name(CHROME), settings.TRACE_S3_REDIRECT_MB << 20, filename)
@@ -231,13 +232,13 @@ class CaptureView(APIView):
     )
     def post(self, request, pk: int):
         device = get_object_or_404(Device.objects.select_related("host"), pk=pk)
-        raw = request.data.get("duration_s", services.DEFAULT_CAPTURE_S) if hasattr(request.data, "get") else None
+        raw = request.data.get("duration_s", writers.DEFAULT_CAPTURE_S) if hasattr(request.data, "get") else None
         problems = request.data.get("problems") if hasattr(request.data, "get") else None
         if hasattr(request.data, "getlist") and not isinstance(problems, list):  # a form: problems=a&problems=b
             problems = request.data.getlist("problems") or None
         try:
-            trace = services.request_capture(device, request.user, raw, problems)
-        except services.TraceRefused as exc:
+            trace = writers.request_capture(device, request.user, raw, problems)
+        except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response({"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},
                         status=status.HTTP_202_ACCEPTED)

@@ -12,8 +12,8 @@ from .analysis.breakdown import Breakdown, operator_breakdown
 from .analysis.communication import communication
 from .analysis.comparison import Comparison, compare_traces
 from .analysis.correlation import Correlation, correlate
-from .analysis.critical_path import CriticalPath, critical_path, step_window, steps
 from .analysis.multirank import Job, analyse_job, cross_rank_critical_path
+from .analysis.paths.critical_path import CriticalPath, critical_path, step_window, steps
 from .errors import (
     EmptyTraceError,
     TraceError,
@@ -21,9 +21,9 @@ from .errors import (
     TraceGraphError,
     TraceTooLargeError,
 )
-from .io.chakra_et import chakra_et_bytes, read_chakra_et, write_chakra, write_chakra_et
-from .io.chakra_json import read_chakra
-from .io.chrome_writer import chrome_trace_bytes, write_chrome_trace
+from .io.chakra.et import chakra_et_bytes, read_chakra_et, write_chakra, write_chakra_et
+from .io.chakra.json_reader import read_chakra
+from .io.chrome.writer import chrome_trace_bytes, write_chrome_trace
 from .io.host_et import link_host_et
 from .io.jobs import read_job
 from .io.reader import read_trace

@@ -16,13 +16,13 @@ from .analysis.breakdown import operator_breakdown
 from .analysis.communication import communication
 from .analysis.comparison import OPERATOR_KINDS, compare_traces
 from .analysis.correlation import correlate
-from .analysis.critical_path import critical_path
 from .analysis.kernel_model import model_from_json, predict_trace
 from .analysis.multirank import analyse_job, cross_rank_critical_path
+from .analysis.paths.critical_path import critical_path
 from .cli_requests import add_parser as add_requests_parser
 from .errors import TraceError
-from .io.chakra_et import write_chakra, write_chakra_et
-from .io.chrome_writer import write_chrome_trace
+from .io.chakra.et import write_chakra, write_chakra_et
+from .io.chrome.writer import write_chrome_trace
 from .io.host_et import link_host_et
 from .io.jobs import read_job
 from .io.reader import read_trace

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .analysis.request_report import analyse_requests
+from .analysis.requests.report import analyse_requests
 from .io.otlp import read_otlp_json
 from .io.reader import read_trace
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from traces import analyses
 from traces.requests.models import RequestSpan
 from traces.requests.service import stored_join
+from traces.store import page_data
 
 DEFAULT_ROWS = 100
 MAX_ROWS = 10_000
@@ -35,9 +35,9 @@ def summary(trace, query=None) -> dict[str, Any]:
     try:
         limit = int(raw)
     except (TypeError, ValueError):
-        raise analyses.BadRequest(f"limit must be an integer, not {raw!r}") from None
+        raise page_data.BadRequest(f"limit must be an integer, not {raw!r}") from None
     if not 0 <= limit <= MAX_ROWS:
-        raise analyses.BadRequest(f"limit must be between 0 and {MAX_ROWS}, not {limit}")
+        raise page_data.BadRequest(f"limit must be between 0 and {MAX_ROWS}, not {limit}")
     doc = _joined(trace)
     rows = sorted(doc["rows"], key=lambda r: -r["latency_ms"])[:limit]
     return {k: v for k, v in doc.items() if k not in ("rows", "stamp")} | {"rows": rows, "trace": trace.pk}
@@ -74,7 +74,7 @@ def detail(trace, request_id: str, query=None) -> dict[str, Any]:
     return {
         "trace": trace.pk, "request": row, "join": doc["join"], "latency_ms": doc["latency_ms"],
         "spans": spans_of_request(trace, row["otel_trace_id"]),
-        "clock_offset_ns": offset, "timeline": analyses.timeline(trace, window),
+        "clock_offset_ns": offset, "timeline": page_data.timeline(trace, window),
     }
 
 

@@ -19,15 +19,15 @@ import orjson
 from django.conf import settings
 from django.db.models import Count, Max
 
-from fleet import history
+from fleet.reading import history
 from traces import atrace
-from traces.atrace.analysis.request_report import Health, analyse_requests
+from traces.atrace.analysis.requests.report import Health, analyse_requests
 from traces.atrace.io.otlp import OtlpError, read_otlp_json
 from traces.choices import TraceStatus
-from traces.files import TraceFiles
 from traces.models import Trace
 from traces.requests.models import RequestSpan
 from traces.requests.store import attach_window, spans_for_trace, store_spans
+from traces.store.files import TraceFiles
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from fleet import sample_export, tsdb
+from fleet import tsdb
+from fleet.polling import sample_export
 
 
 class Command(BaseCommand):

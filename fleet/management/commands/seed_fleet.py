@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from fleet.emulated_fleet import fleet_config, seed_fleet
+from fleet.hosts.emulated_fleet import fleet_config, seed_fleet
 
 
 class Command(BaseCommand):

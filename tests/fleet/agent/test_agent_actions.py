@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from fleet import polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, DeviceState
 from fleet.models import Action, Device, Host
+from fleet.polling import poller, queues
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def node_a(agent_settings, fleet_settings, clean_redis):
     fleet_settings.FLEET_HOSTS = 0
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     return Host.objects.get(name="node-a")
 
 
@@ -26,7 +26,7 @@ def test_an_overheating_real_device_goes_straight_to_repair(node_a, agent_settin
     (agent_settings.HWMON_ROOT / "hwmon3" / "temp1_input").write_text("99000\n")
     deadline = time.time() + 20
     while Device.objects.get(pk=gpu.pk).state == DeviceState.IN_SERVICE and time.time() < deadline:
-        polling.poll_agent_host(node_a.id, time.time())
+        poller.poll_agent_host(node_a.id, time.time())
         time.sleep(0.2)
     assert Device.objects.get(pk=gpu.pk).state == DeviceState.REPAIR
     action = Action.objects.get(device=gpu)

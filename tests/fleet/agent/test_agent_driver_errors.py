@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from fleet import polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.agent.run import start_kernel_log
 from fleet.models import DriverError, Host
+from fleet.polling import poller, queues
 from tests.support.hwmon import PCI_GPU
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def agent_with_log(agent_settings, seeded_fleet, tmp_path):
     log_file = tmp_path / "kern.log"
     log_file.write_text("old line from before the agent started\n")
     agent_settings.AGENT_KERNEL_LOG = str(log_file)
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     pump = start_kernel_log(agent_host())
     yield Host.objects.get(name="node-a"), log_file, ras, pump
     pump.stop()
@@ -52,9 +52,9 @@ def test_the_agent_reads_real_lines_malformed_ones_and_a_flood(agent_with_log):
     _wait_for(pump, 100_003)
     assert (pump.stats.lines, pump.stats.malformed) == (100_003, 1)
     (ras / "umc_err_count").write_text("ue: 0\nce: 0\n")
-    polling.poll_agent_host(host.id, polling.current_cycle())  # the first RAS reading
+    poller.poll_agent_host(host.id, poller.current_cycle())  # the first RAS reading
     (ras / "umc_err_count").write_text("ue: 2\nce: 0\n")
-    polling.poll_agent_host(host.id, polling.current_cycle())
+    poller.poll_agent_host(host.id, poller.current_cycle())
     rows = {r.code: r for r in DriverError.objects.filter(host="node-a")}
     assert set(rows) == {"ring_timeout", "777", "95", "umc.ue"}
     assert rows["ring_timeout"].serial == AMD and rows["umc.ue"].serial == AMD and rows["umc.ue"].count == 2
@@ -83,5 +83,5 @@ def test_the_agent_labels_its_devices_with_its_workload(agent_settings, seeded_f
     from fleet.models import Device
 
     agent_settings.AGENT_WORKLOAD = "llama-train-7"
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     assert set(Device.objects.filter(host__name="node-a").values_list("workload", flat=True)) == {"llama-train-7"}

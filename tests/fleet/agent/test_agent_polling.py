@@ -2,10 +2,10 @@
 
 import pytest
 
-from fleet import polling, routing, snapshots
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.models import Device, Host
+from fleet.polling import poller, queues, snapshots
 from fleet.redis import get_redis
 from fleet.tasks import poll_fleet
 from fleet.tsdb.series import series_name
@@ -16,13 +16,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def agent_registered(agent_settings, seeded_fleet):
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     return Host.objects.get(name="node-a")
 
 
 def test_the_agent_polls_its_host_into_samples_and_snapshots(agent_registered):
-    cycle = polling.current_cycle()
-    result = polling.poll_agent_host(agent_registered.id, cycle)
+    cycle = poller.current_cycle()
+    result = poller.poll_agent_host(agent_registered.id, cycle)
     ids = set(Device.objects.filter(host=agent_registered).values_list("id", flat=True))
     assert result.devices == 3
     latest = snapshots.read_snapshots(list(ids))
@@ -38,7 +38,7 @@ def test_the_agent_polls_its_host_into_samples_and_snapshots(agent_registered):
     names = {name for name, device in written if device == str(sensor.id)}
     assert series_name("temperature_c") in names and series_name("memory_used_bytes") not in names
     # The same cycle again writes nothing twice.
-    polling.poll_agent_host(agent_registered.id, cycle)
+    poller.poll_agent_host(agent_registered.id, cycle)
     flush(newest=cycle)
     again = samples_at(cycle)
     assert set(again) == set(written) and all(len(values) == 1 for values in again.values())
@@ -52,31 +52,31 @@ def flush_and_read(cycle: float):
 
 
 def test_shard_polls_leave_agent_hosts_to_their_agents(agent_registered, seeded_fleet):
-    cycle = polling.current_cycle()
-    polled = sum(polling.poll_shard(shard, cycle).devices for shard in polling.shards())
+    cycle = poller.current_cycle()
+    polled = sum(poller.poll_shard(shard, cycle).devices for shard in poller.shards())
     assert polled == len(seeded_fleet)
     assert "node-a" not in {s.labels["host"] for s in flush_and_read(cycle)}
 
 
 def test_an_agent_refuses_another_hosts_poll(agent_settings, seeded_fleet):
     emulated = seeded_fleet[0].host
-    with pytest.raises(polling.MisroutedPoll, match="node-a"):
-        polling.poll_agent_host(emulated.id, polling.current_cycle())
+    with pytest.raises(poller.MisroutedPoll, match="node-a"):
+        poller.poll_agent_host(emulated.id, poller.current_cycle())
 
 
 def test_beat_sends_an_agent_hosts_poll_to_its_queue_only_while_it_is_alive(agent_registered, settings):
-    queue = routing.agent_queue_name("node-a")
+    queue = queues.agent_queue_name("node-a")
     redis = get_redis()
     redis.delete(queue, settings.CELERY_TASK_DEFAULT_QUEUE)
     try:
-        poll_fleet(polling.current_cycle())
+        poll_fleet(poller.current_cycle())
         assert redis.llen(queue) == 1
         assert redis.llen(settings.CELERY_TASK_DEFAULT_QUEUE) == settings.POLL_SHARDS
 
         # An agent not seen for longer than the window gets nothing more to pile up.
-        stale = agent_registered.agent_seen_at - routing.agent_alive_window() * 2
+        stale = agent_registered.agent_seen_at - queues.agent_alive_window() * 2
         Host.objects.filter(pk=agent_registered.pk).update(agent_seen_at=stale)
-        poll_fleet(polling.current_cycle())
+        poll_fleet(poller.current_cycle())
         assert redis.llen(queue) == 1
     finally:
         redis.delete(queue, settings.CELERY_TASK_DEFAULT_QUEUE)
@@ -84,14 +84,14 @@ def test_beat_sends_an_agent_hosts_poll_to_its_queue_only_while_it_is_alive(agen
 
 def test_work_for_a_host_goes_where_its_devices_are(agent_registered, seeded_fleet, settings):
     emulated = seeded_fleet[0].host
-    assert routing.host_queue(emulated) == settings.CELERY_TASK_DEFAULT_QUEUE
-    assert routing.host_queue(agent_registered) == f"{settings.CELERY_TASK_DEFAULT_QUEUE}.host.node-a"
-    assert routing.capture_unavailable_reason(emulated) is None
-    assert "cannot capture" in routing.capture_unavailable_reason(agent_registered)
+    assert queues.host_queue(emulated) == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert queues.host_queue(agent_registered) == f"{settings.CELERY_TASK_DEFAULT_QUEUE}.host.node-a"
+    assert queues.capture_unavailable_reason(emulated) is None
+    assert "cannot capture" in queues.capture_unavailable_reason(agent_registered)
 
 
 def test_pages_say_not_reported_for_counters_a_device_cannot_give(agent_registered, viewer, client):
-    polling.poll_agent_host(agent_registered.id, polling.current_cycle())
+    poller.poll_agent_host(agent_registered.id, poller.current_cycle())
     sensor = Device.objects.get(serial="hwmon:node-a:coretemp.0:coretemp")
     client.force_login(viewer)
     fleet = client.get("/").content.decode()
@@ -129,7 +129,7 @@ def test_looking_again_drops_a_vanished_device_and_keeps_the_others_monitors(age
     after = rediscover().host
     assert set(after.serials) == set(before) - {"hwmon:node-a:acpitz"}
     assert all(after.monitor(s) is before[s] for s in after.serials)  # rates carry on
-    result = register_host("node-a", routing.agent_queue_name("node-a"), after.devices)
+    result = register_host("node-a", queues.agent_queue_name("node-a"), after.devices)
     assert result.absent == ["hwmon:node-a:acpitz"]
     gone = Device.objects.get(serial="hwmon:node-a:acpitz")
     assert gone.absent_since is not None
@@ -139,7 +139,7 @@ def test_the_device_page_says_a_device_is_absent(agent_registered, agent_setting
     from fleet.agent.discovery import rediscover
 
     (agent_settings.HWMON_ROOT / "hwmon0").unlink()
-    register_host("node-a", routing.agent_queue_name("node-a"), rediscover().host.devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), rediscover().host.devices)
     client.force_login(viewer)
     gone = Device.objects.get(serial="hwmon:node-a:acpitz")
     page = client.get(f"/devices/{gone.id}/").content.decode()
@@ -154,12 +154,12 @@ def test_the_device_page_says_a_device_is_absent(agent_registered, agent_setting
     reason="no NVIDIA GPU or driver on this machine (nvidia-smi not found): the agent's NVML read is not tested here",
 )
 def test_the_agent_reads_this_machines_nvidia_gpus(agent_settings, clean_redis):
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     gpus = list(Device.objects.filter(device_type="nvml"))
     assert gpus, "nvidia-smi is here but the agent found no GPU"
     host = Host.objects.get(name="node-a")
-    cycle = polling.current_cycle()
-    polling.poll_agent_host(host.id, cycle)
+    cycle = poller.current_cycle()
+    poller.poll_agent_host(host.id, cycle)
     flush(newest=cycle)
     written = samples_at(cycle)
     for gpu in gpus:

@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from fleet import control, polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, ActionStatus, DeviceState
+from fleet.health import control
 from fleet.models import Action, Device, Host
+from fleet.polling import poller, queues
 from tests.support.sysfs import materialise, user_spec, without_reboot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +29,7 @@ def vt_machine(agent_settings, fleet_settings, clean_redis, tmp_path):
 
 
 def register() -> Host:
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     return Host.objects.get(name="node-a")
 
 
@@ -39,7 +40,7 @@ def vt0(sysfs) -> Device:
 def poll_until(host: Host, condition, what: str, timeout: float = 30.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        polling.poll_agent_host(host.id, time.time())
+        poller.poll_agent_host(host.id, time.time())
         if value := condition():
             return value
         time.sleep(0.3)
@@ -76,7 +77,7 @@ def test_an_overheating_device_is_rebooted_through_its_spec_and_comes_back(vt_ma
 def test_a_reboot_of_another_hosts_device_is_refused_by_this_agent(vt_machine):
     sysfs, _ = vt_machine
     register()
-    Host.objects.create(name="node-b", agent_queue=routing.agent_queue_name("node-b"))
+    Host.objects.create(name="node-b", agent_queue=queues.agent_queue_name("node-b"))
     Device.objects.filter(pk=vt0(sysfs).pk).update(host=Host.objects.get(name="node-b"))
     with pytest.raises(control.MisroutedAction, match="agent of node-a was asked"):
         control.reboot_device(Device.objects.select_related("host").get(pk=vt0(sysfs).pk))
@@ -108,7 +109,7 @@ def test_an_edited_spec_is_picked_up_when_the_agent_registers_again(vt_machine):
     without_reboot(spec)
     from fleet.agent.discovery import rediscover
 
-    register_host("node-a", routing.agent_queue_name("node-a"), rediscover().host.devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), rediscover().host.devices)
     assert vt0(sysfs).control_actions == []
 
 
@@ -160,4 +161,4 @@ def test_an_operators_reboot_reaches_the_agent_process_and_the_device_comes_back
             print(f"--- {service.name}\n{service.output()}")  # shown when the test fails
         from django.conf import settings
 
-        get_redis().delete(routing.agent_queue_name("node-a"), settings.CELERY_TASK_DEFAULT_QUEUE)
+        get_redis().delete(queues.agent_queue_name("node-a"), settings.CELERY_TASK_DEFAULT_QUEUE)

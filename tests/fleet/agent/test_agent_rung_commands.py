@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from fleet import polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.agent.run import start_kernel_log
 from fleet.choices import ActionStatus, Rung
 from fleet.driver_errors.host_commands import NotConfigured, RungCommandFailed, run_rung_command
 from fleet.models import Action, Device, Host
+from fleet.polling import poller, queues
 from tests.support.hwmon import PCI_GPU
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def node_a(agent_settings, seeded_fleet, tmp_path):
     log_file.write_text("")
     agent_settings.AGENT_KERNEL_LOG = str(log_file)
     agent_settings.AGENT_RESTART_APP_COMMAND = agent_settings.AGENT_REBOOT_COMMAND = ""
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     script = tmp_path / "rung.py"
     script.write_text(SCRIPT)
     pump = start_kernel_log(agent_host())
@@ -50,7 +50,7 @@ def _ring_timeout_until(host, log_file, done, within_s: float = 30.0) -> list[Ac
         f.write(RING_TIMEOUT)
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        polling.poll_agent_host(host.id, polling.current_cycle())
+        poller.poll_agent_host(host.id, poller.current_cycle())
         actions = list(Action.objects.filter(device__serial=AMD).order_by("id"))
         if actions and done(actions):
             return actions
@@ -96,7 +96,7 @@ def test_a_rung_not_configured_is_said_so_and_the_ladder_climbs_to_the_reboot_co
     ("/no/such/program", "could not start"),
 ])
 def test_a_rung_command_that_fails_says_how(agent_settings, seeded_fleet, command, message):
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     agent_settings.AGENT_RESTART_APP_COMMAND, agent_settings.AGENT_RUNG_TIMEOUT_S = command, 1.0
     device = Device.objects.select_related("host").get(serial=AMD)
     started = time.monotonic()

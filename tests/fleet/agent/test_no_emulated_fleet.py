@@ -5,10 +5,11 @@ import sys
 
 import pytest
 
-from fleet import emulated_fleet, polling, routing
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
+from fleet.hosts import emulated_fleet
 from fleet.models import Device, Host
+from fleet.polling import poller, queues
 from tests.support.processes import ROOT, child_env
 
 pytestmark = pytest.mark.django_db
@@ -30,8 +31,8 @@ def test_seeding_an_empty_fleet_adds_nothing_and_agent_hosts_are_still_polled(fl
     fleet_settings.FLEET_HOSTS = 0
     result = emulated_fleet.seed_fleet()
     assert (result.hosts_created, result.devices_total) == (0, 0)
-    register_host("node-a", routing.agent_queue_name("node-a"), agent_host().devices)
-    cycle = polling.current_cycle()
-    assert sum(polling.poll_shard(s, cycle).devices for s in polling.shards()) == 0
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
+    cycle = poller.current_cycle()
+    assert sum(poller.poll_shard(s, cycle).devices for s in poller.shards()) == 0
     host = Host.objects.get()
-    assert polling.poll_agent_host(host.id, cycle).devices == Device.objects.count() == 3
+    assert poller.poll_agent_host(host.id, cycle).devices == Device.objects.count() == 3

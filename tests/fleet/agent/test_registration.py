@@ -5,10 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fleet import history
 from fleet.agent.registration import HostNameTaken, register_host
-from fleet.local import discover
+from fleet.hosts.local import discover
 from fleet.models import Device, Host
+from fleet.reading import history
 from tests.support.history import write_points
 from tests.support.hwmon import write_hwmon_tree
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from emulator import FleetConfig
-from fleet.emulated import HostMonitor
+from fleet.hosts.emulated_monitors import HostMonitor
 
 DAY = 86400.0
 PEAK = DAY * 19675 + 0.80 * DAY  # evening: demand near its peak for every workload

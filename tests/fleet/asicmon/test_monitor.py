@@ -14,7 +14,7 @@ import pytest
 from emulator import FleetConfig, fleet_layout
 from fleet.asicmon import ALWAYS_PRESENT, CATALOGUE, DeviceMonitor
 from fleet.asimov.loader import monitor_class_from_text
-from fleet.emulated import HostMonitor
+from fleet.hosts.emulated_monitors import HostMonitor
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = 1_700_000_000.0
@@ -223,7 +223,7 @@ POLLER = """
 import sys
 from pathlib import Path
 from emulator import FleetConfig
-from fleet.emulated import HostMonitor
+from fleet.hosts.emulated_monitors import HostMonitor
 cfg = FleetConfig(seed=5, hosts=3, devices_per_host=4)
 hm = HostMonitor.open(cfg, sys.argv[1], state_dir=Path(sys.argv[2]))
 for i in range(30):

@@ -9,7 +9,7 @@ from emulator import FleetConfig
 from fleet.asicmon.monitor import ControlNotDeclared
 from fleet.asimov.compiler import check_spec, compile_spec
 from fleet.asimov.loader import monitor_class
-from fleet.emulated import HostMonitor
+from fleet.hosts.emulated_monitors import HostMonitor
 
 
 def test_an_action_compiles_to_a_method_that_the_refresh_never_calls():

@@ -13,7 +13,7 @@ from emulator import EmulatedHost, FleetConfig
 from fleet.asimov.compiler import compile_file, compile_spec
 from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.loader import SPECS_DIR, monitor_class
-from fleet.local import FileRoot
+from fleet.hosts.local import FileRoot
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = 1_700_000_000.0
@@ -136,7 +136,7 @@ def test_hwmon_spec_reads_real_files(tmp_path):
 
 
 def test_hwmon_spec_on_this_machine_if_it_has_sensors():
-    from fleet.local import hwmon_devices
+    from fleet.hosts.local import hwmon_devices
 
     devices = hwmon_devices("this-host")
     if not devices:

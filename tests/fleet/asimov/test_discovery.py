@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from fleet.asimov.compiler import check_spec
-from fleet.local import discover
+from fleet.hosts.local import discover
 from tests.support.hwmon import write_hwmon_tree
 from tests.support.sysfs import BROKEN_SPEC, materialise, user_spec
 

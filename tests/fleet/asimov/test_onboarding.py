@@ -11,7 +11,7 @@ from emulator import FleetConfig
 from emulator.devices import DEVICE_TYPES
 from emulator.drivers import DRIVERS
 from emulator.workloads import COST_PROFILES
-from fleet.emulated import HostMonitor
+from fleet.hosts.emulated_monitors import HostMonitor
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "asimov.md"
 T0 = 1_700_000_000.0

@@ -7,8 +7,8 @@ import ast
 import pytest
 
 from fleet.asimov.compiler import check_spec, compile_spec
+from fleet.asimov.language.parser import parse
 from fleet.asimov.loader import SPECS_DIR, module_from_compiled
-from fleet.asimov.parser import parse
 from fleet.asimov.performance import HEADER, OP_CLASSES, with_performance
 
 GPU = (SPECS_DIR / "gpu.asimov").read_text()

@@ -2,8 +2,9 @@ import time
 
 import pytest
 
-from fleet import emulated_fleet, polling
+from fleet.hosts import emulated_fleet
 from fleet.models import Device
+from fleet.polling import poller
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def poll_until(predicate, *, polls: int = 20, pause: float = 0.4, within_s: floa
     deadline = time.monotonic() + within_s
     done = 0
     while True:
-        polling.poll_shard(0, polling.current_cycle())
+        poller.poll_shard(0, poller.current_cycle())
         done += 1
         value = predicate()
         if value or (done >= polls and (polls < 5 or time.monotonic() > deadline)):

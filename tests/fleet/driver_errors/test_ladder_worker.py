@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from fleet import polling
 from fleet.choices import ActionStatus, DeviceState
 from fleet.models import Action, Device, DriverError
+from fleet.polling import poller
 from fleet.tasks import poll_fleet
 from tests.fleet.driver_errors.conftest import inject
 from tests.support.processes import child_env, start_worker
@@ -20,7 +20,7 @@ def beat_until(predicate, within_s: float = 60.0) -> bool:
     """Queues one fleet poll per second through the broker until ``predicate()``."""
     deadline = time.time() + within_s
     while time.time() < deadline:
-        poll_fleet.delay(polling.current_cycle())
+        poll_fleet.delay(poller.current_cycle())
         time.sleep(1.0)
         if predicate():
             return True

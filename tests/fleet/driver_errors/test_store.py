@@ -5,15 +5,16 @@ import time
 
 import pytest
 
-from fleet import emulated_fleet, polling
+from fleet.hosts import emulated_fleet
 from fleet.models import Device, DriverError
-from fleet.sharding import shard_of_host
+from fleet.polling import poller
+from fleet.polling.sharding import shard_of_host
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def _poll(device: Device, when: float) -> None:
-    polling.poll_shard(shard_of_host(device.host_id), polling.current_cycle(when))
+    poller.poll_shard(shard_of_host(device.host_id), poller.current_cycle(when))
 
 
 def test_an_injected_cascade_is_stored_classified_and_deduplicated(seeded_fleet):

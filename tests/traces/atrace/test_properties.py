@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from tests.support.examples import examples
 from traces.atrace import Kind, TraceBuilder, critical_path
-from traces.atrace.analysis.longest_path import longest_paths
-from traces.atrace.io.chakra_json import chakra_from_dict
+from traces.atrace.analysis.paths.longest_path import longest_paths
+from traces.atrace.io.chakra.json_reader import chakra_from_dict
 
 
 @st.composite

@@ -26,8 +26,8 @@ from traces.atrace import (
     step_window,
     steps,
 )
-from traces.atrace.analysis.critical_path import BOUNDS, PATH_KINDS
-from traces.atrace.analysis.path_graph import EDGE_TYPES
+from traces.atrace.analysis.paths.critical_path import BOUNDS, PATH_KINDS
+from traces.atrace.analysis.paths.graph import EDGE_TYPES
 from traces.atrace.model.nesting import self_times
 from traces.atrace.model.trace import FLAG_SYNC, Kind
 

@@ -18,7 +18,7 @@ from traces.atrace import (
     steps,
     timeline,
 )
-from traces.atrace.analysis.path_graph import EDGE_TYPES
+from traces.atrace.analysis.paths.graph import EDGE_TYPES
 from traces.atrace.model.trace import FLAG_SYNC, WORK_KINDS
 
 MODELS = ["mlp", "cnn", "transformer"]

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from fleet.emulated_fleet import host_monitor
-from traces import services
+from fleet.hosts.emulated_fleet import host_monitor
+from traces import writers
 from traces.choices import TraceStatus
 from traces.requests import service
 from traces.requests.models import RequestSpan
@@ -20,11 +20,11 @@ def _inference(fleet):
 
 
 def _capture(device, user, seconds=2):
-    trace = services.request_capture(device, user, seconds)
+    trace = writers.request_capture(device, user, seconds)
     started = time.time()
-    services.run_capture(trace.pk)
+    writers.run_capture(trace.pk)
     assert time.time() - started >= seconds * 0.95
-    services.analyse(trace.pk)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.READY, trace.error
     return trace

@@ -5,7 +5,7 @@ capture by its window and device, and joined."""
 import pytest
 
 from tests.support.processes import child_env, start_web
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
 from traces.requests import service
 from traces.requests.models import RequestSpan
@@ -22,9 +22,9 @@ def test_a_capture_s_spans_travel_over_otlp_and_join_the_capture(seeded_fleet, o
         settings.EMULATOR_OTLP_ENDPOINT = f"{base}/v1/traces"
         device = next(d for d in seeded_fleet if d.device_type == "inference")
         other = next(d for d in seeded_fleet if d.device_type == "inference" and d.pk != device.pk)
-        trace = services.request_capture(device, operator, 2)
-        services.run_capture(trace.pk)
-        services.analyse(trace.pk)
+        trace = writers.request_capture(device, operator, 2)
+        writers.run_capture(trace.pk)
+        writers.analyse(trace.pk)
         trace.refresh_from_db()
         assert trace.status == TraceStatus.READY, trace.error
     finally:

@@ -1,11 +1,11 @@
 """A live capture of an inference device can play each serving problem: the capture request
 names it (as the advisor's problems are named for other devices), the emulator's inference
 service plays it while the trace is captured, and the join blames the slowest requests on it
-(the offline check is tests/traces/atrace/analysis/test_requests.py)."""
+(the offline check is tests/traces/atrace/analysis/requests/test_joining.py)."""
 
 import pytest
 
-from traces import services
+from traces import writers
 from traces.choices import TraceStatus
 from traces.models import Trace
 from traces.requests import service
@@ -55,9 +55,9 @@ def test_a_viewer_may_not_capture_with_problems(api_client, viewer, seeded_fleet
 def test_a_live_capture_plays_the_problem_and_its_slowest_requests_are_blamed_on_it(
         problem, seeded_fleet, operator, trace_storage, settings):
     settings.OTLP_TOKEN = ""  # the spans go straight beside the trace (the OTLP path: test_live_serving_otlp.py)
-    trace = services.request_capture(_device(seeded_fleet), operator, 6, problems=[problem])
-    services.run_capture(trace.pk)
-    services.analyse(trace.pk)
+    trace = writers.request_capture(_device(seeded_fleet), operator, 6, problems=[problem])
+    writers.run_capture(trace.pk)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     assert trace.status == TraceStatus.READY, trace.error
     service.join_requests(trace.pk)

@@ -119,14 +119,14 @@ def test_the_device_health_comes_from_the_time_series_store(api_client, operator
 
     from tests.support.history import write_points
     from tests.support.serving import serving_files
-    from traces import services
+    from traces import writers
 
     device = next(d for d in seeded_fleet if d.device_type == "inference")
     t0 = (int(time.time()) - 600) * 10**9
     # No problem played: the trace's own counters say 64 °C at full clock; the store says otherwise.
     raw, spans, _ = serving_files(tmp_path, seed=4, duration=2.0, t0_ns=t0)
-    trace = services.accept_upload(SimpleUploadedFile("serving.json", raw), operator, name="hot", device=device)
-    services.analyse(trace.pk)
+    trace = writers.accept_upload(SimpleUploadedFile("serving.json", raw), operator, name="hot", device=device)
+    writers.analyse(trace.pk)
     trace.refresh_from_db()
     service.upload_spans(trace, SimpleUploadedFile("spans.jsonl", spans.read_bytes()))
     at = t0 / 1e9
@@ -145,7 +145,7 @@ def test_spans_beside_a_job_go_beside_every_rank(api_client, operator, viewer, t
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from tests.support.serving import serving_files
-    from traces.job_uploads import accept_job_upload
+    from traces.jobs.uploads import accept_job_upload
 
     raw, spans, run = serving_files(tmp_path, seed=5, duration=0.5)
     job = accept_job_upload([SimpleUploadedFile(f"rank{r}.json", raw) for r in (0, 1)], operator, name="served")

@@ -25,7 +25,7 @@ from ..model.kinds import runtime_name
 from ..model.stats import us
 from ..model.trace import Trace
 from .breakdown import Breakdown, operator_breakdown
-from .critical_path import CriticalPath, critical_path, steps
+from .paths.critical_path import CriticalPath, critical_path, steps
 from .versions import WAIT_NAME
 
 LEVELS = ("operator", "all")

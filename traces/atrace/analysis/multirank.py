@@ -29,7 +29,7 @@ from ..model.stats import us
 from ..model.trace import ArgStore, EdgeKind, Kind, StringTable, Trace, Track
 from .breakdown import operator_breakdown
 from .communication import communication
-from .critical_path import CriticalPath, critical_path
+from .paths.critical_path import CriticalPath, critical_path
 
 RULE_PG_SEQ = "process group + sequence number"
 RULE_NAME_ORDER = "collective name + order on the communication stream"

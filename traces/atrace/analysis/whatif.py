@@ -29,9 +29,9 @@ import numpy as np
 
 from ..model.stats import covered
 from ..model.trace import FLAG_LAUNCH, Kind, Trace
-from .critical_path import anchor_path, path_bounds, select_work
-from .longest_path import longest_distances, longest_paths, topological_order
-from .path_graph import LAUNCH, SYNC, PathGraph, build_graph
+from .paths.critical_path import anchor_path, path_bounds, select_work
+from .paths.graph import LAUNCH, SYNC, PathGraph, build_graph
+from .paths.longest_path import longest_distances, longest_paths, topological_order
 
 
 @dataclass

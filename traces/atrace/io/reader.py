@@ -17,10 +17,10 @@ from typing import BinaryIO
 
 from ..errors import TraceFormatError
 from ..model.trace import Trace
-from .chakra_et import looks_like_chakra_et, read_chakra_et
-from .chakra_json import read_chakra
-from .chrome_parallel import parallel_possible, read_chrome_file
-from .chrome_reader import read_chrome
+from .chakra.et import looks_like_chakra_et, read_chakra_et
+from .chakra.json_reader import read_chakra
+from .chrome.parallel import parallel_possible, read_chrome_file
+from .chrome.reader import read_chrome
 from .opening import MAX_DECOMPRESSED_BYTES, Peeked, open_trace_stream, sniff_format
 
 

@@ -27,8 +27,8 @@ from ..analysis.advice import advise
 from ..analysis.breakdown import Breakdown, operator_breakdown
 from ..analysis.comparison import op_table
 from ..analysis.correlation import Correlation
-from ..analysis.critical_path import CriticalPath, critical_path
-from ..analysis.path_tables import path_tables, step_list
+from ..analysis.paths.critical_path import CriticalPath, critical_path
+from ..analysis.paths.tables import path_tables, step_list
 from ..analysis.versions import op_means
 from ..errors import EmptyTraceError
 from ..model.trace import Trace

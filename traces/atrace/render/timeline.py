@@ -148,7 +148,7 @@ def timeline(
     path=None,
 ) -> Timeline:
     """A window of a loaded trace's timeline (see :func:`window`); ``path`` is its
-    :class:`~traces.atrace.analysis.critical_path.CriticalPath`, to mark, if computed."""
+    :class:`~traces.atrace.analysis.paths.critical_path.CriticalPath`, to mark, if computed."""
     layout = build_layout(trace, path)
     return window(layout, start_ns, end_ns, width_px, max_bars=max_bars, max_edges=max_edges)
 

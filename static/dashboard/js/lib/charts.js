@@ -4,7 +4,7 @@ import { resolveColours } from "./colours.js";
 const CONFIG = { displaylogo: false, responsive: true, displayModeBar: "hover" };
 const MAX_POINTS = 2000;
 
-// Draws a figure dict of fleet/charts.py into the element with id `elementId`, its
+// Draws a figure dict of fleet/reading/charts.py into the element with id `elementId`, its
 // var(--name) colours replaced by the CSS custom properties they name.
 export function draw(elementId, figure) {
   const { data, layout } = resolveColours(figure);

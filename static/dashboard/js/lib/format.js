@@ -1,5 +1,5 @@
 // Formatting of counter values, from the key-counter table the server puts in every page
-// (fleet/key_counters.py, rendered by base.html as <script id="key-counters">).
+// (fleet/reading/key_counters.py, rendered by base.html as <script id="key-counters">).
 
 const table = document.getElementById("key-counters");
 

@@ -11,7 +11,7 @@ import pytest
 from emulator.tracing import PROBLEMS, capture
 from emulator.workloads import COST_PROFILES, register_cost_profile
 from traces.atrace import advise
-from traces.atrace.analysis.path_tables import step_list
+from traces.atrace.analysis.paths.tables import step_list
 
 RULE = {"launch_bound": "launch_bound", "host_sync": "host_sync", "pageable_copies": "copies",
         "input_stall": "input_stall"}

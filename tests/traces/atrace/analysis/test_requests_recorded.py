@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from traces.atrace import read_trace
-from traces.atrace.analysis.request_report import report
-from traces.atrace.analysis.requests import find_steps, join, requests_from_spans
+from traces.atrace.analysis.requests.joining import find_steps, join, requests_from_spans
+from traces.atrace.analysis.requests.report import report
 from traces.atrace.io.otlp import read_otlp_json
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "serving_torch"

@@ -9,7 +9,7 @@ from emulator.config import FleetConfig, fleet_layout
 from emulator.tracing import capture
 from traces.atrace import compare_traces, operator_breakdown
 from traces.atrace.analysis.comparison import compare_tables, op_table
-from traces.atrace.analysis.path_tables import path_tables, step_list
+from traces.atrace.analysis.paths.tables import path_tables, step_list
 from traces.atrace.analysis.versions import (
     op_means,
     step_regressions,

@@ -16,7 +16,7 @@ from traces.atrace import (
     TraceTooLargeError,
     read_trace,
 )
-from traces.atrace.io.chrome_reader import read_chrome
+from traces.atrace.io.chrome.reader import read_chrome
 
 
 def _doc(events, **top):

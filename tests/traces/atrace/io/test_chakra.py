@@ -7,7 +7,7 @@ import pytest
 
 from traces.atrace import EdgeKind, Kind, TraceFormatError, TraceGraphError, read_trace
 from traces.atrace.analysis.communication import communication
-from traces.atrace.io.chakra_writer import chakra_dict, micros
+from traces.atrace.io.chakra.writer import chakra_dict, micros
 from traces.atrace.model.kinds import collective
 
 

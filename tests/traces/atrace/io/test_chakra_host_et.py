@@ -11,7 +11,7 @@ from tests.support.traces import real_trace
 from traces.atrace import TraceFormatError, chakra_et_bytes, link_host_et, read_trace
 from traces.atrace.io.chakra_schema import et_def_pb2 as pb
 
-from .test_chakra_et import attrs_of, decode
+from .chakra.test_et import attrs_of, decode
 
 HOST_ET = "simple_add_host_et.json.gz"
 KINETO = "simple_add_kineto.json.gz"

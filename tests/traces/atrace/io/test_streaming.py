@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.tracegen import write_kineto_trace
 from traces.atrace import operator_breakdown, read_trace
-from traces.atrace.io.chrome_reader import _EVENTS_DECODER, read_chrome
-from traces.atrace.io.jsonstream import ChromeEventStream
+from traces.atrace.io.chrome.jsonstream import ChromeEventStream
+from traces.atrace.io.chrome.reader import _EVENTS_DECODER, read_chrome
 
 TRICKY = [
     {"ph": "X", "name": 'quote " and brace } and ], "},{"', "cat": "cpu_op", "pid": 1, "tid": 1,

@@ -19,7 +19,7 @@ import numpy as np
 from ...model.links import graph_launches, launch_pairs
 from ...model.stats import merge_intervals
 from ...model.trace import DEVICE_KINDS, Kind, Trace
-from ..critical_path import PATH_KINDS
+from ..paths.critical_path import PATH_KINDS
 from ..whatif import PathModel, path_model
 from .limits import AdviceLimits
 

@@ -1,0 +1,129 @@
+"""Checks shared by statements, expressions and built-ins: argument counts, units that
+must agree, numbers where numbers are needed, and a counter's kind, unit and values."""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING, Any
+
+from fleet.asicmon.catalogue import CounterDef
+from fleet.asimov.checking.units import parse_unit
+from fleet.asimov.checking.values import ANY, Value, describe
+from fleet.asimov.language.nodes import Node
+
+if TYPE_CHECKING:
+    from fleet.asimov.checking.checker import Checker
+
+__all__ = [
+    "check_arity",
+    "check_counter",
+    "check_iterable",
+    "require_numbers",
+    "same_unit",
+    "suggest",
+]
+
+
+def check_counter(c: Checker, counter: CounterDef, val: Value, node: Node) -> None:
+    name = counter.name
+    if counter.is_numeric:
+        want = "list" if counter.per_core else "num"
+        ok = val.vtype in ("any", want) or (want == "num" and val.vtype == "bool")
+        if not ok:
+            shape = "a list with one value per core" if counter.per_core else "a number"
+            raise c.error(
+                node,
+                f"wrong kind: stats.{name} is a {counter.kind} and takes {shape}, but this is {describe(val.vtype)}",
+                shape,
+            )
+        if counter.kind == "counter" and val.is_rate:
+            raise c.error(
+                node,
+                f"wrong kind: stats.{name} is a counter (a monotonic total) but rate() and delta() give gauges",
+                "the raw total read from the driver",
+            )
+        if val.unit is not ANY and val.unit is not None:
+            want_unit = parse_unit(counter.unit)
+            if not val.unit.same(want_unit):
+                hint = (
+                    f'; write convert(..., "{counter.unit}")'
+                    if val.unit.same_dimension(want_unit)
+                    else ""
+                )
+                raise c.error(
+                    node,
+                    f"wrong unit: the value is in {val.unit} but stats.{name} is in {counter.unit}{hint}",
+                    f"a value in {counter.unit}",
+                )
+    else:
+        if val.vtype not in ("any", "str"):
+            raise c.error(
+                node,
+                f"wrong kind: stats.{name} is {describe(counter.kind)} counter and takes text, but this is {describe(val.vtype)}",
+                "text, e.g. str(...)",
+            )
+        if counter.kind == "state" and val.literals is not None:
+            for lit in val.literals:
+                if lit not in counter.values:
+                    raise c.error(
+                        node,
+                        f"wrong value: stats.{name} cannot be {lit!r}",
+                        "one of " + ", ".join(repr(v) for v in counter.values),
+                    )
+
+
+def check_iterable(c: Checker, node: Node, it: Value) -> None:
+    if it.vtype not in ("range", "list", "any"):
+        raise c.error(node, f"cannot iterate over {describe(it.vtype)}", "range(n) or a list")
+
+
+def check_arity(
+    c: Checker,
+    node: Node,
+    fn: str,
+    args: list,
+    kwargs: dict,
+    lo: int,
+    hi: int | None = None,
+    keywords: tuple[str, ...] = (),
+) -> None:
+    hi = lo if hi is None else hi
+    for k in kwargs:
+        if k not in keywords:
+            raise c.error(
+                node,
+                f"{fn}() has no argument '{k}'",
+                "arguments " + (", ".join(keywords) if keywords else "by position only"),
+            )
+    if not lo <= len(args) <= hi:
+        n = str(lo) if lo == hi else f"{lo} to {hi}"
+        raise c.error(
+            node,
+            f"{fn}() takes {n} argument{'s' * (hi != 1)}, not {len(args)}",
+            f"{n} argument{'s' * (hi != 1)}",
+        )
+
+
+def same_unit(c: Checker, node: Node, vals: list[Value], what: str) -> Any:
+    known = [v.unit for v in vals if v.unit is not ANY and v.unit is not None]
+    for u in known[1:]:
+        if not u.same(known[0]):
+            raise c.error(
+                node,
+                f"unit mismatch: {what} are in {known[0]} and {u}",
+                f'the same unit on both sides (use convert(x, "{known[0]}"))',
+            )
+    if known:
+        return known[0]
+    return None if all(v.unit is None for v in vals) else ANY
+
+
+def require_numbers(c: Checker, operands: list[Node], vals: list[Value], op: str) -> None:
+    for v, operand in zip(vals, operands, strict=True):
+        if v.vtype not in ("num", "bool", "any"):
+            raise c.error(operand, f"'{op}' needs numbers, not {describe(v.vtype)}", "a number")
+
+
+def suggest(name: str, known: Any, what: str) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"{what} (did you mean '{close[0]}'?)" if close else what

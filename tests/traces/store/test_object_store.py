@@ -1,0 +1,249 @@
+"""Traces in an S3-compatible object store (TRACE_STORAGE=s3://…), against a real S3 API
+server process (moto's) and the real boto3 client: large files go up in parts and stream
+back, pages read their data from the store, a writer killed midway leaves no object, and a
+store that is away fails the capture with a reason."""
+
+import gzip
+import hashlib
+import sys
+import textwrap
+import time
+import tracemalloc
+import urllib.request
+
+import pytest
+from django.core.files.storage import storages
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.support.processes import ROOT, Service
+from tests.support.trace_views import emulated_trace
+from tests.support.traces import real_trace
+from traces import writers
+from traces.choices import TraceStatus
+from traces.models import Trace
+from traces.store.files import CHROME, TraceFiles
+
+pytestmark = pytest.mark.django_db
+MB = 1 << 20
+PATTERN = bytes(range(251)) * (12 * MB // 251 + 2)  # byte i of a Generated stream is i % 251
+
+
+class Generated:
+    """A non-seekable stream of ``size`` deterministic bytes, as a request body is."""
+
+    closed = False
+
+    def seekable(self) -> bool:
+        return False
+
+    def __init__(self, size: int) -> None:
+        self.size, self.sent, self.digest = size, 0, hashlib.sha256()
+        self.largest_read = 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.size - self.sent if n < 0 else min(n, self.size - self.sent)
+        self.largest_read = max(self.largest_read, n)
+        start = self.sent % 251
+        block = PATTERN[start : start + n]
+        self.sent += n
+        self.digest.update(block)
+        return block
+
+
+def test_a_large_file_goes_up_in_parts_and_streams_back(object_store):
+    """Past one part (5 MB here) a file is a multipart upload (its ETag says how many
+    parts); memory holds a few parts, never the file; reading streams it back, and a ranged
+    read fetches its slice."""
+    files = TraceFiles(901)
+    files.save_stream(files.name("warm-up"), Generated(6 * MB))  # the client's one-time setup
+    size = 7 * 5 * MB + 123_457  # eight parts: seven whole, one short
+    source = Generated(size)
+    tracemalloc.start()
+    files.save_stream(files.name("raw.json"), source)
+    _now, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 5 * 5 * MB, f"{peak / MB:.1f} MB held to upload {size / MB:.1f} MB"
+    files.storage.delete(files.name("warm-up"))
+    head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/901/raw.json")
+    assert head["ContentLength"] == size and head["ETag"].strip('"').endswith("-8")
+    digest = hashlib.sha256()
+    with files.open("raw.json") as f:
+        while block := f.read(MB):
+            digest.update(block)
+        f.seek(5 * MB + 16)
+        assert f.read(300) == bytes((5 * MB + 16 + i) % 251 for i in range(300))
+    assert digest.hexdigest() == source.digest.hexdigest()
+    assert files.listdir() == ["raw.json"]
+    files.delete_all()
+    assert object_store.keys(f"{object_store.prefix}/901/") == []
+
+
+def test_an_upload_is_analysed_and_every_page_is_served_from_the_store(object_store, api_client, viewer, operator, settings):
+    """The raw trace and every result are objects; the pages' data come from them (the
+    views through a bounded local copy, the least recently used evicted first) and a large
+    download is a redirect to a presigned URL of the store."""
+    a, b = emulated_trace(operator, seed=1), emulated_trace(operator, version="2.1", seed=2)
+    keys = object_store.keys(f"{object_store.prefix}/{a.pk}/")
+    assert f"{object_store.prefix}/{a.pk}/{CHROME}" in keys and any(k.endswith("/summary.json") for k in keys)
+    assert not (settings.VAR_DIR / "traces").exists()
+    api_client.force_authenticate(viewer)
+    settings.TRACE_CACHE_MAX_MB = 0  # every new copy evicts the others
+    for trace in (a, b):
+        for url in (f"/api/traces/{trace.pk}/flame/", f"/api/traces/{trace.pk}/breakdown/?side=device",
+                    f"/api/traces/{trace.pk}/instances/?side=device&op=bmm"):
+            response = api_client.get(url)
+            assert response.status_code == 200, (url, response.content[:300])
+    copies = [p.name for p in (settings.VAR_DIR / "cache" / "trace-views").iterdir()]
+    assert [c.split("-")[0] for c in copies] == [str(b.pk)], copies
+    settings.TRACE_S3_REDIRECT_MB = 0
+    response = api_client.get(f"/api/traces/{a.pk}/download/?format=chrome")
+    assert response.status_code == 302 and response["Location"].startswith(object_store.endpoint)
+    with urllib.request.urlopen(response["Location"], timeout=10) as answer:
+        exported = gzip.decompress(answer.read())
+        assert f"trace-{a.pk}-chrome.json.gz" in answer.headers["Content-Disposition"]
+    assert b'"traceEvents"' in exported
+    settings.TRACE_S3_REDIRECT_MB = 64
+    small = api_client.get(f"/api/traces/{a.pk}/download/?format=chrome")
+    assert small.status_code == 200 and gzip.decompress(b"".join(small.streaming_content)) == exported
+
+
+def test_retention_and_the_budget_delete_objects(object_store, operator, settings, django_capture_on_commit_callbacks):
+    path = real_trace("simple_add_kineto.json.gz")
+    old = writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
+    Trace.objects.filter(pk=old.pk).update(created_at=old.created_at.replace(year=2000))
+    assert object_store.keys(f"{object_store.prefix}/{old.pk}/")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert writers.prune_traces() == 1
+    assert object_store.keys(f"{object_store.prefix}/{old.pk}/") == []
+
+
+KILLED_WRITER = textwrap.dedent("""
+    import os, sys, time, django
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    django.setup()
+    from traces.store.files import TraceFiles
+
+    class Slow:
+        sent, closed = 0, False
+        def seekable(self):
+            return False
+        def read(self, n=-1):
+            if self.sent >= 6 << 20:
+                print("one part sent", flush=True)
+                time.sleep(600)
+            n = min(n if n > 0 else 1 << 20, 1 << 20)
+            self.sent += n
+            return b"x" * n
+
+    files = TraceFiles(902)
+    files.save_stream(files.name("raw.json"), Slow())
+""")
+
+
+def test_a_writer_killed_mid_upload_leaves_no_object(object_store, settings):
+    """A multipart upload whose writer dies is never an object: the trace has no file."""
+    env = {**_child_env(settings), **object_store.environment(object_store.prefix), "TRACE_S3_PART_MB": "5"}
+    writer = Service("killed-writer", [sys.executable, "-c", KILLED_WRITER], env)
+    try:
+        writer.wait_for_line("one part sent", timeout=60)
+        deadline = time.time() + 20
+        while not object_store.open_multipart_uploads() and time.time() < deadline:
+            time.sleep(0.1)
+        assert object_store.open_multipart_uploads() == [f"{object_store.prefix}/902/raw.json"]
+    finally:
+        writer.proc.kill()
+        writer.proc.wait()
+    files = TraceFiles(902)
+    assert not files.exists("raw.json") and files.listdir() == []
+    assert object_store.keys(f"{object_store.prefix}/902/") == []
+
+
+def test_a_capture_fails_with_a_reason_while_the_store_is_away(object_store, seeded_fleet, operator):
+    """The store is away: the capture fails saying so, and the worker process goes on; once
+    the store is back the next capture is stored."""
+    device = seeded_fleet[0]
+    first = writers.request_capture(device, operator, 1)
+    object_store.stop()
+    try:
+        started = time.time()
+        writers.run_capture(first.pk)
+        assert time.time() - started < 60
+    finally:
+        object_store.start()
+        object_store.client().create_bucket(Bucket=object_store.bucket)  # moto keeps buckets in memory
+    first.refresh_from_db()
+    assert first.status == TraceStatus.FAILED, first.status
+    assert "the capture could not be stored" in first.error and "127.0.0.1" in first.error, first.error
+    storages["traces"].exists("x")  # the client reconnects
+    second = writers.request_capture(device, operator, 1)
+    writers.run_capture(second.pk)
+    second.refresh_from_db()
+    assert second.status == TraceStatus.ANALYSING and TraceFiles(second.pk).exists(second.raw_file.split("/")[-1])
+
+
+def _child_env(settings) -> dict:
+    from tests.support.processes import child_env
+
+    env = child_env()
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+@pytest.fixture(scope="module")
+def large_trace(tmp_path_factory) -> bytes:
+    """A Kineto trace of about 12 MB: three 5 MB parts in the store."""
+    from tests.support.tracegen import write_kineto_trace
+
+    path = tmp_path_factory.mktemp("large") / "rank0.trace.json"
+    write_kineto_trace(path, 45_000, seed=3)
+    assert path.stat().st_size > 10 * MB, path.stat().st_size
+    return path.read_bytes()
+
+
+def send_resumable(api_client, data: bytes, chunk: int) -> str:
+    upload = api_client.post("/api/uploads/", {"filename": "big.json", "size": len(data)}, format="json").data
+    for offset in range(0, len(data), chunk):
+        response = api_client.put(f"/api/uploads/{upload['id']}/?offset={offset}", data=data[offset:offset + chunk],
+                                  content_type="application/octet-stream")
+        assert response.status_code == 200, response.content
+    assert api_client.post(f"/api/uploads/{upload['id']}/finish/", {"size": len(data)}, format="json").status_code == 200
+    return upload["id"]
+
+
+def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, api_client, operator, large_trace):
+    """Resumable uploads (their chunks are parts in the store until the trace takes them)
+    and a multipart POST: each raw trace is one multipart object equal to the file, no part
+    is left behind, and the worker analyses it from the store. Chunks of 7 MB become the
+    trace's parts inside the store (two parts); 2 MB chunks, under S3's 5 MB floor, are
+    streamed through into 5 MB parts (three)."""
+    api_client.force_authenticate(operator)
+    small_chunks = send_resumable(api_client, large_trace, 2 * MB)
+    assert len(object_store.keys(f"{object_store.prefix}/uploads/")) == -(-len(large_trace) // (2 * MB))
+    large_chunks = send_resumable(api_client, large_trace, 7 * MB)
+    made = [api_client.post("/api/traces/", {"upload": upload}, format="json") for upload in (small_chunks, large_chunks)]
+    made.append(api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", large_trace)}, format="multipart"))
+    assert [r.status_code for r in made] == [201, 201, 201], [r.content for r in made]
+    assert object_store.keys(f"{object_store.prefix}/uploads/") == []
+    for response, parts in zip(made, ("-3", "-2", "-3"), strict=True):
+        trace = Trace.objects.get(pk=response.data["id"])
+        head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/{trace.raw_file}")
+        assert head["ContentLength"] == len(large_trace) and head["ETag"].strip('"').endswith(parts), head["ETag"]
+        with TraceFiles(trace.pk).storage.open(trace.raw_file, "rb") as f:
+            assert hashlib.sha256(f.read()).digest() == hashlib.sha256(large_trace).digest()
+        writers.analyse(trace.pk)
+        trace.refresh_from_db()
+        assert trace.status == TraceStatus.READY and trace.events > 20_000, trace.error
+
+
+def test_trace_storage_reads_an_s3_url_and_refuses_another():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from dashboard.settings import trace_storage
+
+    config = trace_storage("s3://fleet-traces/prod/eu/")
+    assert config["BACKEND"] == "traces.store.object_store.TraceObjectStorage"
+    assert config["OPTIONS"]["bucket_name"] == "fleet-traces" and config["OPTIONS"]["location"] == "prod/eu"
+    assert trace_storage("")["BACKEND"] == "django.core.files.storage.FileSystemStorage"
+    for bad in ("gs://bucket", "s3://", "fleet-traces"):
+        with pytest.raises(ImproperlyConfigured, match="s3://bucket"):
+            trace_storage(bad)

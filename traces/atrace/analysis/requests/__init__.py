@@ -1,0 +1,2 @@
+"""Requests joined to the engine steps that served them (joining), and why one was slow
+(report)."""

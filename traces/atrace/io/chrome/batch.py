@@ -1,0 +1,265 @@
+"""One batch of Chrome trace events decoded into columns: a pure function of its text.
+
+:func:`parse_batch` takes the JSON text of a run of events (``[{...}, {...}]``) and returns
+a :class:`Batch`: the complete (``X``) events as columns, the flow events as columns, and
+the few other events (metadata, instants, ``B``/``E`` pairs, counters...) as tuples. It
+looks at nothing outside its text, so batches can be decoded in any order, in any process;
+:mod:`.chrome_reader` then merges them in file order, which is where strings are interned
+and tracks numbered (so the trace is the same however the work was split).
+
+msgspec decodes the events into typed records that hold only the fields used (``ts`` and
+``args`` stay raw JSON text); the columns are built from those records a field at a time,
+and names, categories and thread ids are coded through one dictionary of distinct
+(name, category, pid, tid) tuples, a few thousand where there are a million events.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
+
+import msgspec
+import numpy as np
+
+from ...model.trace import NO_ID, Kind
+from .timeparse import NotANumber, us_text_to_ns, us_texts_to_ns
+
+#: Kinds of events by category (lower case); others are decided by their track.
+KIND_BY_CATEGORY = {
+    "cpu_op": Kind.HOST_OP,
+    "operator": Kind.HOST_OP,
+    "host_op": Kind.HOST_OP,
+    "python_function": Kind.PYTHON,
+    "user_annotation": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.ANNOTATION,
+    "annotation": Kind.ANNOTATION,
+    "trace": Kind.ANNOTATION,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "driver": Kind.RUNTIME,
+    "xpu_runtime": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "kernel": Kind.KERNEL,
+    "device_op": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "dma": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "comm": Kind.COMM,
+    "collective": Kind.COMM,
+    "nccl": Kind.COMM,
+    "cuda_sync": Kind.SYNC,
+    "gpu_sync": Kind.SYNC,
+}
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The fields of a trace event that the reader looks at; args stay raw JSON."""
+
+    ph: str | None = None
+    name: str = ""
+    cat: str = ""
+    ts: msgspec.Raw = msgspec.Raw(b"")  # the number's text: parsed exactly (timeparse)
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    id: int | str | None = None
+    bp: str | None = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _ArgsLite(msgspec.Struct, gc=False):
+    correlation: int = NO_ID
+    external_id: int = msgspec.field(default=NO_ID, name="External id")
+    op_type: str | None = None
+
+
+EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
+_ARGS_DECODER = msgspec.json.Decoder(list[_ArgsLite])
+
+_TS, _DUR, _NAME, _ARGS = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("args")
+_PH, _ID, _CAT = attrgetter("ph"), attrgetter("id"), attrgetter("cat")
+_CORR, _EXT, _OP_TYPE = attrgetter("correlation"), attrgetter("external_id"), attrgetter("op_type")
+_X_KEY = attrgetter("name", "cat", "pid", "tid")
+_FLOW_KEY = attrgetter("cat", "ph", "bp", "pid", "tid")
+_PHASE_CODE = {"X": 0, "s": 1, "f": 1, "t": 1}  # 0: complete, 1: flow, 3: anything else
+_PHASE_CODE_OF_BYTE = np.full(256, 3, np.int8)
+for _ph, _code in _PHASE_CODE.items():
+    _PHASE_CODE_OF_BYTE[ord(_ph)] = _code
+
+# Flow 'ts' states
+TS_OK, TS_MISSING, TS_BAD = 0, 1, 2
+
+
+@dataclass
+class Complete:
+    """The complete events of a batch, as columns (``X`` in the batch's order).
+
+    ``key`` indexes ``keys``, the distinct (name, category, pid, tid) in order of first
+    appearance; ``error`` is the first problem found, in the order the reader checks
+    (times, then durations, then args): (message, index among these events).
+    """
+
+    local: np.ndarray | None = None  # position of each in the batch (None: all the batch)
+    keys: list[tuple] = field(default_factory=list)
+    key: np.ndarray | None = None
+    ts: np.ndarray | None = None
+    dur: np.ndarray | None = None  # ns
+    corr: np.ndarray | None = None
+    ext: np.ndarray | None = None
+    op_types: list[tuple[int, str]] = field(default_factory=list)  # (event, args.op_type)
+    args: bytes = b""
+    arg_len: np.ndarray | None = None
+    error: tuple[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.key) if self.key is not None else 0
+
+    def correlated(self) -> bool:
+        """Whether a kernel among these carries a correlation id."""
+        if self.error is not None or not len(self):
+            return False
+        kernel = np.array([KIND_BY_CATEGORY.get(cat.lower()) == Kind.KERNEL for _n, cat, *_ in self.keys], bool)
+        return bool((kernel[self.key] & (self.corr >= 0)).any())
+
+
+@dataclass
+class Flows:
+    """The flow events (``s``, ``t``, ``f``) of a batch, as columns."""
+
+    local: np.ndarray
+    keys: list[tuple]  # distinct (cat, ph, bp, pid, tid)
+    key: np.ndarray
+    ids: list  # the flow id of each (int, str or None)
+    ts: np.ndarray  # ns (0 where ts_state is not TS_OK)
+    ts_state: np.ndarray
+
+
+@dataclass
+class Batch:
+    """A decoded run of events: ``n`` events, of which ``x`` complete, ``flows`` flows, and
+    ``others`` as (position, ph, name, cat, ts text, dur, pid, tid, id, bp, args text)."""
+
+    n: int
+    x: Complete | None = None
+    flows: Flows | None = None
+    others: list[tuple] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def parse_batch(text) -> Batch:
+    """Decode the JSON array ``text`` of events into a :class:`Batch`.
+
+    Raises msgspec's DecodeError or ValidationError when the text is not an array of
+    event objects with fields of the right types (the caller says where).
+    """
+    events = EVENTS_DECODER.decode(text)
+    n = len(events)
+    phases = list(map(_PH, events))
+    if phases.count("X") == n:
+        return Batch(n, _complete(events, None) if n else None)
+    code = phase_codes(phases)
+    batch = Batch(n)
+    x_idx = np.flatnonzero(code == 0)
+    if len(x_idx):
+        batch.x = _complete(list(map(events.__getitem__, x_idx.tolist())), x_idx)
+    flows = np.flatnonzero(code == 1)
+    if len(flows) and batch.x is not None and batch.x.correlated():
+        # Kernels here carry correlation ids, so the trace's ac2g flows will go unused.
+        cats = list(map(_CAT, map(events.__getitem__, flows.tolist())))
+        if "ac2g" in cats:
+            flows = flows[np.array(cats, object) != "ac2g"]
+    if len(flows):
+        batch.flows = _flows(list(map(events.__getitem__, flows.tolist())), flows)
+    for k in np.flatnonzero(code == 3).tolist():
+        e = events[k]
+        batch.others.append((k, e.ph, e.name, e.cat, bytes(e.ts), e.dur, e.pid, e.tid, e.id, e.bp, bytes(e.args)))
+    return batch
+
+
+def phase_codes(phases: list) -> np.ndarray:
+    """Per event: 0 complete, 1 flow, 3 other. Phases are one-letter strings, so their
+    join is one byte each, read at once; anything else (a missing or longer phase) is
+    looked up one by one."""
+    if None not in phases and "" not in phases:
+        text = "".join(phases)  # no empty phase: as many letters as phases means one each
+        if len(text) == len(phases) and text.isascii():
+            return _PHASE_CODE_OF_BYTE[np.frombuffer(text.encode(), np.uint8)]
+    return np.array(list(map(_PHASE_CODE.get, phases, repeat(3))), np.int8)
+
+
+def _code(values: list) -> tuple[list, np.ndarray]:
+    """The distinct values in order of first appearance, and each value's index among them."""
+    distinct = dict.fromkeys(values)
+    index = dict(zip(distinct, range(len(distinct))))
+    return list(distinct), np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+
+
+def _complete(xs: list[_Event], local: np.ndarray | None) -> Complete:
+    out = Complete(local=local)
+    n = len(xs)
+    try:
+        out.ts = us_texts_to_ns(list(map(_TS, xs)))
+    except NotANumber as exc:
+        k = exc.args[1]
+        if not len(xs[k].ts):
+            out.error = (f"complete event has no 'ts' (event {xs[k].name!r})", k)
+        else:
+            out.error = (f"'ts' is {exc.args[0][:40]}, not a number (event {xs[k].name!r})", k)
+        return out
+    dur = np.fromiter(map(_DUR, xs), np.float64, n)
+    if (dur < 0).any():
+        k = int(np.flatnonzero(dur < 0)[0])
+        out.error = (f"negative duration {dur[k]:g} us (event {xs[k].name!r})", k)
+        return out
+    if not np.isfinite(dur).all():
+        out.error = ("duration is not finite", int(np.flatnonzero(~np.isfinite(dur))[0]))
+        return out
+    # Durations are small: float64 holds any three-decimal value below 2**50 ns (13 days)
+    # closely enough that rounding recovers the exact nanoseconds.
+    out.dur = np.rint(dur * 1000.0).astype(np.int64)
+    out.keys, out.key = _code(list(map(_X_KEY, xs)))
+    raws = list(map(_ARGS, xs))  # views into the batch's text (msgspec.Raw), not copies
+    out.arg_len = np.fromiter(map(len, raws), np.int64, n)
+    listed = raws if out.arg_len.all() else [r if size else b"{}" for r, size in zip(raws, out.arg_len.tolist())]
+    try:
+        lite = _ARGS_DECODER.decode(b"[" + b",".join(listed) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        at = re.search(r"\$\[(\d+)\]", str(exc))
+        out.error = (f"bad 'args': {str(exc).split(' - at ')[0]}", int(at.group(1)) if at else 0)
+        return out
+    del listed
+    out.corr = np.fromiter(map(_CORR, lite), np.int64, n)
+    out.ext = np.fromiter(map(_EXT, lite), np.int64, n)
+    op_types = list(map(_OP_TYPE, lite))
+    if op_types.count(None) != n:
+        out.op_types = [(k, t) for k, t in enumerate(op_types) if t is not None]
+    out.args = b"".join(raws)
+    return out
+
+
+def _flows(fl: list[_Event], local: np.ndarray) -> Flows:
+    keys, key = _code(list(map(_FLOW_KEY, fl)))
+    raws = list(map(_TS, fl))
+    n = len(fl)
+    state = np.zeros(n, np.uint8)
+    try:
+        ts = us_texts_to_ns(raws)
+    except NotANumber:
+        ts = np.zeros(n, np.int64)
+        for k, raw in enumerate(raws):
+            if not len(raw):
+                state[k] = TS_MISSING
+                continue
+            try:
+                ts[k] = us_text_to_ns(raw)
+            except (NotANumber, OverflowError):
+                state[k] = TS_BAD
+    return Flows(local, keys, key, list(map(_ID, fl)), ts, state)

@@ -1,0 +1,184 @@
+"""Where a trace's files are: the one place that knows the layout of the "traces" storage.
+
+Every file of trace ``<id>`` is in its folder ``<id>/`` (deleting the folder deletes the
+trace's files):
+
+``raw.<suffix>``
+    The trace as captured (``raw.json.gz``) or uploaded (``raw.json``, ``raw.json.gz``, ``raw.et``).
+``summary.json``, ``instances.bin``, ``args.bin``
+    The breakdown and its drill-down (traces/store/results.py).
+``chrome.json.gz``
+    The Chrome trace export with the critical path marked, written last.
+``view.*``
+    The trace page's analyses (flame, timeline, critical path, correlation, comparison tables),
+    as Atrace writes them (traces/store/page_data.py).
+``job_digest.npz``
+    When the trace is a rank of a distributed job: what the job's cross-rank step needs of it
+    (traces/jobs/analysis.py).
+
+A distributed job's own files are in ``jobs/<id>/`` (:class:`JobFiles`): ``report.json``
+(the cross-rank report) and ``timeline.npz`` (every collective's arrival and end per rank).
+
+The storage is Django's ``storages["traces"]`` (a folder under var/ by default; any storage
+class through TRACE_STORAGE_BACKEND); nothing here reads the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import tempfile
+from pathlib import Path, PurePath
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.core.files.storage import storages
+
+SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
+DIGEST = "job_digest.npz"
+REPORT, TIMELINE = "report.json", "timeline.npz"
+#: What a storage raises when it cannot be read or written: a full or failing disk, an object
+#: store that is away, refuses the credentials or answers with an error.
+STORE_ERRORS = (OSError, BotoCoreError, ClientError)
+RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
+
+
+class TraceFiles:
+    """The files of one trace in the traces storage."""
+
+    def __init__(self, trace_id: int, storage=None) -> None:
+        self.trace_id = trace_id
+        self.storage = storage if storage is not None else storages["traces"]
+
+    @property
+    def folder(self) -> str:
+        return str(self.trace_id)
+
+    def name(self, file: str) -> str:
+        """The storage name of one of the trace's files (``"12/summary.json"``)."""
+        return f"{self.trace_id}/{file}"
+
+    def raw_name(self, original: str = "", head: bytes = b"") -> str:
+        """The name the raw trace is stored under: gzip by its magic bytes, else by the
+        suffix of the file's ``original`` name (JSON when unknown)."""
+        suffix = "json.gz" if head[:2] == b"\x1f\x8b" else RAW_SUFFIXES.get(PurePath(original).suffix, "json")
+        return self.name(f"raw.{suffix}")
+
+    def exists(self, file: str) -> bool:
+        return self.storage.exists(self.name(file))
+
+    def open(self, file: str, mode: str = "rb"):
+        return self.storage.open(self.name(file), mode)
+
+    def save(self, file: str, data: bytes) -> int:
+        """Writes ``data`` (replacing any earlier copy, e.g. of an interrupted attempt);
+        returns its size."""
+        self.save_stream(self.name(file), io.BytesIO(data))
+        return len(data)
+
+    def save_stream(self, name: str, stream) -> str:
+        """Copies ``stream`` (a file, read chunk by chunk) to the storage ``name``, replacing
+        what was there; returns the name stored."""
+        if self.storage.exists(name):
+            self.storage.delete(name)
+        return self.storage.save(name, stream)
+
+    def save_source(self, name: str, source) -> str:
+        """Stores an upload's bytes (a traces.uploads.sources.Source) as ``name``: an object
+        store joins a resumable upload's parts itself, others get them streamed."""
+        compose = getattr(self.storage, "compose", None)
+        parts = list(getattr(source, "parts", ()))
+        if compose is not None and parts and compose(name, parts):
+            return name
+        return self.save_stream(name, source.as_file())
+
+    def local_folder(self) -> Path | None:
+        """The trace's folder on the local file system; None for a storage without local
+        paths (an object store)."""
+        try:
+            return Path(self.storage.path(self.folder))
+        except NotImplementedError:
+            return None
+
+    def listdir(self) -> list[str]:
+        try:
+            _dirs, files = self.storage.listdir(self.folder)
+        except FileNotFoundError:
+            return []
+        return files
+
+    def local_copy(self, prefix: str, into: Path, max_bytes: int | None = None) -> Path:
+        """A local copy of the files whose names start with ``prefix``, made once in the
+        folder ``into`` (for storages without local paths). ``max_bytes``: the most the
+        copies beside it in ``into``'s parent may hold; the least recently used go first."""
+        if into.exists():
+            with contextlib.suppress(OSError):
+                into.touch()  # used now: evicted last
+            return into
+        into.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=into.parent, prefix=".copying-"))
+        try:
+            for file in self.listdir():
+                if file.startswith(prefix):
+                    with self.open(file) as src, (tmp / file).open("wb") as dst:
+                        shutil.copyfileobj(src, dst)
+            tmp.rename(into)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not into.exists():
+                raise
+        if max_bytes is not None:
+            trim_cache(into.parent, max_bytes, keep=into)
+        return into
+
+    def download_url(self, name: str, min_bytes: int, filename: str = "") -> str | None:
+        """A URL the client may fetch the stored ``name`` from directly (an object store's
+        presigned URL), when it is at least ``min_bytes``; None to serve it through the web."""
+        if self.local_folder() is not None:
+            return None
+        if self.storage.size(name) < min_bytes:
+            return None
+        disposition = {"ResponseContentDisposition": f'attachment; filename="{filename}"'} if filename else None
+        return self.storage.url(name, parameters=disposition)
+
+    def delete_all(self) -> None:
+        """Deletes every file of the trace, and its folder."""
+        for file in self.listdir():
+            self.storage.delete(self.name(file))
+        folder = self.local_folder()
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # file systems keep empty folders
+
+
+def trim_cache(root: Path, max_bytes: int, keep: Path | None = None) -> int:
+    """Delete the least recently used copies (folders) in ``root`` until they hold at most
+    ``max_bytes`` (``keep``, the one just used, stays); returns the number deleted."""
+    copies = []
+    for folder in root.iterdir():
+        if folder.is_dir() and not folder.name.startswith("."):
+            with contextlib.suppress(OSError):
+                size = sum(f.stat().st_size for f in folder.iterdir())
+                copies.append((folder.stat().st_mtime, size, folder))
+    total = sum(size for _t, size, _f in copies)
+    deleted = 0
+    for _mtime, size, folder in sorted(copies, key=lambda c: c[0]):
+        if total <= max_bytes:
+            break
+        if folder == keep:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+        deleted += 1
+    return deleted
+
+
+class JobFiles(TraceFiles):
+    """The files of one distributed job, in ``jobs/<id>/`` of the traces storage."""
+
+    @property
+    def folder(self) -> str:
+        return f"jobs/{self.trace_id}"
+
+    def name(self, file: str) -> str:
+        return f"{self.folder}/{file}"
