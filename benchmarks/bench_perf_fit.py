@@ -27,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from emulator import perf_model  # noqa: E402
-from emulator.tracing import capture  # noqa: E402
-from emulator.workloads import WORKLOADS  # noqa: E402
+from emulator.perf import model as perf_model  # noqa: E402
+from emulator.workloads.graph import WORKLOADS  # noqa: E402
+from emulator.workloads.tracing import capture  # noqa: E402
 from fleet.asimov.loader import SPECS_DIR  # noqa: E402
 from fleet.asimov.performance import with_performance  # noqa: E402
 from tests.support.traces import REAL_TRACES as REAL  # noqa: E402  (ASICMON_REAL_TRACES)

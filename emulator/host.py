@@ -23,13 +23,13 @@ from pathlib import Path
 
 import orjson
 
-from emulator import driver_errors, physics
 from emulator.config import FleetConfig, HostSpec, find_host
-from emulator.devices import device_type
-from emulator.drivers import DRIVERS, DeviceBinding, Driver, DriverContext
+from emulator.devices import driver_errors, physics
+from emulator.devices.drivers import DRIVERS, DeviceBinding, Driver, DriverContext
+from emulator.devices.physics import DevicePhysics
+from emulator.devices.zoo import device_type
 from emulator.noise import string_key
-from emulator.physics import DevicePhysics
-from emulator.workloads import op_time_us, workload_for
+from emulator.workloads.graph import op_time_us, workload_for
 
 __all__ = ["EmulatedHost", "items_per_second"]
 
@@ -215,7 +215,7 @@ class EmulatedHost:
             return
         physics.inject(self.state(serial), fault, persistent)
 
-    # -- driver errors (emulator.driver_errors) ---------------------------------------------
+    # -- driver errors (emulator.devices.driver_errors) ---------------------------------------------
     def _due_lines(self, serial: str) -> None:
         d = self.spec.device(serial)
         driver_errors.due_lines(self.states[serial], self.states[serial].t, driver_errors.bus_address(d.index),

@@ -14,7 +14,7 @@
 and the initial values the state starts from); ``fault KIND = effect(...)`` says what an
 injected fault changes (`FAULT_EFFECTS`: each fault kind has one effect and its numbers);
 ``rule NAME = form(...)`` sets the numbers of a per-step update rule (`STEP_RULES`). The
-emulator's runtime (`emulator.physics`) runs the rules, small pure steps: activity -> clock
+emulator's runtime (`emulator.devices.physics`) runs the rules, small pure steps: activity -> clock
 and power -> temperature with lag -> throttling -> counters, per time step; reset and reboot
 per action; and each fault's effect, all with the numbers given here.
 The checker refuses unknown fields and faults, values of the wrong type or out of range,
@@ -37,9 +37,9 @@ __all__ = [
     "DRIVER_INTERFACES", "FAULT_EFFECTS", "FIELDS", "REQUIRED", "STEP_RULES", "fault_stmt", "finish_state", "state_stmt",
 ]
 
-#: Driver interfaces a double may answer (emulator.drivers: NVML-, sysfs-, C-library-shaped).
+#: Driver interfaces a double may answer (emulator.devices.drivers: NVML-, sysfs-, C-library-shaped).
 DRIVER_INTERFACES = ("sysfs", "clib", "nvml")
-#: Workloads a double may serve (emulator.workloads.WORKLOADS).
+#: Workloads a double may serve (emulator.workloads.graph.WORKLOADS).
 WORKLOADS = ("video_pipeline", "recommendation", "transformer", "decode")
 REQUIRED = object()
 

@@ -4,7 +4,7 @@ every fault the emulator can inject, at every hour of the emulated day."""
 import pytest
 
 from emulator import FleetConfig
-from emulator.devices import device_type
+from emulator.devices.zoo import device_type
 from fleet.choices import Health
 from fleet.emulated import HostMonitor
 from fleet.health import Limits, assess_with_reasons, limits_for, observe

@@ -2,7 +2,7 @@ from django import template
 from django.conf import settings
 from django.utils.html import json_script
 
-from emulator.serving import SERVING_PROBLEMS
+from emulator.serving.engine import SERVING_PROBLEMS
 from fleet.durations import human_duration
 from fleet.routing import capture_unavailable_reason
 from traces.choices import TraceStatus
