@@ -233,7 +233,7 @@ class EmulatedHost:
         """Every device of the host restarts: faults that only a host reboot cures go too."""
         for state in self.states.values():
             kept = driver_errors.survives(state, "reboot_host")
-            physics.reboot(state, self.cfg.reboot_s)
+            physics.reboot(state, device_type(state.type), self.cfg.reboot_s)
             state.faults.update(kept)
 
     def diagnose(self, serial: str) -> tuple[bool, str]:
@@ -251,12 +251,13 @@ class EmulatedHost:
         """A device reset: what only a host reboot or an inspection cures stays."""
         state = self.state(serial)
         kept = driver_errors.survives(state, "reset_device")
-        physics.reboot(state, self.cfg.reboot_s)
+        physics.reboot(state, device_type(state.type), self.cfg.reboot_s)
         state.faults.update(kept)
 
     def occupy(self, serial: str, until: float) -> None:
         """A distributed job holds the device at full load until ``until`` (epoch s)."""
-        physics.occupy(self.state(serial), until)
+        state = self.state(serial)
+        physics.occupy(state, device_type(state.type), until)
 
     # -- drivers -------------------------------------------------------------------------
     def binding(self, serial: str) -> DeviceBinding:

@@ -1,11 +1,13 @@
 """A device type of the emulator: the hardware parameters and fault rules of one kind of
-accelerator, as its Asimov spec's ``state``, ``rule`` and ``fault`` lines give them (a step
-rule's numbers are attributes named ``<rule>_<parameter>``, e.g. ``throttle_down_per_s``)."""
+accelerator, as its Asimov spec's ``state``, ``rule`` and ``fault`` lines give them (a rule's
+or fault's numbers are attributes named ``<rule>_<parameter>``, e.g. ``throttle_down_per_s``),
+and the state machine its ``step`` and ``on`` lines compile into (``machine``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from emulator.devices.runtime import Machine
 from fleet.asimov.state import FAULT_EFFECTS, STEP_RULES
 
 __all__ = ["FAULTS", "DeviceType", "fault_number"]
@@ -36,10 +38,13 @@ class DeviceType:
     pcie_width: int = 16
     pcie_gbps: float = 8.0  # DMA bandwidth used at full load, GB/s
     counter_bits: int = 48  # width of the hardware cycle counters
+    ecc_background_per_s: float = 2e-4  # corrected ECC errors a second with no fault
     driver_version: str = "1.0.0"
     firmware: dict[str, str] = field(default_factory=dict)  # sw version -> firmware version
     faults: dict[str, tuple] = field(default_factory=dict)  # fault -> its effect's numbers (spec)
     rules: dict[str, tuple] = field(default_factory=dict)  # step rule -> its numbers (spec)
+    # the spec's update rules, compiled (emulator.devices.runtime.Machine)
+    machine: Machine | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # the step rules' numbers as plain attributes: the physics reads them every step
@@ -47,6 +52,10 @@ class DeviceType:
             numbers = self.rules.get(name) or defaults
             for param, value in zip(params, numbers, strict=True):
                 object.__setattr__(self, f"{name}_{param}", value)
+        # and each fault's numbers, as the update rules read them (overheat_resistance_factor)
+        for fault, (_, params, _) in FAULT_EFFECTS.items():
+            for i, param in enumerate(params):
+                object.__setattr__(self, f"{fault}_{param}", fault_number(self, fault, i))
 
     def firmware_for(self, sw_version: str) -> str:
         return self.firmware.get(sw_version, f"{sw_version}.0")

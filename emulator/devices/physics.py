@@ -1,8 +1,12 @@
 """Device physics: workload drives core activity, activity drives power, power drives
 temperature with thermal lag, heat throttles the clock, and counters integrate it all.
 
-`DevicePhysics` is plain data (it is persisted as JSON); `advance` moves one device forward
-in simulated time. All randomness comes from `emulator.noise`, keyed by the fleet seed,
+The rules themselves are the device type's: the ``step`` and ``on`` lines of its Asimov spec,
+compiled into a state machine (`fleet.asimov.rules`, `emulator.devices.runtime`). What stays
+here is the runtime around them: `DevicePhysics`, the state, is plain data (it is persisted
+as JSON); `advance` cuts a gap into time steps and runs the type's ``step`` on each;
+`inject`, `clear`, `reboot` and `occupy` keep the faults' bookkeeping and run the type's
+``on`` rules. All randomness comes from `emulator.noise`, keyed by the fleet seed,
 the device and the time step, so the same sequence of `advance` calls always produces the
 same states.
 """
@@ -13,16 +17,15 @@ import math
 from dataclasses import dataclass, field
 
 from emulator import noise
+from emulator.devices.runtime import demand
 from emulator.devices.zoo import FAULTS, DeviceType, fault_number
 
 __all__ = ["DevicePhysics", "advance", "demand", "new_state"]
 
 MAX_STEP_S = 1.0  # integration step; long gaps use fewer, longer steps
 MAX_STEPS = 240
-ECC_BACKGROUND_PER_S = 2e-4
 # What each fault changes (leak rate, ECC storm rates, link loss, cooler factor) is the
 # device type's: its spec's ``fault`` lines (fleet.asimov.state), read by `fault_number`.
-WORKLOAD_PHASE = {"video_pipeline": 0.83, "recommendation": 0.79, "transformer": 0.6}
 
 
 @dataclass
@@ -93,17 +96,6 @@ class DevicePhysics:
 _LIST_FIELDS = ("core_activity", "core_active_cycles", "core_total_cycles", "core_busy_us")
 
 
-def demand(t: float, workload: str, host_key: int = 0) -> float:
-    """The daily demand curve of a workload at epoch time ``t``, in [0.05, 1].
-
-    Traffic peaks in the evening (UTC), dips at night, and each host is a little offset.
-    """
-    day = t / 86400.0
-    phase = WORKLOAD_PHASE.get(workload, 0.75) + ((host_key % 97) / 97.0 - 0.5) * 0.06
-    level = 0.55 + 0.35 * math.cos(2 * math.pi * (day - phase))
-    return min(1.0, max(0.05, level))
-
-
 def new_state(dtype: DeviceType, serial: str, seed: int, t: float) -> DevicePhysics:
     """A freshly installed device, idle at ambient+idle temperature. Cycle counters start at
     a seeded offset of their width, so some devices wrap early in a run."""
@@ -150,103 +142,13 @@ def advance(
 def _step(
     s: DevicePhysics, d: DeviceType, dt: float, workload: str, items_per_s: float, host_key: int
 ) -> None:
-    """One step of ``dt`` seconds: activity, clock and power, temperature, counters, memory."""
+    """One step of ``dt`` seconds: the type's spec-generated rules (activity, clock and power,
+    temperature, counters, memory) move the state; the draws of the step continue the hash
+    of the device and its 100 ms tick."""
     t = s.t + dt
-    tick = int(t * 10)  # noise changes every 100 ms of simulated time
     rebooting = s.rebooting_until is not None and t < s.rebooting_until
-    if s.rebooting_until is not None and not rebooting:
-        s.rebooting_until = None
-    serving = not (rebooting or "hang" in s.faults)
-    h = noise.mix(s.key, tick)  # the step's draws share their leading keys
-    wanted = d.job_load if s.job_until is not None and t < s.job_until else demand(t, workload, host_key)
-    _activity(s, d, wanted, h, serving, rebooting)
-    f = _clock_and_power(s, d, dt, h, rebooting)
-    _temperature(s, d, dt)
-    _counters(s, d, dt, h, f, items_per_s)
-    _memory(s, d, dt, rebooting)
+    d.machine.step(s, d, t, dt, noise.mix(s.key, int(t * 10)), rebooting, workload, host_key, items_per_s)
     s.t = t
-
-
-def _activity(
-    s: DevicePhysics, d: DeviceType, wanted: float, h: int, serving: bool, rebooting: bool
-) -> None:
-    """The load the device serves and each core's share of active time (``h``: the hash
-    of the device and the time step, that every draw of the step continues)."""
-    load = wanted * (d.activity_load_low + d.activity_load_span * noise.unit(noise.mix_on(h, 7))) if serving else 0.0
-    load = min(1.0, load)
-    if serving:
-        mix_on, unit = noise.mix_on, noise.unit
-        low, span = d.activity_core_low, d.activity_core_span
-        activity = [min(1.0, max(0.0, load * (low + span * unit(mix_on(h, 100 + c))))) for c in range(d.cores)]
-    else:
-        activity = [0.0] * d.cores
-    if "core_stuck" in s.faults and not rebooting:
-        activity[s.stuck_core] = 1.0
-    s.core_activity = activity
-    s.load = load
-
-
-def _clock_and_power(s: DevicePhysics, d: DeviceType, dt: float, h: int, rebooting: bool) -> float:
-    """Clock (thermal throttling with hysteresis, a power cap) and power; the clock share."""
-    mean_activity = sum(s.core_activity) / d.cores
-    f = s.clock_mhz / d.max_clock_mhz
-    f_min = d.min_clock_mhz / d.max_clock_mhz
-    if s.temperature_c > d.throttle_c:
-        f = max(f_min, f - d.throttle_down_per_s * dt * (1 + s.temperature_c - d.throttle_c))
-        s.throttle_thermal = True
-    elif s.temperature_c < d.throttle_c - d.throttle_hysteresis_c:
-        f = min(1.0, f + d.throttle_up_per_s * dt)
-        s.throttle_thermal = f < 1.0
-    dynamic = (d.tdp_w - d.idle_w) * mean_activity * f**d.power_clock_exponent
-    s.throttle_power = False
-    if d.idle_w + dynamic > d.tdp_w * 1.1:  # never reached at nominal clocks; kept as a guard
-        s.throttle_power = True
-    idle = d.idle_w * (0.4 if rebooting else 1.0)
-    power = idle + dynamic + d.idle_w * 0.03 * (noise.unit(noise.mix_on(h, 8)) - 0.5)
-    s.power_w = max(0.0, power)
-    s.clock_mhz = d.max_clock_mhz * f
-    return f
-
-
-def _temperature(s: DevicePhysics, d: DeviceType, dt: float) -> None:
-    """First-order lag towards ambient + power x thermal resistance."""
-    r_th = d.thermal_resistance * (fault_number(d, "overheat", 0) if "overheat" in s.faults else 1.0)
-    target = d.ambient_c + s.power_w * r_th
-    s.temperature_c += (target - s.temperature_c) * (1.0 - math.exp(-dt / d.thermal_tau_s))
-
-
-def _counters(s: DevicePhysics, d: DeviceType, dt: float, h: int, f: float, items_per_s: float) -> None:
-    """The monotonic counters: cycles, busy time, DMA, energy, work items, errors."""
-    cycles = s.clock_mhz * 1e6 * dt
-    whole = round(cycles)
-    us = dt * 1e6
-    total, active, busy = s.core_total_cycles, s.core_active_cycles, s.core_busy_us
-    for c, a in enumerate(s.core_activity):
-        total[c] += whole
-        active[c] += round(cycles * a)
-        busy[c] += round(us * a)
-    link_gen, link_width = s.pcie_link(d)
-    link_share = (link_gen * link_width) / (d.pcie_gen * d.pcie_width)
-    dma = d.pcie_gbps * 1e9 * s.load * min(1.0, link_share * 2) * dt
-    s.dma_to_device_bytes += round(dma)
-    s.dma_from_device_bytes += round(dma * 0.1)
-    s.energy_mj += round(s.power_w * dt * 1000)
-    s.work_items += round(items_per_s * s.load * f * min(1.0, link_share * 2) * dt)
-    storm = "ecc_storm" in s.faults
-    ecc_rate = fault_number(d, "ecc_storm", 0) if storm else ECC_BACKGROUND_PER_S
-    s.ecc_corrected += noise.poisson_of(ecc_rate * dt, noise.mix_on(h, 9))
-    if storm:
-        s.ecc_uncorrected += noise.poisson_of(fault_number(d, "ecc_storm", 1) * dt, noise.mix_on(h, 10))
-    if "pcie_degraded" in s.faults:
-        s.pcie_errors += noise.poisson_of(fault_number(d, "pcie_degraded", 2) * dt, noise.mix_on(h, 11))
-
-
-def _memory(s: DevicePhysics, d: DeviceType, dt: float, rebooting: bool) -> None:
-    """Resident model + working set + whatever a leaking driver lost."""
-    if "memory_leak" in s.faults and not rebooting:
-        s.leaked_bytes += round(d.memory_bytes * fault_number(d, "memory_leak", 0) * dt)
-    resident = 0 if rebooting else d.model_memory_bytes + round(d.working_memory_bytes * s.load)
-    s.memory_used_bytes = min(d.memory_bytes, resident + s.leaked_bytes)
 
 
 def inject(state: DevicePhysics, fault: str, persistent: bool = False) -> None:
@@ -262,22 +164,19 @@ def clear(state: DevicePhysics, fault: str) -> None:
     state.faults.pop(fault, None)
 
 
-def occupy(state: DevicePhysics, until: float) -> None:
+def occupy(state: DevicePhysics, dtype: DeviceType, until: float) -> None:
     """A distributed job runs on the device until ``until``: it serves at full load (and
     heats up, and throttles if it cannot shed the heat) instead of following demand."""
-    state.job_until = max(until, state.job_until or until)
+    dtype.machine.on_occupy(state, dtype, state.t, until)
 
 
 def ecc_rate(state: DevicePhysics, dtype: DeviceType) -> float:
     """Corrected ECC errors per second the device has now."""
-    return fault_number(dtype, "ecc_storm", 0) if "ecc_storm" in state.faults else ECC_BACKGROUND_PER_S
+    return fault_number(dtype, "ecc_storm", 0) if "ecc_storm" in state.faults else dtype.ecc_background_per_s
 
 
-def reboot(state: DevicePhysics, duration_s: float) -> None:
+def reboot(state: DevicePhysics, dtype: DeviceType, duration_s: float) -> None:
     """Takes the device away for ``duration_s``; transient faults and leaked memory are gone
     when it comes back (they are cleared now; the driver answers nothing until then)."""
     state.faults = {k: v for k, v in state.faults.items() if v.get("persistent")}
-    state.leaked_bytes = 0
-    state.rebooting_until = state.t + duration_s
-    state.boots += 1
-    state.throttle_thermal = False
+    dtype.machine.on_reboot(state, dtype, state.t, duration_s)

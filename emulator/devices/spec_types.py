@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from emulator.devices.device_type import DeviceType
+from emulator.devices.runtime import load_machine
 from emulator.workloads.graph import CostProfile, register_cost_profile
 from fleet.asimov.compiler import CompiledSpec, compile_file
 from fleet.asimov.errors import AsimovError, SpecErrors
@@ -40,7 +41,9 @@ def spec_paths(extra_dirs: tuple[str, ...] = ()) -> list[Path]:
 def device_type_from_spec(compiled: CompiledSpec) -> DeviceType:
     """The `DeviceType` a compiled spec's state and fault rules describe."""
     fields = {k: v for k, v in compiled.state.items() if k not in _COST}
-    return DeviceType(name=compiled.device, faults=dict(compiled.fault_rules), rules=dict(compiled.step_rules), **fields)
+    machine = load_machine(compiled.machine, compiled.source) if compiled.machine else None
+    return DeviceType(name=compiled.device, faults=dict(compiled.fault_rules), rules=dict(compiled.step_rules),
+                      machine=machine, **fields)
 
 
 def register_cost(compiled: CompiledSpec) -> None:

@@ -9,6 +9,8 @@ interface that is new needs a driver class in `emulator.devices.drivers`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from emulator.devices.device_type import FAULTS, DeviceType, fault_number
 from emulator.devices.spec_types import types_from_specs
 from emulator.perf.model import spec_dirs
@@ -16,10 +18,15 @@ from emulator.perf.model import spec_dirs
 __all__ = ["DEVICE_TYPES", "FAULTS", "DeviceType", "device_type", "fault_number", "register_device_type"]
 
 DEVICE_TYPES: dict[str, DeviceType] = {}
+STANDARD_RULES = "gpu"  # whose rules a type without any runs
 
 
 def register_device_type(dtype: DeviceType) -> DeviceType:
-    """Adds a device type to the zoo (replacing one of the same name)."""
+    """Adds a device type to the zoo (replacing one of the same name). A type written in
+    Python with no update rules of its own runs those of the shipped specs (as gpu.asimov
+    has them: every shipped double has the same ``step`` and ``on`` lines)."""
+    if dtype.machine is None and STANDARD_RULES in DEVICE_TYPES:
+        dtype = replace(dtype, machine=DEVICE_TYPES[STANDARD_RULES].machine)
     DEVICE_TYPES[dtype.name] = dtype
     return dtype
 

@@ -25,6 +25,7 @@ from fleet.asimov.discovery import check_discovery_fits
 from fleet.asimov.errors import Abort, AsimovError, SpecErrors
 from fleet.asimov.expressions import EXPRESSIONS
 from fleet.asimov.nodes import Expr, Ident, Node, Out, Spec, Statement
+from fleet.asimov.rules import finish_rules
 from fleet.asimov.state import finish_state
 from fleet.asimov.statements import STATEMENTS
 from fleet.asimov.values import SPECIAL_NAMES, Ctx, Symbol, Value
@@ -56,6 +57,7 @@ class CheckedSpec:
     state: Mapping[str, object] = field(default_factory=dict)
     fault_rules: Mapping[str, tuple] = field(default_factory=dict)
     step_rules: Mapping[str, tuple] = field(default_factory=dict)
+    rules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # fleet.asimov.rules
 
 
 class Checker:
@@ -82,6 +84,8 @@ class Checker:
         self.state: dict[str, object] = {}
         self.fault_rules: dict[str, tuple] = {}
         self.step_rules: dict[str, tuple] = {}
+        self.rules: dict[str, list[str]] = {}  # step or command -> its rules' Python lines
+        self.rule_locals: dict[str, set[str]] = {}
         self.discovery: dict | None = None
         self.events: dict | None = None
         self.diagnostic = ""
@@ -202,6 +206,7 @@ class Checker:
             state=MappingProxyType(self.state),
             fault_rules=MappingProxyType(self.fault_rules),
             step_rules=MappingProxyType(self.step_rules),
+            rules=MappingProxyType({k: tuple(v) for k, v in self.rules.items()}),
         )
 
 
@@ -216,6 +221,7 @@ def check(spec: Spec, text: str, filename: str = "<spec>") -> CheckedSpec:
         check_discovery_fits(c)
         if spec.statements:
             finish_state(c, spec.statements[0])
+            finish_rules(c, spec.statements[0])
     if c.errors:
         raise SpecErrors(c.errors)
     return c.result(spec)

@@ -52,6 +52,7 @@ __all__ = [
     "Performance",
     "StateField",
     "FaultRule",
+    "Rule",
     "Span",
     "Spec",
     "Stat",
@@ -381,6 +382,16 @@ class FaultRule(Statement):
     kind: Ident
     effect: Expr
     word: str = "fault"
+
+
+@dataclass(frozen=True, eq=False)
+class Rule(Statement):
+    """``step NAME = expr`` (``when`` is "step") or ``on COMMAND NAME = expr``: an update
+    rule of the device double (fleet.asimov.rules)."""
+
+    when: Ident
+    name: Ident
+    value: Expr
 
 
 @dataclass(frozen=True, eq=False)

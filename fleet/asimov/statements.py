@@ -34,12 +34,14 @@ from fleet.asimov.nodes import (
     FaultRule,
     Health,
     Performance,
+    Rule,
     StateField,
     Statement,
     StatsAssign,
 )
 from fleet.asimov.performance import performance_stmt
 from fleet.asimov.reads import binding, call_stmt
+from fleet.asimov.rules import step_stmt
 from fleet.asimov.state import fault_stmt, state_stmt
 from fleet.asimov.units import parse_unit
 from fleet.asimov.values import ANY, NO, Ctx, Symbol
@@ -159,4 +161,5 @@ STATEMENTS: dict[type, Check] = {
     Diagnose: diagnose_stmt,
     StateField: state_stmt,
     FaultRule: fault_stmt,
+    Rule: step_stmt,
 }
