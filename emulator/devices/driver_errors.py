@@ -2,9 +2,12 @@
 
 A driver-error fault is injected like any other (``python -m emulator inject SERIAL xid_79``)
 and plays out as a cascade: lines in the host's kernel log at the times a real driver would
-write them (NVIDIA's ``NVRM: Xid`` format for GPU-like devices, amdgpu's RAS lines for the
-others), and effects on the device (it stops answering, its ECC counter moves). Each fault
-needs a rung of the repair ladder to go away:
+write them (NVIDIA's ``NVRM: Xid`` format, amdgpu's RAS lines), and effects on the device
+(it stops answering). The cascades are the specs': their ``cascade`` lines
+(`fleet.asimov.cascades`; gpu.asimov has NVIDIA's, inference.asimov amdgpu's, a spec in
+``ASIMOV_SPEC_DIRS`` may add its own), and any emulated device can be given any of them.
+This module is the runtime that plays them. Each fault needs a rung of the repair ladder to
+go away:
 
 * ``restart_application`` -- the workload restarts (`restart_workload`): application faults;
 * ``reset_device`` -- a device reset (its reboot);
@@ -12,8 +15,8 @@ needs a rung of the repair ladder to go away:
 * ``inspect_hardware`` -- nothing in software cures it (a persistent fault).
 
 `diagnose` is the device's short self-test: it fails while a fault is still there.
-A GPU has a few spare memory rows: each ``xid_48`` uses one (48 then 63); past the spares
-it fails its remap (48 then 64) and becomes a hardware fault.
+A cascade with spare rows (a GPU's ``xid_48``: 48 then 63) uses one each time; past the
+spares it plays its ``exhausted`` step instead (48 then 64) and becomes a hardware fault.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from emulator.devices.spec_types import cascades_from_specs
+from emulator.perf.model import spec_dirs
+from fleet.asimov.cascades import RUNGS
+
 __all__ = [
+    "CASCADES",
     "DRIVER_FAULTS",
     "RUNGS",
     "SPARE_ROWS",
@@ -34,8 +42,6 @@ __all__ = [
     "survives",
 ]
 
-RUNGS = ("ignore", "restart_application", "reset_device", "reboot_host", "inspect_hardware")
-SPARE_ROWS = 2  # spare rows an emulated GPU can remap to
 KMSG_KEEP = 5000  # kernel-log lines a host keeps before the oldest are overwritten
 # Bus numbers of an eight-GPU server's slots, as `lspci` shows them on a typical HGX board.
 _BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
@@ -55,43 +61,19 @@ class Cascade:
     needs: str  # the rung that cures it
     steps: tuple[Step, ...]
     repeat: int = 1  # the first step's line, this many times (a flood)
+    spare_rows: int | None = None  # uses it may have before it plays `exhausted`
+    exhausted: Step | None = None
+
+    @classmethod
+    def from_spec(cls, c: dict) -> Cascade:
+        """A cascade as `fleet.asimov.cascades` records a ``cascade`` line."""
+        exhausted = Step(*c["exhausted"]) if c["exhausted"] else None
+        return cls(c["vendor"], c["needs"], tuple(Step(*s) for s in c["steps"]), c["repeat"], c["spare_rows"], exhausted)
 
 
-CASCADES: dict[str, Cascade] = {
-    "xid_79": Cascade("nvidia", "reboot_host", (Step(0, "79", "GPU has fallen off the bus.", "hang"),)),
-    "xid_48": Cascade("nvidia", "reset_device", (
-        Step(0, "48", "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0."),
-        Step(1, "63", "Row Remapper: New row marked for remapping, reset gpu to activate."),
-    )),
-    "xid_94": Cascade("nvidia", "restart_application", (Step(0, "94", "Contained: SM (0x1). RST: No, D-RST: No"),)),
-    "xid_95": Cascade("nvidia", "reset_device", (Step(0, "95", "Uncontained: FBHUB. RST: Yes, D-RST: No"),), repeat=200),
-    "xid_119": Cascade("nvidia", "reset_device", (
-        Step(0, "119", "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4)."),
-        Step(6, "119", "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 10 (FREE) (0x0 0x0).", "hang"),
-    )),
-    "xid_120": Cascade("nvidia", "reset_device", (Step(0, "120", "GSP task exception: Task ID 0x2, PC 0x4bd0, Stack 0x0"),)),
-    "xid_74": Cascade("nvidia", "reset_device", (
-        Step(0, "74", "NVLink: fatal error detected on link 3(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"),
-    )),
-    "xid_13": Cascade("nvidia", "restart_application", (
-        Step(0, "13", "Graphics SM Warp Exception on (GPC 1, TPC 0, SM 1): Out Of Range Address"),
-        Step(0, "13", "Graphics Exception: ESR 0x514730=0x201000e 0x514734=0x24 0x514728=0x4c1eb72 0x51472c=0x1174"),
-    )),
-    "xid_31": Cascade("nvidia", "restart_application", (
-        Step(0, "31", "Ch 00000010, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f4d_20000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ"),
-    )),
-    "xid_43": Cascade("nvidia", "ignore", (Step(0, "43", "Ch 00000008"),)),
-    "amd_umc_ue": Cascade("amd", "reset_device", (
-        Step(0, "umc.ue", "amdgpu: 1 uncorrectable hardware errors detected in umc block"),
-        Step(1, "bad_page", "amdgpu: Saved 1 bad pages to the RAS table"),
-    )),
-    "amd_xgmi_ue": Cascade("amd", "reset_device", (Step(0, "xgmi_wafl.ue", "amdgpu: 1 uncorrectable hardware errors detected in xgmi_wafl block"),)),
-    "amd_ring_timeout": Cascade("amd", "restart_application", (
-        Step(0, "ring_timeout", "amdgpu: ring gfx_0.0.0 timeout, signaled seq=48127, emitted seq=48129"),
-    )),
-    "amd_umc_ce": Cascade("amd", "ignore", (Step(0, "umc.ce", "amdgpu: 3 correctable hardware errors detected in umc block"),)),
-}
+CASCADES: dict[str, Cascade] = {name: Cascade.from_spec(c) for name, c in cascades_from_specs(spec_dirs()).items()}
 DRIVER_FAULTS = tuple(CASCADES)
+SPARE_ROWS = next((c.spare_rows for c in CASCADES.values() if c.spare_rows is not None), 0)  # a GPU's spare rows
 
 
 def workload_label(device_type: str, host: str, hosts_per_job: int = 2) -> str:
@@ -122,13 +104,11 @@ def inject(state, fault: str, address: str, host: str, log: list, persistent: bo
     if cascade is None:
         raise ValueError(f"unknown driver fault {fault!r}; expected one of {', '.join(DRIVER_FAULTS)}")
     needs = cascade.needs
-    if fault == "xid_48":
+    if cascade.spare_rows is not None:
         used = state.faults.get("rows_remapped", {}).get("count", 0) + 1
         state.faults["rows_remapped"] = {"since": state.t, "persistent": True, "count": used, "needs": "ignore"}
-        if used > SPARE_ROWS:  # no spare row left: the remap fails, the board is faulty
-            cascade = Cascade("nvidia", "inspect_hardware", (
-                cascade.steps[0], Step(1, "64", "Row Remapper: Failed to mark row for remapping, no spare rows left in the bank."),
-            ))
+        if used > cascade.spare_rows:  # no spare row left: the remap fails, the board is faulty
+            cascade = Cascade(cascade.vendor, "inspect_hardware", (cascade.steps[0], cascade.exhausted))
             needs, persistent = "inspect_hardware", True
     pid = 4000 + int(state.t) % 50000
     pending = [[state.t + s.after_s, i] for i, s in enumerate(cascade.steps)]

@@ -19,7 +19,7 @@ from fleet.asimov.compiler import CompiledSpec, compile_file
 from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.loader import SPECS_DIR
 
-__all__ = ["device_type_from_spec", "spec_paths", "types_from_specs"]
+__all__ = ["cascades_from_specs", "compiled_specs", "device_type_from_spec", "spec_paths", "types_from_specs"]
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +57,43 @@ def register_cost(compiled: CompiledSpec) -> None:
     )
 
 
-def types_from_specs(extra_dirs: tuple[str, ...] = ()) -> list[DeviceType]:
-    """The type of every spec that describes a double (their cost models registered). A
+_COMPILED: dict[tuple[str, int], CompiledSpec] = {}  # (path, mtime) -> the spec compiled
+
+
+def compiled_specs(extra_dirs: tuple[str, ...] = ()) -> list[CompiledSpec]:
+    """Every spec that describes a double, compiled (once for each version of its file). A
     broken spec in an extra folder is logged with its line and column and left out."""
     out = []
     for path in spec_paths(extra_dirs):
-        try:
-            compiled = compile_file(path)
-        except (AsimovError, SpecErrors) as exc:
-            if path.parent == SPECS_DIR:
-                raise  # a shipped spec must compile
-            log.error("device type of %s left out: %s", path, exc)  # as the agent does
-            continue
+        key = (str(path), path.stat().st_mtime_ns)
+        compiled = _COMPILED.get(key)
+        if compiled is None:
+            try:
+                compiled = _COMPILED[key] = compile_file(path)
+            except (AsimovError, SpecErrors) as exc:
+                if path.parent == SPECS_DIR:
+                    raise  # a shipped spec must compile
+                log.error("device type of %s left out: %s", path, exc)  # as the agent does
+                continue
+        out.append(compiled)
+    return out
+
+
+def types_from_specs(extra_dirs: tuple[str, ...] = ()) -> list[DeviceType]:
+    """The type of every spec that describes a double (their cost models registered)."""
+    out = []
+    for compiled in compiled_specs(extra_dirs):
         out.append(device_type_from_spec(compiled))
         register_cost(compiled)
+    return out
+
+
+def cascades_from_specs(extra_dirs: tuple[str, ...] = ()) -> dict[str, dict]:
+    """The driver-error cascades of the specs (fault -> its ``cascade`` line, as
+    `fleet.asimov.cascades` records it), in the order of the specs and their lines; a fault
+    two specs describe keeps the first one's."""
+    out: dict[str, dict] = {}
+    for compiled in compiled_specs(extra_dirs):
+        for name, cascade in compiled.cascades.items():
+            out.setdefault(name, cascade)
     return out

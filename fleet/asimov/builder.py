@@ -148,6 +148,9 @@ class TreeBuilder(Transformer):
     def on_stmt(self, keyword, command, name, _eq, value) -> nodes.Rule:
         return nodes.Rule(_ident(command), _ident(name), _expr(value), span=_span(keyword, value))
 
+    def cascade_stmt(self, keyword, fault, _eq, value) -> nodes.Cascade:
+        return nodes.Cascade(_ident(fault), _expr(value), span=_span(keyword, value))
+
     def events_stmt(self, keyword, catalogue, _from, *rest) -> nodes.Events:
         sources = tuple(_ident(t) for t in rest if t.type == "NAME")
         return nodes.Events(_ident(catalogue), sources, span=_span(keyword, rest[-1]))

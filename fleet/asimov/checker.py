@@ -58,6 +58,7 @@ class CheckedSpec:
     fault_rules: Mapping[str, tuple] = field(default_factory=dict)
     step_rules: Mapping[str, tuple] = field(default_factory=dict)
     rules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # fleet.asimov.rules
+    cascades: Mapping[str, dict] = field(default_factory=dict)  # fleet.asimov.cascades
 
 
 class Checker:
@@ -86,6 +87,7 @@ class Checker:
         self.step_rules: dict[str, tuple] = {}
         self.rules: dict[str, list[str]] = {}  # step or command -> its rules' Python lines
         self.rule_locals: dict[str, set[str]] = {}
+        self.cascades: dict[str, dict] = {}  # driver-error fault -> its cascade (fleet.asimov.cascades)
         self.discovery: dict | None = None
         self.events: dict | None = None
         self.diagnostic = ""
@@ -207,6 +209,7 @@ class Checker:
             fault_rules=MappingProxyType(self.fault_rules),
             step_rules=MappingProxyType(self.step_rules),
             rules=MappingProxyType({k: tuple(v) for k, v in self.rules.items()}),
+            cascades=MappingProxyType(self.cascades),
         )
 
 

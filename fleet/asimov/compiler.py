@@ -49,6 +49,7 @@ class CompiledSpec:
     fault_rules: dict[str, tuple] = field(default_factory=dict)
     step_rules: dict[str, tuple] = field(default_factory=dict)
     machine: str = ""  # the double's state machine, Python (fleet.asimov.rules)
+    cascades: dict[str, dict] = field(default_factory=dict)  # driver-error faults (fleet.asimov.cascades)
 
 
 def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
@@ -65,6 +66,7 @@ def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
         dict(checked.fault_rules),
         dict(checked.step_rules),
         emit_machine(checked.device, checked.filename, {k: list(v) for k, v in checked.rules.items()}),
+        dict(checked.cascades),
     )
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "StateField",
     "FaultRule",
     "Rule",
+    "Cascade",
     "Span",
     "Spec",
     "Stat",
@@ -391,6 +392,14 @@ class Rule(Statement):
 
     when: Ident
     name: Ident
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Cascade(Statement):
+    """``cascade FAULT = kmsg(...)``: a driver-error fault of the double (fleet.asimov.cascades)."""
+
+    fault: Ident
     value: Expr
 
 

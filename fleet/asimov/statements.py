@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from fleet.asicmon.catalogue import CATALOGUE, DRIVER_STATUSES, RUNTIME_COUNTERS
 from fleet.asicmon.limits import DEFAULT_LIMITS, LIMIT_NAMES
 from fleet.asimov.actions import action_stmt
+from fleet.asimov.cascades import cascade_stmt
 from fleet.asimov.checks import check_counter, suggest
 from fleet.asimov.discovery import discover_stmt
 from fleet.asimov.events import diagnose_stmt, events_stmt
@@ -25,6 +26,7 @@ from fleet.asimov.nodes import (
     Action,
     Binding,
     CallStatement,
+    Cascade,
     Const,
     Device,
     Diagnose,
@@ -162,4 +164,5 @@ STATEMENTS: dict[type, Check] = {
     StateField: state_stmt,
     FaultRule: fault_stmt,
     Rule: step_stmt,
+    Cascade: cascade_stmt,
 }
