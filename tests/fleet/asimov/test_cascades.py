@@ -18,7 +18,7 @@ T0 = 1_700_000_000.0
 def test_the_shipped_specs_hold_every_cascade():
     nvidia = compile_spec(GPU, "gpu.asimov").cascades
     amd = compile_spec((SPECS_DIR / "inference.asimov").read_text(), "inference.asimov").cascades
-    assert DRIVER_FAULTS == (*nvidia, *amd)
+    assert (*nvidia, *amd) == DRIVER_FAULTS
     assert {c["vendor"] for c in nvidia.values()} == {"nvidia"} and {c["vendor"] for c in amd.values()} == {"amd"}
     assert CASCADES["xid_95"].repeat == 200 and CASCADES["xid_119"].steps[1].effect == "hang"
     assert CASCADES["xid_48"].spare_rows == 2 and CASCADES["xid_48"].exhausted.code == "64"
