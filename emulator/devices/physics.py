@@ -97,28 +97,13 @@ _LIST_FIELDS = ("core_activity", "core_active_cycles", "core_total_cycles", "cor
 
 
 def new_state(dtype: DeviceType, serial: str, seed: int, t: float) -> DevicePhysics:
-    """A freshly installed device, idle at ambient+idle temperature. Cycle counters start at
-    a seeded offset of their width, so some devices wrap early in a run."""
+    """A freshly installed device, as its type's ``on install`` rules start it (idle at
+    ambient + idle temperature; cycle counters at a seeded offset of their width, so some
+    devices wrap early in a run)."""
     key = noise.mix(seed, noise.string_key(serial))
-    width = 1 << dtype.counter_bits
-    busy_width = 1 << 32
-    temp = dtype.ambient_c + dtype.idle_w * dtype.thermal_resistance
-    return DevicePhysics(
-        serial=serial,
-        type=dtype.name,
-        key=key,
-        t=t,
-        temperature_c=temp,
-        power_w=dtype.idle_w,
-        clock_mhz=dtype.max_clock_mhz,
-        core_activity=[0.0] * dtype.cores,
-        core_active_cycles=[noise.mix(key, c, 2) % width for c in range(dtype.cores)],
-        core_total_cycles=[noise.mix(key, c, 2) % width for c in range(dtype.cores)],
-        core_busy_us=[noise.mix(key, c, 3) % busy_width for c in range(dtype.cores)],
-        memory_used_bytes=dtype.model_memory_bytes,
-        ecc_corrected=noise.mix(key, 4) % 50,
-        stuck_core=noise.mix(key, 5) % dtype.cores,
-    )
+    state = DevicePhysics(serial=serial, type=dtype.name, key=key, t=t, temperature_c=0.0, power_w=0.0, clock_mhz=0.0)
+    dtype.machine.on_install(state, dtype, t)
+    return state
 
 
 def advance(

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from emulator.noise import mix_on, poisson_of, unit
+from emulator.noise import mix, mix_on, poisson_of, unit
 
-__all__ = ["Machine", "demand", "load_machine", "mix_on", "poisson", "unit"]
+__all__ = ["Machine", "demand", "load_machine", "mix", "mix_on", "poisson", "unit"]
 
 poisson = poisson_of  # poisson(mean, key): a Poisson count drawn from a key
 WORKLOAD_PHASE = {"video_pipeline": 0.83, "recommendation": 0.79, "transformer": 0.6}
@@ -34,6 +34,7 @@ class Machine:
 
     source: str
     step: object
+    on_install: object
     on_reboot: object
     on_occupy: object
 
@@ -47,4 +48,5 @@ def load_machine(code: str, source: str) -> Machine:
     spec in tracebacks)."""
     namespace: dict = {}
     exec(compile(code, f"<state machine of {source}>", "exec"), namespace)  # noqa: S102 - our own generated code
-    return Machine(source, namespace["step"], namespace.get("on_reboot", _nothing), namespace.get("on_occupy", _nothing))
+    on = {c: namespace.get(f"on_{c}", _nothing) for c in ("install", "reboot", "occupy")}
+    return Machine(source, namespace["step"], on["install"], on["reboot"], on["occupy"])

@@ -31,7 +31,7 @@ def test_every_shipped_double_has_its_rules_compiled():
         compiled = compile_spec((SPECS_DIR / f"{name}.asimov").read_text(), f"{name}.asimov")
         tree = ast.parse(compiled.machine)
         functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-        assert functions == {"step", "on_reboot", "on_occupy"}, name
+        assert functions == {"step", "on_install", "on_reboot", "on_occupy"}, name
         assert "s.temperature_c = " in compiled.machine and "d.thermal_tau_s" in compiled.machine
 
 
@@ -72,6 +72,12 @@ def test_a_reboot_rule_from_the_spec(tmp_path, vrule):
     assert host.states[serial].boots == 10
 
 
+def test_a_new_device_starts_as_its_install_rules_say(tmp_path, vrule):
+    host = _machine_host(VIDEO.replace("on install ecc_corrected = seeded(4) % 50", "on install ecc_corrected = 1234"), tmp_path)
+    state = next(iter(host.states.values()))
+    assert state.ecc_corrected == 1234 and state.temperature_c > 30 and state.clock_mhz == 1400
+
+
 def _where(line: str, text: str = DOUBLE + RULES):
     text = text + line + "\n"
     errors = check_spec(text, "video.asimov")
@@ -91,6 +97,9 @@ def _where(line: str, text: str = DOUBLE + RULES):
     ("step load = draw(1, 2)", 13, "draw() takes 1 argument(s), got 2"),
     ("step load = min(1.0)", 13, "min() takes 2 to 9 argument(s), got 1"),
     ("step load = sqrt(2)", 13, "'sqrt' is no function of the update rules"),
+    ("on install load = draw(1)", 19, "draw() belongs to step rules"),
+    ("on install load = dt", 19, "unknown name 'dt'"),
+    ("step load = seeded()", 13, "seeded() takes 1 to 4 argument(s), got 0"),
     ("step load = exp", 13, "'exp' is a function"),
     ("step load = stats.temperature_c", 13, "has no place in an update rule"),
     ("step load = [0.0 for cores in range(2)]", 22, "loop variable 'cores' hides a name"),
