@@ -36,6 +36,7 @@ items_per_s)`` and ``on_<command>(s, d, t, ...)``.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from fleet.asimov import nodes
@@ -100,7 +101,7 @@ def step_stmt(c: Checker, stmt: nodes.Rule, index: int) -> None:
         what = "an input" if name in INPUTS[when] else "a constant of the type" if name in CONSTANTS else "the device's identity"
         raise c.error(stmt.name, f"'{name}' is {what} and cannot be set", "a state variable or a new local name")
     if name in VARIABLES:
-        rules.append(f"s.{name} = {code}")
+        rules.append(f"s.{name} = r_{name} = {code}")
     else:
         if when != "step":
             raise c.error(stmt.name, f"'{name}' is no state variable", suggest(name, VARIABLES, "a state variable"))
@@ -158,10 +159,12 @@ def _name(c: Checker, node: nodes.Name, when: str, local: set[str], loops: tuple
         return name
     if name in local:
         return f"v_{name}"
-    if name in VARIABLES or name in IDENTITY:
+    if name in VARIABLES:
+        return f"r_{name}"  # a local copy, read from the state once (emit_machine)
+    if name in IDENTITY:
         return f"s.{name}"
     if name in CONSTANTS:
-        return f"d.{name}"
+        return f"k_{name}"  # likewise the type's constant
     if name in FUNCTIONS:
         raise c.error(node, f"'{name}' is a function", f"a call: {name}(...)")
     known = (*loops, *INPUTS[when], *local, *VARIABLES, *CONSTANTS)
@@ -205,6 +208,27 @@ def finish_rules(c: Checker, device: nodes.Node) -> None:
         c.error(device, "the device double has no step rules", "step lines: how its state moves each time step")
 
 
+_LOCAL = re.compile(r"\b([rk])_(\w+)")
+
+
+def _locals(lines: list[str]) -> list[str]:
+    """The lines that read, once at the top of a rule function, each constant (``k_``) its
+    rules use and each state variable (``r_``) they read before they set it: locals are
+    faster than attributes."""
+    used: dict[tuple[str, str], None] = {}
+    assigned: set[str] = set()
+    for line in lines:
+        target, _, value = line.partition(" = r_") if line.startswith("s.") else ("", "", line)
+        if target:
+            value = value.partition(" = ")[2]
+        for kind, name in (m.groups() for m in _LOCAL.finditer(value)):
+            if kind == "k" or name not in assigned:
+                used[(kind, name)] = None
+        if target:
+            assigned.add(target[2:])
+    return [f"{kind}_{name} = {'s' if kind == 'r' else 'd'}.{name}" for kind, name in used]
+
+
 def emit_machine(device: str, filename: str, rules: dict[str, list[str]]) -> str:
     """The Python module of a double's state machine (empty text for a spec without rules)."""
     if not rules:
@@ -223,6 +247,6 @@ def emit_machine(device: str, filename: str, rules: dict[str, list[str]]) -> str
             continue
         args = signature.get(when) or ", ".join(("s", "d", *INPUTS[when]))
         out += ["", f"def {'step' if when == 'step' else 'on_' + when}({args}):", "    _faults = s.faults"]
-        out += [f"    {line}" for line in lines] or ["    pass"]
+        out += [f"    {line}" for line in _locals(lines) + lines] or ["    pass"]
         out.append("")
     return "\n".join(out)
