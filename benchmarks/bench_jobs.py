@@ -253,8 +253,8 @@ def bench_scale(user, workdir: Path, ranks: int, events: int) -> None:
 
 
 def bench_versions(captures: int = 3) -> None:
-    from emulator import workloads
-    from emulator.tracing import capture
+    from emulator.workloads import graph as workloads
+    from emulator.workloads.tracing import capture
     from traces.atrace import operator_breakdown
     from traces.atrace.analysis.paths.tables import step_list
     from traces.atrace.analysis.versions import (

@@ -40,9 +40,9 @@ def bodies(batch: int, count: int) -> list[bytes]:
     (every body holds spans not sent before)."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from emulator.serving import ServingConfig
-    from emulator.serving_spans import emit_run, memory_provider, resource_for
-    from emulator.serving_trace import serve
+    from emulator.serving.engine import ServingConfig
+    from emulator.serving.spans import emit_run, memory_provider, resource_for
+    from emulator.serving.trace import serve
 
     _, run = serve(batch * 40 / 4 / 20.0 + 1, ServingConfig(seed=5))
     provider, exporter = memory_provider(resource_for("bench-host", "ENX-BENCH"))
@@ -127,9 +127,9 @@ def receiver(base: str, opener, seconds: float, clients: int, batch: int) -> Non
 def request_view(base: str, opener, user, n_requests: int, repeat: int, workdir: Path) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from emulator.serving import ServingConfig
-    from emulator.serving_spans import emit_run, memory_provider, resource_for, write_otlp_json
-    from emulator.serving_trace import serve
+    from emulator.serving.engine import ServingConfig
+    from emulator.serving.spans import emit_run, memory_provider, resource_for, write_otlp_json
+    from emulator.serving.trace import serve
     from traces import writers
     from traces.atrace import chrome_trace_bytes
     from traces.requests import service

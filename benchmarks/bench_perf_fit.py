@@ -5,7 +5,9 @@
 1. Per trace: a model fitted on its kernels (every fifth held out), the median absolute
    error of predicted kernel times on the held-out kernels, overall and per operator class
    (held-out count in brackets), and the fit's time (reading the trace not included; best
-   of 5).
+   of 5). Beside it, ``halves``: the error of a model fitted on the first half of the
+   trace's kernels (in start order) on the second half, a split that keeps a kernel's
+   neighbours in time out of its fit.
 2. Per fitted trace, each operator class's share of device kernel time: in the real trace;
    in the same kernels as the fitted model predicts them; in a synthetic trace of the
    emulated ``gpu`` type running its own workload (a BERT-base encoder block) with the
@@ -23,18 +25,27 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from emulator import perf_model  # noqa: E402
-from emulator.tracing import capture  # noqa: E402
-from emulator.workloads import WORKLOADS  # noqa: E402
+from emulator.perf import model as perf_model  # noqa: E402
+from emulator.workloads.graph import WORKLOADS  # noqa: E402
+from emulator.workloads.tracing import capture  # noqa: E402
 from fleet.asimov.loader import SPECS_DIR  # noqa: E402
 from fleet.asimov.performance import with_performance  # noqa: E402
 from tests.support.traces import REAL_TRACES as REAL  # noqa: E402  (ASICMON_REAL_TRACES)
 from traces.atrace import read_trace  # noqa: E402
-from traces.atrace.analysis.kernel_model import MODEL_FORM, fit_traces, kernels_of, predict_trace  # noqa: E402
+from traces.atrace.analysis.kernel_model import (  # noqa: E402
+    MODEL_FORM,
+    fit,
+    fit_traces,
+    kernels_of,
+    predict,
+    predict_trace,
+)
 from traces.atrace.analysis.kernel_sizes import OP_CLASSES  # noqa: E402
 
 VENDOR = {
@@ -51,7 +62,8 @@ def pct(v: float | None) -> str:
 
 def per_trace(traces: dict) -> None:
     print(f"model: {MODEL_FORM}\n")
-    print(f"{'trace':26s}{'device':20s}{'kernels':>8s}{'sized':>7s}{'held':>6s}{'error':>8s}{'fit ms':>8s}  per class")
+    print(f"{'trace':26s}{'device':20s}{'kernels':>8s}{'sized':>7s}{'held':>6s}{'error':>8s}{'halves':>8s}"
+          f"{'fit ms':>8s}  per class")
     for name, tr in traces.items():
         k = kernels_of(tr)
         best = min((fit_traces({name: tr}) for _ in range(5)), key=lambda r: r.fit_s)
@@ -61,7 +73,16 @@ def per_trace(traces: dict) -> None:
         label = VENDOR.get(name) or OTHERS.get(name, "")
         flag = "" if t["error"] is not None and t["error"] <= BOUND else "  > 15 %"
         print(f"{name:26s}{label:20s}{len(k):8d}{sized:7.0%}{t['held_out']:6d}{pct(t['error']):>8s}"
-              f"{best.fit_s * 1000:8.1f}  {classes}{flag}")
+              f"{pct(halves_error(k)):>8s}{best.fit_s * 1000:8.1f}  {classes}{flag}")
+
+
+def halves_error(k) -> float | None:
+    """Median absolute error on the second half of the kernels of a model fitted on the first."""
+    first = np.arange(len(k)) < len(k) // 2
+    later = k.take(~first)
+    pred = predict(fit(k.take(first)), later)
+    ok = np.isfinite(pred)
+    return float(np.median(np.abs(pred[ok] - later.dur_us[ok]) / later.dur_us[ok])) if ok.any() else None
 
 
 def emulated_shares(seconds: float = 0.2) -> dict[str, float]:

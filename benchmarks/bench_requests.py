@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 
-from emulator.serving import ServingConfig  # noqa: E402
-from emulator.serving_spans import emit_run, memory_provider, resource_for  # noqa: E402
-from emulator.serving_trace import serve  # noqa: E402
+from emulator.serving.engine import ServingConfig  # noqa: E402
+from emulator.serving.spans import emit_run, memory_provider, resource_for  # noqa: E402
+from emulator.serving.trace import serve  # noqa: E402
 from traces.atrace.analysis.requests.joining import find_steps, join, requests_from_spans  # noqa: E402
 from traces.atrace.analysis.requests.report import analyse_requests, report  # noqa: E402
 from traces.atrace.io.otlp import read_otlp_json, request_to_json  # noqa: E402

@@ -108,7 +108,7 @@ def _poll_shard_phases(clock: Clock, shard: int, cycle: float) -> int:
 _ENCODER: dict = {}  # one encoder for the run, as a worker keeps one (its series prefixes)
 
 
-DRIVER_FILES = ("emulator/drivers/", "emulator/physics.py")
+DRIVER_FILES = ("emulator/devices/drivers/", "emulator/devices/physics.py")
 
 
 def _driver_share(names: list[str], now: float) -> tuple[float, float]:

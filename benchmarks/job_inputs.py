@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from emulator import EmulatedHost, FleetConfig  # noqa: E402
-from emulator.jobs import JobRun, emulated_conditions, make_job, select_devices  # noqa: E402
+from emulator.workloads.jobs import JobRun, emulated_conditions, make_job, select_devices  # noqa: E402
 from traces.atrace import write_chrome_trace  # noqa: E402
 
 T0 = 1_700_000_000.0

@@ -6,8 +6,8 @@ counters), injectable faults, and a workload graph with a per-type cost model.
 """
 
 from emulator.config import DeviceSpec, FleetConfig, HostSpec, fleet_layout
-from emulator.devices import DEVICE_TYPES, FAULTS, DeviceType, register_device_type
-from emulator.drivers import DeviceBinding
+from emulator.devices.drivers import DeviceBinding
+from emulator.devices.zoo import DEVICE_TYPES, FAULTS, DeviceType, register_device_type
 from emulator.host import EmulatedHost
 
 __all__ = [

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 from emulator.config import DEFAULT_TYPES, FleetConfig, fleet_layout
-from emulator.devices import DEVICE_TYPES, FAULTS
-from emulator.driver_errors import DRIVER_FAULTS
-from emulator.fitting import add_commands, fit_command, whatif_command
+from emulator.devices.driver_errors import DRIVER_FAULTS
+from emulator.devices.zoo import DEVICE_TYPES, FAULTS
 from emulator.host import EmulatedHost
-from emulator.training import PARALLELISMS
+from emulator.perf.fitting import add_commands, fit_command, whatif_command
+from emulator.workloads.training import PARALLELISMS
 
 
 def _config(args: argparse.Namespace) -> FleetConfig:
@@ -157,7 +157,7 @@ def _act(cfg: FleetConfig, host: EmulatedHost, args: argparse.Namespace) -> None
 
 def _job(cfg: FleetConfig, args: argparse.Namespace) -> None:
     """Run a job from now on the devices as their saved states say; nothing is saved."""
-    from emulator.jobs import emulated_conditions, make_job, run_job, select_devices
+    from emulator.workloads.jobs import emulated_conditions, make_job, run_job, select_devices
     from traces.atrace import write_chrome_trace
 
     try:

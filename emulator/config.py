@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emulator.devices import device_type
+from emulator.devices.zoo import device_type
 from emulator.noise import mix
 
 __all__ = ["DEFAULT_TYPES", "DeviceSpec", "FleetConfig", "HostSpec", "fleet_layout"]

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import orjson
 
-from emulator import driver_errors, physics
 from emulator.config import FleetConfig, HostSpec, find_host
-from emulator.devices import device_type
-from emulator.drivers import DRIVERS, DeviceBinding, Driver, DriverContext
+from emulator.devices import driver_errors, physics
+from emulator.devices.drivers import DRIVERS, DeviceBinding, Driver, DriverContext
+from emulator.devices.physics import DevicePhysics
+from emulator.devices.zoo import device_type
 from emulator.noise import string_key
-from emulator.physics import DevicePhysics
-from emulator.workloads import op_time_us, workload_for
+from emulator.workloads.graph import op_time_us, workload_for
 
 __all__ = ["EmulatedHost", "items_per_second"]
 
@@ -215,7 +215,7 @@ class EmulatedHost:
             return
         physics.inject(self.state(serial), fault, persistent)
 
-    # -- driver errors (emulator.driver_errors) ---------------------------------------------
+    # -- driver errors (emulator.devices.driver_errors) ---------------------------------------------
     def _due_lines(self, serial: str) -> None:
         d = self.spec.device(serial)
         driver_errors.due_lines(self.states[serial], self.states[serial].t, driver_errors.bus_address(d.index),
@@ -233,7 +233,7 @@ class EmulatedHost:
         """Every device of the host restarts: faults that only a host reboot cures go too."""
         for state in self.states.values():
             kept = driver_errors.survives(state, "reboot_host")
-            physics.reboot(state, self.cfg.reboot_s)
+            physics.reboot(state, device_type(state.type), self.cfg.reboot_s)
             state.faults.update(kept)
 
     def diagnose(self, serial: str) -> tuple[bool, str]:
@@ -251,12 +251,13 @@ class EmulatedHost:
         """A device reset: what only a host reboot or an inspection cures stays."""
         state = self.state(serial)
         kept = driver_errors.survives(state, "reset_device")
-        physics.reboot(state, self.cfg.reboot_s)
+        physics.reboot(state, device_type(state.type), self.cfg.reboot_s)
         state.faults.update(kept)
 
     def occupy(self, serial: str, until: float) -> None:
         """A distributed job holds the device at full load until ``until`` (epoch s)."""
-        physics.occupy(self.state(serial), until)
+        state = self.state(serial)
+        physics.occupy(state, device_type(state.type), until)
 
     # -- drivers -------------------------------------------------------------------------
     def binding(self, serial: str) -> DeviceBinding:

@@ -23,10 +23,10 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from emulator import EmulatedHost
 from emulator.config import find_host
-from emulator.serving import SERVING_PROBLEMS
-from emulator.tracing import PROBLEMS as CAPTURE_PROBLEMS
-from emulator.tracing import DeviceHung, DeviceNow, capture_live
-from emulator.workloads import workload_for
+from emulator.serving.engine import SERVING_PROBLEMS
+from emulator.workloads.graph import workload_for
+from emulator.workloads.tracing import PROBLEMS as CAPTURE_PROBLEMS
+from emulator.workloads.tracing import DeviceHung, DeviceNow, capture_live
 from fleet.hosts.emulated_fleet import fleet_config
 from fleet.polling.queues import capture_unavailable_reason
 from fleet.reading.durations import human_duration
@@ -112,8 +112,8 @@ def _device_facts(device) -> dict:
 
 
 def validate_problems(raw, *, serving: bool = False) -> list[str]:
-    """The emulator's problems a capture should have: names from emulator.tracing.PROBLEMS, or
-    from emulator.serving.SERVING_PROBLEMS for a device that serves requests (``serving``)."""
+    """The emulator's problems a capture should have: names from emulator.workloads.tracing.PROBLEMS, or
+    from emulator.serving.engine.SERVING_PROBLEMS for a device that serves requests (``serving``)."""
     if raw in (None, "", []):
         return []
     if not isinstance(raw, list | tuple) or not all(isinstance(p, str) for p in raw):

@@ -32,6 +32,7 @@ from fleet.asimov.checking.checker import check
 from fleet.asimov.codegen import emit
 from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.language.parser import parse
+from fleet.asimov.rules import emit_machine
 
 __all__ = ["CompiledSpec", "check_spec", "compile_file", "compile_spec"]
 
@@ -47,6 +48,8 @@ class CompiledSpec:
     state: dict[str, object] = field(default_factory=dict)  # the device double (fleet.asimov.state)
     fault_rules: dict[str, tuple] = field(default_factory=dict)
     step_rules: dict[str, tuple] = field(default_factory=dict)
+    machine: str = ""  # the double's state machine, Python (fleet.asimov.rules)
+    cascades: dict[str, dict] = field(default_factory=dict)  # driver-error faults (fleet.asimov.cascades)
 
 
 def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
@@ -62,6 +65,8 @@ def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
         dict(checked.state),
         dict(checked.fault_rules),
         dict(checked.step_rules),
+        emit_machine(checked.device, checked.filename, {k: list(v) for k, v in checked.rules.items()}),
+        dict(checked.cascades),
     )
 
 

@@ -6,7 +6,7 @@
 
 reads: a GEMM kernel on this device type takes ``latency_us + flops / tflops + bytes / gbps``
 (a bandwidth--latency curve with two throughputs, fitted by least squares; see
-``emulator.perf_model``); a kernel whose size is unknown takes ``fallback_us``. ``kernels``
+``emulator.perf.model``); a kernel whose size is unknown takes ``fallback_us``. ``kernels``
 and ``error`` say what the fit saw: how many kernels, and the median absolute error (a
 fraction) on the kernels held out of it. Every parameter is a plain number written by
 ``python -m emulator fit --write``; the checker refuses unknown classes and parameters,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OP_CLASSES", "PARAMETERS", "performance_stmt", "render_performance", "with_performance"]
 
-#: Operator classes a model may describe (the fitter's classes: emulator.perf_model).
+#: Operator classes a model may describe (the fitter's classes: emulator.perf.model).
 OP_CLASSES = (
     "gemm", "conv", "attention", "elementwise", "reduction", "memory", "communication", "other",
 )

@@ -13,10 +13,10 @@
 ``state NAME = value`` sets one typed field of the double (`FIELDS`: hardware constants
 and the initial values the state starts from); ``fault KIND = effect(...)`` says what an
 injected fault changes (`FAULT_EFFECTS`: each fault kind has one effect and its numbers);
-``rule NAME = form(...)`` sets the numbers of a per-step update rule (`STEP_RULES`). The
-emulator's runtime (`emulator.physics`) runs the rules, small pure steps: activity -> clock
-and power -> temperature with lag -> throttling -> counters, per time step; reset and reboot
-per action; and each fault's effect, all with the numbers given here.
+``rule NAME = form(...)`` sets numbers the update rules read (`STEP_RULES`). The update
+rules themselves are the ``step`` and ``on`` lines (`fleet.asimov.rules`): activity -> clock
+and power -> temperature with lag -> throttling -> counters, per time step; reboot and a
+job's start per command; each fault's effect where the rules test ``fault("kind")``.
 The checker refuses unknown fields and faults, values of the wrong type or out of range,
 a field given twice and fields that contradict each other, each at its line and column.
 """
@@ -37,9 +37,9 @@ __all__ = [
     "DRIVER_INTERFACES", "FAULT_EFFECTS", "FIELDS", "REQUIRED", "STEP_RULES", "fault_stmt", "finish_state", "state_stmt",
 ]
 
-#: Driver interfaces a double may answer (emulator.drivers: NVML-, sysfs-, C-library-shaped).
+#: Driver interfaces a double may answer (emulator.devices.drivers: NVML-, sysfs-, C-library-shaped).
 DRIVER_INTERFACES = ("sysfs", "clib", "nvml")
-#: Workloads a double may serve (emulator.workloads.WORKLOADS).
+#: Workloads a double may serve (emulator.workloads.graph.WORKLOADS).
 WORKLOADS = ("video_pipeline", "recommendation", "transformer", "decode")
 REQUIRED = object()
 
@@ -65,6 +65,7 @@ FIELDS: dict[str, tuple[str, object]] = {
     "pcie_width": ("count", 16),
     "pcie_gbps": ("pos", 8.0),
     "counter_bits": ("count", 48),
+    "ecc_background_per_s": ("pos", 2e-4),  # corrected ECC errors a second with no fault
     "driver_version": ("str", "1.0.0"),
     "firmware": ("firmware", None),
     "workload": ("workload", None),  # with the three below: the type's cost model

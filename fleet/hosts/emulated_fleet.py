@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from emulator import FleetConfig, fleet_layout
-from emulator.driver_errors import workload_label
+from emulator.devices.driver_errors import workload_label
 from fleet.hosts.emulated_monitors import HostMonitor
 from fleet.models import Device, Host
 

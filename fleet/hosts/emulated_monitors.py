@@ -17,7 +17,7 @@ from typing import Any
 
 from emulator import EmulatedHost, FleetConfig
 from emulator.config import DeviceSpec
-from emulator.driver_errors import DRIVER_FAULTS, bus_address
+from emulator.devices.driver_errors import DRIVER_FAULTS, bus_address
 from fleet.asicmon.errors.kernel_log import KernelLogReader
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.loader import monitor_class

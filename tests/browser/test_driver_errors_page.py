@@ -13,8 +13,8 @@ from fleet.models import Action
 from fleet.polling import poller
 from tests.support.browser import sign_in
 from tests.support.processes import child_env, start_web
-from tests.support.tsdb import flush
 from tests.support.tiers import starts_processes
+from tests.support.tsdb import flush
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

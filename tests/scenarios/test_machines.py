@@ -163,6 +163,6 @@ def test_the_fleet_page_is_live_through_either_web_process(machines, client, vie
 
 
 def chrome_trace_bytes_of_a_capture() -> bytes:
-    from emulator.tracing import capture
+    from emulator.workloads.tracing import capture
 
     return chrome_trace_bytes(capture("gpu", 0.05, sw_version="2.0", seed=7))

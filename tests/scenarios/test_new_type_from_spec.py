@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.devices import device_type
+from emulator.devices.zoo import device_type
 from fleet.asimov.loader import SPECS_DIR
 from fleet.choices import ActionKind, ActionStatus, DeviceState
 from fleet.hosts import emulated_fleet

@@ -7,9 +7,9 @@ import io
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from emulator.serving import ServingConfig
-from emulator.serving_spans import emit_run, memory_provider, resource_for, write_otlp_json
-from emulator.serving_trace import serve
+from emulator.serving.engine import ServingConfig
+from emulator.serving.spans import emit_run, memory_provider, resource_for, write_otlp_json
+from emulator.serving.trace import serve
 from traces import writers
 from traces.atrace import chrome_trace_bytes
 

@@ -2,7 +2,7 @@
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from emulator.tracing import capture
+from emulator.workloads.tracing import capture
 from traces import writers
 from traces.atrace import chrome_trace_bytes
 

@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from emulator.tracing import DeviceNow, capture_live
+from emulator.workloads.tracing import DeviceNow, capture_live
 from tests.support.traces import files_in, real_trace
 from traces import writers
 from traces.choices import TraceStatus

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
-from emulator.serving import SERVING_PROBLEMS
-from emulator.tracing import PROBLEMS as CAPTURE_PROBLEMS
+from emulator.serving.engine import SERVING_PROBLEMS
+from emulator.workloads.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from traces.models import Job, Trace
 
 

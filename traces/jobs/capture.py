@@ -22,9 +22,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from emulator.config import find_host
-from emulator.jobs import JobSpec, Rank, condition_of, run_job_live
-from emulator.training import PARALLELISMS
-from emulator.workloads import workload_for
+from emulator.workloads.graph import workload_for
+from emulator.workloads.jobs import JobSpec, Rank, condition_of, run_job_live
+from emulator.workloads.training import PARALLELISMS
 from fleet.hosts.emulated_fleet import fleet_config
 from fleet.models import Device
 from fleet.polling.queues import capture_unavailable_reason

@@ -11,9 +11,9 @@ from functools import partial
 
 from django.conf import settings
 
-from emulator.serving import ServingConfig
-from emulator.serving_live import capture_serving_live
-from emulator.serving_spans import emit_request, memory_provider, otlp_provider, resource_for
+from emulator.serving.engine import ServingConfig
+from emulator.serving.live import capture_serving_live
+from emulator.serving.spans import emit_request, memory_provider, otlp_provider, resource_for
 
 log = logging.getLogger(__name__)
 

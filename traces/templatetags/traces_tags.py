@@ -2,7 +2,7 @@ from django import template
 from django.conf import settings
 from django.utils.html import json_script
 
-from emulator.serving import SERVING_PROBLEMS
+from emulator.serving.engine import SERVING_PROBLEMS
 from fleet.polling.queues import capture_unavailable_reason
 from fleet.reading.durations import human_duration
 from traces.choices import TraceStatus

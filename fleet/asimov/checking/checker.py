@@ -27,6 +27,7 @@ from fleet.asimov.checking.values import SPECIAL_NAMES, Ctx, Symbol, Value
 from fleet.asimov.discovery import check_discovery_fits
 from fleet.asimov.errors import Abort, AsimovError, SpecErrors
 from fleet.asimov.language.nodes import Expr, Ident, Node, Out, Spec, Statement
+from fleet.asimov.rules import finish_rules
 from fleet.asimov.state import finish_state
 
 __all__ = ["CheckedSpec", "Checker", "check"]
@@ -56,6 +57,8 @@ class CheckedSpec:
     state: Mapping[str, object] = field(default_factory=dict)
     fault_rules: Mapping[str, tuple] = field(default_factory=dict)
     step_rules: Mapping[str, tuple] = field(default_factory=dict)
+    rules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # fleet.asimov.rules
+    cascades: Mapping[str, dict] = field(default_factory=dict)  # fleet.asimov.cascades
 
 
 class Checker:
@@ -82,6 +85,9 @@ class Checker:
         self.state: dict[str, object] = {}
         self.fault_rules: dict[str, tuple] = {}
         self.step_rules: dict[str, tuple] = {}
+        self.rules: dict[str, list[str]] = {}  # step or command -> its rules' Python lines
+        self.rule_locals: dict[str, set[str]] = {}
+        self.cascades: dict[str, dict] = {}  # driver-error fault -> its cascade (fleet.asimov.cascades)
         self.discovery: dict | None = None
         self.events: dict | None = None
         self.diagnostic = ""
@@ -202,6 +208,8 @@ class Checker:
             state=MappingProxyType(self.state),
             fault_rules=MappingProxyType(self.fault_rules),
             step_rules=MappingProxyType(self.step_rules),
+            rules=MappingProxyType({k: tuple(v) for k, v in self.rules.items()}),
+            cascades=MappingProxyType(self.cascades),
         )
 
 
@@ -216,6 +224,7 @@ def check(spec: Spec, text: str, filename: str = "<spec>") -> CheckedSpec:
         check_discovery_fits(c)
         if spec.statements:
             finish_state(c, spec.statements[0])
+            finish_rules(c, spec.statements[0])
     if c.errors:
         raise SpecErrors(c.errors)
     return c.result(spec)

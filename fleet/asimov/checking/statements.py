@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from fleet.asicmon.catalogue import CATALOGUE, DRIVER_STATUSES, RUNTIME_COUNTERS
 from fleet.asicmon.limits import DEFAULT_LIMITS, LIMIT_NAMES
 from fleet.asimov.actions import action_stmt
+from fleet.asimov.cascades import cascade_stmt
 from fleet.asimov.checking.checks import check_counter, suggest
 from fleet.asimov.checking.reads import binding, call_stmt
 from fleet.asimov.checking.units import parse_unit
@@ -28,6 +29,7 @@ from fleet.asimov.language.nodes import (
     Action,
     Binding,
     CallStatement,
+    Cascade,
     Const,
     Device,
     Diagnose,
@@ -37,11 +39,13 @@ from fleet.asimov.language.nodes import (
     FaultRule,
     Health,
     Performance,
+    Rule,
     StateField,
     Statement,
     StatsAssign,
 )
 from fleet.asimov.performance import performance_stmt
+from fleet.asimov.rules import step_stmt
 from fleet.asimov.state import fault_stmt, state_stmt
 
 if TYPE_CHECKING:
@@ -159,4 +163,6 @@ STATEMENTS: dict[type, Check] = {
     Diagnose: diagnose_stmt,
     StateField: state_stmt,
     FaultRule: fault_stmt,
+    Rule: step_stmt,
+    Cascade: cascade_stmt,
 }

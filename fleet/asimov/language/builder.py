@@ -142,6 +142,15 @@ class TreeBuilder(Transformer):
     def rule_stmt(self, keyword, name, _eq, form) -> nodes.FaultRule:
         return nodes.FaultRule(_ident(name), _expr(form), "rule", span=_span(keyword, form))
 
+    def step_stmt(self, keyword, name, _eq, value) -> nodes.Rule:
+        return nodes.Rule(nodes.Ident("step", span=_span(keyword, keyword)), _ident(name), _expr(value), span=_span(keyword, value))
+
+    def on_stmt(self, keyword, command, name, _eq, value) -> nodes.Rule:
+        return nodes.Rule(_ident(command), _ident(name), _expr(value), span=_span(keyword, value))
+
+    def cascade_stmt(self, keyword, fault, _eq, value) -> nodes.Cascade:
+        return nodes.Cascade(_ident(fault), _expr(value), span=_span(keyword, value))
+
     def events_stmt(self, keyword, catalogue, _from, *rest) -> nodes.Events:
         sources = tuple(_ident(t) for t in rest if t.type == "NAME")
         return nodes.Events(_ident(catalogue), sources, span=_span(keyword, rest[-1]))

@@ -52,6 +52,8 @@ __all__ = [
     "Performance",
     "StateField",
     "FaultRule",
+    "Rule",
+    "Cascade",
     "Span",
     "Spec",
     "Stat",
@@ -381,6 +383,24 @@ class FaultRule(Statement):
     kind: Ident
     effect: Expr
     word: str = "fault"
+
+
+@dataclass(frozen=True, eq=False)
+class Rule(Statement):
+    """``step NAME = expr`` (``when`` is "step") or ``on COMMAND NAME = expr``: an update
+    rule of the device double (fleet.asimov.rules)."""
+
+    when: Ident
+    name: Ident
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Cascade(Statement):
+    """``cascade FAULT = kmsg(...)``: a driver-error fault of the double (fleet.asimov.cascades)."""
+
+    fault: Ident
+    value: Expr
 
 
 @dataclass(frozen=True, eq=False)

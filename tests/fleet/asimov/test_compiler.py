@@ -68,6 +68,12 @@ def test_units_convert_at_compile_time():
     assert "* 0.001" in code and "* 1e-06" in code
 
 
+def test_shifts_parse_and_are_not_comparisons():
+    spec = 'device x\nconst BIT = 1 << 3\nconst HALF = 64 >> 1\nt = file("t", int)\nstats.temperature_c = t >> 1 if t < BIT else t\n'
+    compiled = compile_spec(spec)
+    assert "(b_t >> 1)" in compiled.code and "< 8" in compiled.code
+
+
 def _emulated(dtype):
     host = EmulatedHost(FleetConfig(seed=9, hosts=1, devices_per_host=3), "host-00")
     host.sync(T0)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from emulator import FleetConfig
-from emulator.devices import DEVICE_TYPES
-from emulator.drivers import DRIVERS
-from emulator.workloads import COST_PROFILES
+from emulator.devices.drivers import DRIVERS
+from emulator.devices.zoo import DEVICE_TYPES
+from emulator.workloads.graph import COST_PROFILES
 from fleet.hosts.emulated_monitors import HostMonitor
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "asimov.md"

@@ -1,5 +1,5 @@
 """A spec's device double: ``state`` and ``fault`` lines checked with positions, compiled
-into the fields and fault numbers the emulator runs (emulator.spec_types)."""
+into the fields and fault numbers the emulator runs (emulator.devices.spec_types)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from emulator.device_type import FAULTS
-from emulator.drivers import DRIVERS
-from emulator.spec_types import device_type_from_spec
-from emulator.workloads import WORKLOADS
+from emulator.devices.device_type import FAULTS
+from emulator.devices.drivers import DRIVERS
+from emulator.devices.spec_types import device_type_from_spec
+from emulator.workloads.graph import WORKLOADS
 from fleet.asimov.compiler import check_spec, compile_spec
 from fleet.asimov.loader import SPECS_DIR, module_from_compiled
 from fleet.asimov.state import DRIVER_INTERFACES, FAULT_EFFECTS, FIELDS
@@ -91,11 +91,11 @@ def test_a_field_given_twice_and_fields_that_disagree():
 
 
 def test_a_spec_in_an_extra_folder_is_a_type_and_a_broken_one_is_left_out(tmp_path, caplog):
-    from emulator.spec_types import types_from_specs
+    from emulator.devices.spec_types import types_from_specs
 
     (tmp_path / "vt2.asimov").write_text(VIDEO.replace("device video", "device vt2").replace('"EVT"', '"EVW"'))
     (tmp_path / "bad.asimov").write_text(MONITOR.replace("device video", "device bad") + "state cores = 0\n")
-    with caplog.at_level("ERROR", logger="emulator.spec_types"):
+    with caplog.at_level("ERROR", logger="emulator.devices.spec_types"):
         types = {t.name: t for t in types_from_specs((str(tmp_path),))}
     assert types["vt2"].serial_prefix == "EVW" and "bad" not in types and {"video", "mtx"} <= set(types)
     assert "bad.asimov" in caplog.text and "state cores cannot be 0" in caplog.text
@@ -103,8 +103,8 @@ def test_a_spec_in_an_extra_folder_is_a_type_and_a_broken_one_is_left_out(tmp_pa
 
 @pytest.fixture
 def card7():
-    from emulator.devices import DEVICE_TYPES
-    from emulator.workloads import COST_PROFILES
+    from emulator.devices.zoo import DEVICE_TYPES
+    from emulator.workloads.graph import COST_PROFILES
 
     yield
     DEVICE_TYPES.pop("card7", None)
@@ -112,7 +112,7 @@ def card7():
 
 
 def test_one_spec_gives_a_monitor_and_the_double_it_reads(tmp_path, card7):
-    from emulator.doubles import double
+    from emulator.devices.doubles import double
     from fleet.asimov.loader import load_monitor_class
 
     path = tmp_path / "card7.asimov"

@@ -4,7 +4,7 @@ every fault the emulator can inject, at every hour of the emulated day."""
 import pytest
 
 from emulator import FleetConfig
-from emulator.devices import device_type
+from emulator.devices.zoo import device_type
 from fleet.choices import Health
 from fleet.health.assessing import spec_health
 from fleet.health.detection import Limits, assess_with_reasons, limits_for, observe

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator.serving import ServingConfig
-from emulator.serving_spans import emit_run, memory_provider, resource_for, write_otlp_json
-from emulator.serving_trace import serve
+from emulator.serving.engine import ServingConfig
+from emulator.serving.spans import emit_run, memory_provider, resource_for, write_otlp_json
+from emulator.serving.trace import serve
 from traces.atrace import write_chrome_trace
 from traces.atrace.cli import main
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from emulator.tracing import capture
+from emulator.workloads.tracing import capture
 from traces.atrace import (
     compare_traces,
     correlate,

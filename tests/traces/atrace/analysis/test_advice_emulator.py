@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from emulator.tracing import PROBLEMS, capture
-from emulator.workloads import COST_PROFILES, register_cost_profile
+from emulator.workloads.graph import COST_PROFILES, register_cost_profile
+from emulator.workloads.tracing import PROBLEMS, capture
 from traces.atrace import advise
 from traces.atrace.analysis.paths.tables import step_list
 

@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from emulator.jobs import emulated_conditions, make_job, run_job, select_devices
-from tests.emulator.test_jobs import FLEET, T0, VICTIM, _analyse, _hosts, _job
+from emulator.workloads.jobs import emulated_conditions, make_job, run_job, select_devices
+from tests.emulator.workloads.test_jobs import FLEET, T0, VICTIM, _analyse, _hosts, _job
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
 
 

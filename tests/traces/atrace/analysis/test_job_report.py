@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from emulator import EmulatedHost, FleetConfig
-from emulator.jobs import emulated_conditions, make_job, run_job, select_devices
+from emulator.workloads.jobs import emulated_conditions, make_job, run_job, select_devices
 from tests.support.traces import real_trace
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
 from traces.atrace.analysis.advice.job import straggler_rule

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from emulator.config import FleetConfig, fleet_layout
-from emulator.tracing import capture
+from emulator.workloads.tracing import capture
 from traces.atrace import compare_traces, operator_breakdown
 from traces.atrace.analysis.comparison import compare_tables, op_table
 from traces.atrace.analysis.paths.tables import path_tables, step_list
@@ -169,7 +169,7 @@ def release_5pct_slower(monkeypatch):
     """A release 2.2 whose GELU is 2.4 times slower: the GPU's step gets about 5 % longer."""
     import dataclasses
 
-    from emulator import workloads
+    from emulator.workloads import graph as workloads
 
     gpu = workloads.COST_PROFILES["gpu"]
     monkeypatch.setitem(workloads.COST_PROFILES, "gpu",

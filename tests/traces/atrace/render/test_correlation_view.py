@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emulator.tracing import capture
+from emulator.workloads.tracing import capture
 from traces.atrace import correlate
 from traces.atrace.render.correlation_view import STATES, correlation_view, states_over_time
 

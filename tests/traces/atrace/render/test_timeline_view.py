@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emulator.tracing import capture
+from emulator.workloads.tracing import capture
 from tests.support.examples import examples
 from traces.atrace import Kind, TraceBuilder, critical_path
 from traces.atrace.render.timeline import timeline, window

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emulator.tracing import capture
+from emulator.workloads.tracing import capture
 from traces.atrace import critical_path, read_trace
 from traces.atrace.analysis.paths.tables import path_table, path_tables, step_list
 

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from emulator.serving import ServingConfig
-from emulator.serving_spans import emit_run, memory_provider, resource_for
-from emulator.serving_trace import serve
+from emulator.serving.engine import ServingConfig
+from emulator.serving.spans import emit_run, memory_provider, resource_for
+from emulator.serving.trace import serve
 from traces.atrace import chrome_trace_bytes, read_trace
 from traces.atrace.analysis.requests.joining import (
     RequestJoinError,
@@ -163,7 +163,7 @@ def test_spans_from_another_run_are_refused_with_the_reason():
 
 
 def test_a_trace_without_engine_steps_is_refused():
-    from emulator.tracing import capture
+    from emulator.workloads.tracing import capture
 
     training = capture("gpu", 0.01, seed=1)  # steps named step#N, no engine steps
     with pytest.raises(RequestJoinError, match="no engine steps"):
