@@ -7,6 +7,7 @@ socket only for a signed-in user with the consumer's permission, for as long as 
 import asyncio
 import json
 import time
+import weakref
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
@@ -18,7 +19,7 @@ from django.urls import path
 from redis.exceptions import RedisError
 
 from fleet import health_index, queries
-from fleet.events import latest_lines, shard_group
+from fleet.events import latest_lines, polled_ids, shard_group
 from fleet.models import Device
 from fleet.sharding import shard_of_host
 
@@ -99,7 +100,10 @@ class FleetConsumer(SignedInConsumer):
     shows, and the fleet's summary when it changed: not the whole fleet.
 
     The page says which rows it shows with ``{"type": "subscribe", "devices": [ids]}``;
-    until it does, they are the first page of the default table."""
+    until it does, they are the first page of the default table. What a poll costs a web
+    process grows with its open pages' rows, not with pages times the fleet: the poll's
+    devices, the lines of every open page's rows and the summary are each read once per
+    process (`per_poll`), and each page takes its rows from them."""
 
     visible: frozenset[int] = frozenset()
     sent_summary: dict | None = None
@@ -107,6 +111,15 @@ class FleetConsumer(SignedInConsumer):
     async def groups_for_connection(self):
         self.visible = frozenset(await database_sync_to_async(queries.first_page_ids)())
         return [shard_group(shard) for shard in range(settings.POLL_SHARDS)]
+
+    async def connect(self):
+        await super().connect()
+        if self.joined:
+            _open_pages.add(self)
+
+    async def disconnect(self, code):
+        _open_pages.discard(self)
+        await super().disconnect(code)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         devices = subscribed_devices(text_data)
@@ -119,14 +132,48 @@ class FleetConsumer(SignedInConsumer):
     async def fleet_polled(self, event):
         if not await self.still_allowed():
             return
-        shown = [device_id for device_id in event["ids"] if device_id in self.visible]
-        lines = await lines_of(shown)
+        poll = event["poll"]
+        shown = sorted(self.visible & await per_poll("ids", poll, polled_of, poll))
+        lines = await lines_shown(poll, shown)
         message = {"type": "fleet.polled", "shard": event["shard"], "cycle": event["cycle"], "devices": lines}
-        summary = await shared_summary(event["poll"])
+        summary = await per_poll("summary", poll, summary_now)
         if summary is not None and summary != self.sent_summary:
             message["summary"] = self.sent_summary = summary
         if lines or "summary" in message:
             await self.send_json(message)
+
+
+# This process's open fleet pages: a poll's lines are read once for all their rows.
+_open_pages: "weakref.WeakSet[FleetConsumer]" = weakref.WeakSet()
+
+
+async def lines_shown(poll: str, shown: list[int]) -> list:
+    """The lines of a page's rows in a poll: from the lines read once for every open page of
+    the process, and read apart for rows the page started showing since."""
+    if not shown:
+        return []
+    read = await per_poll("lines", poll, open_pages_lines, poll)
+    missing = [device_id for device_id in shown if device_id not in read]
+    if missing:
+        read = {**read, **{line["id"]: line for line in await lines_of(missing)}}
+    return [read[device_id] for device_id in shown if read.get(device_id) is not None]
+
+
+async def open_pages_lines(poll: str) -> dict[int, dict | None]:
+    """The lines of the polled rows of every open page of the process (None for a device
+    without a snapshot), by device id."""
+    polled = await per_poll("ids", poll, polled_of, poll)
+    wanted = sorted(frozenset().union(*(page.visible for page in list(_open_pages))) & polled)
+    read: dict[int, dict | None] = dict.fromkeys(wanted)
+    read.update((line["id"], line) for line in await lines_of(wanted))
+    return read
+
+
+async def polled_of(poll: str) -> frozenset[int]:
+    try:
+        return await sync_to_async(polled_ids, thread_sensitive=False)(poll)
+    except TRANSIENT_ERRORS:
+        return frozenset()  # Redis hiccuped: the next poll brings the rows
 
 
 async def lines_of(device_ids: list[int]) -> list:
@@ -156,26 +203,32 @@ def subscribed_devices(text: str | None) -> list[int] | str:
     return devices
 
 
-# The fleet's summary, computed once per poll message and process, whatever the number of
-# fleet pages open: poll id -> the task computing it. Tied to one event loop.
-_summaries: dict[str, asyncio.Task] = {}
-_summaries_loop: list = [None]
+# What the consumers of a process compute once per poll message, whatever the number of
+# fleet pages open: (what, poll id) -> the task computing it. Tied to one event loop.
+_per_poll: dict[tuple[str, str], asyncio.Task] = {}
+_per_poll_loop: list = [None]
+KEPT_PER_POLL = 12  # polls remembered per kind: a few cycles of the shards
 
 
-async def shared_summary(poll: str) -> dict | None:
+async def per_poll(what: str, poll: str, compute, *args):
+    """``compute(*args)``'s result for this poll, computed by the first consumer that asks in
+    this process and shared by the others."""
     loop = asyncio.get_running_loop()
-    if _summaries_loop[0] is not loop:
-        _summaries.clear()
-        _summaries_loop[0] = loop
-    task = _summaries.get(poll)
+    if _per_poll_loop[0] is not loop:
+        _per_poll.clear()
+        _per_poll_loop[0] = loop
+    task = _per_poll.get((what, poll))
     if task is None:
-        task = _summaries[poll] = loop.create_task(database_sync_to_async(_summary)())
-        while len(_summaries) > 4 * settings.POLL_SHARDS:
-            _summaries.pop(next(iter(_summaries)))
+        task = _per_poll[(what, poll)] = loop.create_task(compute(*args))
+        while len(_per_poll) > 3 * KEPT_PER_POLL * max(1, settings.POLL_SHARDS):
+            _per_poll.pop(next(iter(_per_poll)))
+    return await asyncio.shield(task)
+
+
+async def summary_now() -> dict | None:
     try:
-        return await asyncio.shield(task)
+        return await database_sync_to_async(_summary)()
     except TRANSIENT_ERRORS:
-        _summaries.pop(poll, None)
         return None  # Redis or the database hiccuped: the next poll brings the summary
 
 
@@ -197,7 +250,9 @@ class DeviceConsumer(SignedInConsumer):
         return Device.objects.filter(pk=self.device_id).values_list("host_id", flat=True).first()
 
     async def fleet_polled(self, event):
-        if not await self.still_allowed() or self.device_id not in event["ids"]:
+        if not await self.still_allowed():
+            return
+        if self.device_id not in await per_poll("ids", event["poll"], polled_of, event["poll"]):
             return
         for line in await lines_of([self.device_id]):
             await self.send_json({"type": "device.polled", "cycle": event["cycle"], "device": line})
