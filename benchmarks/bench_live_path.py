@@ -158,7 +158,8 @@ def page_queries(count: int, devices: int) -> list:
     return asks
 
 
-def signed_in_cookie() -> str:
+def signed_in_cookies(count: int) -> list[str]:
+    """Session cookies of `count` viewers, each signed in once (a browser's tabs share one)."""
     from django.conf import settings
     from django.contrib.auth.models import Group, User
     from django.test import Client
@@ -166,11 +167,15 @@ def signed_in_cookie() -> str:
     from fleet.roles import ensure_roles
 
     ensure_roles()
-    user, _ = User.objects.get_or_create(username="bench-viewer")
-    user.groups.add(Group.objects.get(name="viewers"))
-    client = Client()
-    client.force_login(user)
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    viewers = Group.objects.get(name="viewers")
+    cookies = []
+    for n in range(count):
+        user, _ = User.objects.get_or_create(username=f"bench-viewer-{n}")
+        user.groups.add(viewers)
+        client = Client()
+        client.force_login(user)
+        cookies.append(f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}")
+    return cookies
 
 
 class Page(threading.Thread):
@@ -215,9 +220,10 @@ class Page(threading.Thread):
             ids.update(line["id"] for line in message["devices"])
 
     def stop(self):
+        """Ends the socket without the closing handshake (the server sees it gone at once)."""
         self.stopping.set()
         self.join(timeout=5)
-        self.socket.close()
+        self.socket.shutdown()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -287,7 +293,7 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def open_pages(count: int, devices: int, bases: list[str], cookie: str) -> list[Page]:
+def open_pages(count: int, devices: int, bases: list[str], cookies: list[str], tabs: int) -> list[Page]:
     from fleet import health_index, queries
 
     healths = health_index.read()
@@ -295,6 +301,7 @@ def open_pages(count: int, devices: int, bases: list[str], cookie: str) -> list[
     for n, ask in enumerate(page_queries(count, devices)):
         rows = [r.device.id for r in queries.table_page(ask, healths).rows]
         base = bases[n % len(bases)]
+        cookie = cookies[n // tabs]
         pages.append(Page(base.replace("http://", "ws://") + "/ws/fleet/", base, cookie, rows))
     for page in pages:
         page.start()
@@ -329,6 +336,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--cycles", type=int, default=4)
     parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument("--tabs", type=int, default=1,
+                        help="pages per signed-in session (1: every page its own viewer, the costliest)")
     args = parser.parse_args()
     CYCLES[0] = args.cycles
     redis_server, redis_url = start_redis()
@@ -342,12 +351,14 @@ def main() -> None:
 
         old = setup_databases(verbosity=0, interactive=False)
         try:
-            cookie = signed_in_cookie()
+            most = max(int(p) for p in args.pages.split(","))
+            cookies = signed_in_cookies(-(-most // args.tabs))
             env = child_env(LOG_LEVEL="WARNING")
             webs, bases = zip(*(start_web(env) for _ in range(2)), strict=True)
             snaps = real_snapshots()
             print(f"Live path benchmark: 2 web processes (Daphne), {args.shards} poll shards, a cycle every "
-                  f"{args.interval:g} s, {args.cycles} cycles measured; {os.cpu_count()} CPUs, "
+                  f"{args.interval:g} s, {args.cycles} cycles measured, {args.tabs} page(s) per signed-in viewer; "
+                  f"{os.cpu_count()} CPUs, "
                   f"load {os.getloadavg()[0]:.1f}")
             for devices in (int(d) for d in args.devices.split(",")):
                 fleet = Fleet(devices, snaps, args.shards)
@@ -356,10 +367,12 @@ def main() -> None:
                 print(f"  {devices:6,d} devices, no page open: the poll's own writes {idle['commands']:.0f} Redis "
                       f"commands per cycle; web CPU s/cycle {' + '.join(f'{c:.2f}' for c in idle['cpu'])}")
                 for count in (int(p) for p in args.pages.split(",")):
-                    pages = open_pages(count, devices, list(bases), cookie)
+                    pages = open_pages(count, devices, list(bases), cookies, args.tabs)
                     try:
                         report(devices, count, args.shards, measure(fleet, list(webs), pages, args, get_redis()), idle)
                     finally:
+                        for page in pages:
+                            page.stopping.set()
                         for page in pages:
                             page.stop()
                     time.sleep(1)

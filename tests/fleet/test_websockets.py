@@ -113,6 +113,40 @@ async def test_a_user_who_keeps_access_keeps_getting_polls(client, viewer, seede
     assert message["type"] == "websocket.send"
 
 
+async def test_tabs_of_one_session_share_the_access_check_and_all_close_when_it_fails(
+    client, viewer, seeded_fleet, settings, monkeypatch
+):
+    """Two fleet sockets of one browser session: one access check per half interval serves
+    both, and signing out closes both."""
+    from fleet import consumers
+
+    settings.POLL_INTERVAL = 0.5
+    checks = []
+    real = consumers.SignedInConsumer.refusal
+    monkeypatch.setattr(consumers.SignedInConsumer, "refusal", lambda self: checks.append(1) or real(self))
+    headers = await session_headers(client, viewer)
+    tabs = []
+    for _ in range(2):
+        communicator, connected, _ = await connect("/ws/fleet/", headers)
+        assert connected
+        tabs.append(communicator)
+    assert len(checks) == 2  # one each on connecting
+    import asyncio
+
+    await asyncio.sleep(0.3)
+    await sync_to_async(polling.poll_shard)(0, polling.current_cycle())
+    for tab in tabs:
+        assert (await tab.receive_output(timeout=5))["type"] == "websocket.send"
+    assert len(checks) == 3  # one shared check for the two tabs
+
+    await sync_to_async(client.logout)()
+    await asyncio.sleep(0.3)
+    await sync_to_async(polling.poll_shard)(0, polling.current_cycle() + settings.POLL_INTERVAL)
+    for tab in tabs:
+        assert await tab.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+    assert len(checks) == 4
+
+
 async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(client, viewer, seeded_fleet):
     """The page says which rows it shows; each shard poll then brings those rows of the
     shard, and the fleet's summary only when it changed."""
