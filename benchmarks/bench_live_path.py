@@ -1,12 +1,13 @@
 """The fleet page's live path at scale: many fleet pages open on two web processes while a
 large fleet is polled.
 
-    DATABASE_URL=postgres://… python benchmarks/bench_live_path.py [--devices 1000,10000] [--pages 50,100,200]
+    DATABASE_URL=postgres://… python benchmarks/bench_live_path.py [--devices 1000,10000] [--pages 50,100,200] [--tabs 1]
 
 For each fleet size and each number of open pages it:
 - puts the fleet in the database (hosts of 8 devices) and real snapshots in Redis;
 - runs 2 web processes (Daphne, as the tests start them) and opens that many websockets
-  on /ws/fleet/ (websocket-client, a signed-in session), spread over the two, each
+  on /ws/fleet/ (websocket-client; each page its own signed-in viewer, or --tabs pages per
+  viewer's session as a browser's tabs share one), spread over the two, each
   subscribed to its own page of the table (page numbers, type and health filters, sorts,
   page sizes) as the page's script does: the ids of the rows it shows;
 - polls: every cycle, each shard's snapshots and health index are written and its message
