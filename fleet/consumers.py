@@ -237,25 +237,26 @@ def subscribed_devices(text: str | None) -> list[int] | str:
 
 
 # What the consumers of a process compute once per poll message, whatever the number of
-# fleet pages open: (what, poll id) -> the task computing it. Tied to one event loop.
-_per_poll: dict[tuple[str, str], asyncio.Task] = {}
+# fleet pages open: (what, poll id) -> (when asked, the task computing it), kept two poll
+# intervals (agents publish a message per host: a count would drop results still wanted).
+# Tied to one event loop.
+_per_poll: dict[tuple[str, str], tuple[float, asyncio.Task]] = {}
 _per_poll_loop: list = [None]
-KEPT_PER_POLL = 12  # polls remembered per kind: a few cycles of the shards
 
 
 async def per_poll(what: str, poll: str, compute, *args):
     """``compute(*args)``'s result for this poll, computed by the first consumer that asks in
     this process and shared by the others."""
-    loop = asyncio.get_running_loop()
+    loop, now = asyncio.get_running_loop(), time.monotonic()
     if _per_poll_loop[0] is not loop:
         _per_poll.clear()
         _per_poll_loop[0] = loop
-    task = _per_poll.get((what, poll))
-    if task is None:
-        task = _per_poll[(what, poll)] = loop.create_task(compute(*args))
-        while len(_per_poll) > 3 * KEPT_PER_POLL * max(1, settings.POLL_SHARDS):
+    entry = _per_poll.get((what, poll))
+    if entry is None:
+        entry = _per_poll[(what, poll)] = (now, loop.create_task(compute(*args)))
+        while now - next(iter(_per_poll.values()))[0] > 2 * settings.POLL_INTERVAL:
             _per_poll.pop(next(iter(_per_poll)))
-    return await asyncio.shield(task)
+    return await asyncio.shield(entry[1])
 
 
 async def summary_now() -> dict | None:

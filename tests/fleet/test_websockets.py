@@ -273,3 +273,23 @@ async def test_rows_a_page_shows_since_its_process_read_the_lines_are_read_apart
     assert await consumers.per_poll("lines", poll, consumers.open_pages_lines, poll) == {}  # no page open
     lines = await consumers.lines_shown(poll, [device])
     assert [line["id"] for line in lines] == [device]
+
+
+async def test_what_a_process_computes_per_poll_is_shared_then_forgotten_after_two_intervals(settings):
+    import asyncio
+
+    from fleet import consumers
+
+    settings.POLL_INTERVAL = 0.5
+    calls = []
+
+    async def compute(value):
+        calls.append(value)
+        return value
+
+    assert await consumers.per_poll("test", "poll-1", compute, 1) == 1
+    assert await consumers.per_poll("test", "poll-1", compute, 2) == 1  # the first one's result
+    await asyncio.sleep(1.1)
+    assert await consumers.per_poll("test", "poll-2", compute, 3) == 3
+    assert ("test", "poll-1") not in consumers._per_poll and ("test", "poll-2") in consumers._per_poll
+    assert calls == [1, 3]
