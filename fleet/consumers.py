@@ -7,6 +7,7 @@ socket only for a signed-in user with the consumer's permission, for as long as 
 import asyncio
 import json
 import time
+import weakref
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
@@ -17,7 +18,7 @@ from django.db import DatabaseError
 from django.urls import path
 from redis.exceptions import RedisError
 
-from fleet.events import latest_lines, shard_group
+from fleet.events import latest_lines, polled_ids, shard_group
 from fleet.health import index as health_index
 from fleet.models import Device
 from fleet.polling.sharding import shard_of_host
@@ -75,12 +76,11 @@ class SignedInConsumer(AsyncJsonWebsocketConsumer):
         return None if fresh.has_perm(self.permission) else CLOSE_FORBIDDEN
 
     async def still_allowed(self) -> bool:
-        """Called before forwarding an event: closes the socket of a user who lost access."""
-        now = time.monotonic()
-        if now - self.checked_at < settings.POLL_INTERVAL * 0.5:
+        """Called before forwarding an event: closes the socket of a user who lost access.
+        The sockets of one browser session (its tabs) in this process share a check."""
+        if time.monotonic() - self.checked_at < settings.POLL_INTERVAL * 0.5:
             return True
-        self.checked_at = now
-        refusal = await database_sync_to_async(self.refusal)()
+        self.checked_at, refusal = await shared_access_check(self)
         if refusal:
             await self.close(code=refusal)
             return False
@@ -95,12 +95,49 @@ class SignedInConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "error", "error": "this socket takes no messages"})
 
 
+# Access decisions of this process, shared by the sockets of one browser session for as
+# long as one socket would keep its own: (user, session, permission) -> (when, the check).
+# Tied to one event loop. Checks run in parallel threads: under load, 200 pages' checks
+# queued in one thread delayed the last pages' updates past a second.
+_access: dict[tuple, tuple[float, asyncio.Task]] = {}
+_access_loop: list = [None, 0.0]  # the loop, when stale decisions were last swept
+
+
+async def shared_access_check(consumer: SignedInConsumer) -> tuple[float, int | None]:
+    """When the access of the consumer's session was last decided (monotonic) and the
+    decision: `refusal()`, run at most once per half poll interval per session."""
+    loop, now = asyncio.get_running_loop(), time.monotonic()
+    window = settings.POLL_INTERVAL * 0.5
+    if _access_loop[0] is not loop:
+        _access.clear()
+        _access_loop[:] = [loop, now]
+    if now - _access_loop[1] >= window:
+        for stale in [k for k, (at, _) in _access.items() if now - at >= window]:
+            del _access[stale]
+        _access_loop[1] = now
+    user, session = consumer.scope.get("user"), consumer.scope.get("session")
+    key = (getattr(user, "pk", None), getattr(session, "session_key", None), consumer.permission)
+    entry = _access.get(key)
+    if entry is None or now - entry[0] >= window or key[0] is None:
+        check = database_sync_to_async(consumer.refusal, thread_sensitive=False)()
+        entry = _access[key] = (now, loop.create_task(check))
+    try:
+        return entry[0], await asyncio.shield(entry[1])
+    except Exception:
+        if _access.get(key) is entry:
+            del _access[key]  # a failed check is not shared: the next event checks again
+        raise
+
+
 class FleetConsumer(SignedInConsumer):
     """/ws/fleet/: the fleet page. Per shard poll it sends the lines of the devices the page
     shows, and the fleet's summary when it changed: not the whole fleet.
 
     The page says which rows it shows with ``{"type": "subscribe", "devices": [ids]}``;
-    until it does, they are the first page of the default table."""
+    until it does, they are the first page of the default table. What a poll costs a web
+    process grows with its open pages' rows, not with pages times the fleet: the poll's
+    devices, the lines of every open page's rows and the summary are each read once per
+    process (`per_poll`), and each page takes its rows from them."""
 
     visible: frozenset[int] = frozenset()
     sent_summary: dict | None = None
@@ -108,6 +145,15 @@ class FleetConsumer(SignedInConsumer):
     async def groups_for_connection(self):
         self.visible = frozenset(await database_sync_to_async(queries.first_page_ids)())
         return [shard_group(shard) for shard in range(settings.POLL_SHARDS)]
+
+    async def connect(self):
+        await super().connect()
+        if self.joined:
+            _open_pages.add(self)
+
+    async def disconnect(self, code):
+        _open_pages.discard(self)
+        await super().disconnect(code)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         devices = subscribed_devices(text_data)
@@ -120,14 +166,48 @@ class FleetConsumer(SignedInConsumer):
     async def fleet_polled(self, event):
         if not await self.still_allowed():
             return
-        shown = [device_id for device_id in event["ids"] if device_id in self.visible]
-        lines = await lines_of(shown)
+        poll = event["poll"]
+        shown = sorted(self.visible & await per_poll("ids", poll, polled_of, poll))
+        lines = await lines_shown(poll, shown)
         message = {"type": "fleet.polled", "shard": event["shard"], "cycle": event["cycle"], "devices": lines}
-        summary = await shared_summary(event["poll"])
+        summary = await per_poll("summary", poll, summary_now)
         if summary is not None and summary != self.sent_summary:
             message["summary"] = self.sent_summary = summary
         if lines or "summary" in message:
             await self.send_json(message)
+
+
+# This process's open fleet pages: a poll's lines are read once for all their rows.
+_open_pages: "weakref.WeakSet[FleetConsumer]" = weakref.WeakSet()
+
+
+async def lines_shown(poll: str, shown: list[int]) -> list:
+    """The lines of a page's rows in a poll: from the lines read once for every open page of
+    the process, and read apart for rows the page started showing since."""
+    if not shown:
+        return []
+    read = await per_poll("lines", poll, open_pages_lines, poll)
+    missing = [device_id for device_id in shown if device_id not in read]
+    if missing:
+        read = {**read, **{line["id"]: line for line in await lines_of(missing)}}
+    return [read[device_id] for device_id in shown if read.get(device_id) is not None]
+
+
+async def open_pages_lines(poll: str) -> dict[int, dict | None]:
+    """The lines of the polled rows of every open page of the process (None for a device
+    without a snapshot), by device id."""
+    polled = await per_poll("ids", poll, polled_of, poll)
+    wanted = sorted(frozenset().union(*(page.visible for page in list(_open_pages))) & polled)
+    read: dict[int, dict | None] = dict.fromkeys(wanted)
+    read.update((line["id"], line) for line in await lines_of(wanted))
+    return read
+
+
+async def polled_of(poll: str) -> frozenset[int]:
+    try:
+        return await sync_to_async(polled_ids, thread_sensitive=False)(poll)
+    except TRANSIENT_ERRORS:
+        return frozenset()  # Redis hiccuped: the next poll brings the rows
 
 
 async def lines_of(device_ids: list[int]) -> list:
@@ -157,26 +237,33 @@ def subscribed_devices(text: str | None) -> list[int] | str:
     return devices
 
 
-# The fleet's summary, computed once per poll message and process, whatever the number of
-# fleet pages open: poll id -> the task computing it. Tied to one event loop.
-_summaries: dict[str, asyncio.Task] = {}
-_summaries_loop: list = [None]
+# What the consumers of a process compute once per poll message, whatever the number of
+# fleet pages open: (what, poll id) -> (when asked, the task computing it), kept two poll
+# intervals (agents publish a message per host: a count would drop results still wanted).
+# Tied to one event loop.
+_per_poll: dict[tuple[str, str], tuple[float, asyncio.Task]] = {}
+_per_poll_loop: list = [None]
 
 
-async def shared_summary(poll: str) -> dict | None:
-    loop = asyncio.get_running_loop()
-    if _summaries_loop[0] is not loop:
-        _summaries.clear()
-        _summaries_loop[0] = loop
-    task = _summaries.get(poll)
-    if task is None:
-        task = _summaries[poll] = loop.create_task(database_sync_to_async(_summary)())
-        while len(_summaries) > 4 * settings.POLL_SHARDS:
-            _summaries.pop(next(iter(_summaries)))
+async def per_poll(what: str, poll: str, compute, *args):
+    """``compute(*args)``'s result for this poll, computed by the first consumer that asks in
+    this process and shared by the others."""
+    loop, now = asyncio.get_running_loop(), time.monotonic()
+    if _per_poll_loop[0] is not loop:
+        _per_poll.clear()
+        _per_poll_loop[0] = loop
+    entry = _per_poll.get((what, poll))
+    if entry is None:
+        entry = _per_poll[(what, poll)] = (now, loop.create_task(compute(*args)))
+        while now - next(iter(_per_poll.values()))[0] > 2 * settings.POLL_INTERVAL:
+            _per_poll.pop(next(iter(_per_poll)))
+    return await asyncio.shield(entry[1])
+
+
+async def summary_now() -> dict | None:
     try:
-        return await asyncio.shield(task)
+        return await database_sync_to_async(_summary)()
     except TRANSIENT_ERRORS:
-        _summaries.pop(poll, None)
         return None  # Redis or the database hiccuped: the next poll brings the summary
 
 
@@ -198,7 +285,9 @@ class DeviceConsumer(SignedInConsumer):
         return Device.objects.filter(pk=self.device_id).values_list("host_id", flat=True).first()
 
     async def fleet_polled(self, event):
-        if not await self.still_allowed() or self.device_id not in event["ids"]:
+        if not await self.still_allowed():
+            return
+        if self.device_id not in await per_poll("ids", event["poll"], polled_of, event["poll"]):
             return
         for line in await lines_of([self.device_id]):
             await self.send_json({"type": "device.polled", "cycle": event["cycle"], "device": line})

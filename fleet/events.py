@@ -1,20 +1,29 @@
 """The fleet app's one talker to the channel layer: typed payloads, one per event type.
 
 The poll calls these after its writes; the fleet's websocket consumers (fleet/consumers.py)
-forward what arrives. A poll of a shard produces exactly one message, whatever the number
-of devices and counters. The message names the polled devices, and each consumer reads
-the latest snapshots of the few it shows (`latest_lines`): a page's socket never carries,
-nor decodes, the fleet.
+forward what arrives. A poll of a shard produces exactly one message of a few bytes,
+whatever the number of devices and counters: the channel layer copies a group message to
+every socket, so it must not grow with the fleet. The list of polled devices is written once
+to Redis beside it (`polled_ids` reads it, once per web process), and the consumers read
+the latest snapshots of the rows their pages show (`latest_lines`): no page's socket
+carries, nor decodes, the fleet.
 """
 
 import uuid
+from array import array
 from typing import Literal, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from fleet.polling import snapshots
 from fleet.reading.key_counters import key_counter_names
+from fleet.redis import get_redis, key
+
+# How long a poll's list of devices stays readable, in poll intervals: far longer than a
+# message waits in the channel layer (its expiry is 30 s).
+POLLED_KEPT_INTERVALS = 12
 
 
 class DeviceLine(TypedDict):
@@ -33,7 +42,7 @@ class ShardPolled(TypedDict):
     poll: str  # unique to this message: what consumers compute once per poll is keyed by it
     shard: int
     cycle: float
-    ids: list[int]  # the devices polled; their lines are their snapshots (`latest_lines`)
+    # The devices polled are read with `polled_ids(poll)`; their lines are their snapshots.
 
 
 def shard_group(shard: int) -> str:
@@ -59,13 +68,21 @@ def latest_lines(device_ids: list[int]) -> list[DeviceLine]:
     return [device_line(i, latest[i]) for i in device_ids if i in latest]
 
 
+def _polled_key(poll: str) -> str:
+    return key("polled", poll)
+
+
 def shard_polled(shard: int, cycle: float, device_ids: list[int]) -> None:
-    """Publishes a shard's poll, written before (snapshots and health index included)."""
-    message: ShardPolled = {
-        "type": "fleet.polled",
-        "poll": uuid.uuid4().hex,
-        "shard": shard,
-        "cycle": cycle,
-        "ids": list(device_ids),
-    }
+    """Publishes a shard's poll, written before (snapshots and health index included): the
+    list of its devices once, then a message that names it."""
+    poll = uuid.uuid4().hex
+    kept = max(60, round(POLLED_KEPT_INTERVALS * settings.POLL_INTERVAL))
+    get_redis().set(_polled_key(poll), array("q", device_ids).tobytes(), ex=kept)
+    message: ShardPolled = {"type": "fleet.polled", "poll": poll, "shard": shard, "cycle": cycle}
     async_to_sync(get_channel_layer().group_send)(shard_group(shard), message)
+
+
+def polled_ids(poll: str) -> frozenset[int]:
+    """The devices of a published poll (none once it is long gone)."""
+    raw = get_redis().get(_polled_key(poll))
+    return frozenset(array("q", raw)) if raw else frozenset()

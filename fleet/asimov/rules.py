@@ -39,8 +39,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from fleet.asimov.language import nodes
 from fleet.asimov.checking.checks import suggest
+from fleet.asimov.language import nodes
 from fleet.asimov.state import FAULT_EFFECTS, FIELDS, STEP_RULES
 
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
 """Websockets through the real Redis channel layer and the project's ASGI app."""
 
 import json
+import weakref
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -112,6 +113,40 @@ async def test_a_user_who_keeps_access_keeps_getting_polls(client, viewer, seede
     assert message["type"] == "websocket.send"
 
 
+async def test_tabs_of_one_session_share_the_access_check_and_all_close_when_it_fails(
+    client, viewer, seeded_fleet, settings, monkeypatch
+):
+    """Two fleet sockets of one browser session: one access check per half interval serves
+    both, and signing out closes both."""
+    from fleet import consumers
+
+    settings.POLL_INTERVAL = 0.5
+    checks = []
+    real = consumers.SignedInConsumer.refusal
+    monkeypatch.setattr(consumers.SignedInConsumer, "refusal", lambda self: checks.append(1) or real(self))
+    headers = await session_headers(client, viewer)
+    tabs = []
+    for _ in range(2):
+        communicator, connected, _ = await connect("/ws/fleet/", headers)
+        assert connected
+        tabs.append(communicator)
+    assert len(checks) == 2  # one each on connecting
+    import asyncio
+
+    await asyncio.sleep(0.3)
+    await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
+    for tab in tabs:
+        assert (await tab.receive_output(timeout=5))["type"] == "websocket.send"
+    assert len(checks) == 3  # one shared check for the two tabs
+
+    await sync_to_async(client.logout)()
+    await asyncio.sleep(0.3)
+    await sync_to_async(poller.poll_shard)(0, poller.current_cycle() + settings.POLL_INTERVAL)
+    for tab in tabs:
+        assert await tab.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+    assert len(checks) == 4
+
+
 async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(client, viewer, seeded_fleet):
     """The page says which rows it shows; each shard poll then brings those rows of the
     shard, and the fleet's summary only when it changed."""
@@ -164,12 +199,13 @@ async def test_a_bad_subscribe_message_is_answered_with_an_error_and_the_socket_
     await communicator.disconnect()
 
 
-async def test_a_poll_message_names_its_devices_without_their_lines(seeded_fleet):
-    """What the channel layer carries to every fleet socket is the list of polled devices;
-    each socket reads the lines of the few rows it shows."""
+async def test_a_poll_message_is_a_few_bytes_and_its_devices_are_read_once_beside_it(seeded_fleet):
+    """What the channel layer copies to every fleet socket is a few bytes whatever the
+    shard's size; the list of polled devices is written once beside it, by poll id."""
+    import msgpack
     from channels.layers import get_channel_layer
 
-    from fleet.events import shard_group
+    from fleet.events import polled_ids, shard_group
 
     layer = get_channel_layer()
     listener = await layer.new_channel()
@@ -177,6 +213,83 @@ async def test_a_poll_message_names_its_devices_without_their_lines(seeded_fleet
     result = await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
     message = await layer.receive(listener)
     await layer.group_discard(shard_group(0), listener)
-    assert sorted(message["ids"]) == sorted(d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0)
-    assert len(message["ids"]) == result.devices
-    assert "devices" not in message
+    assert set(message) == {"type", "poll", "shard", "cycle"}
+    assert len(msgpack.packb(message)) < 100
+    polled = await sync_to_async(polled_ids)(message["poll"])
+    assert polled == {d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0}
+    assert len(polled) == result.devices
+    assert await sync_to_async(polled_ids)("no-such-poll") == frozenset()
+
+
+async def _poll_id_of_shard_0() -> str:
+    from channels.layers import get_channel_layer
+
+    from fleet.events import shard_group
+
+    layer = get_channel_layer()
+    listener = await layer.new_channel()
+    await layer.group_add(shard_group(0), listener)
+    await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
+    message = await layer.receive(listener)
+    await layer.group_discard(shard_group(0), listener)
+    return message["poll"]
+
+
+async def test_pages_open_in_one_process_have_their_rows_read_once_per_poll(client, viewer, seeded_fleet, monkeypatch):
+    """Two pages showing different rows: one read of the latest lines serves both, and each
+    gets only its own rows."""
+    from fleet import consumers
+
+    monkeypatch.setattr(consumers, "_open_pages", weakref.WeakSet())  # only this test's pages
+    reads = []
+    real = consumers.latest_lines
+    monkeypatch.setattr(consumers, "latest_lines", lambda ids: reads.append(list(ids)) or real(ids))
+    headers = await session_headers(client, viewer)
+    in_shard_0 = [d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0]
+    pages = []
+    for rows in ([in_shard_0[0]], [in_shard_0[1], in_shard_0[2]]):
+        communicator, connected, _ = await connect("/ws/fleet/", headers)
+        assert connected
+        await communicator.send_json_to({"type": "subscribe", "devices": rows})
+        assert (await communicator.receive_json_from(timeout=5))["type"] == "subscribed"
+        pages.append((communicator, rows))
+    await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
+    for communicator, rows in pages:
+        message = await communicator.receive_json_from(timeout=5)
+        assert [line["id"] for line in message["devices"]] == sorted(rows)
+    assert reads == [sorted(in_shard_0[:3])]
+    for communicator, _ in pages:
+        await communicator.disconnect()
+
+
+async def test_rows_a_page_shows_since_its_process_read_the_lines_are_read_apart(seeded_fleet, monkeypatch):
+    """A page that changed its rows after the process read the open pages' lines still gets
+    them (read for it alone)."""
+    from fleet import consumers
+
+    monkeypatch.setattr(consumers, "_open_pages", weakref.WeakSet())
+    poll = await _poll_id_of_shard_0()
+    device = next(d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0)
+    assert await consumers.per_poll("lines", poll, consumers.open_pages_lines, poll) == {}  # no page open
+    lines = await consumers.lines_shown(poll, [device])
+    assert [line["id"] for line in lines] == [device]
+
+
+async def test_what_a_process_computes_per_poll_is_shared_then_forgotten_after_two_intervals(settings):
+    import asyncio
+
+    from fleet import consumers
+
+    settings.POLL_INTERVAL = 0.5
+    calls = []
+
+    async def compute(value):
+        calls.append(value)
+        return value
+
+    assert await consumers.per_poll("test", "poll-1", compute, 1) == 1
+    assert await consumers.per_poll("test", "poll-1", compute, 2) == 1  # the first one's result
+    await asyncio.sleep(1.1)
+    assert await consumers.per_poll("test", "poll-2", compute, 3) == 3
+    assert ("test", "poll-1") not in consumers._per_poll and ("test", "poll-2") in consumers._per_poll
+    assert calls == [1, 3]
