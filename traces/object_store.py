@@ -5,11 +5,14 @@ S3 API), through django-storages' S3Storage with two changes for large traces:
   most ``TRACE_S3_PARTS_IN_FLIGHT`` parts in memory at once: a 1 GB upload holds a few
   parts, never the file. The object appears only when its upload completes, so a writer
   killed midway leaves no object (its parts wait for the bucket's lifecycle rule that
-  aborts incomplete multipart uploads; docs/deploy.md).
-- Reads stream: ``open(name, "rb")`` is a buffered reader over one ranged GET from the
-  position read to the end of the object, reopened after a seek, instead of S3Storage's
-  copy of the whole object into a temporary file. A worker parses a trace as it arrives;
-  a page's ranged read (a slice of the instance file) fetches that slice.
+  aborts incomplete multipart uploads; docs/deploy.md). :meth:`TraceObjectStorage.writer`
+  is the same for bytes that arrive in pieces (a request body): each part is sent as soon
+  as it is full, while the next one fills.
+- Reads stream: ``open(name, "rb")`` is a buffered reader over ranged GETs from the
+  position read on, fetched one block ahead by a thread of the reader (so the network
+  and the parse overlap), instead of S3Storage's copy of the whole object into a
+  temporary file. A worker parses a trace as it arrives; a page's ranged read (a slice of
+  the instance file) fetches little more than that slice.
 
 Which storage is used is settings' ``STORAGES["traces"]`` (``TRACE_STORAGE=s3://…``).
 """
@@ -17,6 +20,10 @@ Which storage is used is settings' ``STORAGES["traces"]`` (``TRACE_STORAGE=s3://
 from __future__ import annotations
 
 import io
+import math
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
@@ -27,15 +34,67 @@ from storages.utils import clean_name, is_seekable
 
 READ_BUFFER = 1 << 20
 MIN_PART = 5 << 20  # S3's smallest part but the last
+READ_BLOCKS = (1 << 20, 4 << 20, 16 << 20)  # the GETs' sizes as a sequential read goes on (then the last)
+COPY_PART = 256 << 20  # a part copied inside the store at most (S3's limit: 5 GB)
+
+
+class ReadAhead:
+    """Ranged GETs of an object from ``start`` on, one block ahead of the reader, by a thread:
+    the blocks grow (READ_BLOCKS) so that a short read fetches little; at most two blocks
+    wait in memory."""
+
+    def __init__(self, obj, start: int, size: int) -> None:
+        self._blocks: queue.Queue = queue.Queue(maxsize=2)
+        self._stop = threading.Event()
+        self._current, self._offset = b"", 0
+        self._thread = threading.Thread(target=self._fetch, args=(obj, start, size), daemon=True)
+        self._thread.start()
+
+    def _fetch(self, obj, start: int, size: int) -> None:
+        pos, step = start, 0
+        try:
+            while pos < size and not self._stop.is_set():
+                block = READ_BLOCKS[min(step, len(READ_BLOCKS) - 1)]
+                data = obj.get(Range=f"bytes={pos}-{min(pos + block, size) - 1}")["Body"].read()
+                self._put(data)
+                if not data:
+                    return  # the object ended early (it was replaced)
+                pos, step = pos + len(data), step + 1
+            self._put(b"")
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+            self._put(exc)
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                return self._blocks.put(item, timeout=0.5)
+            except queue.Full:
+                continue
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes; b"" at the end of the object."""
+        if self._offset >= len(self._current):
+            item = self._blocks.get()
+            if isinstance(item, BaseException):
+                raise item
+            self._current, self._offset = item, 0
+            if not item:
+                return b""
+        data = self._current[self._offset:self._offset + n]
+        self._offset += len(data)
+        return data
+
+    def close(self) -> None:
+        self._stop.set()
 
 
 class ObjectReader(io.RawIOBase):
-    """A read-only, seekable file over one object: each run of sequential reads is one GET
-    streaming from where it starts."""
+    """A read-only, seekable file over one object: each run of sequential reads is a
+    :class:`ReadAhead` from where it starts."""
 
     def __init__(self, obj, size: int) -> None:
         self._obj, self._size = obj, size
-        self._pos, self._body = 0, None
+        self._pos, self._ahead = 0, None
 
     def readable(self) -> bool:
         return True
@@ -50,16 +109,16 @@ class ObjectReader(io.RawIOBase):
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
         pos = max(0, base + offset)
         if pos != self._pos:
-            self._drop_body()
+            self._drop_ahead()
             self._pos = pos
         return self._pos
 
     def readinto(self, buffer) -> int:
         if self._pos >= self._size:
             return 0
-        if self._body is None:
-            self._body = self._obj.get(Range=f"bytes={self._pos}-")["Body"]
-        data = self._body.read(len(buffer))
+        if self._ahead is None:
+            self._ahead = ReadAhead(self._obj, self._pos, self._size)
+        data = self._ahead.read(len(buffer))
         n = len(data)
         buffer[:n] = data
         self._pos += n
@@ -67,14 +126,80 @@ class ObjectReader(io.RawIOBase):
             self._size = self._pos
         return n
 
-    def _drop_body(self) -> None:
-        if self._body is not None:
-            self._body.close()
-            self._body = None
+    def _drop_ahead(self) -> None:
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
 
     def close(self) -> None:
-        self._drop_body()
+        self._drop_ahead()
         super().close()
+
+
+class PartWriter:
+    """Bytes written in order become the object ``key``: each full part is sent (a part of
+    a multipart upload) by a thread while the next fills; ``write`` waits while
+    ``in_flight`` parts are being sent, so memory holds at most ``in_flight + 1`` parts.
+    ``close`` completes the object (one PUT when it is smaller than a part); ``abort``
+    leaves nothing."""
+
+    def __init__(self, client, bucket: str, key: str, part: int, in_flight: int) -> None:
+        self.client, self.bucket, self.key, self.part = client, bucket, key, part
+        self.size, self.upload_id = 0, None
+        self._buffer = bytearray()
+        self._slots = threading.BoundedSemaphore(in_flight)
+        self._pool = ThreadPoolExecutor(in_flight, thread_name_prefix="s3-part")
+        self._sent: list = []
+
+    def write(self, data) -> None:
+        self._buffer += data
+        self.size += len(data)
+        while len(self._buffer) >= self.part:
+            body = bytes(self._buffer[:self.part])
+            del self._buffer[:self.part]
+            self._send(body)
+
+    def _send(self, body: bytes) -> None:
+        if self.upload_id is None:
+            self.upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key)["UploadId"]
+        for done in (f for f in self._sent if f.done()):
+            done.result()  # a part that failed stops the upload now
+        self._slots.acquire()
+        self._sent.append(self._pool.submit(self._put_part, len(self._sent) + 1, body))
+
+    def _put_part(self, number: int, body: bytes) -> dict:
+        try:
+            answer = self.client.upload_part(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
+                                             PartNumber=number, Body=body)
+            return {"PartNumber": number, "ETag": answer["ETag"]}
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        try:
+            if self.upload_id is None:
+                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer))
+                return
+            if self._buffer:
+                self._send(bytes(self._buffer))
+            self._buffer = bytearray()
+            parts = [f.result() for f in self._sent]
+            self.client.complete_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
+                                                  MultipartUpload={"Parts": parts})
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self._pool.shutdown(wait=False)
+
+    def abort(self) -> None:
+        self._buffer = bytearray()
+        for future in self._sent:
+            future.cancel()
+        self._pool.shutdown(wait=True)
+        if self.upload_id is not None:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
+            self.upload_id = None
 
 
 class FullReads:
@@ -109,6 +234,7 @@ class TraceObjectStorage(S3Storage):
 
     def __init__(self, *, part_mb: int = 8, parts_in_flight: int = 2, **options) -> None:
         part = part_mb << 20
+        self.part_bytes, self.parts_in_flight = part, parts_in_flight
         if "transfer_config" not in options:
             config = TransferConfig(multipart_threshold=part, multipart_chunksize=part, use_threads=parts_in_flight > 1,
                                     max_concurrency=parts_in_flight, max_io_queue=parts_in_flight)
@@ -120,6 +246,10 @@ class TraceObjectStorage(S3Storage):
         options.setdefault("client_config", Config(
             connect_timeout=5, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"},
             signature_version="s3v4", s3={"addressing_style": "path"} if options.get("endpoint_url") else None,
+            # No CRC32 of every part sent and received beyond what S3 asks for: TLS and the
+            # store's Content-MD5-free multipart uploads already check them, and it cost the
+            # web process a core's share on a 1 GB upload.
+            request_checksum_calculation="when_required", response_checksum_validation="when_required",
         ))
         super().__init__(**options)
 
@@ -144,22 +274,35 @@ class TraceObjectStorage(S3Storage):
         f.size = size
         return f
 
+    def writer(self, name: str) -> PartWriter:
+        """A :class:`PartWriter` making the object ``name`` of bytes as they come."""
+        return PartWriter(self.bucket.meta.client, self.bucket_name, self._normalize_name(clean_name(name)),
+                          self.part_bytes, self.parts_in_flight)
+
     def compose(self, name: str, parts: list[str]) -> bool:
         """Make ``name`` of the objects ``parts`` joined in order, inside the store (a
-        multipart upload whose parts are copies of them: no byte passes through this
-        process). False, doing nothing, when a part but the last is under S3's 5 MB floor."""
+        multipart upload whose parts are copies of them, a large one in ranges of at most
+        COPY_PART, several at once: no byte passes through this process). False, doing
+        nothing, when a part but the last is under S3's 5 MB floor."""
         keys = [self._normalize_name(clean_name(p)) for p in parts]
         client = self.bucket.meta.client
         sizes = [client.head_object(Bucket=self.bucket_name, Key=k)["ContentLength"] for k in keys]
         if not keys or any(size < MIN_PART for size in sizes[:-1]):
             return False
+        ranges = [(k, r) for k, size in zip(keys, sizes, strict=True) for r in _copy_ranges(size)]
         key = self._normalize_name(clean_name(name))
         upload = client.create_multipart_upload(Bucket=self.bucket_name, Key=key)["UploadId"]
+
+        def copy(numbered) -> dict:
+            number, (source, span) = numbered
+            extra = {"CopySourceRange": span} if span else {}
+            answer = client.upload_part_copy(Bucket=self.bucket_name, Key=key, UploadId=upload, PartNumber=number,
+                                             CopySource={"Bucket": self.bucket_name, "Key": source}, **extra)
+            return {"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]}
+
         try:
-            done = [{"PartNumber": n, "ETag": client.upload_part_copy(
-                Bucket=self.bucket_name, Key=key, UploadId=upload, PartNumber=n,
-                CopySource={"Bucket": self.bucket_name, "Key": k})["CopyPartResult"]["ETag"]}
-                for n, k in enumerate(keys, start=1)]
+            with ThreadPoolExecutor(max(2, self.parts_in_flight), thread_name_prefix="s3-copy") as pool:
+                done = list(pool.map(copy, enumerate(ranges, start=1)))
             client.complete_multipart_upload(Bucket=self.bucket_name, Key=key, UploadId=upload,
                                              MultipartUpload={"Parts": done})
         except BaseException:
@@ -169,3 +312,13 @@ class TraceObjectStorage(S3Storage):
 
     def path(self, name):
         raise NotImplementedError("the object store has no local paths")
+
+
+def _copy_ranges(size: int) -> list[str]:
+    """The CopySourceRange of each part an object of ``size`` bytes is copied in ("" for
+    the whole object): even ranges of at most COPY_PART, so none is under S3's floor."""
+    count = max(1, math.ceil(size / COPY_PART))
+    if count == 1:
+        return [""]
+    step = math.ceil(size / count)
+    return [f"bytes={start}-{min(start + step, size) - 1}" for start in range(0, size, step)]

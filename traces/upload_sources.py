@@ -36,7 +36,10 @@ class Source:
 
     @classmethod
     def of_file(cls, uploaded) -> Source:
-        """A Django UploadedFile (a multipart upload, stored on disk by the upload handler)."""
+        """A Django UploadedFile (a multipart upload, stored on disk by the upload handler,
+        or in the object store: traces.uploads.StoredUpload, copied inside the store)."""
+        if staging := getattr(uploaded, "staging", None):
+            return cls(uploaded.name, uploaded.size, lambda: uploaded.store.open(staging, "rb"), parts=(staging,))
 
         def rewound():
             uploaded.seek(0)

@@ -1,7 +1,15 @@
-"""Uploads go to a temporary file on disk, chunk by chunk, and stop at TRACE_UPLOAD_MAX_MB."""
+"""A multipart upload's file goes, chunk by chunk, to a temporary file on disk, or straight
+to the object store when traces are kept in one (its parts sent while the body is read: no
+local copy, a few parts in memory); either stops at TRACE_UPLOAD_MAX_MB."""
+
+import io
+import uuid
+from pathlib import PurePath
 
 from django.conf import settings
-from django.core.files.uploadhandler import TemporaryFileUploadHandler
+from django.core.files.storage import storages
+from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadhandler import FileUploadHandler, TemporaryFileUploadHandler
 from django.http import UnreadablePostError
 
 REFUSAL_ATTRIBUTE = "trace_upload_refused"
@@ -47,6 +55,66 @@ class LimitedTemporaryFileUploadHandler(TemporaryFileUploadHandler):
         return super().receive_data_chunk(raw_data, start)
 
 
+#: Where a multipart upload's file waits in the object store until its trace or job copies it.
+INCOMING = "incoming"
+
+
+class StoredUpload(UploadedFile):
+    """A multipart upload's file already in the object store as ``staging``: a Source
+    copies it inside the store (traces/upload_sources.py); closing it, as Django closes a
+    request's files when the request ends, deletes it."""
+
+    def __init__(self, store, staging: str, name: str, size: int, content_type, charset) -> None:
+        super().__init__(io.BytesIO(), name, content_type, size, charset)
+        self.store, self.staging = store, staging
+
+    def close(self) -> None:
+        staging, self.staging = self.staging, None
+        if staging:
+            self.store.delete(staging)
+        super().close()
+
+
+class _Sending:
+    """The handler's ``file`` while a file is sent: Django's parser closes it when it stops
+    midway, which drops what was sent."""
+
+    def __init__(self, writer) -> None:
+        self.writer, self.done = writer, False
+
+    def close(self) -> None:
+        if not self.done:
+            self.done = True
+            self.writer.abort()
+
+
+class StoreUploadHandler(LimitedTemporaryFileUploadHandler):
+    """The limited handler for an object store (a storage with ``writer``): the file's
+    bytes go to ``incoming/<random>/<name>`` in the store as they are read."""
+
+    def new_file(self, field_name, file_name, *args, **kwargs):
+        FileUploadHandler.new_file(self, field_name, file_name, *args, **kwargs)  # no temporary file
+        self.store = storages["traces"]
+        self.staging = f"{INCOMING}/{uuid.uuid4().hex}/{PurePath(file_name).name[-100:] or 'upload'}"
+        self.file = _Sending(self.store.writer(self.staging))
+
+    def receive_data_chunk(self, raw_data, start):
+        if start + len(raw_data) > limit_bytes():
+            self.file.close()
+            self._refuse()
+        self.file.writer.write(raw_data)
+
+    def file_complete(self, file_size):
+        self.file.done = True
+        self.file.writer.close()
+        return StoredUpload(self.store, self.staging, self.file_name, file_size, self.content_type, self.charset)
+
+    def upload_interrupted(self):
+        if isinstance(getattr(self, "file", None), _Sending):
+            self.file.close()
+
+
 def use_limited_handlers(request) -> None:
     """Call before the body is read (before CSRF checks read POST)."""
-    request.upload_handlers = [LimitedTemporaryFileUploadHandler(request)]
+    to_store = hasattr(storages["traces"], "writer")
+    request.upload_handlers = [(StoreUploadHandler if to_store else LimitedTemporaryFileUploadHandler)(request)]

@@ -5,6 +5,7 @@ store that is away fails the capture with a reason."""
 
 import gzip
 import hashlib
+import random
 import sys
 import textwrap
 import time
@@ -215,7 +216,8 @@ def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, a
     and a multipart POST: each raw trace is one multipart object equal to the file, no part
     is left behind, and the worker analyses it from the store. Chunks of 7 MB become the
     trace's parts inside the store (two parts); 2 MB chunks, under S3's 5 MB floor, are
-    streamed through into 5 MB parts (three)."""
+    streamed through into 5 MB parts (three). The POST's file goes to the store while the
+    body is read and is then copied inside it (one part); its staging object is gone after."""
     api_client.force_authenticate(operator)
     small_chunks = send_resumable(api_client, large_trace, 2 * MB)
     assert len(object_store.keys(f"{object_store.prefix}/uploads/")) == -(-len(large_trace) // (2 * MB))
@@ -224,7 +226,8 @@ def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, a
     made.append(api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", large_trace)}, format="multipart"))
     assert [r.status_code for r in made] == [201, 201, 201], [r.content for r in made]
     assert object_store.keys(f"{object_store.prefix}/uploads/") == []
-    for response, parts in zip(made, ("-3", "-2", "-3"), strict=True):
+    assert object_store.keys(f"{object_store.prefix}/incoming/") == [] and object_store.open_multipart_uploads() == []
+    for response, parts in zip(made, ("-3", "-2", "-1"), strict=True):
         trace = Trace.objects.get(pk=response.data["id"])
         head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/{trace.raw_file}")
         assert head["ContentLength"] == len(large_trace) and head["ETag"].strip('"').endswith(parts), head["ETag"]
@@ -247,3 +250,39 @@ def test_trace_storage_reads_an_s3_url_and_refuses_another():
     for bad in ("gs://bucket", "s3://", "fleet-traces"):
         with pytest.raises(ImproperlyConfigured, match="s3://bucket"):
             trace_storage(bad)
+
+
+def test_a_part_writer_sends_full_parts_as_they_fill_and_an_abort_leaves_nothing(object_store):
+    from django.core.files.storage import storages
+
+    store, data = storages["traces"], random.Random(3).randbytes(12 * MB + 123)
+    writer = store.writer("w/whole.bin")
+    for start in range(0, len(data), MB):
+        writer.write(data[start:start + MB])
+        if start >= 6 * MB:  # the first 5 MB part went up while the rest was still coming
+            assert object_store.open_multipart_uploads() == [f"{object_store.prefix}/w/whole.bin"]
+    writer.close()
+    head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/w/whole.bin")
+    assert head["ETag"].strip('"').endswith("-3")
+    with store.open("w/whole.bin", "rb") as f:
+        assert f.read() == data
+        f.seek(7 * MB)
+        assert f.read(10) == data[7 * MB:7 * MB + 10]
+    small = store.writer("w/small.bin")
+    small.write(b"tiny")
+    small.close()
+    assert store.open("w/small.bin", "rb").read() == b"tiny"
+    dropped = store.writer("w/dropped.bin")
+    dropped.write(data[:11 * MB])
+    dropped.abort()
+    assert object_store.keys(f"{object_store.prefix}/w/") == [f"{object_store.prefix}/w/{n}" for n in ("small.bin", "whole.bin")]
+    assert object_store.open_multipart_uploads() == []
+
+
+def test_a_post_past_the_size_limit_leaves_nothing_in_the_store(object_store, api_client, operator, settings):
+    settings.TRACE_UPLOAD_MAX_MB = 6
+    api_client.force_authenticate(operator)
+    body = random.Random(4).randbytes(8 * MB)
+    response = api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", body)}, format="multipart")
+    assert response.status_code == 413, response.content
+    assert object_store.keys(f"{object_store.prefix}/") == [] and object_store.open_multipart_uploads() == []
