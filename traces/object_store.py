@@ -39,12 +39,13 @@ COPY_PART = 256 << 20  # a part copied inside the store at most (S3's limit: 5 G
 
 
 class ReadAhead:
-    """Ranged GETs of an object from ``start`` on, one block ahead of the reader, by a thread:
-    the blocks grow (READ_BLOCKS) so that a short read fetches little; at most two blocks
-    wait in memory."""
+    """Ranged GETs of an object from ``start`` on by a thread, one block ahead of the
+    reader: the next block is fetched while the reader reads the one it took. The blocks
+    grow (READ_BLOCKS), so a short read (a file's head, a page's slice) fetches little."""
 
     def __init__(self, obj, start: int, size: int) -> None:
-        self._blocks: queue.Queue = queue.Queue(maxsize=2)
+        self._blocks: queue.SimpleQueue = queue.SimpleQueue()
+        self._wanted = threading.Semaphore(1)  # blocks the reader may have waiting for it
         self._stop = threading.Event()
         self._current, self._offset = b"", 0
         self._thread = threading.Thread(target=self._fetch, args=(obj, start, size), daemon=True)
@@ -53,28 +54,27 @@ class ReadAhead:
     def _fetch(self, obj, start: int, size: int) -> None:
         pos, step = start, 0
         try:
-            while pos < size and not self._stop.is_set():
+            while pos < size:
+                while not self._wanted.acquire(timeout=0.5):
+                    if self._stop.is_set():
+                        return
+                if self._stop.is_set():
+                    return
                 block = READ_BLOCKS[min(step, len(READ_BLOCKS) - 1)]
                 data = obj.get(Range=f"bytes={pos}-{min(pos + block, size) - 1}")["Body"].read()
-                self._put(data)
+                self._blocks.put(data)
                 if not data:
                     return  # the object ended early (it was replaced)
                 pos, step = pos + len(data), step + 1
-            self._put(b"")
+            self._blocks.put(b"")
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
-            self._put(exc)
-
-    def _put(self, item) -> None:
-        while not self._stop.is_set():
-            try:
-                return self._blocks.put(item, timeout=0.5)
-            except queue.Full:
-                continue
+            self._blocks.put(exc)
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes; b"" at the end of the object."""
         if self._offset >= len(self._current):
             item = self._blocks.get()
+            self._wanted.release()  # fetch the next while this one is read
             if isinstance(item, BaseException):
                 raise item
             self._current, self._offset = item, 0
@@ -152,14 +152,17 @@ class PartWriter:
         self._sent: list = []
 
     def write(self, data) -> None:
-        self._buffer += data
         self.size += len(data)
-        while len(self._buffer) >= self.part:
-            body = bytes(self._buffer[:self.part])
-            del self._buffer[:self.part]
-            self._send(body)
+        view = memoryview(data)
+        while len(view):
+            room = self.part - len(self._buffer)
+            self._buffer += view[:room]
+            view = view[room:]
+            if len(self._buffer) == self.part:  # handed over as it is (no copy); a new one fills
+                body, self._buffer = self._buffer, bytearray()
+                self._send(body)
 
-    def _send(self, body: bytes) -> None:
+    def _send(self, body: bytearray) -> None:
         if self.upload_id is None:
             self.upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key)["UploadId"]
         for done in (f for f in self._sent if f.done()):
@@ -167,7 +170,7 @@ class PartWriter:
         self._slots.acquire()
         self._sent.append(self._pool.submit(self._put_part, len(self._sent) + 1, body))
 
-    def _put_part(self, number: int, body: bytes) -> dict:
+    def _put_part(self, number: int, body: bytearray) -> dict:
         try:
             answer = self.client.upload_part(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
                                              PartNumber=number, Body=body)
@@ -178,10 +181,10 @@ class PartWriter:
     def close(self) -> None:
         try:
             if self.upload_id is None:
-                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer))
+                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=self._buffer)
                 return
             if self._buffer:
-                self._send(bytes(self._buffer))
+                self._send(self._buffer)
             self._buffer = bytearray()
             parts = [f.result() for f in self._sent]
             self.client.complete_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
