@@ -88,6 +88,8 @@ class TraceFiles:
         store joins a resumable upload's parts itself, others get them streamed."""
         compose = getattr(self.storage, "compose", None)
         parts = list(getattr(source, "parts", ()))
+        if parts == [name]:  # stored there already (a multipart POST to an object store)
+            return name
         if compose is not None and parts and compose(name, parts):
             return name
         return self.save_stream(name, source.as_file())

@@ -27,6 +27,7 @@ class Source:
     open: Callable[[], BinaryIO]
     uploads: tuple = ()  # the resumable upload it comes from (its reservation is its own)
     parts: tuple = ()  # the storage names of its parts, in order (a resumable upload's)
+    trace_id: int | None = None  # the id reserved for its trace (its file is stored under it already)
 
     def as_file(self) -> File:
         """The bytes as a Django File for a storage's save (a multipart upload's own file,
@@ -39,7 +40,8 @@ class Source:
         """A Django UploadedFile (a multipart upload, stored on disk by the upload handler,
         or in the object store: traces.uploads.StoredUpload, copied inside the store)."""
         if staging := getattr(uploaded, "staging", None):
-            return cls(uploaded.name, uploaded.size, lambda: uploaded.store.open(staging, "rb"), parts=(staging,))
+            return cls(uploaded.name, uploaded.size, lambda: uploaded.store.open(staging, "rb"), parts=(staging,),
+                       trace_id=uploaded.trace_id)
 
         def rewound():
             uploaded.seek(0)

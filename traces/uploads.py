@@ -1,6 +1,13 @@
 """A multipart upload's file goes, chunk by chunk, to a temporary file on disk, or straight
 to the object store when traces are kept in one (its parts sent while the body is read: no
-local copy, a few parts in memory); either stops at TRACE_UPLOAD_MAX_MB."""
+local copy, a few parts in memory); either stops at TRACE_UPLOAD_MAX_MB.
+
+In the object store the file is stored where its trace will keep it: the handler reserves
+the trace's id from the database's sequence and writes ``<id>/raw.<suffix>``, so that the
+trace takes the object as it is (an object store has no rename, and a copy inside moto or
+S3 takes seconds a gigabyte). Where no id can be reserved (SQLite), or when the file
+becomes a job's rank (a trace of its own id), it waits in ``incoming/`` and is copied.
+"""
 
 import io
 import uuid
@@ -10,6 +17,7 @@ from django.conf import settings
 from django.core.files.storage import storages
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, TemporaryFileUploadHandler
+from django.db import connection
 from django.http import UnreadablePostError
 
 REFUSAL_ATTRIBUTE = "trace_upload_refused"
@@ -59,18 +67,31 @@ class LimitedTemporaryFileUploadHandler(TemporaryFileUploadHandler):
 INCOMING = "incoming"
 
 
-class StoredUpload(UploadedFile):
-    """A multipart upload's file already in the object store as ``staging``: a Source
-    copies it inside the store (traces/upload_sources.py); closing it, as Django closes a
-    request's files when the request ends, deletes it."""
+def reserve_trace_id() -> int | None:
+    """An id of the traces' sequence that no other trace will get (PostgreSQL); None elsewhere."""
+    from traces.models import Trace
 
-    def __init__(self, store, staging: str, name: str, size: int, content_type, charset) -> None:
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))", [Trace._meta.db_table])
+        return cursor.fetchone()[0]
+
+
+class StoredUpload(UploadedFile):
+    """A multipart upload's file already in the object store as ``staging``, under the
+    reserved ``trace_id`` or in ``incoming/`` (see the module). Closing it, as Django closes
+    a request's files when the request ends, deletes it unless that trace took it."""
+
+    def __init__(self, store, staging: str, trace_id: int | None, name: str, size: int, content_type, charset) -> None:
         super().__init__(io.BytesIO(), name, content_type, size, charset)
-        self.store, self.staging = store, staging
+        self.store, self.staging, self.trace_id = store, staging, trace_id
 
     def close(self) -> None:
+        from traces.models import Trace
+
         staging, self.staging = self.staging, None
-        if staging:
+        if staging and not Trace.objects.filter(pk=self.trace_id, raw_file=staging).exists():
             self.store.delete(staging)
         super().close()
 
@@ -95,19 +116,35 @@ class StoreUploadHandler(LimitedTemporaryFileUploadHandler):
     def new_file(self, field_name, file_name, *args, **kwargs):
         FileUploadHandler.new_file(self, field_name, file_name, *args, **kwargs)  # no temporary file
         self.store = storages["traces"]
-        self.staging = f"{INCOMING}/{uuid.uuid4().hex}/{PurePath(file_name).name[-100:] or 'upload'}"
+        self.__dict__.pop("file", None)  # Django's parser closes a handler's ``file`` if it has one
+        self.trace_id = reserve_trace_id()
+
+    def _start(self, head: bytes) -> None:
+        """The object's name, known from the file's name and its first bytes (gzip or not)."""
+        from traces.files import TraceFiles
+
+        if self.trace_id is None:
+            self.staging = f"{INCOMING}/{uuid.uuid4().hex}/{PurePath(self.file_name).name[-100:] or 'upload'}"
+        else:
+            self.staging = TraceFiles(self.trace_id).raw_name(self.file_name, head)
         self.file = _Sending(self.store.writer(self.staging))
 
     def receive_data_chunk(self, raw_data, start):
         if start + len(raw_data) > limit_bytes():
-            self.file.close()
+            if hasattr(self, "file"):
+                self.file.close()
             self._refuse()
+        if not hasattr(self, "file"):
+            self._start(raw_data[:2])
         self.file.writer.write(raw_data)
 
     def file_complete(self, file_size):
+        if not hasattr(self, "file"):
+            self._start(b"")
         self.file.done = True
         self.file.writer.close()
-        return StoredUpload(self.store, self.staging, self.file_name, file_size, self.content_type, self.charset)
+        return StoredUpload(self.store, self.staging, self.trace_id, self.file_name, file_size,
+                            self.content_type, self.charset)
 
     def upload_interrupted(self):
         if isinstance(getattr(self, "file", None), _Sending):

@@ -217,7 +217,7 @@ def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, a
     is left behind, and the worker analyses it from the store. Chunks of 7 MB become the
     trace's parts inside the store (two parts); 2 MB chunks, under S3's 5 MB floor, are
     streamed through into 5 MB parts (three). The POST's file goes to the store while the
-    body is read and is then copied inside it (one part); its staging object is gone after."""
+    body is read, where its trace keeps it (three parts, no copy)."""
     api_client.force_authenticate(operator)
     small_chunks = send_resumable(api_client, large_trace, 2 * MB)
     assert len(object_store.keys(f"{object_store.prefix}/uploads/")) == -(-len(large_trace) // (2 * MB))
@@ -227,7 +227,7 @@ def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, a
     assert [r.status_code for r in made] == [201, 201, 201], [r.content for r in made]
     assert object_store.keys(f"{object_store.prefix}/uploads/") == []
     assert object_store.keys(f"{object_store.prefix}/incoming/") == [] and object_store.open_multipart_uploads() == []
-    for response, parts in zip(made, ("-3", "-2", "-1"), strict=True):
+    for response, parts in zip(made, ("-3", "-2", "-3"), strict=True):
         trace = Trace.objects.get(pk=response.data["id"])
         head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/{trace.raw_file}")
         assert head["ContentLength"] == len(large_trace) and head["ETag"].strip('"').endswith(parts), head["ETag"]
@@ -286,3 +286,42 @@ def test_a_post_past_the_size_limit_leaves_nothing_in_the_store(object_store, ap
     response = api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", body)}, format="multipart")
     assert response.status_code == 413, response.content
     assert object_store.keys(f"{object_store.prefix}/") == [] and object_store.open_multipart_uploads() == []
+
+
+def test_a_file_a_post_left_in_incoming_is_pruned_once_idle(object_store, settings):
+    """A web process stopped between storing a POST's file and its request's end leaves it in
+    incoming/: the idle-upload pruning deletes it once it is as old as an idle upload."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces import upload_sessions
+
+    left = storages["traces"].writer("incoming/0123abcd/left.json")
+    left.write(b"{}")
+    left.close()
+    assert upload_sessions.prune_idle() == 0
+    later = timezone.now() + timedelta(hours=settings.TRACE_UPLOAD_IDLE_HOURS, minutes=5)
+    assert upload_sessions.prune_idle(later) == 1
+    assert object_store.keys(f"{object_store.prefix}/incoming/") == []
+
+
+def test_posted_files_that_make_no_trace_of_their_reserved_id_leave_nothing_behind(object_store, api_client, operator):
+    """A job's files become traces of their own ids (copied inside the store from where the
+    handler put them), and a file refused for its content is deleted: in the store, only
+    the job's rank traces' files, no multipart upload left open."""
+    from emulator.tracing import capture
+    from traces.atrace import chrome_trace_bytes
+
+    api_client.force_authenticate(operator)
+    files = [SimpleUploadedFile(f"rank{r}.json", chrome_trace_bytes(capture("gpu", 0.03, sw_version="2.0", seed=r)))
+             for r in range(2)]
+    made = api_client.post("/api/jobs/", {"files": files}, format="multipart")
+    assert made.status_code == 202, made.content
+    bad = api_client.post("/api/traces/", {"file": SimpleUploadedFile("bad.json", b'{"traceEvents": [{"ph": "X",')},
+                          format="multipart")
+    assert bad.status_code == 400, bad.content
+    ranks = Trace.objects.filter(params__job=made.data["id"])
+    assert sorted(object_store.keys(f"{object_store.prefix}/")) == sorted(
+        f"{object_store.prefix}/{t.raw_file}" for t in ranks)
+    assert object_store.open_multipart_uploads() == []
