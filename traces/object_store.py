@@ -20,55 +20,59 @@ Which storage is used is settings' ``STORAGES["traces"]`` (``TRACE_STORAGE=s3://
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from django.core.files import File
 from storages.backends.s3 import S3Storage
-from storages.utils import clean_name, is_seekable
+from storages.utils import ReadBytesWrapper, clean_name, is_seekable
 
 READ_BUFFER = 1 << 20
 MIN_PART = 5 << 20  # S3's smallest part but the last
 READ_BLOCKS = (1 << 20, 4 << 20, 16 << 20)  # the GETs' sizes as a sequential read goes on (then the last)
+SAVE_READ = 1 << 20  # what a save reads of its file at a time
 COPY_PART = 256 << 20  # a part copied inside the store at most (S3's limit: 5 GB)
 
 
 class ReadAhead:
-    """Ranged GETs of an object from ``start`` on by a thread, one block ahead of the
-    reader: the next block is fetched while the reader reads the one it took. The blocks
-    grow (READ_BLOCKS), so a short read (a file's head, a page's slice) fetches little."""
+    """One GET of an object from ``start`` to its end, read by a thread one block ahead of
+    the reader: the next block comes in while the reader reads the one it took. The blocks
+    grow (READ_BLOCKS), so a short read (a file's head, a page's slice) reads little of the
+    stream before it is closed. (One GET, not a ranged GET a block: some stores, moto's
+    among them, read the whole object for each range.)"""
 
-    def __init__(self, obj, start: int, size: int) -> None:
+    def __init__(self, obj, start: int) -> None:
         self._blocks: queue.SimpleQueue = queue.SimpleQueue()
         self._wanted = threading.Semaphore(1)  # blocks the reader may have waiting for it
         self._stop = threading.Event()
         self._current, self._offset = b"", 0
-        self._thread = threading.Thread(target=self._fetch, args=(obj, start, size), daemon=True)
+        self._thread = threading.Thread(target=self._fetch, args=(obj, start), daemon=True)
         self._thread.start()
 
-    def _fetch(self, obj, start: int, size: int) -> None:
-        pos, step = start, 0
+    def _fetch(self, obj, start: int) -> None:
+        body = None
         try:
-            while pos < size:
+            body = obj.get(Range=f"bytes={start}-")["Body"]
+            for step in itertools.count():
                 while not self._wanted.acquire(timeout=0.5):
                     if self._stop.is_set():
                         return
                 if self._stop.is_set():
                     return
-                block = READ_BLOCKS[min(step, len(READ_BLOCKS) - 1)]
-                data = obj.get(Range=f"bytes={pos}-{min(pos + block, size) - 1}")["Body"].read()
+                data = body.read(READ_BLOCKS[min(step, len(READ_BLOCKS) - 1)])
                 self._blocks.put(data)
                 if not data:
-                    return  # the object ended early (it was replaced)
-                pos, step = pos + len(data), step + 1
-            self._blocks.put(b"")
+                    return  # the end of the object (or it ended early: it was replaced)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
             self._blocks.put(exc)
+        finally:
+            if body is not None:
+                body.close()
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes; b"" at the end of the object."""
@@ -117,7 +121,7 @@ class ObjectReader(io.RawIOBase):
         if self._pos >= self._size:
             return 0
         if self._ahead is None:
-            self._ahead = ReadAhead(self._obj, self._pos, self._size)
+            self._ahead = ReadAhead(self._obj, self._pos)
         data = self._ahead.read(len(buffer))
         n = len(data)
         buffer[:n] = data
@@ -143,8 +147,9 @@ class PartWriter:
     ``close`` completes the object (one PUT when it is smaller than a part); ``abort``
     leaves nothing."""
 
-    def __init__(self, client, bucket: str, key: str, part: int, in_flight: int) -> None:
+    def __init__(self, client, bucket: str, key: str, part: int, in_flight: int, params: dict | None = None) -> None:
         self.client, self.bucket, self.key, self.part = client, bucket, key, part
+        self.params = params or {}  # ContentType, …: the object's own
         self.size, self.upload_id = 0, None
         self._buffer = bytearray()
         self._slots = threading.BoundedSemaphore(in_flight)
@@ -164,7 +169,7 @@ class PartWriter:
 
     def _send(self, body: bytearray) -> None:
         if self.upload_id is None:
-            self.upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key)["UploadId"]
+            self.upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key, **self.params)["UploadId"]
         for done in (f for f in self._sent if f.done()):
             done.result()  # a part that failed stops the upload now
         self._slots.acquire()
@@ -181,7 +186,7 @@ class PartWriter:
     def close(self) -> None:
         try:
             if self.upload_id is None:
-                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=self._buffer)
+                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=self._buffer, **self.params)
                 return
             if self._buffer:
                 self._send(self._buffer)
@@ -205,61 +210,41 @@ class PartWriter:
             self.upload_id = None
 
 
-class FullReads:
-    """A stream whose reads return all the bytes asked for (fewer only at its end). The
-    upload manager takes a short read for the end of the file: at the first one it reads
-    the whole rest into memory in one call, and it would send a short part, which S3
-    refuses; request bodies and the parts of resumable uploads read short."""
-
-    closed = False
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-
-    def seekable(self) -> bool:
-        return False
-
-    def read(self, n: int = -1) -> bytes:
-        if n is None or n < 0:  # asked after a short read, so at the end of the stream
-            return self.stream.read()
-        first = self.stream.read(n)
-        if len(first) >= n or not first:
-            return first  # the usual case: no copy
-        chunks, got = [first], len(first)
-        while got < n and (data := self.stream.read(n - got)):
-            chunks.append(data)
-            got += len(data)
-        return b"".join(chunks)
-
-
 class TraceObjectStorage(S3Storage):
     """S3Storage writing in bounded parts and reading by streaming (the module's docstring)."""
 
     def __init__(self, *, part_mb: int = 8, parts_in_flight: int = 2, **options) -> None:
-        part = part_mb << 20
-        self.part_bytes, self.parts_in_flight = part, parts_in_flight
-        if "transfer_config" not in options:
-            config = TransferConfig(multipart_threshold=part, multipart_chunksize=part, use_threads=parts_in_flight > 1,
-                                    max_concurrency=parts_in_flight, max_io_queue=parts_in_flight)
-            config.max_in_memory_upload_chunks = parts_in_flight  # s3transfer's own knobs
-            config.max_in_memory_download_chunks = parts_in_flight
-            options["transfer_config"] = config
+        self.part_bytes, self.parts_in_flight = part_mb << 20, parts_in_flight
         options.setdefault("file_overwrite", True)
         # A store that is away fails the request in seconds, not after minutes of retries.
         options.setdefault("client_config", Config(
             connect_timeout=5, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"},
             signature_version="s3v4", s3={"addressing_style": "path"} if options.get("endpoint_url") else None,
-            # No CRC32 of every part sent and received beyond what S3 asks for: TLS and the
-            # store's Content-MD5-free multipart uploads already check them, and it cost the
-            # web process a core's share on a 1 GB upload.
+            # No CRC32 of each part sent or object read where S3 does not require one: the
+            # checksums took a share of a core in the web process through a 1 GB upload.
             request_checksum_calculation="when_required", response_checksum_validation="when_required",
         ))
         super().__init__(**options)
 
     def _save(self, name, content):
+        """Through a :class:`PartWriter`: one PUT for a file under a part (most of a trace's
+        results: s3transfer's manager cost ~0.1 s each), parts sent while the file is read
+        for a larger one."""
+        cleaned = clean_name(name)
+        key = self._normalize_name(cleaned)
+        params = self._get_write_parameters(key, content)
         if is_seekable(content):
             content.seek(0)
-        return super()._save(name, FullReads(content))
+        content = ReadBytesWrapper(content)
+        writer = PartWriter(self.bucket.meta.client, self.bucket_name, key, self.part_bytes, self.parts_in_flight, params)
+        try:
+            while data := content.read(SAVE_READ):
+                writer.write(data)
+        except BaseException:
+            writer.abort()
+            raise
+        writer.close()
+        return cleaned
 
     def _open(self, name, mode="rb"):
         if "w" in mode or "+" in mode or "a" in mode:
