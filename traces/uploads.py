@@ -83,9 +83,11 @@ class StoredUpload(UploadedFile):
     reserved ``trace_id`` or in ``incoming/`` (see the module). Closing it, as Django closes
     a request's files when the request ends, deletes it unless that trace took it."""
 
-    def __init__(self, store, staging: str, trace_id: int | None, name: str, size: int, content_type, charset) -> None:
+    def __init__(self, store, staging: str, trace_id: int | None, head: bytes, name: str, size: int,
+                 content_type, charset) -> None:
         super().__init__(io.BytesIO(), name, content_type, size, charset)
         self.store, self.staging, self.trace_id = store, staging, trace_id
+        self.head = head  # its first chunk, as received: a look at its head needs no GET
 
     def close(self) -> None:
         from traces.models import Trace
@@ -136,14 +138,16 @@ class StoreUploadHandler(LimitedTemporaryFileUploadHandler):
             self._refuse()
         if not hasattr(self, "file"):
             self._start(raw_data[:2])
+            self.head = bytes(raw_data)
         self.file.writer.write(raw_data)
 
     def file_complete(self, file_size):
         if not hasattr(self, "file"):
             self._start(b"")
+            self.head = b""
         self.file.done = True
         self.file.writer.close()
-        return StoredUpload(self.store, self.staging, self.trace_id, self.file_name, file_size,
+        return StoredUpload(self.store, self.staging, self.trace_id, self.head, self.file_name, file_size,
                             self.content_type, self.charset)
 
     def upload_interrupted(self):
