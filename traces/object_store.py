@@ -8,11 +8,12 @@ S3 API), through django-storages' S3Storage with two changes for large traces:
   aborts incomplete multipart uploads; docs/deploy.md). :meth:`TraceObjectStorage.writer`
   is the same for bytes that arrive in pieces (a request body): each part is sent as soon
   as it is full, while the next one fills.
-- Reads stream: ``open(name, "rb")`` is a buffered reader over ranged GETs from the
-  position read on, fetched one block ahead by a thread of the reader (so the network
-  and the parse overlap), instead of S3Storage's copy of the whole object into a
+- Reads stream: ``open(name, "rb")`` is a buffered reader over one GET from the position
+  read on (another after a seek), read one block ahead by a thread of the reader (so the
+  network and the parse overlap), instead of S3Storage's copy of the whole object into a
   temporary file. A worker parses a trace as it arrives; a page's ranged read (a slice of
-  the instance file) fetches little more than that slice.
+  the instance file) reads little more than that slice.
+- Saves go through :class:`PartWriter` too: one PUT for a file under a part.
 
 Which storage is used is settings' ``STORAGES["traces"]`` (``TRACE_STORAGE=s3://…``).
 """
