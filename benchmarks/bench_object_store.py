@@ -1,17 +1,21 @@
 """Traces in an object store against the local folder: a large upload through Daphne, and
 the analysis of a 1M-event trace.
 
-    .venv/bin/python benchmarks/bench_object_store.py [--mb 1024] [--events 1000000]
+    .venv/bin/python benchmarks/bench_object_store.py [--mb 1024] [--events 1000000] [--runs 3] [--resumable]
 
 Starts moto's S3 server (an S3 API process; it keeps objects in memory) and, for the local
 folder and then the object store (TRACE_STORAGE=s3://…), a Daphne as `make run` starts it,
 on a throwaway database of the one DATABASE_URL names. Prints, for each:
 
-1. a ``--mb`` MB Kineto trace uploaded through the resumable API (16 MB chunks) and then as
-   one multipart POST: the time of each and the web process's peak RSS (VmHWM) over both;
+0. moto's own ingest rate: ``--mb`` MB sent by boto3 straight to it in 8 MB parts, 1, 2
+   and 4 at once (the floor of any upload to it on this machine);
+1. a ``--mb`` MB Kineto trace uploaded as one multipart POST (with ``--resumable``, first
+   through the resumable API in 16 MB chunks too): the time of each and the web process's
+   peak RSS (VmHWM; a fresh web process for each run and storage);
 2. the worker's analysis (writers.analyse: read, breakdown, results, page analyses) of a
    ``--events`` trace stored there: its time.
-Say how loaded the machine was; the object store here is on the same machine.
+Each ``--runs`` times, local folder and object store in turn; the medians last, with the
+load average. The object store here is on the same machine.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,25 +60,57 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def upload_through_web(label: str, env: dict, path: Path, token: str) -> None:
+def upload_through_web(label: str, env: dict, path: Path, token: str, resumable: bool) -> dict:
+    """One run on a fresh web process: {how: seconds}, its idle and peak RSS (MB)."""
     from tests.support.processes import child_env, start_web
 
     web, url = start_web(child_env(**env))
     try:
         time.sleep(1)
-        before = peak_rss_mb(web.proc.pid)
+        idle = peak_rss_mb(web.proc.pid)
         size_mb = path.stat().st_size / (1 << 20)
         took = {}
-        for how, send in (("resumable", send_chunked), ("multipart POST", send_plain)):
+        for how, send in (("resumable", send_chunked), ("POST", send_plain)):
+            if how == "resumable" and not resumable:
+                continue
             started = time.perf_counter()
             status, text, _trace_id = send(url, token, path)
             took[how] = time.perf_counter() - started
             assert status == 201, (how, status, text)
-        print(f"  {label}: {size_mb:.0f} MB resumable {took['resumable']:.1f} s "
-              f"({size_mb / took['resumable']:.0f} MB/s), multipart POST {took['multipart POST']:.1f} s; "
-              f"web peak RSS {before:.0f} MB idle, {peak_rss_mb(web.proc.pid):.0f} MB after both", flush=True)
+        peak = peak_rss_mb(web.proc.pid)
+        print(f"  {label}: {size_mb:.0f} MB " + ", ".join(f"{how} {t:.1f} s ({size_mb / t:.0f} MB/s)" for how, t in took.items())
+              + f"; web RSS {idle:.0f} MB idle, peak {peak:.0f} MB; load {os.getloadavg()[0]:.1f}", flush=True)
+        return {**took, "idle": idle, "peak": peak}
     finally:
         web.stop()
+
+
+def moto_ingest(endpoint: str, mb: int, threads: int) -> float:
+    """Seconds for boto3 to put ``mb`` MB into moto in 8 MB parts, ``threads`` at once."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client("s3", endpoint_url=endpoint, config=Config(request_checksum_calculation="when_required"))
+    part, key = os.urandom(8 << 20), f"floor-{threads}"
+    started = time.perf_counter()
+    upload = client.create_multipart_upload(Bucket="bench-traces", Key=key)["UploadId"]
+
+    def send(number: int) -> dict:
+        answer = client.upload_part(Bucket="bench-traces", Key=key, UploadId=upload, PartNumber=number, Body=part)
+        return {"PartNumber": number, "ETag": answer["ETag"]}
+
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(send, range(1, mb // 8 + 1)))
+    client.complete_multipart_upload(Bucket="bench-traces", Key=key, UploadId=upload, MultipartUpload={"Parts": parts})
+    took = time.perf_counter() - started
+    client.delete_object(Bucket="bench-traces", Key=key)
+    return took
+
+
+def medians(label: str, runs: list[dict], unit: str = "s") -> str:
+    keys = runs[0].keys()
+    return f"  {label}: " + ", ".join(f"{k} {statistics.median(r[k] for r in runs):.1f}{' MB' if k in ('idle', 'peak') else ' ' + unit}"
+                                      for k in keys)
 
 
 def analysis_time(storage_config: dict, path: Path, user) -> float:
@@ -104,6 +142,10 @@ def main() -> None:  # noqa: PLR0915
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024)
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--resumable", action="store_true", help="time the resumable API's upload too")
+    parser.add_argument("--skip-upload", action="store_true")
+    parser.add_argument("--skip-analysis", action="store_true")
     args = parser.parse_args()
     from tests.support.processes import free_port
 
@@ -140,20 +182,49 @@ def main() -> None:  # noqa: PLR0915
         user.groups.add(*Group.objects.filter(name__in=["viewers", "operators"]))
         token = Token.objects.create(user=user).key
         print(f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}; moto_server at {endpoint} (same machine)")
-        big = workdir / "big.trace.json"
-        write_kineto_trace(big, int(args.mb * (1 << 20) / 270), seed=11)
-        print(f"1. upload of a {big.stat().st_size / (1 << 20):.0f} MB trace through Daphne:", flush=True)
-        upload_through_web("local folder", {"TRACE_STORAGE_DIR": workdir / "traces", "TMPDIR": workdir}, big, token)
-        upload_through_web("object store", {**s3_env, "TMPDIR": workdir}, big, token)
-        big.unlink()
-        trace = workdir / "m.trace.json"
-        count = write_kineto_trace(trace, args.events, seed=5)
-        print(f"2. analysis of a {count:,}-event trace ({trace.stat().st_size / 1e6:.0f} MB):", flush=True)
-        s3 = trace_storage("s3://bench-traces/a")
-        s3["OPTIONS"]["endpoint_url"] = endpoint
-        local = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(workdir / "a")}}
-        for label, config in (("local folder", local), ("object store", s3), ("local folder", local), ("object store", s3)):
-            print(f"  {label}: {analysis_time(config, trace, user):.1f} s", flush=True)
+        loads = [os.getloadavg()[0]]
+        floor = {t: [] for t in (1, 2, 4)}
+        uploads = {"local folder": [], "object store": []}
+        if not args.skip_upload:
+            big = workdir / "big.trace.json"
+            write_kineto_trace(big, int(args.mb * (1 << 20) / 270), seed=11)
+            print(f"0./1. moto's ingest, and the upload of a {big.stat().st_size / (1 << 20):.0f} MB trace through Daphne:", flush=True)
+            for _run in range(args.runs):
+                for threads in floor:
+                    floor[threads].append(moto_ingest(endpoint, args.mb, threads))
+                print("  moto ingest (boto3 straight to it): " + ", ".join(
+                    f"{t} at once {floor[t][-1]:.1f} s ({args.mb / floor[t][-1]:.0f} MB/s)" for t in floor), flush=True)
+                uploads["local folder"].append(upload_through_web(
+                    "local folder", {"TRACE_STORAGE_DIR": workdir / "traces", "TMPDIR": workdir}, big, token, args.resumable))
+                uploads["object store"].append(upload_through_web(
+                    "object store", {**s3_env, "TMPDIR": workdir}, big, token, args.resumable))
+                loads.append(os.getloadavg()[0])
+            big.unlink()
+        analyses = {"local folder": [], "object store": []}
+        if not args.skip_analysis:
+            trace = workdir / "m.trace.json"
+            count = write_kineto_trace(trace, args.events, seed=5)
+            print(f"2. analysis of a {count:,}-event trace ({trace.stat().st_size / 1e6:.0f} MB):", flush=True)
+            s3 = trace_storage("s3://bench-traces/a")
+            s3["OPTIONS"]["endpoint_url"] = endpoint
+            local = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(workdir / "a")}}
+            for _run in range(args.runs):
+                for label, config in (("local folder", local), ("object store", s3)):
+                    analyses[label].append(analysis_time(config, trace, user))
+                    print(f"  {label}: {analyses[label][-1]:.1f} s; load {os.getloadavg()[0]:.1f}", flush=True)
+                loads.append(os.getloadavg()[0])
+        print(f"Medians of {args.runs} runs (load average 1 min over the runs: {min(loads):.1f}-{max(loads):.1f}, "
+              f"median {statistics.median(loads):.1f}):")
+        if floor[1]:
+            print("  moto ingest: " + ", ".join(f"{t} at once {statistics.median(v):.1f} s" for t, v in floor.items()))
+            for label, runs in uploads.items():
+                print(medians(label, runs))
+            ratio = statistics.median(r["POST"] for r in uploads["object store"]) / statistics.median(
+                r["POST"] for r in uploads["local folder"])
+            print(f"  POST object store / local folder: {ratio:.2f}x")
+        if analyses["local folder"]:
+            local_s, s3_s = (statistics.median(v) for v in analyses.values())
+            print(f"  analysis: local folder {local_s:.1f} s, object store {s3_s:.1f} s ({s3_s / local_s:.2f}x)")
     finally:
         teardown_databases(old, verbosity=0)
         moto.terminate()

@@ -1,6 +1,6 @@
 """Uploads against a real Daphne: refusals from the headers, and many large uploads at once.
 
-    .venv/bin/python benchmarks/bench_uploads.py [--uploads 50] [--mb 100] [--budget-gb 3]
+    .venv/bin/python benchmarks/bench_uploads.py [--uploads 50] [--mb 100] [--budget-gb 3] [--object-store]
 
 Runs on a throwaway database of the one the environment names (DATABASE_URL), with Daphne as
 `make run` starts it (no trace worker: uploads stay queued), its temporary folder and trace
@@ -17,6 +17,9 @@ storage in a folder of their own. Prints:
    temporary files);
 3. meanwhile, the trace catalogue page fetched every 100 ms by a signed-in viewer: p50, p95
    and max latency.
+With ``--object-store`` the traces go to moto's S3 server started for the run (it keeps
+every object in memory: mind ``--uploads`` x ``--mb``), the bytes it holds are counted with
+the folders', and the stored traces are read back from it; also the web process's peak RSS.
 Say how loaded the machine was.
 """
 
@@ -174,20 +177,40 @@ def many_uploads(args, url: str, tokens: list[str], path: Path, cookie: str):
     return results, took, latencies
 
 
-def check_stored(results, path: Path, storage: Path) -> None:
+def check_stored(results, path: Path) -> None:
+    from django.core.files.storage import storages
+
     from traces.models import Trace, Upload
 
+    storage = storages["traces"]
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     ids = [r[3] for r in results if r[3]]
     bad = []
     for trace in Trace.objects.filter(pk__in=ids):
-        stored = storage / trace.raw_file
-        if trace.raw_bytes != path.stat().st_size or hashlib.sha256(stored.read_bytes()).hexdigest() != digest:
+        stored = hashlib.sha256()
+        with storage.open(trace.raw_file, "rb") as f:
+            while data := f.read(1 << 20):
+                stored.update(data)
+        if trace.raw_bytes != path.stat().st_size or stored.hexdigest() != digest:
             bad.append(trace.pk)
     rows = Trace.objects.count()
-    parts = list((storage / "uploads").rglob("*.part")) if (storage / "uploads").exists() else []
+    try:
+        folders = storage.listdir("uploads")[0]
+    except FileNotFoundError:
+        folders = []
+    parts = sum(len(storage.listdir(f"uploads/{folder}")[1]) for folder in folders)
     print(f"  stored traces checked: {len(ids)} equal to the original: {len(ids) - len(bad)}; trace rows {rows} "
-          f"(answers 201: {len(ids)}); uploads left open {Upload.objects.count()}, parts left {len(parts)}")
+          f"(answers 201: {len(ids)}); uploads left open {Upload.objects.count()}, parts left {parts}")
+
+
+def object_store_bytes() -> int:
+    """The bytes in the traces' object store (0 for a local folder)."""
+    from django.core.files.storage import storages
+
+    storage = storages["traces"]
+    if not hasattr(storage, "bucket"):
+        return 0
+    return sum(o.size for o in storage.bucket.objects.all())
 
 
 def main() -> None:
@@ -196,9 +219,25 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--budget-gb", type=float, default=3.0)
     parser.add_argument("--cap", type=int, default=None, help="TRACE_UPLOADS_MAX_ACTIVE (default: the setting's)")
+    parser.add_argument("--object-store", action="store_true", help="traces in moto's S3 server, not a folder")
     args = parser.parse_args()
     if args.cap:
         os.environ["TRACE_UPLOADS_MAX_ACTIVE"] = str(args.cap)
+    moto, store_env = None, {}
+    if args.object_store:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import boto3
+        from bench_object_store import CREDENTIALS, start_moto
+
+        from tests.support.processes import free_port
+
+        port = free_port()
+        moto = start_moto(port)
+        endpoint = f"http://127.0.0.1:{port}"
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                     aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket="bench-uploads")
+        store_env = {"TRACE_STORAGE": "s3://bench-uploads/t", "AWS_S3_ENDPOINT_URL": endpoint, **CREDENTIALS}
+        os.environ.update(store_env)
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-uploads-"))
     (workdir / "tmp").mkdir()
@@ -239,16 +278,20 @@ def main() -> None:
         path = workdir / "trace.json"
         write_kineto_trace(path, int(args.mb * (1 << 20) / 270), seed=11)
         size = path.stat().st_size
-        web, url = start_web(child_env(TMPDIR=workdir / "tmp", TRACE_STORAGE_DIR=workdir / "traces"))
+        web, url = start_web(child_env(TMPDIR=workdir / "tmp", TRACE_STORAGE_DIR=workdir / "traces", **store_env))
         port = int(url.rsplit(":", 1)[1])
         folders = [workdir / "tmp", workdir / "traces"]
-        print(f"Daphne, one process; TRACE_UPLOADS_MAX_ACTIVE={settings.TRACE_UPLOADS_MAX_ACTIVE}, "
+        print(f"Daphne, one process; traces in {'moto (S3)' if moto else 'a local folder'}; "
+              f"TRACE_UPLOADS_MAX_ACTIVE={settings.TRACE_UPLOADS_MAX_ACTIVE}, "
               f"budget {args.budget_gb} GB; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
         idle = page_latencies(url, cookie, 30)
         print(f"0. catalogue page, no upload running (30 fetches): p50 {statistics.median(idle):.0f} ms, "
               f"p95 {idle[int(len(idle) * 0.95) - 1]:.0f} ms")
         print("1. refused from the headers:")
+        stored_before = object_store_bytes()
         refusals(port, web.proc.pid, folders)
+        if moto:
+            print(f"  bytes added to the object store meanwhile: {object_store_bytes() - stored_before}")
         print(f"2. {args.uploads} operators upload a {size / (1 << 20):.0f} MB trace at once "
               "(even: resumable API, odd: multipart POST):", flush=True)
         results, took, latencies = many_uploads(args, url, tokens, path, cookie)
@@ -260,9 +303,9 @@ def main() -> None:
         stored = sum(1 for r in results if r[1] == 201)
         print(f"  {took:.0f} s for all; {stored * size / (1 << 20) / took:.0f} MB/s stored; "
               f"load after {os.getloadavg()[0]:.1f}")
-        check_stored(results, path, workdir / "traces")
+        check_stored(results, path)
         left = sum(p.stat().st_size for p in (workdir / "tmp").rglob("*") if p.is_file())
-        print(f"  temporary files left: {left} bytes")
+        print(f"  temporary files left: {left} bytes; web process peak RSS {peak_rss_mb(web.proc.pid):.0f} MB")
         lat = sorted(latencies)
         print(f"3. catalogue page meanwhile ({len(lat)} fetches): p50 {statistics.median(lat):.0f} ms, "
               f"p95 {lat[int(len(lat) * 0.95) - 1]:.0f} ms, max {lat[-1]:.0f} ms")
@@ -271,6 +314,16 @@ def main() -> None:
             web.stop()
         teardown_databases(old, verbosity=0)
         shutil.rmtree(workdir, ignore_errors=True)
+        if moto is not None:
+            moto.terminate()
+            moto.wait()
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 if __name__ == "__main__":

@@ -277,6 +277,7 @@ def accept_upload(source, user, *, name: str = "", device=None, sw_version: str 
         with budget_held(needed=not source.uploads):
             take_room(source)
             trace = Trace.objects.create(
+                pk=getattr(source, "trace_id", None),  # reserved by the upload handler, if it did
                 name=(name or PurePath(source.name).name)[:200],
                 source=TraceSource.UPLOAD,
                 created_by=user,

@@ -149,7 +149,7 @@ class Service:
         self.name = name
         self.lines: deque[str] = deque(maxlen=400)
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            argv, cwd=popen.pop("cwd", ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, bufsize=1, start_new_session=True, **popen,
         )
         _running.add(self)
@@ -179,14 +179,15 @@ class Service:
         _running.discard(self)
 
 
-def start_worker(env: dict, concurrency: int = 2, queue: str | None = None) -> Service:
-    """A worker on the suite's queue, or on ``queue`` (e.g. the traces queue)."""
+def start_worker(env: dict, concurrency: int = 2, queue: str | None = None, node: str = "") -> Service:
+    """A worker on the suite's queue, or on ``queue`` (e.g. the traces queue); ``node`` tells
+    apart two workers of one queue (their node names must differ)."""
     queue = queue or env["CELERY_QUEUE"]
     worker = Service(
         "worker",
         [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "-Q", queue,
          "--concurrency", str(concurrency), "--without-gossip", "--without-mingle",
-         "-n", f"test-{queue}-{os.getpid()}@%h"],
+         "-n", f"test-{queue}{node}-{os.getpid()}@%h"],
         env,
     )
     worker.wait_for_line("ready.")

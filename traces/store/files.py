@@ -79,8 +79,8 @@ class TraceFiles:
     def save_stream(self, name: str, stream) -> str:
         """Copies ``stream`` (a file, read chunk by chunk) to the storage ``name``, replacing
         what was there; returns the name stored."""
-        if self.storage.exists(name):
-            self.storage.delete(name)
+        if not getattr(self.storage, "file_overwrite", False) and self.storage.exists(name):
+            self.storage.delete(name)  # (an object store's save replaces it: no HEAD and DELETE first)
         return self.storage.save(name, stream)
 
     def save_source(self, name: str, source) -> str:
@@ -88,6 +88,8 @@ class TraceFiles:
         store joins a resumable upload's parts itself, others get them streamed."""
         compose = getattr(self.storage, "compose", None)
         parts = list(getattr(source, "parts", ()))
+        if parts == [name]:  # stored there already (a multipart POST to an object store)
+            return name
         if compose is not None and parts and compose(name, parts):
             return name
         return self.save_stream(name, source.as_file())

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from traces import writers
 from traces.models import Upload
+from traces.uploads.handlers import INCOMING
 from traces.uploads.sources import BigChunks, Parts, Source  # noqa: F401 (Source: what traces and jobs read)
 
 FOLDER = "uploads"
@@ -188,7 +189,7 @@ def prune_idle(now=None) -> int:
     idle = list(Upload.objects.filter(touched_at__lt=cutoff))
     for upload in idle:
         discard(upload)
-    return len(idle) + _prune_orphan_parts()
+    return len(idle) + _prune_orphan_parts() + _prune_incoming(cutoff)
 
 
 def _prune_orphan_parts() -> int:
@@ -206,4 +207,23 @@ def _prune_orphan_parts() -> int:
         for name in names:
             store.delete(f"{FOLDER}/{folder}/{name}")
         pruned += bool(names)
+    return pruned
+
+
+def _prune_incoming(cutoff) -> int:
+    """Delete the files multipart POSTs left in an object store's ``incoming/`` (a web
+    process stopped between storing one and the end of its request), once as old as an
+    idle upload."""
+    store = storage()
+    try:
+        folders, _files = store.listdir(INCOMING)
+    except FileNotFoundError:
+        return 0
+    pruned = 0
+    for folder in folders:
+        for name in store.listdir(f"{INCOMING}/{folder}")[1]:
+            path = f"{INCOMING}/{folder}/{name}"
+            if store.get_modified_time(path) < cutoff:
+                store.delete(path)
+                pruned += 1
     return pruned

@@ -5,6 +5,7 @@ store that is away fails the capture with a reason."""
 
 import gzip
 import hashlib
+import random
 import sys
 import textwrap
 import time
@@ -215,7 +216,8 @@ def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, a
     and a multipart POST: each raw trace is one multipart object equal to the file, no part
     is left behind, and the worker analyses it from the store. Chunks of 7 MB become the
     trace's parts inside the store (two parts); 2 MB chunks, under S3's 5 MB floor, are
-    streamed through into 5 MB parts (three)."""
+    streamed through into 5 MB parts (three). The POST's file goes to the store while the
+    body is read, where its trace keeps it (three parts, no copy)."""
     api_client.force_authenticate(operator)
     small_chunks = send_resumable(api_client, large_trace, 2 * MB)
     assert len(object_store.keys(f"{object_store.prefix}/uploads/")) == -(-len(large_trace) // (2 * MB))
@@ -224,6 +226,7 @@ def test_large_uploads_go_to_the_store_in_parts_and_are_analysed(object_store, a
     made.append(api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", large_trace)}, format="multipart"))
     assert [r.status_code for r in made] == [201, 201, 201], [r.content for r in made]
     assert object_store.keys(f"{object_store.prefix}/uploads/") == []
+    assert object_store.keys(f"{object_store.prefix}/incoming/") == [] and object_store.open_multipart_uploads() == []
     for response, parts in zip(made, ("-3", "-2", "-3"), strict=True):
         trace = Trace.objects.get(pk=response.data["id"])
         head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/{trace.raw_file}")
@@ -247,3 +250,79 @@ def test_trace_storage_reads_an_s3_url_and_refuses_another():
     for bad in ("gs://bucket", "s3://", "fleet-traces"):
         with pytest.raises(ImproperlyConfigured, match="s3://bucket"):
             trace_storage(bad)
+
+
+def test_a_part_writer_sends_full_parts_as_they_fill_and_an_abort_leaves_nothing(object_store):
+    from django.core.files.storage import storages
+
+    store, data = storages["traces"], random.Random(3).randbytes(12 * MB + 123)
+    writer = store.writer("w/whole.bin")
+    for start in range(0, len(data), MB):
+        writer.write(data[start:start + MB])
+        if start >= 6 * MB:  # the first 5 MB part went up while the rest was still coming
+            assert object_store.open_multipart_uploads() == [f"{object_store.prefix}/w/whole.bin"]
+    writer.close()
+    head = object_store.client().head_object(Bucket=object_store.bucket, Key=f"{object_store.prefix}/w/whole.bin")
+    assert head["ETag"].strip('"').endswith("-3")
+    with store.open("w/whole.bin", "rb") as f:
+        assert f.read() == data
+        f.seek(7 * MB)
+        assert f.read(10) == data[7 * MB:7 * MB + 10]
+    small = store.writer("w/small.bin")
+    small.write(b"tiny")
+    small.close()
+    assert store.open("w/small.bin", "rb").read() == b"tiny"
+    dropped = store.writer("w/dropped.bin")
+    dropped.write(data[:11 * MB])
+    dropped.abort()
+    assert object_store.keys(f"{object_store.prefix}/w/") == [f"{object_store.prefix}/w/{n}" for n in ("small.bin", "whole.bin")]
+    assert object_store.open_multipart_uploads() == []
+
+
+def test_a_post_past_the_size_limit_leaves_nothing_in_the_store(object_store, api_client, operator, settings):
+    settings.TRACE_UPLOAD_MAX_MB = 6
+    api_client.force_authenticate(operator)
+    body = random.Random(4).randbytes(8 * MB)
+    response = api_client.post("/api/traces/", {"file": SimpleUploadedFile("big.json", body)}, format="multipart")
+    assert response.status_code == 413, response.content
+    assert object_store.keys(f"{object_store.prefix}/") == [] and object_store.open_multipart_uploads() == []
+
+
+def test_a_file_a_post_left_in_incoming_is_pruned_once_idle(object_store, settings):
+    """A web process stopped between storing a POST's file and its request's end leaves it in
+    incoming/: the idle-upload pruning deletes it once it is as old as an idle upload."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces.uploads import sessions as upload_sessions
+
+    left = storages["traces"].writer("incoming/0123abcd/left.json")
+    left.write(b"{}")
+    left.close()
+    assert upload_sessions.prune_idle() == 0
+    later = timezone.now() + timedelta(hours=settings.TRACE_UPLOAD_IDLE_HOURS, minutes=5)
+    assert upload_sessions.prune_idle(later) == 1
+    assert object_store.keys(f"{object_store.prefix}/incoming/") == []
+
+
+def test_posted_files_that_make_no_trace_of_their_reserved_id_leave_nothing_behind(object_store, api_client, operator):
+    """A job's files become traces of their own ids (copied inside the store from where the
+    handler put them), and a file refused for its content is deleted: in the store, only
+    the job's rank traces' files, no multipart upload left open."""
+    from emulator.workloads.tracing import capture
+
+    from traces.atrace import chrome_trace_bytes
+
+    api_client.force_authenticate(operator)
+    files = [SimpleUploadedFile(f"rank{r}.json", chrome_trace_bytes(capture("gpu", 0.03, sw_version="2.0", seed=r)))
+             for r in range(2)]
+    made = api_client.post("/api/jobs/", {"files": files}, format="multipart")
+    assert made.status_code == 202, made.content
+    bad = api_client.post("/api/traces/", {"file": SimpleUploadedFile("bad.json", b'{"traceEvents": [{"ph": "X",')},
+                          format="multipart")
+    assert bad.status_code == 400, bad.content
+    ranks = Trace.objects.filter(params__job=made.data["id"])
+    assert sorted(object_store.keys(f"{object_store.prefix}/")) == sorted(
+        f"{object_store.prefix}/{t.raw_file}" for t in ranks)
+    assert object_store.open_multipart_uploads() == []
