@@ -13,6 +13,7 @@ process) follows, as the agent follows /dev/kmsg.
 """
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -79,18 +80,21 @@ def parse_rate(lines: list[str]) -> None:
           f"buckets of {reader.bucket_s:g} s), {reader.malformed} malformed")
 
 
-def poll_times(host, polls: int, interval: float) -> list[float]:
+def poll_times(host, polls: int, interval: float) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of each poll. CPU is this process's (the poll thread and its probe
+    threads; the follower is another process): what the poll itself cost, where the wall
+    time also has the waits of a machine other work keeps busy."""
     out = []
     for _ in range(polls):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         host.poll()
-        out.append(time.perf_counter() - started)
-        time.sleep(max(0.0, interval - out[-1]))
+        out.append((time.perf_counter() - started, time.process_time() - cpu))
+        time.sleep(max(0.0, interval - out[-1][0]))
     return out
 
 
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
+def pct(values: list, q: float, which: int = 0) -> float:
+    values = sorted(v[which] if isinstance(v, tuple) else v for v in values)
     return values[min(len(values) - 1, int(len(values) * q))] * 1000
 
 
@@ -109,8 +113,9 @@ def _emulated_host():
 
 def _flood_block(host, pump, path: Path, source: Path, target: int, interval: float, stop_at: float) -> list[float]:
     """One flood appended to the followed file; the polls while the pump is behind it."""
-    # Another process writes the flood, as the kernel would: not this one's GIL.
-    writer = subprocess.Popen(["sh", "-c", f"cat '{source}' >> '{path}'"])
+    # Another process writes the flood, in a session of its own: the kernel would write it,
+    # neither under this process's GIL nor in its scheduling group (its autogroup).
+    writer = subprocess.Popen(["sh", "-c", f"cat '{source}' >> '{path}'"], start_new_session=True)
     loud: list[float] = []
     while pump.stats.lines < target and time.perf_counter() < stop_at:
         loud += poll_times(host, 1, interval)
@@ -118,18 +123,32 @@ def _flood_block(host, pump, path: Path, source: Path, target: int, interval: fl
     return loud
 
 
-def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float) -> tuple[list, dict]:
+def _how_the_follower_runs(pid: int) -> str:
+
+    policy = {os.SCHED_IDLE: "SCHED_IDLE", os.SCHED_OTHER: f"nice {os.getpriority(os.PRIO_PROCESS, pid)}"}
+    try:
+        group = Path(f"/proc/{pid}/autogroup").read_text().split()
+        own = os.getsid(pid) != os.getsid(0)
+        group_text = f"{'an autogroup of its own' if own else 'the autogroup of the poll'}, nice {group[-1]}"
+    except OSError:
+        group_text = "no autogroup"
+    return f"{policy.get(os.sched_getscheduler(pid), '?')}, {group_text}"
+
+
+def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float,
+                duties: tuple[float, ...]) -> tuple[list, dict]:
     """Quiet and flood blocks in turn (A/B, so that the machine's load drifting over the run
     weighs on all alike), until each side has ``cycles`` polls: a flood block is the polls
     while a pump's child works through one flood of ``lines``, the quiet block after it as
-    many polls with every pump caught up and idle. Two pumps take the floods in turn: one
-    at full speed (duty 1), one throttled to the agent's default share of a core (DUTY)."""
-    from fleet.asicmon.errors.pump import DUTY, NICE, KernelLogPump
+    many polls with every pump caught up and idle. One pump per duty takes the floods in turn
+    (1: full speed; the agent's default is AGENT_KERNEL_LOG_DUTY)."""
+    from fleet.asicmon.errors.pump import KernelLogPump
 
     host = _emulated_host()
     quiet: list[float] = []
-    loud: dict[float, list[float]] = {1.0: [], DUTY: []}
-    floods: dict[float, list[float]] = {1.0: [], DUTY: []}
+    loud: dict[float, list] = {duty: [] for duty in duties}
+    floods: dict[float, list[float]] = {duty: [] for duty in duties}
+    loads = []
     stop_at = time.perf_counter() + limit_s
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "flood.log"
@@ -141,6 +160,7 @@ def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float) 
             pumps[duty] = (KernelLogPump(str(path), host.router, bucket_s=300.0, from_start=True, duty=duty), path)
             pumps[duty][0].start()
         time.sleep(2.0)  # the child processes start
+        how = {duty: _how_the_follower_runs(pump.child.pid) for duty, (pump, _) in pumps.items()}
         while (min(len(v) for v in loud.values()) < cycles or len(quiet) < cycles) and time.perf_counter() < stop_at:
             for duty, (pump, path) in pumps.items():
                 started = time.perf_counter()
@@ -149,25 +169,33 @@ def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float) 
                 loud[duty] += block
                 time.sleep(1.0)  # the last flush routed: the pump is idle again
                 quiet += poll_times(host, max(len(block), 20), interval)
+                loads.append(os.getloadavg()[0])
         for pump, _ in pumps.values():
             pump.stop()
     stored = sum(len(v) for v in host.drain_events().values())
     for duty, (pump, _) in pumps.items():
         print(f"duty {duty:g}: {len(floods[duty])} floods of {len(lines):,} lines, each followed in "
-              f"{statistics.median(floods[duty]):.1f} s (median) by the pump's child process (nice {NICE}): "
+              f"{statistics.median(floods[duty]):.1f} s (median) by the pump's child process ({how[duty]}): "
               f"{pump.stats.matched:,} driver-error lines -> {pump.stats.events} events routed")
     print(f"  {stored} events left to store from all the floods")
+    print(f"load average (1 min) over the A/B blocks: median {statistics.median(loads):.2f}, "
+          f"min {min(loads):.2f}, max {max(loads):.2f} ({os.cpu_count()} cores)")
     return quiet, loud
 
 
-def report(quiet: list[float], loud: list[float], label: str) -> None:
-    print(f"poll of 8 devices without flood:       p50 {pct(quiet, .5):6.2f} ms  p99 {pct(quiet, .99):6.2f} ms  ({len(quiet)} polls)")
-    print(f"poll of 8 devices during flood, {label}: p50 {pct(loud, .5):6.2f} ms  p99 {pct(loud, .99):6.2f} ms  ({len(loud)} polls)")
-    half_q, half_l = len(quiet) // 2, len(loud) // 2
-    print(f"  p99 by half of the run: without {pct(quiet[:half_q], .99):.2f} / {pct(quiet[half_q:], .99):.2f} ms, "
-          f"during {pct(loud[:half_l], .99):.2f} / {pct(loud[half_l:], .99):.2f} ms")
-    print(f"  p99 during / without: {pct(loud, .99) / pct(quiet, .99):.3f} "
-          f"({(pct(loud, .99) / pct(quiet, .99) - 1) * 100:+.1f} %); mean {statistics.mean(loud) / statistics.mean(quiet):.3f}")
+def report(quiet: list, loud: list, label: str) -> None:
+    for which, kind in ((0, "wall"), (1, "CPU ")):
+        print(f"poll of 8 devices, {kind} time, without flood:       p50 {pct(quiet, .5, which):6.2f} ms  "
+              f"p99 {pct(quiet, .99, which):6.2f} ms  ({len(quiet)} polls)")
+        print(f"poll of 8 devices, {kind} time, during flood, {label}: p50 {pct(loud, .5, which):6.2f} ms  "
+              f"p99 {pct(loud, .99, which):6.2f} ms  ({len(loud)} polls)")
+        q = [v[which] for v in quiet]
+        ld = [v[which] for v in loud]
+        half_q, half_l = len(q) // 2, len(ld) // 2
+        print(f"  p99 by half of the run: without {pct(q[:half_q], .99):.2f} / {pct(q[half_q:], .99):.2f} ms, "
+              f"during {pct(ld[:half_l], .99):.2f} / {pct(ld[half_l:], .99):.2f} ms")
+        print(f"  {kind} p99 during / without: {pct(ld, .99) / pct(q, .99):.3f} "
+              f"({(pct(ld, .99) / pct(q, .99) - 1) * 100:+.1f} %); mean {statistics.mean(ld) / statistics.mean(q):.3f}")
 
 
 def main() -> None:
@@ -176,10 +204,13 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=2000, help="polls on each side (a stable p99 needs thousands)")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between polls")
     parser.add_argument("--limit-s", type=float, default=480.0, help="stop the A/B blocks after this long")
+    parser.add_argument("--duties", default="1,0.5", help="the followers' duties, one pump each, floods in turn")
     args = parser.parse_args()
     lines = flood(args.lines)
+    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     parse_rate(lines)
-    quiet, loud = interleaved(lines, args.cycles, args.interval, args.limit_s)
+    duties = tuple(float(d) for d in args.duties.split(","))
+    quiet, loud = interleaved(lines, args.cycles, args.interval, args.limit_s, duties)
     for duty, polls in loud.items():
         report(quiet, polls, f"duty {duty:g}")
 

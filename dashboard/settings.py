@@ -242,7 +242,8 @@ DRIVER_ERROR_BUCKET_S = env_float("DRIVER_ERROR_BUCKET_S", 300.0, minimum=1.0)
 # Where a host agent reads the kernel log for Xid/SXid/amdgpu lines: /dev/kmsg, or a file
 # (a forwarded log; tests). Empty: not read.
 AGENT_KERNEL_LOG = env_str("AGENT_KERNEL_LOG", "/dev/kmsg")
-# The share of a core the kernel-log follower (a child at nice 10) may be busy while it
+# The share of a core the kernel-log follower (a child in a scheduling group of its own at
+# the lowest priority) may be busy while it
 # catches up with a flood (1: no pause); below 1 it pauses between chunks, leaving the
 # poll's core free.
 AGENT_KERNEL_LOG_DUTY = min(1.0, env_float("AGENT_KERNEL_LOG_DUTY", 0.5, minimum=0.05))

@@ -1,36 +1,38 @@
 """Following the kernel log beside the poll: `KernelLogPump`.
 
-The log is read and parsed in a child process (a flood of a million lines costs that process
-its core, not the poll its time), which sends what it merged every ``flush_s`` over a pipe;
-a thread of the parent routes the events to the devices' channels, where the next poll
-drains them. With ``in_process=True`` the reading runs on a thread instead (tests, and
-machines where a child process is not wanted).
+The log is read and merged by a child process (`fleet.asicmon.errors.follower`), which steps
+out of the poll's way (its own scheduling group at the lowest weight, the idle class) and
+sends what it merged every ``flush_s`` over a pipe; a thread of the parent routes the events
+to the devices' channels, where the next poll drains them. The poll never parses a line: a
+flood costs it a handful of merged events.
+
+A follower that dies is logged and started again where the last batch it sent left off
+(the lines after are read again: none lost, none counted twice), after a pause that grows
+while it keeps dying. With ``in_process=True`` the reading runs on a thread instead (tests,
+and machines where a child process is not wanted).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing
-import os
 import threading
 import time
 from dataclasses import dataclass
 
 from fleet.asicmon.errors.events import DEFAULT_BUCKET_S
-from fleet.asicmon.errors.kernel_log import KernelLogReader
-from fleet.asicmon.errors.sources import ErrorRouter, KernelLog, boot_time
+from fleet.asicmon.errors.follower import NICE, Batch, follow
+from fleet.asicmon.errors.sources import ErrorRouter
 
-__all__ = ["KernelLogPump", "PumpStats"]
+__all__ = ["DUTY", "NICE", "KernelLogPump", "PumpStats"]
 
 log = logging.getLogger(__name__)
 
-CHUNK_LINES = 20_000
-NICE = 10  # the child's scheduling priority, below the poll's
-# The share of a core the child may take while it catches up with a flood: after each chunk
-# it sleeps as long as the chunk took, times (1 / DUTY - 1). The poll's own core is then free
-# half the time even where nice alone does not keep the child off it (a loaded machine).
+# The share of the time the follower may be busy while it catches up with a flood (the
+# agent's AGENT_KERNEL_LOG_DUTY): after each chunk it sleeps as long as the chunk took, times
+# (1 / DUTY - 1).
 DUTY = 0.5
+RESTART_PAUSE_S = (1.0, 60.0)  # the first pause before a restart, and the longest
 
 
 @dataclass
@@ -40,44 +42,8 @@ class PumpStats:
     malformed: int = 0
     lost: int = 0  # kmsg records overwritten before they were read
     events: int = 0  # merged events handed to the router
-
-
-def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, stop=None, nice: int = 0,
-           duty: float = 1.0) -> None:
-    """Reads ``path`` until ``stop`` is set or the other end of ``conn`` goes away; sends
-    (events, stats) every ``flush_s`` when there is something new. ``nice``: a child process
-    lowers its own priority, so that a flood never takes a core the poll wants; ``duty``: the
-    share of the time it may be busy reading (1: no pause)."""
-    if nice:
-        with contextlib.suppress(OSError):
-            os.nice(nice)
-    source = KernelLog(path, from_start=from_start)
-    reader = KernelLogReader(boot_time=boot_time(), bucket_s=bucket_s)
-    flushed = time.monotonic()
-    try:
-        while stop is None or not stop.is_set():
-            busy = time.monotonic()
-            try:
-                lines = source.read(CHUNK_LINES)
-            except OSError as exc:
-                log.warning("cannot read %s: %s", path, exc)
-                lines = []
-                time.sleep(5.0)
-            if lines:
-                reader.feed(lines)
-                if duty < 1.0:
-                    time.sleep((time.monotonic() - busy) * (1.0 / duty - 1.0))
-            if time.monotonic() - flushed >= flush_s:
-                flushed = time.monotonic()
-                events = reader.take()
-                if events or lines:
-                    conn.send((events, (reader.lines, reader.matched, reader.malformed, source.lost)))
-            if not lines:
-                time.sleep(min(0.1, flush_s))
-    except (BrokenPipeError, EOFError, OSError):
-        pass  # the parent is gone
-    finally:
-        source.close()
+    restarts: int = 0  # followers started again after they died
+    position: int | None = None  # where the last batch left off in the log
 
 
 class KernelLogPump:
@@ -85,47 +51,79 @@ class KernelLogPump:
 
     def __init__(self, path: str, router: ErrorRouter, *, bucket_s: float = DEFAULT_BUCKET_S,
                  flush_s: float = 0.5, from_start: bool = False, in_process: bool = False,
-                 duty: float = DUTY) -> None:
+                 duty: float = DUTY, restart_pause_s: tuple[float, float] = RESTART_PAUSE_S) -> None:
         self.path, self.router, self.duty = path, router, duty
         self.bucket_s, self.flush_s, self.from_start, self.in_process = bucket_s, flush_s, from_start, in_process
+        self.restart_pause_s = restart_pause_s
         self.stats = PumpStats()
+        self.child = None  # the follower's process (None: in process)
+        self._base = PumpStats()  # counters of the followers before this one
         self._stop = threading.Event()
-        self._child = None
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        conn = self._start_follower()
+        supervisor = threading.Thread(target=self._supervise, args=(conn,), daemon=True, name="kernel-log-route")
+        self._threads.append(supervisor)
+        supervisor.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.child is not None:
+            self.child.terminate()
+            self.child.join(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _start_follower(self):
         ctx = multiprocessing.get_context("spawn")
-        ours, theirs = ctx.Pipe(duplex=False) if not self.in_process else multiprocessing.Pipe(duplex=False)
-        args = (self.path, theirs, self.bucket_s, self.flush_s, self.from_start)
+        ours, theirs = ctx.Pipe(duplex=False)
+        resume = self.stats.position
+        args = (self.path, theirs, self.bucket_s, self.flush_s, self.from_start, resume)
         if self.in_process:
             reader = threading.Thread(target=follow, args=(*args, self._stop), daemon=True, name="kernel-log")
             self._threads.append(reader)
             reader.start()
         else:
-            self._child = ctx.Process(target=follow, args=(*args, None, NICE, self.duty), daemon=True,
-                                      name="asicmon-kernel-log")
-            self._child.start()
+            self.child = ctx.Process(target=follow, args=(*args, None, True, self.duty), daemon=True,
+                                     name="asicmon-kernel-log")
+            self.child.start()
             theirs.close()
-        receiver = threading.Thread(target=self._receive, args=(ours,), daemon=True, name="kernel-log-route")
-        self._threads.append(receiver)
-        receiver.start()
+        return ours
+
+    def _supervise(self, conn) -> None:
+        pause = self.restart_pause_s[0]
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._receive(conn)
+            conn.close()
+            if self._stop.is_set() or self.child is None:
+                return
+            self.child.join(timeout=5)
+            code = self.child.exitcode
+            if time.monotonic() - started > 10 * self.restart_pause_s[1]:
+                pause = self.restart_pause_s[0]  # it had run well for a while
+            log.warning("the kernel-log follower of %s exited (exit code %s); restarting it in %.0f s from %s",
+                        self.path, code, pause, "its start" if self.stats.position is None
+                        else f"position {self.stats.position}")
+            if self._stop.wait(pause):
+                return
+            pause = min(pause * 2, self.restart_pause_s[1])
+            self._base = PumpStats(**vars(self.stats))
+            self.stats.restarts += 1
+            conn = self._start_follower()
 
     def _receive(self, conn) -> None:
+        """Routes batches until the follower's end of the pipe closes (it died) or we stop."""
         while not self._stop.is_set():
             try:
                 if not conn.poll(0.2):
                     continue
-                events, (lines, matched, malformed, lost) = conn.recv()
+                batch: Batch = conn.recv()
             except (EOFError, OSError):
                 return
-            self.router.route(events)
-            s = self.stats
-            s.lines, s.matched, s.malformed, s.lost, s.events = lines, matched, malformed, lost, s.events + len(events)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._child is not None:
-            self._child.terminate()
-            self._child.join(timeout=5)
-        for thread in self._threads:
-            thread.join(timeout=2)
+            self.router.route(batch.events)
+            s, b = self.stats, self._base
+            s.lines, s.matched, s.malformed = b.lines + batch.lines, b.matched + batch.matched, b.malformed + batch.malformed
+            s.lost, s.events, s.position = b.lost + batch.lost, s.events + len(batch.events), batch.position

@@ -47,20 +47,34 @@ def boot_time() -> float | None:
 
 
 class KernelLog:
-    """New lines of ``/dev/kmsg`` or of a growing text file, a chunk at a time."""
+    """New lines of ``/dev/kmsg`` or of a growing text file, a chunk at a time.
 
-    def __init__(self, path: str = KMSG, *, from_start: bool = False) -> None:
+    Where it stands can be handed to a new reader (`position`, ``resume``): the sequence
+    number of the last kmsg record read, or the offset in the file of the first byte not yet
+    handed out. A reader resumed there reads what follows, nothing twice (kmsg records still
+    in the kernel's ring buffer are read again from its start and skipped up to it)."""
+
+    CHUNK_BYTES = 1 << 20  # a file is read this much at a time: a flood never sits whole in memory
+
+    def __init__(self, path: str = KMSG, *, from_start: bool = False, resume: int | None = None) -> None:
         self.path = path
         self.is_kmsg = path == KMSG
         self.lost = 0  # kmsg records overwritten before they were read
         self._fd: int | None = None
         self._file = None
-        self._offset = 0
-        self._from_start = from_start
-        self._partial = ""
+        self._offset = 0  # file: bytes read so far; kmsg: sequence number of the last record read
+        self._from_start = from_start or (resume is not None and resume >= 0)  # -1: kmsg, nothing read yet
+        self._resume = resume
+        self._partial = b""
+
+    @property
+    def position(self) -> int:
+        """kmsg: the last record's sequence number (-1: none yet); a file: the offset of the
+        first byte not handed out."""
+        return self._offset - len(self._partial) if not self.is_kmsg else self._offset
 
     def read(self, max_lines: int = 10_000) -> list[str]:
-        return self._read_kmsg(max_lines) if self.is_kmsg else self._read_file(max_lines)
+        return self._read_kmsg(max_lines) if self.is_kmsg else self._read_file()
 
     def close(self) -> None:
         if self._fd is not None:
@@ -73,6 +87,7 @@ class KernelLog:
     def _read_kmsg(self, max_lines: int) -> list[str]:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            self._offset = -1 if self._resume is None else max(-1, self._resume)
             if not self._from_start:
                 os.lseek(self._fd, 0, os.SEEK_END)
         lines: list[str] = []
@@ -89,28 +104,41 @@ class KernelLog:
             if not record:
                 break
             # A record's first line is the message; lines after it (" SUBSYSTEM=pci", " DEVICE=…")
-            # are its dictionary.
-            lines.append(record.split(b"\n", 1)[0].decode("utf-8", "replace"))
+            # are its dictionary. Its header is "priority,sequence,microseconds,flags;".
+            line = record.split(b"\n", 1)[0]
+            seq = line.split(b",", 2)[1] if line.count(b",", 0, 40) >= 2 else b""
+            if seq.isdigit():
+                if int(seq) <= self._offset:
+                    continue  # read before a restart
+                self._offset = int(seq)
+            lines.append(line.decode("utf-8", "replace"))
         return lines
 
-    def _read_file(self, max_lines: int) -> list[str]:
+    def _read_file(self) -> list[str]:
         try:
             size = Path(self.path).stat().st_size
         except FileNotFoundError:
             return []
         if self._file is None:
-            self._file = Path(self.path).open(encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
-            self._offset = 0 if self._from_start else size
-            self._from_start = True  # a rotated file is read from its start
+            self._file = Path(self.path).open("rb")  # noqa: SIM115
+            self._offset = (self._resume or 0) if self._from_start else size
+            self._resume, self._from_start, self._partial = None, True, b""  # a rotated file: from its start
+            if self._offset > size:  # rotated while nobody read it
+                self._offset = 0
         if size < self._offset:  # truncated or rotated
             self.close()
-            return self._read_file(max_lines)
+            return self._read_file()
         self._file.seek(self._offset)
-        text = self._partial + self._file.read(max(0, size - self._offset))
-        self._offset = size
-        lines = text.split("\n")
-        self._partial = lines.pop()  # a line still being written
-        return lines
+        data = self._partial + self._file.read(min(size - self._offset, self.CHUNK_BYTES))
+        self._offset += len(data) - len(self._partial)
+        cut = data.rfind(b"\n") + 1
+        if not cut and len(data) >= self.CHUNK_BYTES:  # a line longer than a chunk: handed out as it is
+            cut = len(data) + 1
+            data += b"\n"
+        self._partial = data[cut:]  # a line still being written
+        if not cut:
+            return []
+        return data[:cut - 1].decode("utf-8", "replace").split("\n")
 
 
 class NvmlXidEvents:
