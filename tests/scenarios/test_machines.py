@@ -219,7 +219,6 @@ def test_a_job_across_devices_of_two_poll_workers_is_captured_and_viewed(machine
     """A job on a device of each emulated host, whose shards the two poll-worker machines
     poll, captured by the trace worker and viewed on web 2."""
     from fleet.polling.sharding import shard_of_host
-
     from traces.choices import JobStatus, RankStatus
     from traces.models import Job
 

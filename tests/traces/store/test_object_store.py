@@ -311,7 +311,6 @@ def test_posted_files_that_make_no_trace_of_their_reserved_id_leave_nothing_behi
     handler put them), and a file refused for its content is deleted: in the store, only
     the job's rank traces' files, no multipart upload left open."""
     from emulator.workloads.tracing import capture
-
     from traces.atrace import chrome_trace_bytes
 
     api_client.force_authenticate(operator)
