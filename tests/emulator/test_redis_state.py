@@ -3,7 +3,6 @@ the real Redis: whole writes, one holder of a host's lock at a time across proce
 whose holder died expiring, a renewed lock outliving its expiry, and clear errors."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -108,9 +107,8 @@ def test_the_lock_of_a_holder_that_died_expires(clean_redis):
     assert dead.returncode == -signal.SIGKILL and dead.stdout == "held\n", dead.stderr
     left = clean_redis.pttl(f"{prefix()}:host-00:lock") / 1000
     assert 0 < left <= 3
-    with pytest.raises(StateLockTimeout, match="locked by another process"):
-        with store(wait_s=0.1).locked("host-00"):
-            pass  # still held: the dead process's lock has not expired yet
+    with pytest.raises(StateLockTimeout, match="locked by another process"), store(wait_s=0.1).locked("host-00"):
+        pass  # still held: the dead process's lock has not expired yet
     started = time.monotonic()
     with store(wait_s=10).locked("host-00"):
         waited = time.monotonic() - started
@@ -121,9 +119,8 @@ def test_a_lock_held_past_its_expiry_is_renewed_and_its_write_goes_through():
     holder, other = store(lock_ttl_s=0.6), store(wait_s=0.2)
     with holder.locked("host-00"):
         time.sleep(1.5)  # 2.5 expiries
-        with pytest.raises(StateLockTimeout):
-            with other.locked("host-00"):
-                pass
+        with pytest.raises(StateLockTimeout), other.locked("host-00"):
+            pass
         holder.write("host-00", b"kept")
     assert other.read("host-00").body == b"kept"
 
@@ -174,4 +171,4 @@ def test_an_emulated_host_round_trips_through_redis_past_64_bits():
     assert {s: st.to_json() for s, st in other.states.items()} == {s: st.to_json() for s, st in host.states.items()}
     assert "overheat" in other.states[serial].faults
     assert other.now == T0 + 30
-    assert not os.path.exists(settings.EMULATOR_STATE_DIR / "host-01.json")  # nothing on disk
+    assert not (settings.EMULATOR_STATE_DIR / "host-01.json").exists()  # nothing on disk
