@@ -222,8 +222,10 @@ class RedisStateStore:
             return None
         if found == 1:
             raise ValueError(f"{self.where(host)} holds no emulator state (not a hash with a stamp); delete it")
-        stamp = found[0].decode()
-        return Read(stamp, found[1] if len(found) > 1 else None)
+        stamp = found[0].decode() if isinstance(found[0], bytes) else found[0]
+        if len(found) == 1:
+            return Read(stamp, None)
+        return Read(stamp, found[1].encode() if isinstance(found[1], str) else found[1])
 
     def write(self, host: str, body: bytes) -> Hashable:
         token = self._held.get(host)
