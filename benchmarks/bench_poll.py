@@ -1,6 +1,6 @@
 """Poll-cycle figures: how long one cycle of the whole fleet takes, and its parts.
 
-    python benchmarks/bench_poll.py [--hosts 4] [--devices-per-host 8] [--cycles 20]
+    python benchmarks/bench_poll.py [--hosts 4] [--devices-per-host 8] [--cycles 20] [--emulator-state redis]
 
 Runs against the database and Redis that the environment names (DATABASE_URL,
 REDIS_URL), on a throwaway database it creates and drops, and the time-series store at
@@ -27,6 +27,8 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--devices-per-host", type=int, default=8)
     parser.add_argument("--cycles", type=int, default=20)
+    parser.add_argument("--emulator-state", choices=("file", "redis"), default="file",
+                        help="where the emulated hosts keep their state (EMULATOR_STATE)")
     args = parser.parse_args()
 
     from dashboard.backing_services import resolve_tsdb, stop
@@ -36,6 +38,7 @@ def main() -> None:
         FLEET_HOSTS=str(args.hosts),
         FLEET_DEVICES_PER_HOST=str(args.devices_per_host),
         EMULATOR_STATE_DIR=state,
+        EMULATOR_STATE=args.emulator_state,
         REDIS_KEY_PREFIX="asicmon-bench",
         POLL_SHARDS="1",
         LOG_LEVEL="WARNING",
@@ -101,7 +104,8 @@ def main() -> None:
 
         ms = lambda xs: statistics.median(xs) * 1000  # noqa: E731
         vendor = django.db.connection.vendor
-        print(f"Asicmon poll cycle — {devices} devices ({args.hosts} hosts), {vendor}, {args.cycles} cycles")
+        print(f"Asicmon poll cycle — {devices} devices ({args.hosts} hosts), {vendor}, {args.cycles} cycles,"
+              f" emulator state in {args.emulator_state}; load average {os.getloadavg()[0]:.2f}")
         print(f"  full shard cycle (probe + samples + snapshots + publish): median {ms(totals):7.2f} ms, max {max(totals) * 1000:.2f} ms")
         print(f"  probe all devices through Asicmon:                         median {ms(probes):7.2f} ms ({ms(probes) * 1000 / devices:.0f} µs/device)")
         n = written.written + written.buffered
@@ -117,6 +121,10 @@ def main() -> None:
               f" ({devices} devices x {args.cycles * 2 + 1} cycles written)")
     finally:
         snapshots.forget_snapshots(list(Device.objects.values_list("id", flat=True)))
+        from fleet.redis import get_redis, key
+
+        if stale := list(get_redis().scan_iter(key("emulator", "*"))):
+            get_redis().delete(*stale)
         teardown_databases(old, verbosity=0)
         stop(helpers)
 

@@ -213,6 +213,12 @@ FLEET_HOSTS = env_int("FLEET_HOSTS", 4, minimum=0)
 FLEET_DEVICES_PER_HOST = env_int("FLEET_DEVICES_PER_HOST", 8, minimum=1)
 FLEET_TYPES = tuple(env_list("FLEET_TYPES", list(DEFAULT_TYPES)))
 EMULATOR_STATE_DIR = Path(env_str("EMULATOR_STATE_DIR", str(VAR_DIR / "emulator")))
+# Where emulated hosts keep their state: "file" (under EMULATOR_STATE_DIR, a folder every
+# poll worker, trace worker and web process must share) or "redis" (the stack's Redis, for
+# roles on machines that share no disk; see docs/deploy.md).
+EMULATOR_STATE = env_str("EMULATOR_STATE", "file").strip().lower()
+if EMULATOR_STATE not in ("file", "redis"):
+    raise ImproperlyConfigured(f"EMULATOR_STATE={EMULATOR_STATE!r} is neither file nor redis")
 # --- Host agents (fleet/agent): workers on machines with real accelerators. ---
 AGENT_HOST = env_host_name("AGENT_HOST", socket.gethostname())
 HWMON_ROOT = Path(env_str("HWMON_ROOT", "/sys/class/hwmon"))

@@ -10,7 +10,9 @@
     python -m emulator fit TRACE... --type gpu [--write]      # performance model from real traces
     python -m emulator whatif TRACE --on gpu                  # its kernels on a fitted type
 
-State lives under --state-dir (default var/emulator), shared with the workers that poll.
+State lives under --state-dir (default var/emulator), shared with the workers that poll;
+or, with --state redis (default $EMULATOR_STATE), in the Redis at $REDIS_URL under
+$REDIS_KEY_PREFIX, as the workers keep it when they run on machines that share no disk.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from emulator.devices.driver_errors import DRIVER_FAULTS
 from emulator.devices.zoo import DEVICE_TYPES, FAULTS
 from emulator.host import EmulatedHost
 from emulator.perf.fitting import add_commands, fit_command, whatif_command
+from emulator.state_store import FileStateStore, RedisStateStore, StateStore
 from emulator.workloads.training import PARALLELISMS
 
 
@@ -38,10 +41,10 @@ def _config(args: argparse.Namespace) -> FleetConfig:
     )
 
 
-def _host_of(cfg: FleetConfig, serial: str, state_dir: Path) -> EmulatedHost:
+def _host_of(cfg: FleetConfig, serial: str, store: StateStore) -> EmulatedHost:
     for host in fleet_layout(cfg):
         if any(d.serial == serial for d in host.devices):
-            return EmulatedHost(cfg, host, state_dir)
+            return EmulatedHost(cfg, host, store=store)
     raise SystemExit(f"no device {serial!r} in this fleet (see: python -m emulator list)")
 
 
@@ -61,6 +64,14 @@ def _default_state_dir() -> Path:
     return Path(os.environ.get("ASICMON_VAR_DIR", "var")) / "emulator"
 
 
+def _store(args: argparse.Namespace) -> StateStore:
+    """The store the workers use with the same settings (fleet.hosts.emulated_fleet)."""
+    if args.state == "redis":
+        url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+        return RedisStateStore.from_url(url, f"{os.environ.get('REDIS_KEY_PREFIX') or 'asicmon'}:emulator")
+    return FileStateStore(args.state_dir)
+
+
 def _parser() -> argparse.ArgumentParser:
     # Defaults follow the fleet's settings (the same environment variables the workers
     # read), so that the command line pokes at the fleet that is being polled.
@@ -78,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--state-dir", type=Path, default=_default_state_dir(), help="default: $EMULATOR_STATE_DIR or var/emulator"
+    )
+    parser.add_argument(
+        "--state", choices=("file", "redis"), default=(os.environ.get("EMULATOR_STATE") or "file").strip().lower(),
+        help="where the hosts' state is: files under --state-dir, or Redis; default: $EMULATOR_STATE or file",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="hosts and devices of the fleet")
@@ -118,7 +133,7 @@ def _list(cfg: FleetConfig) -> None:
 
 
 def _materialise(cfg: FleetConfig, args: argparse.Namespace) -> None:
-    host = EmulatedHost(cfg, args.host, args.state_dir)
+    host = EmulatedHost(cfg, args.host, store=_store(args))
     with host.locked():
         host.sync(time.time())
         host.advance(time.time())
@@ -167,7 +182,7 @@ def _job(cfg: FleetConfig, args: argparse.Namespace) -> None:
     except (KeyError, ValueError) as exc:
         raise SystemExit(str(exc)) from None
     now = time.time()
-    hosts = {name: EmulatedHost(cfg, name, args.state_dir) for name in spec.hosts}
+    hosts = {name: EmulatedHost(cfg, name, store=_store(args)) for name in spec.hosts}
     for host in hosts.values():
         host.sync(now)
         for r in spec.ranks:
@@ -199,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "materialise":
         _materialise(cfg, args)
         return 0
-    host = _host_of(cfg, args.serial, args.state_dir)
+    host = _host_of(cfg, args.serial, _store(args))
     with host.locked():
         host.sync(time.time())
         host.advance(time.time())

@@ -1,18 +1,18 @@
 """One emulated host: its devices' states, their drivers, and their persistence.
 
-State lives in ``<state_dir>/<host>.json``, written atomically (temporary file, then
-rename) under an exclusive lock on ``<state_dir>/<host>.lock``, so several worker
+State lives in a `StateStore` (emulator.state_store): by default ``<state_dir>/<host>.json``,
+written atomically under an exclusive lock on ``<state_dir>/<host>.lock``; or one Redis key
+per host under a Redis lock, for processes on machines that share no disk. Several worker
 processes can poll different hosts of a fleet -- or even the same host -- and a restarted
 worker continues with the temperatures, leaks and counters the last one left. What a
-poller keeps about the host (its monitors' previous readings) travels in the same file
-(`EmulatedHost.extra`): one write and one rename per host and poll, and one read only when
-another process wrote it since.
+poller keeps about the host (its monitors' previous readings) travels in the same state
+(`EmulatedHost.extra`): one write per host and poll, and one read only when another process
+wrote it since.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import threading
@@ -29,6 +29,7 @@ from emulator.devices.drivers import DRIVERS, DeviceBinding, Driver, DriverConte
 from emulator.devices.physics import DevicePhysics
 from emulator.devices.zoo import device_type
 from emulator.noise import string_key
+from emulator.state_store import FileStateStore, StateStore
 from emulator.workloads.graph import op_time_us, workload_for
 
 __all__ = ["EmulatedHost", "items_per_second"]
@@ -48,28 +49,30 @@ def items_per_second(device_type_name: str, sw_version: str) -> float:
     return BATCH_ITEMS.get(workload.name, 1) * 1e6 / pass_us
 
 
-def _stat(path: Path) -> os.stat_result | None:
-    try:
-        return path.stat()
-    except FileNotFoundError:
-        return None
-
-
 class EmulatedHost:
     """The devices of one host. Not thread-safe by itself: hold `locked()` to change it."""
 
     def __init__(
-        self, cfg: FleetConfig, host: str | HostSpec, state_dir: str | os.PathLike | None = None
+        self,
+        cfg: FleetConfig,
+        host: str | HostSpec,
+        state_dir: str | os.PathLike | None = None,
+        *,
+        store: StateStore | None = None,
     ) -> None:
+        """State persists in ``store``, or else in files under ``state_dir``; with
+        neither it stays in memory."""
         self.cfg = cfg
         self.spec = host if isinstance(host, HostSpec) else find_host(cfg, host)
         self.name = self.spec.name
         self.key = string_key(self.name)
-        self.state_dir = Path(state_dir) if state_dir is not None else None
+        if store is None and state_dir is not None:
+            store = FileStateStore(state_dir)
+        self.store = store
         self.states: dict[str, DevicePhysics] = {}
         self.extra: dict = {}  # saved and loaded with the states, opaque to the emulator
         self.kernel_log: list[str] = []  # driver lines not yet taken by a poll (driver_errors)
-        self._loaded_stamp: tuple[int, int] | None = None
+        self._loaded_stamp = None  # the stamp of the state last read or written
         self._plan: list[tuple] | None = None
         self._thread_lock = threading.RLock()
         self._drivers: dict[str, Driver] = {}
@@ -87,8 +90,12 @@ class EmulatedHost:
 
     # -- state -----------------------------------------------------------------------
     @property
+    def state_dir(self) -> Path | None:
+        return self.store.directory if isinstance(self.store, FileStateStore) else None
+
+    @property
     def state_path(self) -> Path | None:
-        return self.state_dir / f"{self.name}.json" if self.state_dir else None
+        return self.store.path(self.name) if isinstance(self.store, FileStateStore) else None
 
     def _fresh_states(self, t: float) -> None:
         self.states.clear()
@@ -98,47 +105,42 @@ class EmulatedHost:
             )
 
     def sync(self, now: float | None = None) -> bool:
-        """Makes the in-memory state current with the state file (another process may have
-        written it), or creates fresh devices at ``now`` when there is no state yet. True
-        when it read the file (the states and `extra` were replaced)."""
-        path = self.state_path
-        st = _stat(path) if path is not None else None
-        if st is None and path is not None and self._side_path(path).exists():
-            self._side_path(path).rename(path)  # a save cut short after its unlink
-            st = _stat(path)
-        if st is not None:
-            stamp = (st.st_mtime_ns, st.st_size)
-            if stamp != self._loaded_stamp or not self.states:
-                data = json.loads(path.read_bytes())  # not orjson: it reads past-64-bit integers as floats
-                if data.get("version") != STATE_VERSION or data.get("seed") != self.cfg.seed:
-                    raise ValueError(f"{path} holds state of another fleet or format; move it away")
-                loaded = {s: DevicePhysics.from_json(v) for s, v in data["devices"].items()}
-                self.states.clear()
-                self.states.update(loaded)  # the drivers hold this very dict
-                for d in self.spec.devices:  # a device added to the layout since
-                    if d.serial not in self.states:
-                        self.states[d.serial] = physics.new_state(
-                            device_type(d.type), d.serial, self.cfg.seed, data["t"]
-                        )
-                self.extra = data.get("extra") or {}
-                self.kernel_log = data.get("kernel_log") or []
-                self._loaded_stamp = stamp
-                return True
-            return False
+        """Makes the in-memory state current with the stored state (another process may
+        have written it), or creates fresh devices at ``now`` when there is no state yet.
+        True when it read the state (the states and `extra` were replaced)."""
+        found = None
+        if self.store is not None:
+            found = self.store.read(self.name, self._loaded_stamp if self.states else None)
+        if found is not None:
+            if found.body is None:
+                return False
+            where = self.store.where(self.name)
+            try:
+                data = json.loads(found.body)  # not orjson: it reads past-64-bit integers as floats
+            except ValueError as e:
+                raise ValueError(f"{where} holds no readable state ({e}); move it away") from None
+            if not isinstance(data, dict) or data.get("version") != STATE_VERSION or data.get("seed") != self.cfg.seed:
+                raise ValueError(f"{where} holds state of another fleet or format; move it away")
+            loaded = {s: DevicePhysics.from_json(v) for s, v in data["devices"].items()}
+            self.states.clear()
+            self.states.update(loaded)  # the drivers hold this very dict
+            for d in self.spec.devices:  # a device added to the layout since
+                if d.serial not in self.states:
+                    self.states[d.serial] = physics.new_state(
+                        device_type(d.type), d.serial, self.cfg.seed, data["t"]
+                    )
+            self.extra = data.get("extra") or {}
+            self.kernel_log = data.get("kernel_log") or []
+            self._loaded_stamp = found.stamp
+            return True
         if not self.states:
             self._fresh_states(time.time() if now is None else now)
         return False
 
     def save(self) -> None:
-        """Writes the state file (hold `locked()`). The new state goes to a side file that
-        then takes the state file's name; the old file is unlinked first, because a rename
-        over an existing file makes ext4 flush the new one to disk (auto_da_alloc): ten
-        times the cost, for an emulator's state. `sync` finishes a save cut short between
-        the two steps."""
-        path = self.state_path
-        if path is None:
+        """Writes the state to the store (hold `locked()`)."""
+        if self.store is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = {
             "version": STATE_VERSION,
             "seed": self.cfg.seed,
@@ -152,36 +154,17 @@ class EmulatedHost:
             body = orjson.dumps(data)
         except TypeError:  # a counter past 64 bits: the standard encoder takes any integer
             body = json.dumps(data, separators=(",", ":")).encode()
-        side = self._side_path(path)
-        try:
-            side.write_bytes(body)
-            path.unlink(missing_ok=True)
-            side.rename(path)
-        except BaseException:
-            if path.exists():
-                side.unlink(missing_ok=True)
-            raise
-        st = path.stat()
-        self._loaded_stamp = (st.st_mtime_ns, st.st_size)
-
-    @staticmethod
-    def _side_path(path: Path) -> Path:
-        return path.with_name(f".{path.name}.new")
+        self._loaded_stamp = self.store.write(self.name, body)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[EmulatedHost]:
         """Exclusive access to this host's state across threads and processes."""
         with self._thread_lock:
-            if self.state_dir is None:
+            if self.store is None:
                 yield self
                 return
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            with (self.state_dir / f"{self.name}.lock").open("a") as lock_file:
-                fcntl.flock(lock_file, fcntl.LOCK_EX)
-                try:
-                    yield self
-                finally:
-                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+            with self.store.locked(self.name):
+                yield self
 
     @property
     def now(self) -> float:

@@ -13,7 +13,7 @@ import io
 import logging
 import time
 from datetime import timedelta
-from pathlib import Path, PurePath
+from pathlib import PurePath
 
 import redis
 from django.conf import settings
@@ -27,7 +27,7 @@ from emulator.serving.engine import SERVING_PROBLEMS
 from emulator.workloads.graph import workload_for
 from emulator.workloads.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from emulator.workloads.tracing import DeviceHung, DeviceNow, capture_live
-from fleet.hosts.emulated_fleet import fleet_config
+from fleet.hosts.emulated_fleet import fleet_config, state_store
 from fleet.polling.queues import capture_unavailable_reason
 from fleet.reading.durations import human_duration
 from traces import atrace, events, queueing
@@ -191,10 +191,10 @@ def emulated_host(host_name: str) -> EmulatedHost:
     """The emulated host whose state a capture reads (kept for the life of the process; it
     re-reads the state file the pollers write)."""
     config = fleet_config()
-    key = (config, str(settings.EMULATOR_STATE_DIR), host_name)
+    key = (config, settings.EMULATOR_STATE, str(settings.EMULATOR_STATE_DIR), settings.REDIS_KEY_PREFIX, host_name)
     host = _emulated_hosts.get(key)
     if host is None:
-        host = _emulated_hosts[key] = EmulatedHost(config, host_name, Path(settings.EMULATOR_STATE_DIR))
+        host = _emulated_hosts[key] = EmulatedHost(config, host_name, store=state_store())
     return host
 
 

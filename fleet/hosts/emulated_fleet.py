@@ -14,8 +14,10 @@ from django.db import transaction
 
 from emulator import FleetConfig, fleet_layout
 from emulator.devices.driver_errors import workload_label
+from emulator.state_store import FileStateStore, RedisStateStore, StateStore
 from fleet.hosts.emulated_monitors import HostMonitor
 from fleet.models import Device, Host
+from fleet.redis import get_redis, key
 
 
 def fleet_config() -> FleetConfig:
@@ -28,14 +30,27 @@ def fleet_config() -> FleetConfig:
     )
 
 
+def state_store() -> StateStore:
+    """Where the emulated hosts' state is kept, as EMULATOR_STATE says: files under
+    EMULATOR_STATE_DIR, or the stack's Redis (machines that share no disk)."""
+    if settings.EMULATOR_STATE == "redis":
+        return _redis_store(key("emulator"))
+    state_dir = Path(settings.EMULATOR_STATE_DIR)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    return FileStateStore(state_dir)
+
+
+@functools.cache
+def _redis_store(prefix: str) -> RedisStateStore:
+    return RedisStateStore(get_redis(), prefix)  # one per process: one thread renews its locks
+
+
 @functools.cache
 def host_monitor(host_name: str) -> HostMonitor:
     """The Asicmon monitor of a host, kept for the life of the worker process
     (``host_monitor.cache_clear()`` forgets them all, e.g. after the fleet settings change)."""
-    state_dir = Path(settings.EMULATOR_STATE_DIR)
-    state_dir.mkdir(parents=True, exist_ok=True)
     return HostMonitor.open(
-        fleet_config(), host_name, state_dir=state_dir, probe_timeout=settings.PROBE_TIMEOUT
+        fleet_config(), host_name, store=state_store(), probe_timeout=settings.PROBE_TIMEOUT
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from emulator import EmulatedHost, FleetConfig
 from emulator.config import DeviceSpec
 from emulator.devices.driver_errors import DRIVER_FAULTS, bus_address
+from emulator.state_store import StateStore
 from fleet.asicmon.errors.kernel_log import KernelLogReader
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.loader import monitor_class
@@ -68,13 +69,14 @@ class HostMonitor(DeviceMonitors):
         host: str,
         state_dir: str | os.PathLike | None = None,
         *,
+        store: StateStore | None = None,
         probe_timeout: float = DEFAULT_TIMEOUT_S,
         spec_dirs: Iterable[str | os.PathLike] = (),
     ) -> HostMonitor:
-        """Monitors for every device of ``host``; state persists under ``state_dir``
-        (None keeps it in memory only). ``spec_dirs`` are searched for ``<type>.asimov``
+        """Monitors for every device of ``host``; state persists in ``store``, or else
+        under ``state_dir`` (neither keeps it in memory only). ``spec_dirs`` are searched for ``<type>.asimov``
         before the specs that ship with Asimov."""
-        emu = EmulatedHost(cfg, host, Path(state_dir) if state_dir is not None else None)
+        emu = EmulatedHost(cfg, host, Path(state_dir) if state_dir is not None else None, store=store)
         dirs = tuple(spec_dirs)
         monitors = {
             d.serial: device_monitor(emu, d.serial, dirs, probe_timeout) for d in emu.spec.devices
@@ -115,7 +117,7 @@ class HostMonitor(DeviceMonitors):
     def save_state(self) -> None:
         """Under the host's lock: the emulator state and the monitors' previous readings,
         in the host's one state file."""
-        if self.host.state_dir is not None:
+        if self.host.store is not None:
             self.host.extra[HISTORY_KEY] = {serial: m.export_history() for serial, m in self._monitors.items()}
         self.host.save()
 

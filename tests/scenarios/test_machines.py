@@ -1,7 +1,8 @@
 """Roles on machines of their own that share no folder: two web processes behind a
 round-robin proxy, a trace worker, a poll worker and beat, each with its own var/, temporary
 folder and emulator state, meeting only through PostgreSQL, Redis, the time-series store and
-the object store (issue 30, point 3): two poll workers, and an agent host for the reboot."""
+the object store (issue 30, point 3): two poll workers, and an agent host for the reboot.
+The emulated hosts' state is in Redis (EMULATOR_STATE=redis), as no machine shares a disk."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import collections
 import gzip
 import json
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -20,7 +22,7 @@ import websocket
 from django.conf import settings
 from rest_framework.authtoken.models import Token
 
-from fleet.polling import queues
+from fleet.polling import queues, snapshots
 from fleet.redis import get_redis
 from tests.support.hwmon import write_hwmon_tree
 from tests.support.processes import ROOT, Service, child_env, start_beat, start_web, start_worker
@@ -99,7 +101,8 @@ class RoundRobinProxy:
 
 
 def machine_env(root, name: str, store, **more) -> dict:
-    """The environment of one machine: its own var/, temporary folder and emulator state;
+    """The environment of one machine: its own var/, temporary folder and emulator state
+    folder (unused: the emulator's state is in Redis, as on machines that share no disk);
     the one SECRET_KEY of the site (without it each machine makes its own in its var/, and a
     session signed on one web process is refused by the other)."""
     home = root / name
@@ -108,6 +111,7 @@ def machine_env(root, name: str, store, **more) -> dict:
     return child_env(ASICMON_VAR_DIR=home / "var", TRACE_STORAGE_DIR=home / "var" / "traces",
                      EMULATOR_STATE_DIR=home / "var" / "emulator", TMPDIR=home / "tmp",
                      TSDB_BUFFER_DIR=home / "var" / "tsdb-buffer", POLL_INTERVAL=1, SECRET_KEY=settings.SECRET_KEY,
+                     EMULATOR_STATE="redis",
                      **store.environment(store.prefix), **more)
 
 
@@ -212,7 +216,7 @@ def shards_polled(worker) -> set[int]:
     return {int(m.group(1)) for line in list(worker.lines) if (m := SHARD_POLLED.search(line))}
 
 
-SHARD_POLLED = re.compile(r"fleet\.polling: shard (\d+) cycle ")
+SHARD_POLLED = re.compile(r"fleet\.polling(?:\.poller)?: shard (\d+) cycle ")
 
 
 def test_a_job_across_devices_of_two_poll_workers_is_captured_and_viewed(machines, operator, viewer, seeded_fleet):
@@ -294,6 +298,47 @@ def test_an_operators_reboot_reaches_the_agent_host_and_the_device_comes_back(ma
     wait_until(lambda: Action.objects.get(pk=action.pk).status == ActionStatus.SUCCEEDED, "the reboot's success", 180, services)
     assert Device.objects.get(pk=device.pk).state == DeviceState.IN_SERVICE
     assert not (machines["root"] / "node-a" / "var" / "traces").exists()
+
+
+def test_a_fault_injected_on_another_machine_is_seen_by_the_poll_workers(machines, viewer, seeded_fleet, object_store):
+    """The emulator's command line on a machine of its own (its own working directory and
+    var/) hangs a device: the poll-worker machines, which share no folder with it, poll the
+    hang from the host's state in Redis, and the API on a web machine shows the device
+    critical; the polls carry the host's state on in Redis; the command line clears the
+    hang (unless a worker's remediation cured it first) and the device is healthy again."""
+    tmp = machines["root"]
+    device = seeded_fleet[2]
+    env = machine_env(tmp, "console", object_store, PYTHONPATH=ROOT)
+    view = {"Authorization": f"Token {Token.objects.create(user=viewer).key}"}
+
+    def emulator(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "emulator", *args], env=env, cwd=tmp / "console",
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def health() -> str:
+        shown = requests.get(f"{machines['web2']}/api/devices/{device.id}/", headers=view, timeout=30)
+        assert shown.status_code == 200, shown.text[:300]
+        return shown.json()["health"]
+
+    def emulated_now() -> float:  # the time of the host's state in Redis: its last poll
+        body = get_redis().hget(f"{settings.REDIS_KEY_PREFIX}:emulator:{device.host.name}", "body")
+        return json.loads(body)["t"]
+
+    services = machines["services"]
+    wait_until(lambda: health() == "healthy", "the device's first healthy polls", 90, services)
+    injected_at = time.time()
+    assert emulator("inject", device.serial, "hang") == f"{device.serial}: injected hang\n"
+    wait_until(lambda: health() == "critical", "the hang in a poll", 60, services)
+    finding = {f["rule"] for f in snapshots.read_snapshots([device.id])[device.id]["health_findings"] or []}
+    assert "driver" in finding, finding
+    wait_until(lambda: emulated_now() > injected_at + 2, "polls after the injection in the host's state", 30, services)
+    emulator("clear", device.serial, "hang")
+    assert "faults: none" in emulator("show", device.serial)
+    wait_until(lambda: health() == "healthy", "the device healthy again", 90, services)
+    assert not (tmp / "console" / "var" / "emulator").exists()  # nothing kept on its disk
+    assert not any((tmp / name / "var" / "emulator").exists() for name in ("poll1", "poll2", "web1", "web2"))
 
 
 def chrome_trace_bytes_of_a_capture() -> bytes:
