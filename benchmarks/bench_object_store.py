@@ -69,7 +69,7 @@ def upload_through_web(label: str, env: dict, path: Path, token: str, resumable:
         time.sleep(1)
         idle = peak_rss_mb(web.proc.pid)
         size_mb = path.stat().st_size / (1 << 20)
-        took = {}
+        took, peaks = {}, {}
         for how, send in (("resumable", send_chunked), ("POST", send_plain)):
             if how == "resumable" and not resumable:
                 continue
@@ -77,9 +77,11 @@ def upload_through_web(label: str, env: dict, path: Path, token: str, resumable:
             status, text, _trace_id = send(url, token, path)
             took[how] = time.perf_counter() - started
             assert status == 201, (how, status, text)
+            peaks[how] = peak_rss_mb(web.proc.pid)
         peak = peak_rss_mb(web.proc.pid)
         print(f"  {label}: {size_mb:.0f} MB " + ", ".join(f"{how} {t:.1f} s ({size_mb / t:.0f} MB/s)" for how, t in took.items())
-              + f"; web RSS {idle:.0f} MB idle, peak {peak:.0f} MB; load {os.getloadavg()[0]:.1f}", flush=True)
+              + f"; web RSS {idle:.0f} MB idle, peak " + ", ".join(f"{p:.0f} MB after {how}" for how, p in peaks.items())
+              + f"; load {os.getloadavg()[0]:.1f}", flush=True)
         return {**took, "idle": idle, "peak": peak}
     finally:
         web.stop()

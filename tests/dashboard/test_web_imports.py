@@ -1,6 +1,6 @@
 """What a web process loads at its start: the object store's client (boto3/botocore,
 django-storages' S3 backend) only once a trace goes to or comes from the store, never on
-the local folder (it was ~8 MB of every web process, and of the issue's ≤ 100 MB)."""
+the local folder (~8 MB of a web process)."""
 
 import json
 import subprocess
@@ -29,3 +29,4 @@ def loaded_at_start(**env) -> list[str]:
 @pytest.mark.parametrize("storage", ["", "s3://traces-bucket/prefix"], ids=["local folder", "object store"])
 def test_the_asgi_application_loads_no_object_store_client_at_start(storage):
     assert loaded_at_start(TRACE_STORAGE=storage, AWS_S3_ENDPOINT_URL="http://127.0.0.1:9") == []
+
