@@ -43,7 +43,7 @@ def store_errors() -> tuple[type[BaseException], ...]:
     """What a storage raises when it cannot be read or written: a full or failing disk, an
     object store that is away, refuses the credentials or answers with an error. botocore's
     errors only once botocore is loaded (an object store loads it): a process on the local
-    folder never imports it (~8 MB of a web process)."""
+    folder never imports it."""
     boto = sys.modules.get("botocore.exceptions")
     return (OSError,) if boto is None else (OSError, boto.BotoCoreError, boto.ClientError)
 
