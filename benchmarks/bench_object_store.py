@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_uploads import send_chunked, send_plain  # noqa: E402
+from bench_uploads import PHASES, send_chunked, send_plain  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -78,6 +78,8 @@ def upload_through_web(label: str, env: dict, path: Path, token: str, resumable:
             took[how] = time.perf_counter() - started
             assert status == 201, (how, status, text)
             peaks[how] = peak_rss_mb(web.proc.pid)
+            if how == "resumable":  # its chunks, then the trace made of them (a join inside an object store)
+                took |= {"chunks": PHASES["chunks"], "join": PHASES["make"]}
         peak = peak_rss_mb(web.proc.pid)
         print(f"  {label}: {size_mb:.0f} MB " + ", ".join(f"{how} {t:.1f} s ({size_mb / t:.0f} MB/s)" for how, t in took.items())
               + f"; web RSS {idle:.0f} MB idle, peak " + ", ".join(f"{p:.0f} MB after {how}" for how, p in peaks.items())
