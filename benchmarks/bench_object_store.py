@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_uploads import send_chunked, send_plain  # noqa: E402
+from bench_uploads import PHASES, send_chunked, send_plain  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -69,7 +69,7 @@ def upload_through_web(label: str, env: dict, path: Path, token: str, resumable:
         time.sleep(1)
         idle = peak_rss_mb(web.proc.pid)
         size_mb = path.stat().st_size / (1 << 20)
-        took = {}
+        took, peaks = {}, {}
         for how, send in (("resumable", send_chunked), ("POST", send_plain)):
             if how == "resumable" and not resumable:
                 continue
@@ -77,9 +77,13 @@ def upload_through_web(label: str, env: dict, path: Path, token: str, resumable:
             status, text, _trace_id = send(url, token, path)
             took[how] = time.perf_counter() - started
             assert status == 201, (how, status, text)
+            peaks[how] = peak_rss_mb(web.proc.pid)
+            if how == "resumable":  # its chunks, then the trace made of them (a join inside an object store)
+                took |= {"chunks": PHASES["chunks"], "join": PHASES["make"]}
         peak = peak_rss_mb(web.proc.pid)
         print(f"  {label}: {size_mb:.0f} MB " + ", ".join(f"{how} {t:.1f} s ({size_mb / t:.0f} MB/s)" for how, t in took.items())
-              + f"; web RSS {idle:.0f} MB idle, peak {peak:.0f} MB; load {os.getloadavg()[0]:.1f}", flush=True)
+              + f"; web RSS {idle:.0f} MB idle, peak " + ", ".join(f"{p:.0f} MB after {how}" for how, p in peaks.items())
+              + f"; load {os.getloadavg()[0]:.1f}", flush=True)
         return {**took, "idle": idle, "peak": peak}
     finally:
         web.stop()

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 CHUNK = 16 << 20
 BOUNDARY = "bench-boundary"
 BUSY = collections.Counter()  # 429 answers (each retried after its Retry-After), by client kind
+PHASES: dict[str, float] = {}  # the last send_chunked's seconds: sending the chunks, making the trace of them
 
 
 class MultipartFile:
@@ -95,6 +96,7 @@ def send_chunked(url: str, token: str, path: Path) -> tuple[int, str, int | None
         return r.status_code, r.text[:200], None
     upload = r.json()
     offset, tries = 0, 0
+    started = time.perf_counter()
     with path.open("rb") as f:
         while offset < size:
             f.seek(offset)
@@ -108,10 +110,13 @@ def send_chunked(url: str, token: str, path: Path) -> tuple[int, str, int | None
                 requests.delete(f"{url}{upload['url']}", headers=auth, timeout=60)
                 return r.status_code, r.text[:200], None
             offset = r.json()["received"]
+    PHASES["chunks"] = time.perf_counter() - started
+    started = time.perf_counter()
     r = requests.post(f"{url}{upload['url']}finish/", json={"size": size}, headers=auth, timeout=60)
     if r.status_code != 200:
         return r.status_code, r.text[:200], None
     r = requests.post(f"{url}/api/traces/", json={"upload": upload["id"]}, headers=auth, timeout=600)
+    PHASES["make"] = time.perf_counter() - started
     if r.status_code != 201:  # drop it: it holds room in the budget
         requests.delete(f"{url}{upload['url']}", headers=auth, timeout=60)
     return r.status_code, r.text[:200], r.json().get("id") if r.status_code == 201 else None

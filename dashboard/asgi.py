@@ -6,6 +6,9 @@ import sys
 
 from django.core.asgi import get_asgi_application
 
+from dashboard.memory import limit_malloc_arenas
+
+limit_malloc_arenas()  # before any request's thread allocates (dashboard/memory.py)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 # Build the Django app first: routing imports consumers, which import models.
 django_asgi_app = get_asgi_application()

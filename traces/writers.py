@@ -42,7 +42,7 @@ from traces.refusals import (  # noqa: F401 (callers name the refusals services.
 )
 from traces.requests.live import serving_for
 from traces.store import page_data, results
-from traces.store.files import CHROME, STORE_ERRORS, TraceFiles
+from traces.store.files import CHROME, TraceFiles, store_errors
 from traces.store.storage_budget import (  # noqa: F401
     budget_held,
     delete_trace,
@@ -227,7 +227,7 @@ def run_capture(trace_id: int) -> None:
     name = files.raw_name(head=raw[:2])
     try:
         files.save_stream(name, io.BytesIO(raw))
-    except STORE_ERRORS as exc:
+    except store_errors() as exc:
         return fail(trace_id, f"the capture could not be stored: the trace storage answered {exc}")
     moved = move(
         trace_id, [TraceStatus.CAPTURING], TraceStatus.ANALYSING,
@@ -344,7 +344,7 @@ def analyse(trace_id: int) -> None:
         reason = str(exc).replace(stored_as, trace.name) if stored_as else str(exc)
         fail(trace_id, f"the trace cannot be analysed: {reason}")
         return
-    except STORE_ERRORS as exc:
+    except store_errors() as exc:
         return fail(trace_id, f"the trace could not be read or its results stored: the trace storage answered {exc}")
     meta = parsed.meta
     stored = trace.raw_bytes + written.bytes + page_data_bytes

@@ -28,18 +28,26 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
+import sys
 import tempfile
 from pathlib import Path, PurePath
 
-from botocore.exceptions import BotoCoreError, ClientError
 from django.core.files.storage import storages
 
 SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
 DIGEST = "job_digest.npz"
 REPORT, TIMELINE = "report.json", "timeline.npz"
-#: What a storage raises when it cannot be read or written: a full or failing disk, an object
-#: store that is away, refuses the credentials or answers with an error.
-STORE_ERRORS = (OSError, BotoCoreError, ClientError)
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What a storage raises when it cannot be read or written: a full or failing disk, an
+    object store that is away, refuses the credentials or answers with an error. botocore's
+    errors only once botocore is loaded (an object store loads it): a process on the local
+    folder never imports it."""
+    boto = sys.modules.get("botocore.exceptions")
+    return (OSError,) if boto is None else (OSError, boto.BotoCoreError, boto.ClientError)
+
+
 RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
 
 

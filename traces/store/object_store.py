@@ -14,6 +14,14 @@ S3 API), through django-storages' S3Storage with two changes for large traces:
   temporary file. A worker parses a trace as it arrives; a page's ranged read (a slice of
   the instance file) reads little more than that slice.
 - Saves go through :class:`PartWriter` too: one PUT for a file under a part.
+- One S3 connection (boto3 resource and its client) per storage, shared by every thread.
+  S3Storage makes one per thread, and Django runs each request's view in a new thread: a
+  web process built a session and a resource (~12 MB and ~60 ms) for every request,
+  each chunk of a resumable upload included. Botocore's clients are thread-safe; each use
+  here takes a fresh ``Bucket``/``Object`` of the resource, so no state is shared but them.
+- A request body (:meth:`TraceObjectStorage.writer`, a resumable upload's chunk) goes up in
+  parts of S3's 5 MB floor (UPLOAD_PART) rather than TRACE_S3_PART_MB: the web process
+  holds at most ``in_flight + 1`` of them per upload.
 
 Which storage is used is settings' ``STORAGES["traces"]`` (``TRACE_STORAGE=s3://…``).
 """
@@ -29,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from django.conf import settings
 from django.core.files import File
 from storages.backends.s3 import S3Storage
 from storages.utils import ReadBytesWrapper, clean_name, is_seekable
@@ -38,6 +47,8 @@ MIN_PART = 5 << 20  # S3's smallest part but the last
 READ_BLOCKS = (1 << 20, 4 << 20, 16 << 20)  # the GETs' sizes as a sequential read goes on (then the last)
 SAVE_READ = 1 << 20  # what a save reads of its file at a time
 COPY_PART = 256 << 20  # a part copied inside the store at most (S3's limit: 5 GB)
+UPLOAD_PART = MIN_PART  # a request body's parts (the web process's memory: module docstring)
+MAX_PARTS = 10_000  # S3's most parts of one object
 
 
 class ReadAhead:
@@ -226,6 +237,29 @@ class TraceObjectStorage(S3Storage):
             request_checksum_calculation="when_required", response_checksum_validation="when_required",
         ))
         super().__init__(**options)
+        self._shared_lock = threading.Lock()
+        self._shared_connection = None
+
+    @property
+    def connection(self):
+        """The storage's one S3 resource, whatever the thread (the module's docstring)."""
+        with self._shared_lock:
+            if self._shared_connection is None:
+                self._shared_connection = self._create_session().resource(
+                    "s3", region_name=self.region_name, use_ssl=self.use_ssl, endpoint_url=self.endpoint_url,
+                    config=self.client_config, verify=self.verify,
+                )
+            return self._shared_connection
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_shared_lock", None)
+        state.pop("_shared_connection", None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._shared_lock, self._shared_connection = threading.Lock(), None
 
     def _save(self, name, content):
         """Through a :class:`PartWriter`: one PUT for a file under a part (most of a trace's
@@ -263,10 +297,14 @@ class TraceObjectStorage(S3Storage):
         f.size = size
         return f
 
-    def writer(self, name: str) -> PartWriter:
-        """A :class:`PartWriter` making the object ``name`` of bytes as they come."""
+    def writer(self, name: str, max_bytes: int = 0) -> PartWriter:
+        """A :class:`PartWriter` making the object ``name`` of bytes as they come (at most
+        ``max_bytes``, when known, or the TRACE_UPLOAD_MAX_MB limit), in parts of
+        UPLOAD_PART, larger only where the 10,000 parts S3 allows need it."""
+        most = max_bytes or settings.TRACE_UPLOAD_MAX_MB << 20
+        part = max(UPLOAD_PART, math.ceil(most / MAX_PARTS))
         return PartWriter(self.bucket.meta.client, self.bucket_name, self._normalize_name(clean_name(name)),
-                          self.part_bytes, self.parts_in_flight)
+                          part, self.parts_in_flight)
 
     def compose(self, name: str, parts: list[str]) -> bool:
         """Make ``name`` of the objects ``parts`` joined in order, inside the store (a
