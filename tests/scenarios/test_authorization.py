@@ -259,6 +259,7 @@ def _error(response) -> str:
     return f" ({exc_info[0].__name__}: {exc_info[1]})" if exc_info else ""
 
 
+@pytest.mark.slow  # ~4,000 requests: every route x method x role
 @pytest.mark.django_db
 def test_http_matrix(world):
     roles = Roles(world["users"])
@@ -370,6 +371,7 @@ async def check_socket(path: str, decision, role: str, headers: list, device: in
     return wrong
 
 
+@pytest.mark.slow  # every socket x role with probes, seconds of waiting for closes
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_thread_connections")
 async def test_websocket_matrix(socket_world):

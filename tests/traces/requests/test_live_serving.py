@@ -30,6 +30,7 @@ def _capture(device, user, seconds=2):
     return trace
 
 
+@pytest.mark.slow  # a real-time capture of the serving emulator
 def test_an_inference_capture_serves_requests_and_joins_them(seeded_fleet, operator, trace_storage, settings):
     settings.OTLP_TOKEN = ""  # no receiver: the spans go straight beside the trace
     trace = _capture(_inference(seeded_fleet), operator)
@@ -47,6 +48,7 @@ def test_an_inference_capture_serves_requests_and_joins_them(seeded_fleet, opera
     assert not [r for r in doc["rows"] if r["cause"] == "throttled"]
 
 
+@pytest.mark.slow  # a 4 s real-time capture of the serving emulator
 def test_an_overheating_device_serves_slowly_and_is_blamed(seeded_fleet, operator, trace_storage, settings):
     settings.OTLP_TOKEN = ""
     device = _inference(seeded_fleet)

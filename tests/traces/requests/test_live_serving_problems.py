@@ -51,6 +51,7 @@ def test_a_viewer_may_not_capture_with_problems(api_client, viewer, seeded_fleet
     assert not Trace.objects.exists()
 
 
+@pytest.mark.slow  # a real-time capture of the serving emulator for each problem: ~8 s of wall clock each
 @pytest.mark.parametrize("problem", sorted(PROBLEM_CAUSE))
 def test_a_live_capture_plays_the_problem_and_its_slowest_requests_are_blamed_on_it(
         problem, seeded_fleet, operator, trace_storage, settings):
