@@ -103,7 +103,7 @@ class Fanout:
         while True:
             try:
                 event = await asyncio.wait_for(layer.receive(self.channel), REJOIN_EVERY)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self.join_groups()
                 continue
             except TRANSIENT_ERRORS:
