@@ -126,10 +126,13 @@ class Fanout:
         poll = await read_poll(event, visible, any(page.wants_summary for page in pages))
         due = [page for page in pages if page.access_due()]
         if due:  # in parallel: sessions' checks queued one after another delayed the last pages
-            allowed = await asyncio.gather(*(page.still_allowed() for page in due))
-            for page, ok in zip(due, allowed):
-                if not ok:
-                    self.pages.discard(page)
+            allowed = await asyncio.gather(*(page.still_allowed() for page in due), return_exceptions=True)
+            for page, ok in zip(due, allowed, strict=True):
+                if ok is not True:  # refused (closed), or not decided: checked again next poll
+                    if isinstance(ok, BaseException):
+                        log.warning("a page's access could not be checked: %r", ok)
+                    else:
+                        self.pages.discard(page)
                     pages.remove(page)
         for page in pages:
             try:

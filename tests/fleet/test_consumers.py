@@ -120,9 +120,10 @@ async def test_tabs_of_one_session_share_the_access_check_and_all_close_when_it_
     from fleet import consumers
 
     settings.POLL_INTERVAL = 0.5
-    checks = []
-    real = consumers.SignedInConsumer.refusal
+    checks, batched = [], []
+    real, real_batch = consumers.SignedInConsumer.refusal, consumers.refusals
     monkeypatch.setattr(consumers.SignedInConsumer, "refusal", lambda self: checks.append(1) or real(self))
+    monkeypatch.setattr(consumers, "refusals", lambda sockets: batched.append(len(sockets)) or real_batch(sockets))
     headers = await session_headers(client, viewer)
     tabs = []
     for _ in range(2):
@@ -136,14 +137,47 @@ async def test_tabs_of_one_session_share_the_access_check_and_all_close_when_it_
     await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
     for tab in tabs:
         assert (await tab.receive_output(timeout=5))["type"] == "websocket.send"
-    assert len(checks) == 3  # one shared check for the two tabs
+    assert batched == [1]  # one shared check for the two tabs
 
     await sync_to_async(client.logout)()
     await asyncio.sleep(0.3)
     await sync_to_async(poller.poll_shard)(0, poller.current_cycle() + settings.POLL_INTERVAL)
     for tab in tabs:
         assert await tab.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
-    assert len(checks) == 4
+    assert batched == [1, 1]
+
+
+def test_the_access_of_many_sockets_is_decided_in_a_few_queries(viewer, outsider, django_assert_max_num_queries):
+    """One batch: a viewer's sockets are let be, a user without the permission is refused
+    with 4403, a signed-out session, a deactivated user and an anonymous one with 4401;
+    three queries whatever the number of sockets, each decided as `refusal()` decides it."""
+    from django.contrib.auth.models import AnonymousUser, User
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.test import Client
+
+    from fleet import consumers
+
+    def socket(user):
+        session = SessionStore()
+        if user is not None:
+            browser = Client()
+            browser.force_login(user)
+            session = SessionStore(session_key=browser.session.session_key)
+        page = consumers.FleetConsumer()
+        page.scope = {"user": user or AnonymousUser(), "session": session}
+        return page
+
+    gone = User.objects.create_user("gone")
+    gone.groups.set(viewer.groups.all())
+    inactive = User.objects.create_user("inactive")
+    inactive.groups.set(viewer.groups.all())
+    sockets = [socket(viewer) for _ in range(20)] + [socket(outsider), socket(gone), socket(inactive), socket(None)]
+    sockets[-3].scope["session"].delete()  # signed out
+    User.objects.filter(pk=inactive.pk).update(is_active=False)
+    expected = [None] * 20 + [4403, 4401, 4401, 4401]
+    assert [s.refusal() for s in sockets] == expected
+    with django_assert_max_num_queries(3):
+        assert consumers.refusals(sockets) == expected
 
 
 async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(client, viewer, seeded_fleet):
