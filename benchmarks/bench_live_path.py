@@ -12,8 +12,7 @@ For each fleet size and each number of open pages it:
   page sizes) as the page's script does: the ids of the rows it shows;
 - polls: every cycle, each shard's snapshots and health index are written and its message
   published with the code the poll worker calls (fleet.polling.snapshots, fleet.health.index,
-  fleet.events.shard_polled), in a process of its own as the poll worker is
-  (--poll-in-process: in the process of the pages' sockets, whose reads then wait for it);
+  fleet.events.shard_polled);
 - prints: the share of the expected updates (each page, each cycle, each shown device) that
   arrived; the delay from a shard's publish to a page receiving it (p50, p99, max); the web
   processes' CPU seconds per cycle (from /proc, each process); Redis commands per cycle
@@ -263,43 +262,13 @@ def run_cycles(fleet: Fleet, shards: int, cycles: int, interval: float, cycle_ba
     return published
 
 
-class PollWorker:
-    """The poll, in a process of its own as the poll worker is (forked before any page's
-    thread starts): in the process of the pages' sockets, its writes held the interpreter
-    while the sockets waited to read, and their delays were the benchmark's own."""
-
-    def __init__(self, fleet: Fleet, shards: int, in_process: bool):
-        import multiprocessing
-
-        self.fleet, self.shards, self.process = fleet, shards, None
-        if not in_process:
-            self.pipe, child = multiprocessing.Pipe()
-            self.process = multiprocessing.get_context("fork").Process(target=self.serve, args=(child,), daemon=True)
-            self.process.start()
-
-    def serve(self, pipe) -> None:
-        while (asked := pipe.recv()) is not None:
-            pipe.send(run_cycles(self.fleet, self.shards, *asked))
-
-    def run(self, cycles: int, interval: float, cycle_base: float) -> dict:
-        if self.process is None:
-            return run_cycles(self.fleet, self.shards, cycles, interval, cycle_base)
-        self.pipe.send((cycles, interval, cycle_base))
-        return self.pipe.recv()
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.pipe.send(None)
-            self.process.join(timeout=30)
-
-
-def measure(fleet: Fleet, poll: PollWorker, webs: list, pages: list[Page], args, redis_client) -> dict:
+def measure(fleet: Fleet, webs: list, pages: list[Page], args, redis_client) -> dict:
     """Warm-up cycle, then `args.cycles` measured ones; the figures of the measured ones."""
     cycle_base = time.time() // args.interval * args.interval
-    poll.run(1, args.interval, cycle_base)
+    run_cycles(fleet, args.shards, 1, args.interval, cycle_base)
     cpu0 = [cpu_seconds(w.proc.pid) for w in webs]
     redis0 = redis_counts(redis_client)
-    published = poll.run(args.cycles, args.interval, cycle_base + args.interval)
+    published = run_cycles(fleet, args.shards, args.cycles, args.interval, cycle_base + args.interval)
     time.sleep(1.0)  # lets the last cycle's deliveries end within the window
     cpu = [(cpu_seconds(w.proc.pid) - c) / args.cycles for w, c in zip(webs, cpu0, strict=True)]
     calls, bytes_in, bytes_out = redis_delta(redis0, redis_counts(redis_client))
@@ -374,8 +343,6 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--tabs", type=int, default=1,
                         help="pages per signed-in session (1: every page its own viewer, the costliest)")
-    parser.add_argument("--poll-in-process", action="store_true",
-                        help="poll in the process of the pages' sockets (the benchmark's layout before 2026-11-27)")
     args = parser.parse_args()
     CYCLES[0] = args.cycles
     redis_server, redis_url = start_redis()
@@ -395,29 +362,25 @@ def main() -> None:
             webs, bases = zip(*(start_web(env) for _ in range(2)), strict=True)
             snaps = real_snapshots()
             print(f"Live path benchmark: 2 web processes (Daphne), {args.shards} poll shards, a cycle every "
-                  f"{args.interval:g} s, {args.cycles} cycles measured, {args.tabs} page(s) per signed-in viewer, "
-                  f"the poll {'in the pages' + chr(39) + ' process' if args.poll_in_process else 'in a process of its own'}; "
+                  f"{args.interval:g} s, {args.cycles} cycles measured, {args.tabs} page(s) per signed-in viewer; "
                   f"{os.cpu_count()} CPUs, "
                   f"load {os.getloadavg()[0]:.1f}")
             for devices in (int(d) for d in args.devices.split(",")):
                 fleet = Fleet(devices, snaps, args.shards)
                 run_cycles(fleet, args.shards, 1, 0.0, time.time() // args.interval * args.interval)
-                poll = PollWorker(fleet, args.shards, args.poll_in_process)
-                idle = measure(fleet, poll, list(webs), [], args, get_redis())
+                idle = measure(fleet, list(webs), [], args, get_redis())
                 print(f"  {devices:6,d} devices, no page open: the poll's own writes {idle['commands']:.0f} Redis "
                       f"commands per cycle; web CPU s/cycle {' + '.join(f'{c:.2f}' for c in idle['cpu'])}")
                 for count in (int(p) for p in args.pages.split(",")):
                     pages = open_pages(count, devices, list(bases), cookies, args.tabs)
                     try:
-                        figures = measure(fleet, poll, list(webs), pages, args, get_redis())
-                        report(devices, count, args.shards, figures, idle)
+                        report(devices, count, args.shards, measure(fleet, list(webs), pages, args, get_redis()), idle)
                     finally:
                         for page in pages:
                             page.stopping.set()
                         for page in pages:
                             page.stop()
                     time.sleep(1)
-                poll.stop()
         finally:
             for web in webs:
                 web.stop()
