@@ -160,7 +160,7 @@ def refusals(sockets: list[SignedInConsumer]) -> list[int | None]:
     simple = {
         id(c) for c in sockets
         if one_backend and type(c).refusal is SignedInConsumer.refusal
-        and type(c.scope.get("session")) is DatabaseSession
+        and c.scope.get("session").__class__ is DatabaseSession  # through channels' lazy wrapper
     }
     decided = {id(c): c.refusal() for c in sockets if id(c) not in simple}
     signed_in = {

@@ -90,8 +90,11 @@ class Fanout:
                 log.exception("the fleet listener failed")
             self.task = None
             layer = get_channel_layer()
-            for shard in range(settings.POLL_SHARDS):
-                await layer.group_discard(shard_group(shard), self.channel)
+            try:
+                for shard in range(settings.POLL_SHARDS):
+                    await layer.group_discard(shard_group(shard), self.channel)
+            except TRANSIENT_ERRORS:  # the groups forget it at their expiry; its messages expire
+                log.warning("the fleet listener could not leave its groups", exc_info=True)
 
     async def join_groups(self) -> None:
         layer = get_channel_layer()

@@ -154,6 +154,7 @@ def test_the_access_of_many_sockets_is_decided_in_a_few_queries(viewer, outsider
     from django.contrib.auth.models import AnonymousUser, User
     from django.contrib.sessions.backends.db import SessionStore
     from django.test import Client
+    from django.utils.functional import LazyObject
 
     from fleet import consumers
 
@@ -163,8 +164,10 @@ def test_the_access_of_many_sockets_is_decided_in_a_few_queries(viewer, outsider
             browser = Client()
             browser.force_login(user)
             session = SessionStore(session_key=browser.session.session_key)
+        lazy = LazyObject()  # as channels' session middleware puts it in the scope
+        lazy._wrapped = session
         page = consumers.FleetConsumer()
-        page.scope = {"user": user or AnonymousUser(), "session": session}
+        page.scope = {"user": user or AnonymousUser(), "session": lazy}
         return page
 
     gone = User.objects.create_user("gone")
@@ -172,7 +175,7 @@ def test_the_access_of_many_sockets_is_decided_in_a_few_queries(viewer, outsider
     inactive = User.objects.create_user("inactive")
     inactive.groups.set(viewer.groups.all())
     sockets = [socket(viewer) for _ in range(20)] + [socket(outsider), socket(gone), socket(inactive), socket(None)]
-    sockets[-3].scope["session"].delete()  # signed out
+    sockets[-3].scope["session"]._wrapped.delete()  # signed out
     User.objects.filter(pk=inactive.pk).update(is_active=False)
     expected = [None] * 20 + [4403, 4401, 4401, 4401]
     assert [s.refusal() for s in sockets] == expected
