@@ -128,7 +128,7 @@ class Fanout:
         visible = frozenset().union(*(page.visible for page in pages))
         poll = await read_poll(event, visible, any(page.wants_summary for page in pages))
         due = [page for page in pages if page.access_due()]
-        if due:  # in parallel: sessions' checks queued one after another delayed the last pages
+        if due:  # asked together, decided in one batch (fleet.consumers.batched_refusal)
             allowed = await asyncio.gather(*(page.still_allowed() for page in due), return_exceptions=True)
             for page, ok in zip(due, allowed, strict=True):
                 if ok is not True:  # refused (closed), or not decided: checked again next poll
