@@ -197,8 +197,9 @@ def socket_figures(client, lines: dict[int, list[dict]]) -> None:
 
 
 def publish_figures(lines: dict[int, list[dict]], listeners: int = 10) -> None:
-    """What publishing one cycle costs the worker with `listeners` fleet pages open (the
-    channel layer serialises and stores a group message once per channel)."""
+    """What publishing one cycle costs the worker with `listeners` members in the shard
+    groups (the channel layer serialises and stores a group message once per member: one
+    per web process with a fleet page open, fleet/fanout.py)."""
     import msgpack
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
@@ -215,11 +216,11 @@ def publish_figures(lines: dict[int, list[dict]], listeners: int = 10) -> None:
     for shard, shard_lines in lines.items():
         events.shard_polled(shard, base, [x["id"] for x in shard_lines])
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    print(f"  publish one cycle with {listeners} fleet pages open (worker side): {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU")
+    print(f"  publish one cycle with {listeners} web processes listening (worker side): {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU")
     now = sum(len(msgpack.packb({"type": "fleet.polled", "poll": "0" * 32, "shard": s, "cycle": base}))
               for s in lines)
     before = sum(len(msgpack.packb({"type": "fleet.polled", "shard": s, "cycle": base, "devices": ls})) for s, ls in lines.items())
-    print(f"  channel layer, per fleet socket per cycle (what the web process reads and decodes): "
+    print(f"  channel layer, per web process per cycle (what its poll listener reads and decodes): "
           f"{now} bytes; the polled ids are read once per process (before: {before / 1e6:.2f} MB of lines)")
     for shard in lines:
         for name in names:

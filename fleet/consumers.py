@@ -7,21 +7,16 @@ socket only for a signed-in user with the consumer's permission, for as long as 
 import asyncio
 import json
 import time
-import weakref
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import DatabaseError
+from django.contrib.sessions.backends.db import SessionStore as DatabaseSession
 from django.urls import path
-from redis.exceptions import RedisError
 
-from fleet.events import latest_lines, polled_ids, shard_group
-from fleet.health import index as health_index
+from fleet.fanout import Poll, fanout
 from fleet.models import Device
-from fleet.polling.sharding import shard_of_host
 from fleet.reading import queries
 
 # Close codes in the private range (4000-4999), mirroring HTTP statuses.
@@ -30,7 +25,6 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 MAX_SUBSCRIBED = max(queries.PAGE_SIZES)
-TRANSIENT_ERRORS = (OSError, DatabaseError, RedisError)
 
 
 class SignedInConsumer(AsyncJsonWebsocketConsumer):
@@ -119,8 +113,7 @@ async def shared_access_check(consumer: SignedInConsumer) -> tuple[float, int | 
     key = (getattr(user, "pk", None), getattr(session, "session_key", None), consumer.permission)
     entry = _access.get(key)
     if entry is None or now - entry[0] >= window or key[0] is None:
-        check = database_sync_to_async(consumer.refusal, thread_sensitive=False)()
-        entry = _access[key] = (now, loop.create_task(check))
+        entry = _access[key] = (now, loop.create_task(batched_refusal(consumer)))
     try:
         return entry[0], await asyncio.shield(entry[1])
     except Exception:
@@ -129,31 +122,116 @@ async def shared_access_check(consumer: SignedInConsumer) -> tuple[float, int | 
         raise
 
 
-class FleetConsumer(SignedInConsumer):
-    """/ws/fleet/: the fleet page. Per shard poll it sends the lines of the devices the page
+# The checks asked for in one turn of an event loop (a poll's pages, say) run together in one
+# thread with a few queries: one per socket, 100 sockets took 150-500 ms of a poll's delivery.
+_pending: dict[asyncio.AbstractEventLoop, list[tuple[SignedInConsumer, asyncio.Future]]] = {}
+
+
+async def batched_refusal(consumer: SignedInConsumer) -> int | None:
+    """``consumer.refusal()``, decided with the other checks asked in the same turn."""
+    loop = asyncio.get_running_loop()
+    batch = _pending.get(loop)
+    if batch is None:
+        batch = _pending[loop] = []
+        loop.call_soon(lambda: loop.create_task(_run_batch(_pending.pop(loop))))
+    future = loop.create_future()
+    batch.append((consumer, future))
+    return await future
+
+
+async def _run_batch(batch: list[tuple[SignedInConsumer, asyncio.Future]]) -> None:
+    try:
+        decided = await database_sync_to_async(refusals, thread_sensitive=False)([c for c, _ in batch])
+    except Exception as error:
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(error)
+        return
+    for (_, future), refusal in zip(batch, decided, strict=True):
+        if not future.done():
+            future.set_result(refusal)
+
+
+def refusals(sockets: list[SignedInConsumer]) -> list[int | None]:
+    """The `refusal()` of each socket, in a query for the sessions, one for the active users
+    and one per permission asked, whatever their number. A socket whose class decides apart
+    (its own `refusal`), or whose session store is not the database's, is asked alone."""
+    one_backend = len(settings.AUTHENTICATION_BACKENDS) == 1  # `with_perm` asks it alone
+    simple = {
+        id(c) for c in sockets
+        if one_backend and type(c).refusal is SignedInConsumer.refusal
+        and c.scope.get("session").__class__ is DatabaseSession  # through channels' lazy wrapper
+    }
+    decided = {id(c): c.refusal() for c in sockets if id(c) not in simple}
+    signed_in = {
+        id(c): c for c in sockets
+        if id(c) in simple and c.scope.get("user") is not None and c.scope["user"].is_authenticated
+    }
+    keys = {c.scope["session"].session_key for c in signed_in.values()} - {None}
+    sessions = DatabaseSession.get_model_class().objects.filter(session_key__in=keys)
+    live = set(sessions.values_list("session_key", flat=True)) if keys else set()
+    users = {c.scope["user"].pk for c in signed_in.values()}
+    active = set(User.objects.filter(pk__in=users, is_active=True).values_list("pk", flat=True)) if users else set()
+    permitted = {
+        permission: set(User.objects.with_perm(permission).filter(pk__in=active).values_list("pk", flat=True))
+        for permission in {c.permission for c in signed_in.values()}
+    }
+    for c in (c for c in sockets if id(c) in simple):
+        user, session = c.scope.get("user"), c.scope["session"]
+        if id(c) not in signed_in or session.session_key not in live or user.pk not in active:
+            decided[id(c)] = CLOSE_UNAUTHENTICATED
+        else:
+            decided[id(c)] = None if user.pk in permitted[c.permission] else CLOSE_FORBIDDEN
+    return [decided[id(c)] for c in sockets]
+
+
+class PolledConsumer(SignedInConsumer):
+    """A page fed by its process's poll listener (fleet/fanout.py): the socket joins no
+    group of its own, so a poll costs the channel layer one delivery per web process
+    whatever the number of its pages, and the listener sends each page its message."""
+
+    visible: frozenset[int] = frozenset()
+    wants_summary = False
+    listening = False
+
+    async def groups_for_connection(self):
+        return []
+
+    async def connect(self):
+        await super().connect()
+        if self.checked_at:  # accepted and kept (a refused socket has no check time)
+            self.listening = True
+            await fanout().join(self)
+
+    async def disconnect(self, code):
+        if self.listening:
+            self.listening = False
+            await fanout().leave(self)
+        await super().disconnect(code)
+
+    def access_due(self) -> bool:
+        return time.monotonic() - self.checked_at >= settings.POLL_INTERVAL * 0.5
+
+    async def message_for(self, poll: Poll) -> str | None:
+        raise NotImplementedError
+
+
+class FleetConsumer(PolledConsumer):
+    """/ws/fleet/: the fleet page. Per shard poll it gets the lines of the devices the page
     shows, and the fleet's summary when it changed: not the whole fleet.
 
     The page says which rows it shows with ``{"type": "subscribe", "devices": [ids]}``;
     until it does, they are the first page of the default table. What a poll costs a web
     process grows with its open pages' rows, not with pages times the fleet: the poll's
-    devices, the lines of every open page's rows and the summary are each read once per
-    process (`per_poll`), and each page takes its rows from them."""
+    devices, the lines of every open page's rows and the summary are each read and encoded
+    once per process, and each page's message is put together from them."""
 
-    visible: frozenset[int] = frozenset()
+    wants_summary = True
     sent_summary: dict | None = None
 
     async def groups_for_connection(self):
         self.visible = frozenset(await database_sync_to_async(queries.first_page_ids)())
-        return [shard_group(shard) for shard in range(settings.POLL_SHARDS)]
-
-    async def connect(self):
-        await super().connect()
-        if self.joined:
-            _open_pages.add(self)
-
-    async def disconnect(self, code):
-        _open_pages.discard(self)
-        await super().disconnect(code)
+        return []
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         devices = subscribed_devices(text_data)
@@ -163,62 +241,16 @@ class FleetConsumer(SignedInConsumer):
         self.visible = frozenset(devices)
         await self.send_json({"type": "subscribed", "devices": len(self.visible)})
 
-    async def fleet_polled(self, event):
-        if not await self.still_allowed():
-            return
-        poll = event["poll"]
-        shown = sorted(self.visible & await per_poll("ids", poll, polled_of, poll))
-        lines = await lines_shown(poll, shown)
-        message = {"type": "fleet.polled", "shard": event["shard"], "cycle": event["cycle"], "devices": lines}
-        summary = await per_poll("summary", poll, summary_now)
-        if summary is not None and summary != self.sent_summary:
-            message["summary"] = self.sent_summary = summary
-        if lines or "summary" in message:
-            await self.send_json(message)
-
-
-# This process's open fleet pages: a poll's lines are read once for all their rows.
-_open_pages: "weakref.WeakSet[FleetConsumer]" = weakref.WeakSet()
-
-
-async def lines_shown(poll: str, shown: list[int]) -> list:
-    """The lines of a page's rows in a poll: from the lines read once for every open page of
-    the process, and read apart for rows the page started showing since."""
-    if not shown:
-        return []
-    read = await per_poll("lines", poll, open_pages_lines, poll)
-    missing = [device_id for device_id in shown if device_id not in read]
-    if missing:
-        read = {**read, **{line["id"]: line for line in await lines_of(missing)}}
-    return [read[device_id] for device_id in shown if read.get(device_id) is not None]
-
-
-async def open_pages_lines(poll: str) -> dict[int, dict | None]:
-    """The lines of the polled rows of every open page of the process (None for a device
-    without a snapshot), by device id."""
-    polled = await per_poll("ids", poll, polled_of, poll)
-    wanted = sorted(frozenset().union(*(page.visible for page in list(_open_pages))) & polled)
-    read: dict[int, dict | None] = dict.fromkeys(wanted)
-    read.update((line["id"], line) for line in await lines_of(wanted))
-    return read
-
-
-async def polled_of(poll: str) -> frozenset[int]:
-    try:
-        return await sync_to_async(polled_ids, thread_sensitive=False)(poll)
-    except TRANSIENT_ERRORS:
-        return frozenset()  # Redis hiccuped: the next poll brings the rows
-
-
-async def lines_of(device_ids: list[int]) -> list:
-    """The poll lines of a few devices, from their latest snapshots (none on a Redis hiccup:
-    the next poll brings them)."""
-    if not device_ids:
-        return []
-    try:
-        return await sync_to_async(latest_lines, thread_sensitive=False)(device_ids)
-    except TRANSIENT_ERRORS:
-        return []
+    async def message_for(self, poll: Poll) -> str | None:
+        lines = await poll.lines_of(sorted(self.visible & poll.ids))
+        head = json.dumps({"type": "fleet.polled", "shard": poll.shard, "cycle": poll.cycle})[:-1]
+        text = f'{head}, "devices": [{", ".join(lines)}]'
+        if poll.summary is not None and poll.summary != self.sent_summary:
+            self.sent_summary = poll.summary
+            text += f', "summary": {poll.summary_text}'
+        elif not lines:
+            return None
+        return text + "}"
 
 
 def subscribed_devices(text: str | None) -> list[int] | str:
@@ -237,60 +269,25 @@ def subscribed_devices(text: str | None) -> list[int] | str:
     return devices
 
 
-# What the consumers of a process compute once per poll message, whatever the number of
-# fleet pages open: (what, poll id) -> (when asked, the task computing it), kept two poll
-# intervals (agents publish a message per host: a count would drop results still wanted).
-# Tied to one event loop.
-_per_poll: dict[tuple[str, str], tuple[float, asyncio.Task]] = {}
-_per_poll_loop: list = [None]
-
-
-async def per_poll(what: str, poll: str, compute, *args):
-    """``compute(*args)``'s result for this poll, computed by the first consumer that asks in
-    this process and shared by the others."""
-    loop, now = asyncio.get_running_loop(), time.monotonic()
-    if _per_poll_loop[0] is not loop:
-        _per_poll.clear()
-        _per_poll_loop[0] = loop
-    entry = _per_poll.get((what, poll))
-    if entry is None:
-        entry = _per_poll[(what, poll)] = (now, loop.create_task(compute(*args)))
-        while now - next(iter(_per_poll.values()))[0] > 2 * settings.POLL_INTERVAL:
-            _per_poll.pop(next(iter(_per_poll)))
-    return await asyncio.shield(entry[1])
-
-
-async def summary_now() -> dict | None:
-    try:
-        return await database_sync_to_async(_summary)()
-    except TRANSIENT_ERRORS:
-        return None  # Redis or the database hiccuped: the next poll brings the summary
-
-
-def _summary() -> dict:
-    return queries.fleet_summary(health_index.read()).to_json()
-
-
-class DeviceConsumer(SignedInConsumer):
+class DeviceConsumer(PolledConsumer):
     """/ws/devices/<id>/: one device's line of its shard's poll."""
 
     async def groups_for_connection(self):
         self.device_id = self.scope["url_route"]["kwargs"]["device_id"]
-        host_id = await database_sync_to_async(self._host_of_device)()
-        if host_id is None:
+        exists = await database_sync_to_async(Device.objects.filter(pk=self.device_id).exists)()
+        if not exists:
             return None
-        return [shard_group(shard_of_host(host_id))]
+        self.visible = frozenset([self.device_id])
+        return []
 
-    def _host_of_device(self) -> int | None:
-        return Device.objects.filter(pk=self.device_id).values_list("host_id", flat=True).first()
-
-    async def fleet_polled(self, event):
-        if not await self.still_allowed():
-            return
-        if self.device_id not in await per_poll("ids", event["poll"], polled_of, event["poll"]):
-            return
-        for line in await lines_of([self.device_id]):
-            await self.send_json({"type": "device.polled", "cycle": event["cycle"], "device": line})
+    async def message_for(self, poll: Poll) -> str | None:
+        if self.device_id not in poll.ids:
+            return None
+        lines = await poll.lines_of([self.device_id])
+        if not lines:
+            return None
+        head = json.dumps({"type": "device.polled", "cycle": poll.cycle})[:-1]
+        return f'{head}, "device": {lines[0]}}}'
 
 
 websocket_urlpatterns = [

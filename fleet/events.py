@@ -1,12 +1,12 @@
 """The fleet app's one talker to the channel layer: typed payloads, one per event type.
 
-The poll calls these after its writes; the fleet's websocket consumers (fleet/consumers.py)
-forward what arrives. A poll of a shard produces exactly one message of a few bytes,
-whatever the number of devices and counters: the channel layer copies a group message to
-every socket, so it must not grow with the fleet. The list of polled devices is written once
-to Redis beside it (`polled_ids` reads it, once per web process), and the consumers read
-the latest snapshots of the rows their pages show (`latest_lines`): no page's socket
-carries, nor decodes, the fleet.
+The poll calls these after its writes; each web process's poll listener (fleet/fanout.py),
+the one member of the shard groups for all the process's pages, reads what arrives and
+hands each page its rows. A poll of a shard produces exactly one message of a few bytes,
+whatever the number of devices and counters, delivered once per web process with a page
+open. The list of polled devices is written once to Redis beside it (`polled_ids` reads
+it, once per web process), and the listener reads the latest snapshots of the rows its
+pages show (`latest_lines`): no page's socket carries, nor decodes, the fleet.
 """
 
 import uuid

@@ -1,7 +1,6 @@
 """Websockets through the real Redis channel layer and the project's ASGI app."""
 
 import json
-import weakref
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -121,9 +120,10 @@ async def test_tabs_of_one_session_share_the_access_check_and_all_close_when_it_
     from fleet import consumers
 
     settings.POLL_INTERVAL = 0.5
-    checks = []
-    real = consumers.SignedInConsumer.refusal
+    checks, batched = [], []
+    real, real_batch = consumers.SignedInConsumer.refusal, consumers.refusals
     monkeypatch.setattr(consumers.SignedInConsumer, "refusal", lambda self: checks.append(1) or real(self))
+    monkeypatch.setattr(consumers, "refusals", lambda sockets: batched.append(len(sockets)) or real_batch(sockets))
     headers = await session_headers(client, viewer)
     tabs = []
     for _ in range(2):
@@ -137,14 +137,50 @@ async def test_tabs_of_one_session_share_the_access_check_and_all_close_when_it_
     await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
     for tab in tabs:
         assert (await tab.receive_output(timeout=5))["type"] == "websocket.send"
-    assert len(checks) == 3  # one shared check for the two tabs
+    assert batched == [1]  # one shared check for the two tabs
 
     await sync_to_async(client.logout)()
     await asyncio.sleep(0.3)
     await sync_to_async(poller.poll_shard)(0, poller.current_cycle() + settings.POLL_INTERVAL)
     for tab in tabs:
         assert await tab.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
-    assert len(checks) == 4
+    assert batched == [1, 1]
+
+
+def test_the_access_of_many_sockets_is_decided_in_a_few_queries(viewer, outsider, django_assert_max_num_queries):
+    """One batch: a viewer's sockets are let be, a user without the permission is refused
+    with 4403, a signed-out session, a deactivated user and an anonymous one with 4401;
+    three queries whatever the number of sockets, each decided as `refusal()` decides it."""
+    from django.contrib.auth.models import AnonymousUser, User
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.test import Client
+    from django.utils.functional import LazyObject
+
+    from fleet import consumers
+
+    def socket(user):
+        session = SessionStore()
+        if user is not None:
+            browser = Client()
+            browser.force_login(user)
+            session = SessionStore(session_key=browser.session.session_key)
+        lazy = LazyObject()  # as channels' session middleware puts it in the scope
+        lazy._wrapped = session
+        page = consumers.FleetConsumer()
+        page.scope = {"user": user or AnonymousUser(), "session": lazy}
+        return page
+
+    gone = User.objects.create_user("gone")
+    gone.groups.set(viewer.groups.all())
+    inactive = User.objects.create_user("inactive")
+    inactive.groups.set(viewer.groups.all())
+    sockets = [socket(viewer) for _ in range(20)] + [socket(outsider), socket(gone), socket(inactive), socket(None)]
+    sockets[-3].scope["session"]._wrapped.delete()  # signed out
+    User.objects.filter(pk=inactive.pk).update(is_active=False)
+    expected = [None] * 20 + [4403, 4401, 4401, 4401]
+    assert [s.refusal() for s in sockets] == expected
+    with django_assert_max_num_queries(3):
+        assert consumers.refusals(sockets) == expected
 
 
 async def test_a_fleet_client_gets_only_the_rows_of_its_page_and_the_summary(client, viewer, seeded_fleet):
@@ -235,61 +271,85 @@ async def _poll_id_of_shard_0() -> str:
     return message["poll"]
 
 
-async def test_pages_open_in_one_process_have_their_rows_read_once_per_poll(client, viewer, seeded_fleet, monkeypatch):
-    """Two pages showing different rows: one read of the latest lines serves both, and each
-    gets only its own rows."""
-    from fleet import consumers
+async def _group_members(shard: int) -> int:
+    from channels.layers import get_channel_layer
 
-    monkeypatch.setattr(consumers, "_open_pages", weakref.WeakSet())  # only this test's pages
+    from fleet.events import shard_group
+
+    layer = get_channel_layer()
+    async with layer.connection(layer.consistent_hash(shard_group(shard))) as connection:
+        return await connection.zcard(layer._group_key(shard_group(shard)))
+
+
+async def _open_page(headers, rows):
+    communicator, connected, _ = await connect("/ws/fleet/", headers)
+    assert connected
+    await communicator.send_json_to({"type": "subscribe", "devices": rows})
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "subscribed"
+    return communicator
+
+
+async def test_pages_of_one_process_get_their_own_rows_from_one_delivery(client, viewer, seeded_fleet, monkeypatch):
+    """Two pages showing different rows: the shard groups hold one member for the process,
+    not one per page; one delivery and one read of the latest lines serve both pages, and
+    each gets only its own rows."""
+    from fleet import fanout
+
     reads = []
-    real = consumers.latest_lines
-    monkeypatch.setattr(consumers, "latest_lines", lambda ids: reads.append(list(ids)) or real(ids))
+    real = fanout.latest_lines
+    monkeypatch.setattr(fanout, "latest_lines", lambda ids: reads.append(list(ids)) or real(ids))
     headers = await session_headers(client, viewer)
     in_shard_0 = [d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0]
-    pages = []
-    for rows in ([in_shard_0[0]], [in_shard_0[1], in_shard_0[2]]):
-        communicator, connected, _ = await connect("/ws/fleet/", headers)
-        assert connected
-        await communicator.send_json_to({"type": "subscribe", "devices": rows})
-        assert (await communicator.receive_json_from(timeout=5))["type"] == "subscribed"
-        pages.append((communicator, rows))
+    pages = [(await _open_page(headers, rows), rows) for rows in ([in_shard_0[0]], [in_shard_0[1], in_shard_0[2]])]
+    assert [await _group_members(shard) for shard in range(settings.POLL_SHARDS)] == [1] * settings.POLL_SHARDS
+    before = fanout.fanout().polls_read
     await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
     for communicator, rows in pages:
         message = await communicator.receive_json_from(timeout=5)
         assert [line["id"] for line in message["devices"]] == sorted(rows)
+    assert fanout.fanout().polls_read == before + 1
     assert reads == [sorted(in_shard_0[:3])]
     for communicator, _ in pages:
         await communicator.disconnect()
 
 
-async def test_rows_a_page_shows_since_its_process_read_the_lines_are_read_apart(seeded_fleet, monkeypatch):
-    """A page that changed its rows after the process read the open pages' lines still gets
-    them (read for it alone)."""
-    from fleet import consumers
+async def test_a_closed_page_stops_receiving_and_a_process_without_pages_reads_nothing(
+    client, viewer, seeded_fleet, monkeypatch
+):
+    from fleet import fanout
 
-    monkeypatch.setattr(consumers, "_open_pages", weakref.WeakSet())
-    poll = await _poll_id_of_shard_0()
-    device = next(d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0)
-    assert await consumers.per_poll("lines", poll, consumers.open_pages_lines, poll) == {}  # no page open
-    lines = await consumers.lines_shown(poll, [device])
-    assert [line["id"] for line in lines] == [device]
+    headers = await session_headers(client, viewer)
+    in_shard_0 = [d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0]
+    staying = await _open_page(headers, [in_shard_0[0]])
+    leaving = await _open_page(headers, [in_shard_0[1]])
+    await leaving.disconnect()
+    assert len(fanout.fanout().pages) == 1
+    await sync_to_async(poller.poll_shard)(0, poller.current_cycle())
+    assert [line["id"] for line in (await staying.receive_json_from(timeout=5))["devices"]] == [in_shard_0[0]]
 
-
-async def test_what_a_process_computes_per_poll_is_shared_then_forgotten_after_two_intervals(settings):
+    await staying.disconnect()
+    assert fanout.fanout().task is None
+    assert [await _group_members(shard) for shard in range(settings.POLL_SHARDS)] == [0] * settings.POLL_SHARDS
+    reads = []
+    monkeypatch.setattr(fanout, "polled_ids", lambda poll: reads.append(poll) or frozenset())
+    monkeypatch.setattr(fanout, "latest_lines", lambda ids: reads.append(ids) or [])
+    before = fanout.fanout().polls_read
+    await sync_to_async(poller.poll_shard)(0, poller.current_cycle() + settings.POLL_INTERVAL)
     import asyncio
 
-    from fleet import consumers
+    await asyncio.sleep(0.3)
+    assert reads == [] and fanout.fanout().polls_read == before
 
-    settings.POLL_INTERVAL = 0.5
-    calls = []
 
-    async def compute(value):
-        calls.append(value)
-        return value
+async def test_rows_a_page_shows_since_its_process_read_the_lines_are_read_apart(seeded_fleet):
+    """A page that changed its rows after the process read the open pages' lines still gets
+    them (read for it alone)."""
+    from fleet import fanout
 
-    assert await consumers.per_poll("test", "poll-1", compute, 1) == 1
-    assert await consumers.per_poll("test", "poll-1", compute, 2) == 1  # the first one's result
-    await asyncio.sleep(1.1)
-    assert await consumers.per_poll("test", "poll-2", compute, 3) == 3
-    assert ("test", "poll-1") not in consumers._per_poll and ("test", "poll-2") in consumers._per_poll
-    assert calls == [1, 3]
+    poll_id = await _poll_id_of_shard_0()
+    device = next(d.id for d in seeded_fleet if d.host_id % settings.POLL_SHARDS == 0)
+    event = {"type": "fleet.polled", "poll": poll_id, "shard": 0, "cycle": 1.0}
+    poll = await fanout.read_poll(event, frozenset(), with_summary=False)  # no page open
+    assert poll.lines == {} and device in poll.ids and poll.summary is None
+    lines = await poll.lines_of([device])
+    assert [json.loads(line)["id"] for line in lines] == [device]
