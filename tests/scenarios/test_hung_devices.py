@@ -9,7 +9,7 @@ from fleet.hosts import emulated_fleet
 from fleet.models import Device, Host
 from fleet.polling import poller
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # a whole story across the fleet and its workers: slow tier
 
 HOSTS = 8
 TIMEOUT = 1.0

@@ -18,7 +18,7 @@ from traces.jobs import results as job_results
 from traces.jobs import uploads as job_uploads
 from traces.models import Job, Trace
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # a whole story across the fleet and its workers: slow tier
 
 SHARED = ("multirank_sampled_rank0.json.gz", "multirank_sampled_rank1.json.gz", "ddp_nccl_rank0.json.gz")
 

@@ -15,7 +15,7 @@ from fleet.models import Action, Device, HealthEvent
 from fleet.polling import poller
 from tests.support.tsdb import flush, samples_at
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # a whole story: slow tier
 
 
 @pytest.fixture
