@@ -187,6 +187,19 @@ def polled_fleet(seeded_fleet):
     return seeded_fleet
 
 
+@pytest.fixture(autouse=True, scope="session")
+def few_password_iterations():
+    """In this process Django's PBKDF2 hashes and checks at the iterations password_hash
+    uses: a successful sign-in no longer upgrades the test user's hash at full cost (half a
+    second of CPU each, by design), nor does the dummy hash of an unknown user name. The
+    processes a test starts (a live Daphne) keep Django's own count."""
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PBKDF2PasswordHasher, "iterations", 1_000)
+        yield
+
+
 @functools.cache
 def password_hash(password: str) -> str:
     """The stored form of `password`, made once per test process: Django's PBKDF2, at few
