@@ -44,6 +44,7 @@ def test_live_capture_keeps_whole_iterations_within_the_event_budget():
     assert live.events_dropped > 0
 
 
+@pytest.mark.slow  # three 1 s real-time captures, busy the whole time
 def test_live_capture_follows_the_device_load_and_faults():
     busy = capture_live("gpu", 1.0, lambda t: DeviceNow(load=1.0))
     idle = capture_live("gpu", 1.0, lambda t: DeviceNow(load=0.1))

@@ -30,6 +30,7 @@ def poll_all():
         poller.poll_shard(shard, cycle)
 
 
+@pytest.mark.slow  # a real-time capture the health service starts
 def test_a_slow_device_gets_a_trace_linked_to_its_health_event(fleet):
     video = next(d for d in fleet if d.device_type == "video")
     for _ in range(14):  # the slow-work baseline of every device
