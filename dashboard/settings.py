@@ -347,6 +347,12 @@ TRACE_WORKER_CONCURRENCY = env_int("TRACE_WORKER_CONCURRENCY", 3, minimum=1)
 # Distributed jobs: at most this many ranks, and this many events kept per captured rank.
 JOB_MAX_RANKS = env_int("JOB_MAX_RANKS", 256, minimum=1)
 JOB_RANK_MAX_EVENTS = env_int("JOB_RANK_MAX_EVENTS", 250_000, minimum=1000)
+# The cross-rank step waits up to this long for the time-series store to hold the capture
+# window's last poll; a job whose reasons were computed without it has them computed again
+# this many seconds later (up to JOB_HEALTH_RECHECKS times).
+JOB_HEALTH_WAIT_S = env_float("JOB_HEALTH_WAIT_S", 10.0, minimum=0.0)
+JOB_HEALTH_RECHECK_S = env_float("JOB_HEALTH_RECHECK_S", 30.0, minimum=1.0)
+JOB_HEALTH_RECHECKS = env_int("JOB_HEALTH_RECHECKS", 3, minimum=0)
 
 # --- Request spans (OTLP/HTTP in, traces/requests/). ---
 # Bearer token services send to POST /v1/traces; empty turns the receiver off.

@@ -15,6 +15,7 @@ def test_tasks_queued_by_name_are_registered_under_that_name():
     assert trace_tasks.capture_job.name == queueing.JOB_CAPTURE_TASK
     assert trace_tasks.analyse_job_rank.name == queueing.JOB_RANK_TASK
     assert trace_tasks.combine_job.name == queueing.JOB_COMBINE_TASK
+    assert trace_tasks.refresh_job_health.name == queueing.JOB_HEALTH_TASK
     for name in (remediation.ISSUE_ACTION_TASK, queueing.CAPTURE_TASK, queueing.ANALYSIS_TASK,
-                 queueing.JOB_CAPTURE_TASK, queueing.JOB_RANK_TASK, queueing.JOB_COMBINE_TASK):
+                 queueing.JOB_CAPTURE_TASK, queueing.JOB_RANK_TASK, queueing.JOB_COMBINE_TASK, queueing.JOB_HEALTH_TASK):
         assert name in celery_app.tasks, name

@@ -9,16 +9,19 @@ ANALYSIS_TASK = "traces.tasks.analyse_trace"
 JOB_CAPTURE_TASK = "traces.tasks.capture_job"
 JOB_RANK_TASK = "traces.tasks.analyse_job_rank"
 JOB_COMBINE_TASK = "traces.tasks.combine_job"
+JOB_HEALTH_TASK = "traces.tasks.refresh_job_health"
 
 
 def trace_queue() -> str:
     return f"{settings.CELERY_TASK_DEFAULT_QUEUE}.traces"
 
 
-def send(task_name: str, trace_id: int, limit_s: float, *more: int) -> None:
-    """Queue ``task_name(trace_id, *more)``: soft time limit ``limit_s``, killed 30 s later."""
+def send(task_name: str, trace_id: int, limit_s: float, *more: int, countdown: float | None = None) -> None:
+    """Queue ``task_name(trace_id, *more)``: soft time limit ``limit_s``, killed 30 s later;
+    run no sooner than ``countdown`` seconds from now when given."""
     current_app.send_task(
-        task_name, (trace_id, *more), queue=trace_queue(), time_limit=limit_s + 30, soft_time_limit=limit_s
+        task_name, (trace_id, *more), queue=trace_queue(), time_limit=limit_s + 30, soft_time_limit=limit_s,
+        countdown=countdown,
     )
 
 

@@ -40,6 +40,11 @@ def combine_job(job_id: int) -> None:
 
 
 @shared_task
+def refresh_job_health(job_id: int, attempt: int) -> None:
+    job_results.refresh_health(job_id, attempt)
+
+
+@shared_task
 def expire_stuck_traces() -> int:
     return writers.expire_stuck() + job_analysis.expire_stuck_jobs()
 

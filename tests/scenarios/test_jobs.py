@@ -64,6 +64,38 @@ def test_the_faulty_device_is_the_straggler_and_the_fleet_says_why(gpu_fleet, op
     assert all(r.trace.status == TraceStatus.ANALYSING for r in job.ranks.select_related("trace"))
 
 
+def test_reasons_computed_before_the_store_held_the_window_come_from_the_snapshots_and_again_later(
+        gpu_fleet, operator, trace_storage, settings, monkeypatch):
+    """Right after a short capture the store may not hold the window's polls: the straggler's
+    ECC storm is named all the same (from the capture's snapshots), the job says its reasons
+    are pending and queues a recheck, which computes them from the series once they are there."""
+    from tests.support.tsdb import unique_labels
+    from traces import queueing
+
+    devices = same_software(gpu_fleet, 4)
+    polled_with = settings.TSDB_LABELS
+    running_job(devices, "ecc_storm", devices[1])
+    settings.TSDB_LABELS, settings.JOB_HEALTH_WAIT_S = unique_labels(), 0.2  # the store holds none of it (yet)
+    queued = []
+    monkeypatch.setattr(queueing, "send", lambda *args, **kwargs: queued.append((args, kwargs)))
+    job = _analyse(_capture(operator, devices))
+    assert job.status == JobStatus.READY and job.straggler_rank == 1, job.error
+    reasons = job.summary["straggler"]["reasons"]
+    assert reasons[0].startswith("ECC storm") and "computed again" in reasons[-1], reasons
+    rechecks = [(a, k) for a, k in queued if a[0] == queueing.JOB_HEALTH_TASK]
+    assert [(a[1], a[3], k["countdown"]) for a, k in rechecks] == [(job.pk, 1, settings.JOB_HEALTH_RECHECK_S)]
+    # The store has the window now: the recheck reads it, and the reasons no longer say pending.
+    settings.TSDB_LABELS = polled_with
+    assert job_results.refresh_health(job.pk, 1) is True
+    job.refresh_from_db()
+    reasons = job.summary["straggler"]["reasons"]
+    assert reasons[0].startswith("ECC storm") and not any("computed again" in r for r in reasons), reasons
+    finding = job_results.read_report(job)["straggler"]
+    assert finding["reasons"][0]["kind"] == "ecc" and all(r["kind"] != "history_pending" for r in finding["reasons"])
+    assert job.ranks.get(rank=1).health["series_complete"] is True
+    assert len([a for a, _ in queued if a[0] == queueing.JOB_HEALTH_TASK]) == 1  # nothing more to recheck
+
+
 def test_a_healthy_job_names_no_straggler(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 4)
     running_job(devices)

@@ -20,9 +20,12 @@ from typing import Any
 
 import numpy as np
 import orjson
+from django.conf import settings
 from django.core.files.storage import storages
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
+from traces import queueing
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS
 from traces.atrace.analysis.advice.job import straggler_rule
 from traces.atrace.analysis.job_digest import read_digest
@@ -85,6 +88,56 @@ def combine(job_id: int) -> None:
     for r in ranks:
         if r.trace_id and r.trace and r.trace.status in (TraceStatus.QUEUED, TraceStatus.ANALYSING):
             enqueue_trace_analysis(r.trace_id)
+    if _series_missing(fleet):
+        schedule_health_refresh(job_id, 1)
+
+
+def _series_missing(fleet: dict[int, dict[str, Any]]) -> bool:
+    """Whether some rank's reasons were computed without its window's series."""
+    return any((row.get("health") or {}).get("series_complete") is False for row in fleet.values())
+
+
+def schedule_health_refresh(job_id: int, attempt: int) -> bool:
+    """Queue ``refresh_health(job_id, attempt)`` JOB_HEALTH_RECHECK_S from now; False when
+    the attempts are spent or the broker does not take it (the reasons stay as they are)."""
+    if attempt > settings.JOB_HEALTH_RECHECKS:
+        log.info("job %s: the store never held the capture window; the reasons stay from the snapshots", job_id)
+        return False
+    try:
+        queueing.send(queueing.JOB_HEALTH_TASK, job_id, settings.TRACE_ANALYSIS_TIMEOUT_S, attempt,
+                      countdown=settings.JOB_HEALTH_RECHECK_S)
+    except BrokerUnavailable as exc:
+        log.warning("job %s: the reasons' recheck not queued (%s)", job_id, exc)
+        return False
+    return True
+
+
+def refresh_health(job_id: int, attempt: int) -> bool:
+    """Compute a ready job's fleet facts and the straggler's reasons again (its report, its
+    summary and its ranks' rows), once the store holds the capture window; queue another try
+    while it still does not. Returns whether the series were there this time."""
+    job = Job.objects.filter(pk=job_id, status=JobStatus.READY).first()
+    if job is None:
+        return False
+    ranks = list(job.ranks.select_related("device__host", "trace"))
+    fleet = _fleet_facts(job, ranks, wait_s=0.0)
+    report = read_report(job)
+    report["fleet"] = {str(k): v for k, v in fleet.items()}
+    finding = report.get("straggler")
+    summary = dict(job.summary or {})
+    if finding:
+        health = fleet.get(finding["rank"], {}).get("health") or {}
+        finding["reasons"] = health.get("reasons", [])
+        finding["fleet_checked"] = bool(health)
+        if summary.get("straggler"):
+            summary["straggler"] = {**summary["straggler"], "reasons": [r["text"] for r in finding["reasons"][:3]]}
+    JobFiles(job_id).save(REPORT, orjson.dumps(report, option=orjson.OPT_SERIALIZE_NUMPY))
+    Job.objects.filter(pk=job_id).update(summary=summary)
+    missing = _series_missing(fleet)
+    log.info("job %s: reasons computed again (try %d), series %s", job_id, attempt, "still missing" if missing else "complete")
+    if missing:
+        schedule_health_refresh(job_id, attempt + 1)
+    return not missing
 
 
 def _npz(arrays: dict[str, np.ndarray]) -> bytes:
@@ -93,16 +146,19 @@ def _npz(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def _fleet_facts(job: Job, ranks: list[JobRank]) -> dict[int, dict[str, Any]]:
+def _fleet_facts(job: Job, ranks: list[JobRank], wait_s: float | None = None) -> dict[int, dict[str, Any]]:
     """Per captured rank: where it ran and what the fleet saw of its device in the window."""
     out = {}
     versions = {r.rank: r.trace.sw_version if r.trace else "" for r in ranks}
     window = (job.capture_started_at, job.capture_ended_at)
+    # One wait for the store over all the ranks, not one per rank.
+    deadline = time.monotonic() + (settings.JOB_HEALTH_WAIT_S if wait_s is None else wait_s)
     for r in ranks:
         row = {"host": r.host_name, "device": r.device_serial, "device_id": r.device_id,
                "sw_version": versions[r.rank]}
         if job.source == TraceSource.CAPTURE and r.device is not None and all(window):
-            facts = device_health(r.device, *window, at_capture=(r.health or {}).get("snapshots"))
+            facts = device_health(r.device, *window, at_capture=(r.health or {}).get("snapshots"),
+                                  wait_s=max(0.0, deadline - time.monotonic()))
             peers = [v for k, v in versions.items() if k != r.rank]
             facts["reasons"] = health_reasons(facts, sw_version=versions[r.rank], peer_versions=peers)
             r.health = facts
