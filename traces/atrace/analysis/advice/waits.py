@@ -14,7 +14,7 @@ calls named "synchronize":
 
 Each wait is attributed to the operator and the Python frame that issued it, where the trace
 records them. The saving is the path's with the synchronize calls' sync edges dropped and the
-other waits taking no time, or the device's idle time after each wait (see
+other waits taking no time, or the device's idle time during and after each wait (see
 :func:`idle_after`), whichever is more, and never more than the waits themselves.
 """
 
@@ -229,21 +229,33 @@ def _action(kinds: set[str]) -> str:
 
 
 def idle_after(ctx: Context, w: Window, waits: np.ndarray) -> int:
-    """Per wait, the least of its duration and how long the device then idles (in the window)
-    before it gets work again, summed: had the host not waited, the work it did after the
-    wait could have been queued behind the device's backlog. This sees what the path graph
-    cannot: work the wait delays on another thread (the autograd engine's). The device idles
-    while it computes and copies nothing (a collective may run meanwhile); only idle time that
-    ends in the window's own device work counts."""
+    """Per wait, how long the device idled while the host waited and then until it got work
+    again (in the window), at most the wait's duration, summed: had the host not waited, the
+    work it did after the wait could have been queued behind the device's backlog, or have
+    kept an idle device busy. This sees what the path graph cannot: work the wait delays on
+    another thread (the autograd engine's), a wait on something the trace does not show (a
+    blocking copy that held the host half a second while the device had nothing to do). The
+    device idles while it computes and copies nothing (a collective may run meanwhile); only
+    idle time followed by the window's own device work counts."""
     t = ctx.trace
     starts, ends = ctx.tail.work_union
     if not len(starts):  # no device work: nothing idles behind the waits
         return 0
-    after = t.end[waits]
-    k = np.searchsorted(starts, after, "right") - 1
-    busy = (k >= 0) & (after < ends[np.maximum(k, 0)])
+    before, after = t.ts[waits], t.end[waits]
     nxt = np.searchsorted(starts, after, "left")
     resume = np.where(nxt < len(starts), starts[np.minimum(nxt, len(starts) - 1)], w.device_end)
+    k = np.searchsorted(starts, after, "right") - 1
+    busy = (k >= 0) & (after < ends[np.maximum(k, 0)])
     later = resume < w.device_end
     idle = np.where(busy | ~later, 0, resume - after)
-    return int(np.minimum(np.maximum(idle, 0), t.dur[waits]).sum())
+    during = (after - before) - (_busy_until(starts, ends, after) - _busy_until(starts, ends, before))
+    during = np.where(later | busy, during, 0)  # the device works again after the wait
+    return int(np.minimum(np.maximum(idle, 0) + np.maximum(during, 0), t.dur[waits]).sum())
+
+
+def _busy_until(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Per time in ``at``: the device's busy time before it (disjoint sorted intervals)."""
+    done = np.concatenate([[0], np.cumsum(ends - starts)])
+    k = np.searchsorted(starts, at, "right") - 1
+    inside = np.where(k >= 0, np.minimum(at, ends[np.maximum(k, 0)]) - starts[np.maximum(k, 0)], 0)
+    return np.where(k >= 0, done[np.maximum(k, 0)] + inside, 0)
