@@ -183,8 +183,8 @@ def call(c: Checker, node: nodes.Call, ctx: Ctx) -> Value:
         return Value("any", ANY)
     fn = node.function_name
     if fn is None:
-        if isinstance(node.func, nodes.Attr):  # x.__class__(...): the attribute is the first fault
-            check_attribute(c, node.func.attr)
+        if isinstance(node.func, nodes.Attr):  # x.__class__.f(...): the first fault on the left
+            c.expr(node.func, ctx)
         raise c.error(
             node.func,
             "only built-in functions and lib.<function> can be called",
