@@ -5,6 +5,7 @@ functions."""
 
 from __future__ import annotations
 
+import builtins
 import math
 from dataclasses import dataclass
 
@@ -43,10 +44,25 @@ def _nothing(*args) -> None:
     return None
 
 
+# What a generated machine module may use of Python (behind the checks of fleet.asimov.rules):
+# the functions of the update rules and imports of the two modules its header names.
+_MACHINE_IMPORTS = frozenset({"math", "emulator.devices.runtime"})
+
+
+def _machine_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - __import__'s signature
+    if level != 0 or name not in _MACHINE_IMPORTS:
+        raise ImportError(f"a device double's state machine cannot import {name!r}")
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+MACHINE_BUILTINS = {name: getattr(builtins, name) for name in ("abs", "len", "max", "min", "range", "round", "sum")}
+MACHINE_BUILTINS["__import__"] = _machine_import
+
+
 def load_machine(code: str, source: str) -> Machine:
     """The functions of a spec's generated machine module (``code``; ``source`` names the
-    spec in tracebacks)."""
-    namespace: dict = {}
+    spec in tracebacks), run with only `MACHINE_BUILTINS`."""
+    namespace: dict = {"__builtins__": dict(MACHINE_BUILTINS)}
     exec(compile(code, f"<state machine of {source}>", "exec"), namespace)  # noqa: S102 - our own generated code
     on = {c: namespace.get(f"on_{c}", _nothing) for c in ("install", "reboot", "occupy")}
     return Machine(source, namespace["step"], on["install"], on["reboot"], on["occupy"])

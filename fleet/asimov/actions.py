@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fleet.asicmon.monitor import CONTROL_ACTIONS
-from fleet.asimov.checking.checks import suggest
+from fleet.asimov.checking.checks import check_lib_function, check_relative_path, suggest
 from fleet.asimov.checking.values import Value
 from fleet.asimov.language.nodes import Action, Call, Name, Node, Number, String
 
@@ -40,8 +40,10 @@ def action_stmt(c: Checker, stmt: Action, index: int) -> None:
     if call.function_name == "write":
         if len(call.args) != 2 or any(not isinstance(a, String) for a in call.args):
             raise c.error(call, "write() takes a path and a value, both strings", 'write("reset", "1")')
+        check_relative_path(c, call.args[0], call.args[0].value, "write()'s path")
         c.uses_files = True
     elif call.lib_function is not None:
+        check_lib_function(c, call.func.attr)
         c.uses_lib = True
     else:
         raise c.error(call.func, "an action calls write() or a function of lib", _SHAPES)

@@ -28,13 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.asimov.checking.checker import check
+from fleet.asimov.checking.checker import CheckedSpec, check
 from fleet.asimov.codegen import emit
 from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.language.parser import parse
 from fleet.asimov.rules import emit_machine
 
-__all__ = ["CompiledSpec", "check_spec", "compile_file", "compile_spec"]
+__all__ = ["CompiledSpec", "check_file", "check_spec", "compile_file", "compile_spec"]
 
 
 @dataclass
@@ -73,6 +73,14 @@ def compile_spec(text: str, filename: str = "<spec>") -> CompiledSpec:
 def compile_file(path: str | Path) -> CompiledSpec:
     path = Path(path)
     return compile_spec(path.read_text(), str(path))
+
+
+def check_file(path: str | Path) -> CheckedSpec:
+    """Checks the spec at ``path`` (from any folder): parsing and checking only, no code is
+    generated or run. Raises `AsimovError` (syntax) or `SpecErrors` (checks)."""
+    path = Path(path)
+    text = path.read_text()
+    return check(parse(text, str(path)), text, str(path))
 
 
 def check_spec(text: str, filename: str = "<spec>") -> list[AsimovError]:

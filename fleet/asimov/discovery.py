@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from fleet.asimov.checking.checks import check_relative_path
 from fleet.asimov.language.nodes import Call, Discover, Keyword, ListExpr, Node, String
 
 if TYPE_CHECKING:
@@ -106,7 +107,9 @@ def _serial(c: Checker, node: Node) -> list[str]:
     if len(node.args) != 1:
         raise c.error(node, f"{rule}() takes one name", f'{rule}("…")')
     (name,) = node.args
-    return [rule, _string(c, name, SERIAL_RULES[rule])]
+    text = _string(c, name, SERIAL_RULES[rule])
+    check_relative_path(c, name, text, f"{rule}()'s name")
+    return [rule, text]
 
 
 def check_discovery_fits(c: Checker) -> None:

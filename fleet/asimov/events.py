@@ -7,10 +7,16 @@
 The catalogue is one of `fleet.asicmon.errors.catalogue_names` (a file of
 ``fleet/asicmon/catalogues``); the sources are those `SOURCES` names. The compiled monitor
 carries them as ``EVENTS`` and ``DIAGNOSTIC``.
+
+The diagnose command is split into its arguments here, as a POSIX shell would split it
+(`shlex`), and kept as that tuple: it is run without a shell (so ``;``, ``|``, ``>``, ``$VAR``
+and backquotes mean nothing, and a word that is only a shell operator is refused), and only
+for a spec loaded from a configured spec folder (`fleet.asimov.loader.diagnostic_argv`).
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from fleet.asicmon.errors.catalogue import catalogue_names
@@ -20,9 +26,10 @@ from fleet.asimov.language.nodes import Diagnose, Events
 if TYPE_CHECKING:
     from fleet.asimov.checking.checker import Checker
 
-__all__ = ["SOURCES", "diagnose_stmt", "events_stmt"]
+__all__ = ["SOURCES", "diagnose_stmt", "events_stmt", "split_command"]
 
 SOURCES = ("kmsg", "nvml", "ras_sysfs", "emulator")
+_SHELL_OPERATORS = frozenset({"|", "||", "&", "&&", ";", ";;", ">", ">>", "<", "<<", "2>", "2>&1", ">&", "&>", "(", ")"})
 
 
 def events_stmt(c: Checker, stmt: Events, index: int) -> None:
@@ -45,7 +52,22 @@ def events_stmt(c: Checker, stmt: Events, index: int) -> None:
 def diagnose_stmt(c: Checker, stmt: Diagnose, index: int) -> None:
     if c.diagnostic:
         raise c.error(stmt, "diagnose is declared twice", "one diagnose statement per spec")
-    command = stmt.command.value.strip()
-    if not command:
+    try:
+        argv = split_command(stmt.command.value)
+    except ValueError as exc:
+        raise c.error(stmt.command, f"bad diagnose command: {exc}", 'a command and its arguments, e.g. "dcgmi diag -r 1"') from None
+    if not argv:
         raise c.error(stmt.command, "a diagnose command cannot be empty", 'a command line, e.g. "dcgmi diag -r 1"')
-    c.diagnostic = command
+    c.diagnostic = argv
+
+
+def split_command(text: str) -> tuple[str, ...]:
+    """The arguments of a diagnose command line; `ValueError` for one no program could be
+    given (unclosed quotes, a NUL, shell operators: it runs without a shell)."""
+    if "\0" in text:
+        raise ValueError("it holds a NUL character")
+    argv = tuple(shlex.split(text))
+    for word in argv:
+        if word in _SHELL_OPERATORS or word.startswith(("$(", "`")):
+            raise ValueError(f"{word!r} is shell syntax, and the command runs without a shell")
+    return argv

@@ -222,6 +222,8 @@ def _locals(lines: list[str]) -> list[str]:
         if target:
             value = value.partition(" = ")[2]
         for kind, name in (m.groups() for m in _LOCAL.finditer(value)):
+            if name not in (CONSTANTS if kind == "k" else VARIABLES):
+                continue  # text that only looks like one (inside a string): never an attribute read
             if kind == "k" or name not in assigned:
                 used[(kind, name)] = None
         if target:

@@ -5,6 +5,6 @@ the fleet (`offenders`) and what pages, the API and /metrics show (`views`, `met
 The events themselves, their sources and catalogues are Django-free, in
 `fleet.asicmon.errors`.
 
-May import: fleet, fleet.agent, fleet.api, fleet.asicmon, fleet.health, fleet.hosts, fleet.reading.
+May import: fleet, fleet.agent, fleet.api, fleet.asicmon, fleet.asimov, fleet.health, fleet.hosts, fleet.reading.
 (a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
 """

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.asimov.loader import diagnostic_argv
 from fleet.choices import ActionStatus, DeviceState, Health
 from fleet.driver_errors.ladder import RULE, climb, perform_or_climb
 from fleet.hosts.emulated_fleet import host_monitor
@@ -74,13 +75,15 @@ def run_check(device: Device, action: Action, snapshot: dict) -> tuple[bool, str
         return host_monitor(device.host.name).diagnose(device.serial)
     from fleet.agent.discovery import agent_host
 
-    command = getattr(agent_host().monitor(device.serial), "DIAGNOSTIC", "")
-    if command:
+    # the spec's diagnose arguments, only from a spec folder's spec (refused says why not)
+    argv, refused = diagnostic_argv(agent_host().monitor(device.serial), settings.ASIMOV_SPEC_DIRS)
+    command = shlex.join(argv)
+    if argv:
         proc = _running.get(action.id)
         if proc is None:
             try:
-                _running[action.id] = subprocess.Popen(  # noqa: S603 - the spec's own command line
-                    shlex.split(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                _running[action.id] = subprocess.Popen(  # noqa: S603 - the spec's own arguments, no shell
+                    list(argv), shell=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 return None
             except FileNotFoundError:
                 pass  # not installed here: fall back to health
@@ -91,7 +94,8 @@ def run_check(device: Device, action: Action, snapshot: dict) -> tuple[bool, str
             out = (proc.stdout.read() if proc.stdout else "").strip().splitlines()
             return proc.returncode == 0, f"{command}: exit {proc.returncode}; {out[-1] if out else ''}"[:500]
     healthy = snapshot.get("health") in (Health.HEALTHY, Health.WARNING)
-    what = f"no diagnostic{' (' + command + ' not installed)' if command else ''}; health {snapshot.get('health')}"
+    what = f"no diagnostic{' (' + command + ' not installed)' if command else ''}{'; ' + refused if refused else ''}"
+    what += f"; health {snapshot.get('health')}"
     return healthy, what
 
 

@@ -73,19 +73,26 @@ class Discovery:
 
 
 class FileRoot:
-    """A real directory for file bindings (sysfs, hwmon): ``read_text`` of a relative path."""
+    """A real directory for file bindings (sysfs, hwmon): ``read_text`` of a relative path,
+    never one that leaves the directory (a spec's path template filled with a driver's text)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = str(root).rstrip("/") + "/"
 
+    @staticmethod
+    def _inside(path: str) -> str:
+        if path.startswith("/") or ".." in path.split("/"):
+            raise PermissionError(f"{path!r} is outside the device's folder")
+        return path
+
     def read_text(self, path: str) -> str:
-        with open(self.root + path) as f:  # noqa: PTH123 - a plain open is the cheapest read of a sysfs file
+        with open(self.root + self._inside(path)) as f:  # noqa: PTH123 - a plain open is the cheapest read of a sysfs file
             return f.read()
 
     def write_text(self, path: str, text: str) -> None:
         """A control action's sysfs write (``action reboot = write("reset", "1")``). The file
         must exist, as a driver's attribute does: a missing one is an error, never created."""
-        fd = os.open(self.root + path, os.O_WRONLY | os.O_TRUNC)
+        fd = os.open(self.root + self._inside(path), os.O_WRONLY | os.O_TRUNC)
         with os.fdopen(fd, "w") as f:
             f.write(text)
 

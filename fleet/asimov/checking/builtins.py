@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleet.asimov.checking.checks import check_arity, same_unit
+from fleet.asimov.checking.checks import check_arity, check_relative_path, same_unit
 from fleet.asimov.checking.units import Unit, UnitError, parse_unit
 from fleet.asimov.checking.values import ANY, NO, Ctx, Symbol, Value, describe
 from fleet.asimov.language.nodes import Call, Name, Node, String
@@ -84,6 +84,7 @@ def file_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ct
             "file() needs a path as a string",
             'a path such as "hwmon/temp1_input" or "core{c}/busy"',
         )
+    check_relative_path(c, path_node, path_node.value, "file()'s path")
     path = path_template(c, path_node, ctx)
     c.uses_files = True
     parser, vtype, unit = file_parser(c, parser_node)

@@ -48,7 +48,7 @@ class CheckedSpec:
     actions: tuple[str, ...]  # control actions declared, in order
     discovery: dict | None  # the discover statement's rule (fleet.asimov.discovery)
     events: dict | None  # {"catalogue", "sources"} of the events statement (fleet.asimov.events)
-    diagnostic: str  # the diagnose statement's command
+    diagnostic: tuple[str, ...]  # the diagnose statement's command, as arguments (no shell)
     uses_files: bool
     uses_lib: bool
     # class -> fitted parameters of the performance model (fleet.asimov.performance)
@@ -90,7 +90,7 @@ class Checker:
         self.cascades: dict[str, dict] = {}  # driver-error fault -> its cascade (fleet.asimov.cascades)
         self.discovery: dict | None = None
         self.events: dict | None = None
-        self.diagnostic = ""
+        self.diagnostic: tuple[str, ...] = ()
         self.discovery_rule: Node | None = None  # for errors found after every statement
         self.uses_files = False
         self.uses_lib = False

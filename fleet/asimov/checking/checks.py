@@ -3,7 +3,9 @@ must agree, numbers where numbers are needed, and a counter's kind, unit and val
 
 from __future__ import annotations
 
+import ctypes
 import difflib
+import re
 from typing import TYPE_CHECKING, Any
 
 from fleet.asicmon.catalogue import CounterDef
@@ -16,6 +18,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_arity",
+    "check_attribute",
+    "check_lib_function",
+    "check_relative_path",
     "check_counter",
     "check_iterable",
     "require_numbers",
@@ -70,6 +75,68 @@ def check_counter(c: Checker, counter: CounterDef, val: Value, node: Node) -> No
                         f"wrong value: stats.{name} cannot be {lit!r}",
                         "one of " + ", ".join(repr(v) for v in counter.values),
                     )
+
+
+# What a spec may reach through ``lib``: the driver's functions, named as C libraries name them,
+# a lowercase prefix and then a capital or an underscore (nvmlInit, nx_get_power,
+# rsmi_dev_temp_metric_get). Not the rest of what a binding exposes: a Python module's imports
+# (pynvml does ``from ctypes import *``: raw memory, foreign calls), C library symbols a
+# ctypes library resolves through its dependencies (libc's system, memset, posix_spawn), or
+# Python's own attributes (``__class__``, ``__globals__``: every name starting with ``_``).
+DRIVER_FUNCTION = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][A-Za-z0-9_]*|_[A-Za-z0-9_]+)")
+FORBIDDEN_LIB_PREFIXES = (
+    "posix_", "pthread_", "shm_", "sched_", "process_", "memfd_", "pkey_", "open_", "dl_", "mq_",
+    "sem_", "copy_", "remap_", "timer_", "epoll_", "inotify_", "get_", "set_", "string_", "create_",
+    "c_", "py_", "py", "sys_", "os_", "exec", "spawn", "import_",
+)
+FORBIDDEN_LIB_NAMES = frozenset(n for n in dir(ctypes) if not n.startswith("_")) | frozenset({
+    "os", "sys", "subprocess", "builtins", "importlib", "shutil", "socket", "pickle", "marshal",
+    "threading", "multiprocessing", "io", "pathlib", "string", "types", "inspect", "code",
+    "system", "popen", "fork", "forkpty", "kill", "killpg", "execv", "execve", "execl", "execlp",
+    "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "posix_spawn", "run", "call",
+    "check_call", "check_output", "Popen", "getoutput", "getstatusoutput", "import_module",
+    "eval", "exec", "compile", "open", "getattr", "setattr", "delattr", "globals", "locals",
+    "vars", "breakpoint", "input", "remove", "unlink", "rmdir", "rmtree", "load", "loads",
+})
+
+
+def check_attribute(c: Checker, name: Node) -> None:
+    """An attribute (``obj.name``) a spec may read: never one of Python's own (``_...``)."""
+    if name.text.startswith("_"):
+        raise c.error(
+            name,
+            f"attribute '{name.text}' starts with '_': a spec cannot reach Python's internals",
+            "an attribute of the driver's values, without a leading underscore",
+        )
+
+
+def check_lib_function(c: Checker, name: Node, constant: bool = False) -> None:
+    """``lib.name``: a function of the driver library, nothing else it exposes (or, where
+    ``constant``, read not called, one of its ALL_CAPS constants)."""
+    check_attribute(c, name)
+    text = name.text
+    if constant and re.fullmatch(r"[A-Z][A-Z0-9_]*", text) and text not in FORBIDDEN_LIB_NAMES:
+        return
+    if (
+        text in FORBIDDEN_LIB_NAMES
+        or text.startswith(FORBIDDEN_LIB_PREFIXES)
+        or not DRIVER_FUNCTION.fullmatch(text)
+    ):
+        raise c.error(
+            name,
+            f"'lib.{text}' is not a driver function: a spec reaches only its driver's API through lib",
+            "a driver function named with its library's prefix, e.g. lib.nvmlDeviceGetTemperature or lib.nx_get_power",
+        )
+
+
+def check_relative_path(c: Checker, node: Node, path: str, what: str) -> None:
+    """A path a spec reads or writes: inside the device's folder (no ``/...``, no ``..``)."""
+    if path.startswith(("/", "~")) or ".." in path.split("/") or "\\" in path:
+        raise c.error(
+            node,
+            f"{what} must stay inside the device's folder: {path!r} leaves it",
+            'a path relative to the device\'s folder, e.g. "hwmon/temp1_input"',
+        )
 
 
 def check_iterable(c: Checker, node: Node, it: Value) -> None:

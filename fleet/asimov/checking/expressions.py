@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING
 
 from fleet.asicmon.catalogue import CATALOGUE, RUNTIME_COUNTERS
 from fleet.asimov.checking.builtins import AGGREGATES, BUILTINS, aggregate
-from fleet.asimov.checking.checks import check_iterable, require_numbers, same_unit, suggest
+from fleet.asimov.checking.checks import (
+    check_attribute,
+    check_iterable,
+    check_lib_function,
+    require_numbers,
+    same_unit,
+    suggest,
+)
 from fleet.asimov.checking.values import ANY, NO, Ctx, Value, describe, fold, mul_units
 from fleet.asimov.language import nodes
 
@@ -73,6 +80,10 @@ def stat(c: Checker, node: nodes.Stat, ctx: Ctx) -> Value:
 
 def attr(c: Checker, node: nodes.Attr, ctx: Ctx) -> Value:
     obj = c.expr(node.obj, ctx)
+    if obj.vtype == "lib":
+        check_lib_function(c, node.attr, constant=True)
+    else:
+        check_attribute(c, node.attr)
     if obj.vtype not in ("any", "lib"):
         raise c.error(
             node.attr,
@@ -153,6 +164,7 @@ def call_generator(c: Checker, node: nodes.CallGen, ctx: Ctx) -> Value:
 
 def call(c: Checker, node: nodes.Call, ctx: Ctx) -> Value:
     if node.lib_function is not None:
+        check_lib_function(c, node.func.attr)
         if not ctx.reads:
             raise c.error(
                 node,
@@ -171,6 +183,8 @@ def call(c: Checker, node: nodes.Call, ctx: Ctx) -> Value:
         return Value("any", ANY)
     fn = node.function_name
     if fn is None:
+        if isinstance(node.func, nodes.Attr):  # x.__class__.f(...): the first fault on the left
+            c.expr(node.func, ctx)
         raise c.error(
             node.func,
             "only built-in functions and lib.<function> can be called",

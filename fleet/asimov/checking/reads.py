@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleet.asimov.checking.checks import check_iterable
+from fleet.asimov.checking.checks import check_iterable, check_lib_function
 from fleet.asimov.checking.units import UnitError, parse_unit
 from fleet.asimov.checking.values import ANY, Ctx, Symbol, Value
 from fleet.asimov.errors import Abort
@@ -121,6 +121,7 @@ def out_call(c: Checker, node: Call, ctx: Ctx) -> int:
         raise c.error(
             node, "only library functions take out-parameters", "lib.<function>(..., out)"
         )
+    check_lib_function(c, node.func.attr)
     c.uses_lib = True
     for arg in node.args:
         if isinstance(arg, Keyword):

@@ -189,7 +189,7 @@ def test_router_sends_events_to_their_device_and_keeps_the_others():
 def test_specs_declare_events_and_a_diagnostic():
     code = compile_spec('device x\nstats.core_count = 1\nevents nvidia_xid from kmsg, nvml\ndiagnose "dcgmi diag -r 1"\n').code
     assert "EVENTS = {'catalogue': 'nvidia_xid', 'sources': ('kmsg', 'nvml')}" in code
-    assert "DIAGNOSTIC = 'dcgmi diag -r 1'" in code
+    assert "DIAGNOSTIC = ('dcgmi', 'diag', '-r', '1')" in code  # arguments, run without a shell
 
 
 @pytest.mark.parametrize(

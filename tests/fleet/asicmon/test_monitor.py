@@ -114,11 +114,11 @@ def test_a_probe_queued_behind_busy_probe_threads_is_not_hung(tmp_path, monkeypa
 
 TORN_SPEC = """
 device torn
-lib.begin()
-a = lib.value()
-b = lib.value()
-c = lib.value()
-d = lib.value()
+lib.dev_begin()
+a = lib.dev_value()
+b = lib.dev_value()
+c = lib.dev_value()
+d = lib.dev_value()
 stats.temperature_c = a
 stats.power_w = b
 stats.memory_used_bytes = c
@@ -133,10 +133,10 @@ class _GenerationLib:
     def __init__(self) -> None:
         self.gen = 0
 
-    def begin(self) -> None:
+    def dev_begin(self) -> None:
         self.gen += 1
 
-    def value(self) -> int:
+    def dev_value(self) -> int:
         time.sleep(0)  # invite a thread switch in the middle of a refresh
         return self.gen
 

@@ -13,7 +13,7 @@ CASES = {
         'discover_nvml_reads_files.asimov:2:10: error: discover nvml() gives each GPU the NVML library, but this spec reads files\n    discover nvml()\n             ^\n  expected discover folders("…", requires=[…]) for a spec that reads files',
     ),
     "discover_folders_calls_lib": (
-        'device x\ndiscover folders("/sys/class/x/*")\nonce h = lib.open(index)\nt = lib.temp(h)\nstats.temperature_c = t\n',
+        'device x\ndiscover folders("/sys/class/x/*")\nonce h = lib.dev_open(index)\nt = lib.dev_temp(h)\nstats.temperature_c = t\n',
         'discover_folders_calls_lib.asimov:2:10: error: discover folders(...) gives each device a folder of files, but this spec calls lib\n    discover folders("/sys/class/x/*")\n             ^\n  expected discover nvml() for a spec that calls the NVML library',
     ),
     "unknown_counter": (
@@ -65,8 +65,8 @@ CASES = {
         'read_in_stats.asimov:2:23: error: file() reads the driver and belongs in bindings\n    stats.temperature_c = file("t", int)\n                          ^\n  expected name = file(...) above, then use the name',
     ),
     "outs_mismatch": (
-        "device x\nonce h = lib.open(index, out)\na = lib.mem(h, out, out)\nstats.memory_used_bytes = a\n",
-        "outs_mismatch.asimov:3:5: error: mem() fills 2 out-parameters but 1 name is assigned\n    a = lib.mem(h, out, out)\n        ^\n  expected 2 names on the left",
+        "device x\nonce h = lib.dev_open(index, out)\na = lib.dev_mem(h, out, out)\nstats.memory_used_bytes = a\n",
+        "outs_mismatch.asimov:3:5: error: dev_mem() fills 2 out-parameters but 1 name is assigned\n    a = lib.dev_mem(h, out, out)\n        ^\n  expected 2 names on the left",
     ),
     "bad_char": (
         'device x\nt = file("t", int) $\n',

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fleet.hosts.local import discover, hwmon_devices, nvml_devices
+from fleet.hosts.local import FileRoot, discover, hwmon_devices, nvml_devices
 from tests.support.hwmon import PCI_GPU, write_hwmon_tree
 
 
@@ -126,3 +126,18 @@ def test_nvml_spec_reads_this_machines_gpus():
         assert snap["driver_status"] == "ok"
         assert snap["temperature_c"] is not None
         assert snap["memory_total_bytes"] > 0
+
+
+def test_a_device_folder_reads_and_writes_only_inside_itself(tmp_path):
+    """A spec's path template filled from what a driver returned cannot leave the folder."""
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "reset").write_text("0\n")
+    (tmp_path / "secret").write_text("key\n")
+    root = FileRoot(tmp_path / "dev")
+    assert root.read_text("reset") == "0\n"
+    for path in ("../secret", "/etc/hostname", "a/../../secret"):
+        with pytest.raises(PermissionError, match="outside the device's folder"):
+            root.read_text(path)
+        with pytest.raises(PermissionError):
+            root.write_text(path, "1")
+    assert (tmp_path / "secret").read_text() == "key\n"

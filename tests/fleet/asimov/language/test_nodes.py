@@ -166,16 +166,16 @@ class _Lib:
         self.total = 0
         self.reported = []
 
-    def value(self):
+    def dev_value(self):
         self.total += 50
         return self.total
 
-    def report(self, rate):
+    def dev_report(self, rate):
         self.reported.append(rate)
 
 
 def test_a_rate_in_a_call_statement_is_updated_before_the_call():
-    spec = "device x\nv = lib.value()\nlib.report(rate(v))\nstats.core_count = 1\n"
+    spec = "device x\nv = lib.dev_value()\nlib.dev_report(rate(v))\nstats.core_count = 1\n"
     lib = _Lib()
     monitor = monitor_class_from_text(spec, "x.asimov")(lib=lib)
     assert monitor.refresh(T0)["driver_status"] == "ok"
