@@ -103,6 +103,7 @@ print(json.dumps({**seen, "database": str(settings.DATABASES["default"]["NAME"])
 """
 
 
+@pytest.mark.slow  # a child interpreter reads every setting: seconds of CPU (make test runs it, make test-fast does not)
 @pytest.mark.django_db
 def test_a_child_reads_every_setting_as_the_test_has_it(settings):
     """child_env passes on every setting that comes from a variable, changed ones included."""

@@ -19,6 +19,7 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # Django's deploy checks in a fresh interpreter: seconds of CPU (make test runs it, make test-fast does not)
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
     result = manage(
         "check", "--deploy", "--fail-level", "WARNING",
@@ -41,6 +42,7 @@ def settings_of(*names: str, **env: str) -> list[str]:
     return done.stdout.split()
 
 
+@pytest.mark.slow  # settings read in several fresh interpreters: seconds of CPU (make test runs it, make test-fast does not)
 def test_debug_is_off_unless_asked_for_and_a_secret_key_is_made_once(tmp_path):
     debug, key = settings_of("DEBUG", "SECRET_KEY", ASICMON_VAR_DIR=str(tmp_path))
     assert debug == "False"

@@ -27,6 +27,7 @@ def loaded_at_start(**env) -> list[str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # imports the whole web application in a fresh interpreter: seconds of CPU (make test runs it, make test-fast does not)
 @pytest.mark.parametrize("storage", ["", "s3://traces-bucket/prefix"], ids=["local folder", "object store"])
 def test_the_asgi_application_loads_no_object_store_client_at_start(storage):
     assert loaded_at_start(TRACE_STORAGE=storage, AWS_S3_ENDPOINT_URL="http://127.0.0.1:9") == []

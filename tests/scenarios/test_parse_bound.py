@@ -16,6 +16,7 @@ pytestmark = pytest.mark.django_db
 EVENT = b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.25},\n'
 
 
+@pytest.mark.slow  # streams a trace past the parse limit: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_trace_past_the_parse_limit_fails_with_the_limit_named_in_bounded_memory(api_client, operator, trace_storage, settings):
     settings.TRACE_PARSE_MAX_MB = 8
     # Valid-looking events, 48 MB of text, gzipped 30:1 (under the engine's gzip-bomb ratio).

@@ -95,6 +95,7 @@ def test_amd_like_devices_write_amdgpu_ras_lines(host):
     assert "Saved 1 bad pages" in lines[1]
 
 
+@pytest.mark.slow  # runs the emulator's command line for every fault: seconds of CPU (make test runs it, make test-fast does not)
 def test_every_driver_fault_is_injectable_from_the_command_line(tmp_path):
     layout = fleet_layout(FleetConfig(seed=5, hosts=1, devices_per_host=2, types=("gpu",)))
     serial = layout[0].devices[0].serial

@@ -104,6 +104,7 @@ def test_hang_blocks_then_times_out_and_reboot_takes_the_device_away(host):
     assert files.read_text("power").endswith(" mW\n")
 
 
+@pytest.mark.slow  # runs the emulator's command line several times: seconds of CPU (make test runs it, make test-fast does not)
 def test_cli_lists_shows_and_injects(tmp_path):
     def cli(*args):
         return subprocess.run(

@@ -38,6 +38,7 @@ def _cli(*args):
     )
 
 
+@pytest.mark.slow  # runs the compiler's command line several times: seconds of CPU (make test runs it, make test-fast does not)
 def test_cli_compile_prints_the_module_and_check_only_checks(tmp_path):
     out = _cli("compile", str(SPECS_DIR / "video.asimov"))
     assert out.returncode == 0

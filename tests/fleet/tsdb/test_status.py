@@ -68,6 +68,7 @@ def test_while_the_store_refuses_staff_see_a_banner_and_metrics_count_every_refu
     assert series(text, "asicmon_tsdb_last_write_success_timestamp_seconds")[spool] > start
 
 
+@pytest.mark.slow  # fills a disk-sized spool: seconds of CPU (make test runs it, make test-fast does not)
 @pytest.mark.django_db
 def test_samples_lost_to_a_full_disk_are_counted_in_metrics_and_named_on_the_banner(
     clean_redis, client, admin_user, settings, tmp_path

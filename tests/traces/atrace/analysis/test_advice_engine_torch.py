@@ -13,6 +13,8 @@ import pytest
 from tests.support.shared import made_once
 from traces.atrace import advise, read_trace
 
+pytestmark = pytest.mark.slow  # records PyTorch profiler traces of real models: seconds of CPU (make test runs it)
+
 DECODE_STEPS = 12
 
 

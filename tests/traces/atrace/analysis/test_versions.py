@@ -107,6 +107,7 @@ def test_comparison_from_stored_tables_ranks_the_slowed_operator_first(gpu_trace
     )
 
 
+@pytest.mark.slow  # analyses four recorded traces twice over: seconds of CPU (make test runs it, make test-fast does not)
 def test_new_and_vanished_operators_are_tables_and_python_frames_stay_out(gpu_traces, torch_traces):
     from traces.atrace import read_trace
 

@@ -104,6 +104,7 @@ def test_chakra_negative_duration_and_cycle():
         read_trace(b'{"nodes": [{"id": 1, "data_deps": [2]}, {"id": 2, "data_deps": [1]}]}')
 
 
+@pytest.mark.slow  # inflates a gzip bomb up to the parse limit: seconds of CPU (make test runs it, make test-fast does not)
 def test_gzip_bomb():
     bomb = gzip.compress(b'{"traceEvents": [' + b" " * (300 << 20), compresslevel=9)
     assert len(bomb) < 1 << 20

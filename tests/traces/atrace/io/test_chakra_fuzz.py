@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,6 +41,7 @@ def json_nodes(draw):
     return nodes
 
 
+@pytest.mark.slow  # hundreds of generated graphs: seconds of CPU (make test runs it, make test-fast does not)
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_nodes())
 def test_any_json_graph_reads_or_raises_a_trace_error(nodes):

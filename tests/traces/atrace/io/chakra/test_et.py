@@ -269,6 +269,7 @@ def test_host_execution_trace_is_refused():
     assert len(read_trace(real_trace("simple_add_kineto.json.gz"))) > 0
 
 
+@pytest.mark.slow  # converts a 3 MB Chakra trace both ways: seconds of CPU (make test runs it, make test-fast does not)
 def test_cli_converts_to_and_from_et(feeder_path, tmp_path, capsys):
     from traces.atrace.cli import main
 

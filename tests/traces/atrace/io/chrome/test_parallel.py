@@ -36,6 +36,7 @@ def _both(path, chunk):
     return serial, parallel
 
 
+@pytest.mark.slow  # every real trace read on two processes: seconds of CPU each (make test runs it, make test-fast does not)
 @pytest.mark.parametrize("source", each_real_trace(REAL_JSON))
 def test_real_traces_read_the_same_on_two_processes(source, tmp_path, monkeypatch):
     plain = tmp_path / "t.json"
