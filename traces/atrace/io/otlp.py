@@ -39,8 +39,8 @@ __all__ = [
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-#: Attribute names that carry a request's id, in the order they are looked for.
-REQUEST_ID_KEYS = ("gen_ai.request.id", "gen_ai.response.id", "request.id", "request_id")
+#: Attribute names that carry a request's id, in the order they are looked for (rid: SGLang's).
+REQUEST_ID_KEYS = ("gen_ai.request.id", "gen_ai.response.id", "request.id", "request_id", "rid")
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
