@@ -52,6 +52,13 @@ def planned_requests(trace, steps) -> list[dict]:
 def engine_spans(trace, steps, shape: str = "vllm"):
     """The SpanRows (through OTLP's protobuf, as an exporter sends them) of the requests of
     every step of ``trace``, and the plan they follow."""
+    finished, plan = engine_sdk_spans(trace, steps, shape)
+    return spans_of(encode_spans(finished)), plan
+
+
+def engine_sdk_spans(trace, steps, shape: str = "vllm"):
+    """The SDK's finished spans of the requests of every step of ``trace`` (for an exporter
+    or a file), and the plan they follow."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}")
     track = trace.tracks[int(steps.track[0])] if len(steps) else None
@@ -66,7 +73,7 @@ def engine_spans(trace, steps, shape: str = "vllm"):
     for r in plan:
         (_vllm if shape == "vllm" else _sglang)(tracer, r)
     provider.shutdown()
-    return spans_of(encode_spans(exporter.get_finished_spans())), plan
+    return exporter.get_finished_spans(), plan
 
 
 def _vllm(tracer, r: dict) -> None:
