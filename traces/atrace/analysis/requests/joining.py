@@ -364,22 +364,22 @@ def check_counts(steps: Steps, requests: Requests, pair_step: np.ndarray, phase:
     in_flight = np.zeros(n, bool)
     if len(requests):
         in_flight = (steps.end + offset > requests.start.min()) & (steps.start + offset < requests.end.max())
-    checked = np.flatnonzero(said & in_flight & (steps.track == track))
-    phased = (phase != 0).any() if len(phase) else False
-    wrong = []
-    for k in checked.tolist():
-        errs = []
-        if batch[k] >= 0 and found[k] != batch[k]:
-            errs.append(f"batch {batch[k]}, found {found[k]}")
-        if phased and prefill[k] >= 0 and found_p[k] != prefill[k]:
-            errs.append(f"prefill {prefill[k]}, found {found_p[k]}")
-        if phased and decode[k] >= 0 and found_d[k] != decode[k]:
-            errs.append(f"decode {decode[k]}, found {found_d[k]}")
-        if errs:
-            wrong.append({"step": k, "event": int(steps.event[k]), "grammar": steps.info[k].grammar,
-                          "says": "; ".join(errs)})
-    return {"steps_checked": len(checked), "steps_matching": len(checked) - len(wrong),
-            "mismatches": len(wrong), "examples": wrong[:limit]}
+    checked = said & in_flight & (steps.track == track)
+    phased = bool((phase != 0).any()) if len(phase) else False
+    off_batch = (batch >= 0) & (found != batch)
+    off_prefill = phased & (prefill >= 0) & (found_p != prefill)
+    off_decode = phased & (decode >= 0) & (found_d != decode)
+    wrong = np.flatnonzero(checked & (off_batch | off_prefill | off_decode))
+    examples = []
+    for k in wrong[:limit].tolist():
+        errs = [f"batch {batch[k]}, found {found[k]}"] if off_batch[k] else []
+        errs += [f"prefill {prefill[k]}, found {found_p[k]}"] if off_prefill[k] else []
+        errs += [f"decode {decode[k]}, found {found_d[k]}"] if off_decode[k] else []
+        examples.append({"step": k, "event": int(steps.event[k]), "grammar": steps.info[k].grammar,
+                         "says": "; ".join(errs)})
+    n_checked = int(checked.sum())
+    return {"steps_checked": n_checked, "steps_matching": n_checked - len(wrong), "mismatches": len(wrong),
+            "examples": examples}
 
 
 LEVELS = ("low", "medium", "high")

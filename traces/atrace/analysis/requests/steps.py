@@ -69,25 +69,26 @@ def _step_events(trace: Trace, table) -> tuple[np.ndarray, list[StepInfo], list[
     wanted[list(said)] = True
     ev = candidates[wanted[trace.name[candidates]]]
     ev = ev[np.lexsort((-trace.dur[ev], trace.ts[ev], trace.track[ev]))]
-    keep: list[int] = []
-    infos: list[StepInfo] = []
+    ts, end, track = trace.ts[ev], trace.end[ev], trace.track[ev]
+    # An annotation that starts inside an earlier one on its thread is nested in it.
+    earlier_end = np.full(len(ev), np.iinfo(np.int64).min, np.int64)
+    bounds = np.flatnonzero(np.r_[True, track[1:] != track[:-1], True])
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        earlier_end[lo + 1 : hi] = np.maximum.accumulate(end[lo : hi - 1])
+    nested = ts < earlier_end
+    keep = ev[~nested]
+    infos = [said[n] for n in trace.name[keep].tolist()]
     notes: list[str] = []
-    ts, end, track, name = trace.ts.tolist(), trace.end, trace.track, trace.name
-    last_end, last_track = -1, -1
-    for e in ev.tolist():
-        info = said[int(name[e])]
-        t = int(track[e])
-        if t == last_track and ts[e] < last_end:  # nested in the step kept last
-            differ = infos[-1].disagrees(info)
+    if nested.any():
+        owner = np.cumsum(~nested) - 1  # per annotation, the kept step it belongs to
+        for k in np.flatnonzero(nested).tolist():
+            step, inner = int(owner[k]), said[int(trace.name[ev[k]])]
+            differ = infos[step].disagrees(inner)
             if differ:
-                notes.append(f"{strings[int(name[keep[-1]])][:60]} and {strings[int(name[e])][:60]} "
+                notes.append(f"{strings[int(trace.name[keep[step]])][:60]} and {strings[int(trace.name[ev[k]])][:60]} "
                              f"disagree: {', '.join(differ)}")
-            infos[-1] = infos[-1].merged(info)
-            continue
-        keep.append(e)
-        infos.append(info)
-        last_end, last_track = int(end[e]), t
-    return np.array(keep, np.int64), infos, notes
+            infos[step] = infos[step].merged(inner)
+    return keep, infos, notes
 
 
 def _containing_step(steps_ev: np.ndarray, trace: Trace, events: np.ndarray) -> np.ndarray:
