@@ -1,8 +1,10 @@
 """POST /v1/traces: the OTLP/HTTP receiver.
 
 Answers as the OTLP/HTTP specification says: 200 with an ``ExportTraceServiceResponse`` in
-the request's own encoding; a bad body 400 with a ``google.rpc.Status`` saying why (nothing
-of it is kept); 413 past OTLP_MAX_BODY_MB; 415 for a content type that is not OTLP; 401
+the request's own encoding; a span that cannot be kept (a malformed id, a kind, status or time
+out of range, text the store cannot hold) is left out and counted in the answer's
+``partial_success`` (``rejected_spans`` and a message) while the rest are kept; a bad body
+400 with a ``google.rpc.Status`` saying why (nothing of it is kept); 413 past OTLP_MAX_BODY_MB; 415 for a content type that is not OTLP; 401
 without the bearer token (OTLP_TOKEN), 503 while no token is set. Nothing is read from the
 body before the token is checked and the declared length is within the limit.
 """
@@ -18,7 +20,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
 
 from traces.atrace.io.otlp import JSON, PROTOBUF, OtlpError, decode_body, decompress, spans_of
 from traces.requests.store import store_spans
@@ -78,12 +83,23 @@ def receive_traces(request):
     try:
         body = _read_body(request, limit)
         body = decompress(body, request.headers.get("Content-Encoding", ""), limit)
-        spans = spans_of(decode_body(body, request.content_type))
+        rejected: list[str] = []
+        spans = spans_of(decode_body(body, request.content_type, rejected), rejected)
     except OverflowError as exc:
         return _status(request, 413, RESOURCE_EXHAUSTED, str(exc))
     except OtlpError as exc:
         if "inflates to more than" in str(exc):
             return _status(request, 413, RESOURCE_EXHAUSTED, str(exc))
         return _status(request, 400, INVALID_ARGUMENT, str(exc))
-    store_spans(spans)
+    if spans:
+        store_spans(spans)
+    if rejected:
+        log.info("OTLP: %d spans rejected, %d kept; first: %s", len(rejected), len(spans), rejected[0])
+        return _answer(request, ExportTraceServiceResponse(partial_success=ExportTracePartialSuccess(
+            rejected_spans=len(rejected), error_message=_rejected_words(rejected, len(spans)))), 200)
     return _answer(request, ExportTraceServiceResponse(), 200)
+
+
+def _rejected_words(rejected: list[str], kept: int, shown: int = 3) -> str:
+    more = f"; and {len(rejected) - shown} more" if len(rejected) > shown else ""
+    return f"{len(rejected)} spans rejected, {kept} kept: " + "; ".join(rejected[:shown]) + more

@@ -53,20 +53,42 @@ def upload_spans(trace, upload) -> int:
 
 def _read_upload(upload) -> list:
     """The spans of an uploaded OTLP JSON file (gzipped or not); OtlpError naming the bad
-    line, TooLarge past SPAN_UPLOAD_MAX_MB."""
+    line, TooLarge past SPAN_UPLOAD_MAX_MB as sent or once inflated (read in blocks: a small
+    gzip bomb never becomes a large allocation)."""
     limit = int(settings.SPAN_UPLOAD_MAX_MB * 1024 * 1024)
     if upload.size > limit:
         raise TooLarge(f"The spans file is {upload.size} bytes; at most {limit} are accepted.")
     head = upload.read(2)
     upload.seek(0)
-    lines = gzip.GzipFile(fileobj=upload) if head == b"\x1f\x8b" else upload
+    stream = gzip.GzipFile(fileobj=upload) if head == b"\x1f\x8b" else upload
     try:
-        spans = read_otlp_json(lines)
+        spans = read_otlp_json(bounded_lines(stream, limit))
     except (OSError, EOFError, zlib.error) as exc:
         raise OtlpError(f"the gzip file is damaged ({exc})") from None
     if not spans:
         raise OtlpError("the file holds no spans")
     return spans
+
+
+READ_BLOCK = 1 << 16
+
+
+def bounded_lines(stream, limit: int, block: int = READ_BLOCK):
+    """The lines of ``stream`` (a file, or a gzip file inflating as it is read), read
+    ``block`` bytes at a time; TooLarge once more than ``limit`` bytes came out."""
+    total = 0
+    pending = bytearray()
+    while chunk := stream.read(block):
+        total += len(chunk)
+        if total > limit:
+            raise TooLarge(f"The spans file inflates to more than {limit} bytes, the limit (SPAN_UPLOAD_MAX_MB).")
+        pending += chunk
+        cut = pending.rfind(b"\n")
+        if cut >= 0:
+            yield from bytes(pending[:cut]).split(b"\n")
+            del pending[: cut + 1]
+    if pending:
+        yield bytes(pending)
 
 
 def upload_job_spans(job, upload) -> tuple[int, int]:

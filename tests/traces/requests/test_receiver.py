@@ -79,9 +79,6 @@ def test_gzip_body_and_a_resend_keeps_each_span_once(receiver):
     (b"\x0a\xff\xff", PB, "", "not a protobuf"),
     (b"{not json", JS, "", "not JSON"),
     (b'{"resourceSpans": {"x": 1}}', JS, "", "expected a list"),
-    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "00"}]}]}]}', JS, "", "not hex"),
-    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "0102", "spanId": "0304"}]}]}]}', JS, "",
-     "malformed trace or span id"),
     (b'{"resourceSpans": [{"scopeSpans": [{"spans": [null]}]}]}', JS, "", "expected a span or link object"),
     (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "00", "startTimeUnixNano": {"a": 1}}]}]}]}', JS, "",
      "not an OTLP traces request"),
@@ -166,3 +163,77 @@ def test_awkward_text_is_kept_as_sent(receiver):
     assert receiver(protobuf_body(exporter.get_finished_spans())).status_code == 200
     row = RequestSpan.objects.get()
     assert row.name == name and row.attributes == {"prompt": name, "tokens": [1, 2, 3]}
+
+
+def _partial(response):
+    answer = ExportTraceServiceResponse()
+    if response["Content-Type"] == PB:
+        answer.ParseFromString(response.content)
+    else:
+        from google.protobuf import json_format
+
+        json_format.Parse(response.content, answer)
+    return answer.partial_success
+
+
+def _spoiled(spoil) -> bytes:
+    """Three requests' spans (12) as the SDK encodes them, with ``spoil(spans)`` applied."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    message = encode_spans(sdk_spans(3))
+    spoil(list(message.resource_spans[0].scope_spans[0].spans))
+    return message.SerializeToString()
+
+
+def _set(**values):
+    def spoil(spans):
+        span = next(s for s in spans if s.name == "decode")
+        for key, value in values.items():
+            if key == "status":
+                span.status.code = value
+            elif key == "attribute":
+                span.attributes.add(key="prompt", value={"string_value": value})
+            else:
+                setattr(span, key, value)
+    return spoil
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("spoil", "reason"), [
+    (_set(kind=9), "kind 9 is not a span kind"),
+    (_set(status=70_000), "status code 70000 is not one of"),
+    (_set(start_time_unix_nano=2**64 - 1), "not Unix nanoseconds in range"),
+    (_set(end_time_unix_nano=0), "not Unix nanoseconds in range"),
+    (_set(end_time_unix_nano=1_600_000_000_000_000_000), "ns before it starts"),
+    (_set(name="nul\x00name"), "a NUL character"),
+    (_set(attribute="text\x00with a nul"), "a NUL character"),
+    (_set(span_id=b"\x00" * 8), "all-zero trace or span id"),
+    (_set(trace_id=b"\x01\x02"), "malformed trace or span id"),
+])
+def test_a_span_out_of_range_is_rejected_as_otlp_partial_success_and_the_rest_kept(receiver, spoil, reason):
+    response = receiver(_spoiled(spoil))
+    assert response.status_code == 200
+    partial = _partial(response)
+    assert partial.rejected_spans == 1
+    assert partial.error_message.startswith("1 spans rejected, 11 kept: span ") and reason in partial.error_message
+    assert RequestSpan.objects.count() == 11
+
+
+@pytest.mark.django_db
+def test_json_spans_with_ids_that_are_not_hex_are_rejected_the_rest_kept(receiver):
+    body = orjson.loads(_json_body(sdk_spans(2)))
+    spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[0]["traceId"], spans[1]["spanId"] = "zz", "0304"
+    response = receiver(orjson.dumps(body), content_type=JS)
+    assert response.status_code == 200 and response["Content-Type"] == JS
+    partial = _partial(response)
+    assert partial.rejected_spans == 2
+    assert "is not hex" in partial.error_message and "malformed trace or span id" in partial.error_message
+    assert RequestSpan.objects.count() == 6
+
+
+@pytest.mark.django_db
+def test_a_batch_of_only_good_spans_answers_no_partial_success(receiver):
+    response = receiver(protobuf_body(sdk_spans(1)))
+    assert response.status_code == 200 and not _partial(response).rejected_spans
+    assert not ExportTraceServiceResponse.FromString(response.content).HasField("partial_success")

@@ -57,3 +57,39 @@ def test_pages_need_sign_in_and_the_view_permission(client, outsider, joined):
         assert client.get(url).status_code == 302
     client.force_login(outsider)
     assert client.get(f"/traces/{trace.pk}/requests/").status_code == 403
+
+
+@pytest.mark.parametrize(("name", "grammar"), [("sglang_qwen3_prefilldecode.json.gz", "execute-sq-sk+sglang-step"),
+                                               ("vllm_prefilldecode_piecewise.json.gz", "execute-sq-sk")])
+def test_a_real_engine_s_requests_page_says_its_grammar_join_and_confidence(
+        client, api_client, viewer, operator, trace_storage, tmp_path, name, grammar):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from emulator.serving.spans import write_otlp_json
+    from tests.support.engine_spans import engine_sdk_spans
+    from tests.support.traces import real_trace
+    from traces import writers
+    from traces.atrace import read_trace
+    from traces.atrace.analysis.requests.steps import find_steps
+
+    path = real_trace(name)
+    trace = read_trace(path)
+    finished, plan = engine_sdk_spans(trace, find_steps(trace), "sglang")
+    write_otlp_json(finished, tmp_path / "spans.jsonl")
+    row = writers.accept_upload(SimpleUploadedFile(name, path.read_bytes()), operator, name=name)
+    writers.analyse(row.pk)
+    row.refresh_from_db()
+    assert row.status == "ready", row.error
+    api_client.force_authenticate(operator)
+    answer = api_client.post(f"/api/traces/{row.pk}/spans/", {"file": spans_upload(tmp_path / "spans.jsonl")},
+                             format="multipart")
+    assert answer.status_code == 201, answer.content
+    service.join_requests(row.pk)
+    client.force_login(viewer)
+    page = client.get(f"/traces/{row.pk}/requests/").content.decode()
+    assert f'data-requests="{len(plan)}"' in page and f'data-grammar="{grammar}"' in page
+    assert '<b id="join-mode">time and phase</b>' in page and '<b id="join-confidence">high</b>' in page
+    assert "confirm the batch of all 1 checked" in page
+    worst = service.stored_join(row)["worst"][0]
+    page = client.get(f"/traces/{row.pk}/requests/{worst['request_id']}/").content.decode()
+    assert "Joined by time and phase (confidence high), steps read by " + grammar in page

@@ -205,3 +205,17 @@ def test_a_pending_join_is_queued_once_however_often_it_is_asked_for(api_client,
     for _ in range(3):
         assert api_client.get(f"/api/traces/{trace.pk}/requests/").status_code == 202
     assert sent == [(service.JOIN_TASK, trace.pk, service.JOIN_LIMIT_S)]
+
+
+def test_a_gzip_bomb_of_a_spans_file_is_413_and_keeps_nothing(api_client, operator, trace_storage, tmp_path, settings):
+    import gzip
+
+    api_client.force_authenticate(operator)
+    trace, spans, _ = uploaded_serving_trace(operator, tmp_path, duration=0.5)
+    settings.SPAN_UPLOAD_MAX_MB = 0.05  # 51 KiB as sent or once inflated
+    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb.write_bytes(gzip.compress(spans.read_bytes().splitlines()[0] + b"\n" + b" " * (40 << 20)))
+    assert bomb.stat().st_size < 51 * 1024
+    response = api_client.post(f"/api/traces/{trace.pk}/spans/", {"file": spans_upload(bomb)}, format="multipart")
+    assert response.status_code == 413 and "inflates to more than" in response.data["detail"]
+    assert not RequestSpan.objects.filter(owner=trace.pk).exists()

@@ -39,8 +39,8 @@ __all__ = [
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-#: Attribute names that carry a request's id, in the order they are looked for.
-REQUEST_ID_KEYS = ("gen_ai.request.id", "gen_ai.response.id", "request.id", "request_id")
+#: Attribute names that carry a request's id, in the order they are looked for (rid: SGLang's).
+REQUEST_ID_KEYS = ("gen_ai.request.id", "gen_ai.response.id", "request.id", "request_id", "rid")
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
@@ -111,8 +111,10 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-def decode_body(body: bytes, content_type: str) -> ExportTraceServiceRequest:
-    """An ``ExportTraceServiceRequest`` from an OTLP/HTTP body of ``content_type``."""
+def decode_body(body: bytes, content_type: str, rejected: list[str] | None = None) -> ExportTraceServiceRequest:
+    """An ``ExportTraceServiceRequest`` from an OTLP/HTTP body of ``content_type``. With
+    ``rejected``, a JSON span whose ids are not hex is left out and said there (else the
+    whole body is refused)."""
     media = (content_type or "").split(";")[0].strip().lower()
     if media == PROTOBUF:
         message = ExportTraceServiceRequest()
@@ -126,19 +128,30 @@ def decode_body(body: bytes, content_type: str) -> ExportTraceServiceRequest:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise OtlpError(f"the body is not JSON ({exc})") from None
-        return _from_json(data)
+        return _from_json(data, rejected)
     raise OtlpError(f"Content-Type {content_type!r} is not OTLP; send {PROTOBUF} or {JSON}.")
 
 
-def _from_json(data: Any) -> ExportTraceServiceRequest:
+def _from_json(data: Any, rejected: list[str] | None = None) -> ExportTraceServiceRequest:
     if not isinstance(data, dict):
         raise OtlpError("the JSON body must be an object with 'resourceSpans'")
     for resource_spans in _list(data.get("resourceSpans", data.get("resource_spans"))):
         for scope_spans in _list(_get(resource_spans, "scopeSpans", "scope_spans")):
-            for span in _list(_get(scope_spans, "spans")):
-                _hex_ids_to_base64(span)
-                for link in _list(_get(span, "links")):
-                    _hex_ids_to_base64(link)
+            spans = _list(_get(scope_spans, "spans"))
+            kept = []
+            for span in spans:
+                try:
+                    _hex_ids_to_base64(span)
+                    for link in _list(_get(span, "links")):
+                        _hex_ids_to_base64(link)
+                except OtlpError as exc:
+                    if rejected is None or not isinstance(span, dict):
+                        raise
+                    rejected.append(f"span {str(span.get('name', ''))[:80]!r}: {exc}")
+                    continue
+                kept.append(span)
+            if len(kept) != len(spans):
+                scope_spans["spans"] = kept
     message = ExportTraceServiceRequest()
     try:
         json_format.ParseDict(data, message, ignore_unknown_fields=True)
@@ -200,20 +213,64 @@ def _attrs(kvs) -> dict[str, Any]:
     return out
 
 
-def spans_of(message: ExportTraceServiceRequest) -> list[SpanRow]:
-    """Every span of a request, flattened; a span with a malformed id raises OtlpError."""
+#: The values a span may hold (OTLP's enums; times kept as signed 64-bit nanoseconds).
+SPAN_KINDS = range(0, 6)  # UNSPECIFIED, INTERNAL, SERVER, CLIENT, PRODUCER, CONSUMER
+STATUS_CODES = range(0, 3)  # UNSET, OK, ERROR
+MAX_NS = 2**63 - 1
+
+
+def _has_nul(value: Any) -> bool:
+    """Text the store cannot keep (PostgreSQL's text and jsonb hold no NUL character)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    return False
+
+
+def span_problem(s, attributes: dict) -> str:
+    """Why a span cannot be kept, or "" (ids, enums and times out of range, text with NUL)."""
+    if len(s.trace_id) != 16 or len(s.span_id) != 8 or len(s.parent_span_id) not in (0, 8):
+        return "a malformed trace or span id (16 and 8 bytes)"
+    if not any(s.trace_id) or not any(s.span_id):
+        return "an all-zero trace or span id (OTLP: invalid)"
+    if s.kind not in SPAN_KINDS:
+        return f"kind {s.kind} is not a span kind (0-5)"
+    if s.status.code not in STATUS_CODES:
+        return f"status code {s.status.code} is not one of 0 (unset), 1 (ok), 2 (error)"
+    start, end = s.start_time_unix_nano, s.end_time_unix_nano
+    if not 0 < start <= MAX_NS or not 0 < end <= MAX_NS:
+        return f"its times ({start}, {end} ns) are not Unix nanoseconds in range"
+    if end < start:
+        return f"it ends {start - end} ns before it starts"
+    if _has_nul(s.name) or _has_nul(attributes):
+        return "its name or an attribute holds a NUL character"
+    return ""
+
+
+def spans_of(message: ExportTraceServiceRequest, rejected: list[str] | None = None) -> list[SpanRow]:
+    """Every span of a request, flattened. A span that cannot be kept (:func:`span_problem`)
+    raises OtlpError, or with ``rejected`` is left out and said there."""
     rows = []
     for resource_spans in message.resource_spans:
         resource = _attrs(resource_spans.resource.attributes)
         service = str(resource.get("service.name", ""))
+        bad_resource = "its resource holds a NUL character" if _has_nul(resource) else ""
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
-                trace_id, span_id, parent_id = s.trace_id, s.span_id, s.parent_span_id
-                if len(trace_id) != 16 or len(span_id) != 8 or len(parent_id) not in (0, 8):
-                    raise OtlpError(f"span {s.name!r} has a malformed trace or span id (16 and 8 bytes)")
+                attributes = _attrs(s.attributes)
+                problem = bad_resource or span_problem(s, attributes)
+                if problem:
+                    text = f"span {s.name[:80]!r}: {problem}"
+                    if rejected is None:
+                        raise OtlpError(text)
+                    rejected.append(text)
+                    continue
                 rows.append(SpanRow(  # positional, in the fields' order: a tenth faster than by name
-                    trace_id.hex(), span_id.hex(), parent_id.hex(), s.name, s.start_time_unix_nano,
-                    s.end_time_unix_nano, s.kind, s.status.code, service, _attrs(s.attributes), resource,
+                    s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.name, s.start_time_unix_nano,
+                    s.end_time_unix_nano, s.kind, s.status.code, service, attributes, resource,
                 ))
     return rows
 

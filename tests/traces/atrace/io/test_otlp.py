@@ -2,6 +2,7 @@
 the JSON mapping (hex ids) reads back to the same spans as protobuf."""
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -66,3 +67,17 @@ def test_the_json_mapping_reads_back_to_the_same_spans():
     from_json = spans_of(decode_body(line, JSON))
     from_protobuf = spans_of(decode_body(message.SerializeToString(), PROTOBUF))
     assert [s.to_dict() for s in from_json] == [s.to_dict() for s in from_protobuf]
+
+
+def test_a_span_that_cannot_be_kept_raises_or_with_a_list_is_left_out_and_said():
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    message = encode_spans(sdk_spans(2))
+    spans = message.resource_spans[0].scope_spans[0].spans
+    spans[0].kind, spans[1].end_time_unix_nano = 7, 1
+    with pytest.raises(OtlpError, match="kind 7 is not a span kind"):
+        spans_of(message)
+    rejected = []
+    kept = spans_of(message, rejected)
+    assert len(kept) == 6 and len(rejected) == 2
+    assert "kind 7 is not a span kind" in rejected[0] and "ns before it starts" in rejected[1]

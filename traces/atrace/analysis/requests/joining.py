@@ -23,8 +23,7 @@ exactly to the step's work (largest remainders), never charged whole to every re
 from __future__ import annotations
 
 import gc
-import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,16 +32,27 @@ from itertools import repeat
 import numpy as np
 import orjson
 
+from traces.atrace.analysis.requests.grammars import known_forms
+from traces.atrace.analysis.requests.steps import Steps, find_steps
 from traces.atrace.errors import TraceError
 from traces.atrace.io.otlp import SpanRow
-from traces.atrace.model.trace import DEVICE_KINDS, Kind, Trace
+from traces.atrace.model.trace import Trace
 
 __all__ = ["Requests", "Steps", "Join", "requests_from_spans", "find_steps", "join", "RequestJoinError"]
 
-STEP_NAME = re.compile(r"^(engine_step|serve_step|model_step|execute_model)\b")
 PHASES = ("queue", "prefill", "decode")
-_TOKENS_IN = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
-_TOKENS_OUT = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+#: Child span names of each phase (the last dotted part, any case): ours and OpenTelemetry
+#: GenAI's, SGLang's request stages (prefill_waiting, prefill_forward, chunked_prefill,
+#: decode_loop…). A phase named by several spans is their whole extent.
+PHASE_SPANS = {
+    "queue": "queue", "queued": "queue", "waiting": "queue", "prefill_waiting": "queue",
+    "prefill": "prefill", "prefill_forward": "prefill", "chunked_prefill": "prefill",
+    "decode": "decode", "decode_loop": "decode", "decode_forward": "decode",
+}
+#: The request table's tokens, from the attributes the engines write (vLLM's gen_ai.usage.*,
+#: OpenTelemetry GenAI's, SGLang's meta info names), looked for in this order.
+TOKENS_IN = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "prompt_tokens", "input_tokens")
+TOKENS_OUT = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "completion_tokens", "output_tokens")
 HOUR_NS = 3600 * 10**9
 
 
@@ -85,6 +95,11 @@ class Requests:
     output_tokens: np.ndarray
     error: np.ndarray
     serving: tuple[str, str]  # (process, thread) the spans name, or ("", "")
+    phase_source: list[str] = field(default_factory=list)  # "spans", "attributes" or "" a request
+
+    def phase_sources(self) -> dict[str, int]:
+        """How many requests had their phases from child spans, from latency attributes, or none."""
+        return dict(Counter(s or "none" for s in self.phase_source))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -98,18 +113,61 @@ class Requests:
         return self.end - self.start
 
 
+def _seconds(attrs: dict, key: str) -> int | None:
+    v = attrs.get(key)
+    if isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < 1e7:
+        return int(v * 1e9)
+    return None
+
+
 def _phases_from_attrs(root: SpanRow) -> dict[str, tuple[int, int]]:
-    """vLLM's single span: phases from its gen_ai.latency.* attributes (seconds)."""
+    """vLLM's single span (arrival to finish): queue, prefill and decode one after another
+    from its ``gen_ai.latency.*`` attributes (seconds). Without ``time_in_model_prefill`` the
+    first token (``time_to_first_token``) ends prefill; without ``time_in_model_decode``,
+    decode runs from there to the span's end."""
     a = root.attributes
-    queue = a.get("gen_ai.latency.time_in_queue")
-    prefill = a.get("gen_ai.latency.time_in_model_prefill")
-    decode = a.get("gen_ai.latency.time_in_model_decode")
+    queue = _seconds(a, "gen_ai.latency.time_in_queue")
+    prefill = _seconds(a, "gen_ai.latency.time_in_model_prefill")
+    decode = _seconds(a, "gen_ai.latency.time_in_model_decode")
+    first = _seconds(a, "gen_ai.latency.time_to_first_token")
+    if queue is None and prefill is None and decode is None and first is None:
+        return {}
     out, t = {}, root.start_ns
-    for name, value in (("queue", queue), ("prefill", prefill), ("decode", decode)):
-        if isinstance(value, int | float):
-            out[name] = (t, t + int(value * 1e9))
-            t += int(value * 1e9)
+    if queue is not None:
+        out["queue"] = (t, t + queue)
+        t += queue
+    if prefill is None and first is not None and root.start_ns + first >= t:
+        prefill = root.start_ns + first - t
+    if prefill is not None:
+        out["prefill"] = (t, t + prefill)
+        t += prefill
+    if decode is None and "prefill" in out and root.end_ns > t:
+        decode = root.end_ns - t
+    if decode is not None:
+        out["decode"] = (t, t + decode)
     return out
+
+
+def _phases_from_spans(group: list[SpanRow], root: SpanRow) -> dict[str, tuple[int, int]]:
+    phases: dict[str, tuple[int, int]] = {}
+    for s in group:
+        if s is root:
+            continue
+        phase = PHASE_SPANS.get(s.name.rsplit(".", 1)[-1].lower())
+        if phase is not None:
+            have = phases.get(phase)
+            phases[phase] = (s.start_ns, s.end_ns) if have is None else (min(have[0], s.start_ns),
+                                                                          max(have[1], s.end_ns))
+    return phases
+
+
+def _tokens(root: SpanRow, group: list[SpanRow], keys) -> int:
+    """The root's count, else the first span of the request that gives one (SGLang puts
+    them on its ``Req`` span under a bootstrap-room root)."""
+    found = _first(root.attributes, keys)
+    if found or len(group) == 1:
+        return found
+    return next((v for v in (_first(s.attributes, keys) for s in group) if v), 0)
 
 
 def requests_from_spans(spans: list[SpanRow]) -> Requests:
@@ -130,16 +188,16 @@ def _requests_from_spans(spans: list[SpanRow]) -> Requests:
         if not roots:
             continue
         root = min(roots, key=lambda s: s.start_ns)
-        phases = {}
-        for s in group:
-            if s is not root and s.name.rsplit(".", 1)[-1].lower() in PHASES:
-                phases[s.name.rsplit(".", 1)[-1].lower()] = (s.start_ns, s.end_ns)
+        phases = _phases_from_spans(group, root) if len(group) > 1 else {}
+        source = "spans" if phases else ""
         if not phases:
             phases = _phases_from_attrs(root)
+            source = "attributes" if phases else ""
         rid = root.request_id or next((s.request_id for s in group if s.request_id), "") or trace_id
         if serving == ("", ""):
             serving = (str(root.resource.get("process.pid", "")), str(root.resource.get("thread.name", "")))
-        rows.append((rid, trace_id, root, phases))
+        rows.append((rid, trace_id, root, phases, source, _tokens(root, group, TOKENS_IN),
+                     _tokens(root, group, TOKENS_OUT)))
     rows.sort(key=lambda r: (r[2].start_ns, r[0]))
     n = len(rows)
 
@@ -151,93 +209,9 @@ def _requests_from_spans(spans: list[SpanRow]) -> Requests:
         start=col(lambda r: r[2].start_ns), end=col(lambda r: max(r[2].end_ns, r[2].start_ns)),
         phase_start={p: col(lambda r, p=p: r[3].get(p, (-1, -1))[0]) for p in PHASES},
         phase_end={p: col(lambda r, p=p: r[3].get(p, (-1, -1))[1]) for p in PHASES},
-        prompt_tokens=col(lambda r: _first(r[2].attributes, _TOKENS_IN)),
-        output_tokens=col(lambda r: _first(r[2].attributes, _TOKENS_OUT)),
+        prompt_tokens=col(lambda r: r[5]), output_tokens=col(lambda r: r[6]),
         error=col(lambda r: r[2].status_code == 2, bool),
-        serving=serving,
-    )
-
-
-@dataclass
-class Steps:
-    """Engine steps found in a trace (sorted by start), their work and how it was measured."""
-
-    event: np.ndarray  # event index of each step's annotation
-    start: np.ndarray
-    end: np.ndarray
-    track: np.ndarray
-    work: np.ndarray  # ns
-    basis: str  # "device" (kernels of the step) or "host" (the step on its thread)
-    work_event: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # events of the work
-    work_step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their step
-
-    def __len__(self) -> int:
-        return len(self.event)
-
-
-def _step_events(trace: Trace) -> np.ndarray:
-    names = trace.strings.strings
-    wanted = np.zeros(len(names), bool)
-    for i, s in enumerate(names):
-        if STEP_NAME.match(s):
-            wanted[i] = True
-    mask = wanted[trace.name] & (trace.kind == Kind.ANNOTATION)
-    if len(trace.tracks):
-        mask &= ~trace.on_device
-    ev = np.flatnonzero(mask)
-    return ev[np.lexsort((trace.ts[ev], trace.track[ev]))]
-
-
-def _containing_step(steps_ev: np.ndarray, trace: Trace, events: np.ndarray) -> np.ndarray:
-    """For each event, the position (in ``steps_ev``, sorted by track then start) of the
-    step on its track that holds its start, or -1."""
-    out = np.full(len(events), -1, np.int64)
-    s_track = trace.track[steps_ev]
-    e_track = trace.track[events]
-    for track in np.unique(s_track).tolist():
-        first = int(np.searchsorted(s_track, track, side="left"))
-        last = int(np.searchsorted(s_track, track, side="right"))
-        on = np.flatnonzero(e_track == track)
-        starts, ends = trace.ts[steps_ev[first:last]], trace.end[steps_ev[first:last]]
-        pos = np.searchsorted(starts, trace.ts[events[on]], side="right") - 1
-        ok = (pos >= 0) & (trace.ts[events[on]] < ends[np.maximum(pos, 0)])
-        out[on[ok]] = first + pos[ok]
-    return out
-
-
-def find_steps(trace: Trace) -> Steps:
-    """The engine steps of ``trace`` and the work each did."""
-    ev = _step_events(trace)
-    order = np.argsort(trace.ts[ev], kind="stable")
-    ev_sorted_by_track = ev  # sorted by (track, ts) for the containment search
-    n = len(ev)
-    work = np.zeros(n, np.int64)
-    basis = "host"
-    work_event, work_step = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    device = trace.kind_mask(*DEVICE_KINDS) & trace.on_device & (trace.corr >= 0)
-    if n and device.any():
-        runtime = np.flatnonzero((trace.kind == Kind.RUNTIME) & (trace.corr >= 0) & ~trace.on_device)
-        launch_step = _containing_step(ev_sorted_by_track, trace, runtime)
-        keep = launch_step >= 0
-        runtime, launch_step = runtime[keep], launch_step[keep]
-        corr_order = np.argsort(trace.corr[runtime], kind="stable")
-        corr_sorted = trace.corr[runtime][corr_order]
-        dev = np.flatnonzero(device)
-        pos = np.searchsorted(corr_sorted, trace.corr[dev])
-        pos_c = np.minimum(pos, max(len(corr_sorted) - 1, 0))
-        hit = (pos < len(corr_sorted)) & (corr_sorted[pos_c] == trace.corr[dev]) if len(corr_sorted) else np.zeros(len(dev), bool)
-        work_event = dev[hit]
-        work_step = launch_step[corr_order[pos_c[hit]]]
-        work = np.bincount(work_step, weights=trace.dur[work_event], minlength=n).astype(np.int64)
-        basis = "device"
-    if basis == "host" and n:
-        work = trace.dur[ev].astype(np.int64)
-    # Re-order everything by start time.
-    rank = np.empty(n, np.int64)
-    rank[order] = np.arange(n)
-    return Steps(
-        event=ev[order], start=trace.ts[ev][order], end=trace.end[ev][order], track=trace.track[ev][order],
-        work=work[order], basis=basis, work_event=work_event, work_step=rank[work_step] if len(work_step) else work_step,
+        serving=serving, phase_source=[r[4] for r in rows],
     )
 
 
@@ -256,36 +230,27 @@ class Join:
     unknown_ids: int
     clock_offset_ns: int  # added to trace times to get epoch ns
     note: str = ""
+    check: dict = field(default_factory=dict)  # the steps' own counts against the batches found
 
 
 def _step_batches(trace: Trace, steps: Steps) -> list[tuple[list, list] | None]:
     """Each step's (request ids, tokens), or None where it names none: the args of all steps
-    decoded in one pass (one JSON array), names parsed only where args say nothing."""
+    decoded in one pass (one JSON array), names read only where args say nothing."""
     store = trace.args
     raws = [store.raw(int(ev)) if len(store) else b"" for ev in steps.event.tolist()]
     with _no_gc():
         decoded = orjson.loads(b"[" + b",".join(bytes(r) if r else b"{}" for r in raws) + b"]") if raws else []
     out = []
-    for ev, args in zip(steps.event.tolist(), decoded, strict=True):
+    for info, args in zip(steps.info, decoded, strict=True):
         ids = args.get("request_ids")
         if isinstance(ids, list):
             tokens = args.get("tokens")
             out.append((ids, tokens if isinstance(tokens, list) and len(tokens) == len(ids) else [1] * len(ids)))
+        elif info.ids is not None:
+            out.append((list(info.ids), list(info.id_tokens)))
         else:
-            out.append(_batch_of_name(trace.strings[int(trace.name[ev])]))
+            out.append(None)
     return out
-
-
-def _batch_of_name(name: str) -> tuple[list, list] | None:
-    if "|" not in name:
-        return None
-    ids, tokens = [], []
-    for part in name.split("|", 1)[1].split(","):
-        rid, _, tok = part.strip().rpartition(":")
-        if rid:
-            ids.append(rid)
-            tokens.append(max(int(tok), 1) if tok.isdigit() else 1)
-    return ids, tokens
 
 
 def _membership_by_ids(trace: Trace, steps: Steps, requests: Requests):
@@ -328,24 +293,105 @@ def _serving_track(trace: Trace, steps: Steps, serving: tuple[str, str]) -> tupl
     return int(np.argmax(counts)), False
 
 
+def _overlaps(s_start: np.ndarray, s_end: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(request, step position) for every step of one thread (sorted, not overlapping) that
+    overlaps each request's interval [a, b); a request with a < 0 has none."""
+    known = a >= 0
+    b = np.where(b > a, b, a + 1)  # an instant still meets the step it falls in
+    lo = np.searchsorted(s_end, a, side="right")
+    hi = np.searchsorted(s_start, b, side="left")
+    counts = np.where(known, np.maximum(hi - lo, 0), 0)
+    req = np.repeat(np.arange(len(a)), counts)
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return req, np.repeat(lo, counts) + within
+
+
+def phase_intervals(requests: Requests) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per request, when it was in prefill and in decode (epoch ns, -1 where unknown), and
+    for a request whose spans give no phase, when it was in flight (``any``)."""
+    ps, pe = requests.phase_start["prefill"], requests.phase_end["prefill"]
+    ds, de = requests.phase_start["decode"], requests.phase_end["decode"]
+    admitted = np.where(requests.phase_end["queue"] >= 0, requests.phase_end["queue"], requests.start)
+    has_p, has_d = ps >= 0, ds >= 0
+    # A missing phase is the time its neighbour leaves: prefill until decode starts, decode
+    # from the end of prefill to the end of the request.
+    p = (np.where(has_p, ps, np.where(has_d, admitted, -1)), np.where(has_p, pe, np.where(has_d, ds, -1)))
+    d = (np.where(has_d, ds, np.where(has_p, pe, -1)), np.where(has_d, de, np.where(has_p, requests.end, -1)))
+    none = ~has_p & ~has_d
+    return {"prefill": p, "decode": d, "any": (np.where(none, admitted, -1), np.where(none, requests.end, -1))}
+
+
+PREFILL, DECODE = 1, 2  # pair phases (and KINDS' indices of the step kinds)
+
+
 def _membership_by_time(steps: Steps, requests: Requests, offset: int, track: int):
+    """A step's batch: the requests whose prefill overlaps it (a step that prefills), those
+    whose decode overlaps it (a step that decodes), once each; a prompt's tokens in the
+    steps of its prefill, one token a decode step. Returns pairs and each pair's phase."""
     on = np.flatnonzero(steps.track == track)
     s_start, s_end = steps.start[on] + offset, steps.end[on] + offset
-    active_from = np.where(requests.phase_start["prefill"] >= 0, requests.phase_start["prefill"],
-                           np.where(requests.phase_end["queue"] >= 0, requests.phase_end["queue"], requests.start))
-    lo = np.searchsorted(s_end, active_from, side="right")
-    hi = np.searchsorted(s_start, requests.end, side="left")
-    counts = np.maximum(hi - lo, 0)
-    pair_req = np.repeat(np.arange(len(requests)), counts)
-    first = np.repeat(lo, counts)
-    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    pos = first + within
-    pair_step = on[pos]
-    prefill_end = requests.phase_end["prefill"][pair_req]
-    in_prefill = (prefill_end >= 0) & (s_start[pos] < prefill_end)
+    kind = steps.kind[on]
+    spans = phase_intervals(requests)
+    p_req, p_pos = _overlaps(s_start, s_end, *spans["prefill"])
+    keep = kind[p_pos] != DECODE
+    p_req, p_pos = p_req[keep], p_pos[keep]
+    d_req, d_pos = _overlaps(s_start, s_end, *spans["decode"])
+    keep = kind[d_pos] != PREFILL
+    d_req, d_pos = d_req[keep], d_pos[keep]
+    # A request met by one step in both phases (its prefill ended inside it) counts once, in prefill.
+    width = len(on) + 1
+    both = np.isin(d_req * width + d_pos, p_req * width + p_pos)
+    d_req, d_pos = d_req[~both], d_pos[~both]
+    a_req, a_pos = _overlaps(s_start, s_end, *spans["any"])
+    pair_req = np.concatenate([p_req, d_req, a_req])
+    pos = np.concatenate([p_pos, d_pos, a_pos])
+    phase = np.concatenate([np.full(len(p_req), PREFILL), np.full(len(d_req), DECODE), np.zeros(len(a_req), np.int64)])
     prompt = np.maximum(requests.prompt_tokens[pair_req], 1)
-    pair_tokens = np.where(in_prefill, prompt, 1)
-    return pair_step, pair_req, pair_tokens.astype(np.int64)
+    pair_tokens = np.where(phase == PREFILL, prompt, 1).astype(np.int64)
+    return on[pos], pair_req, pair_tokens, phase
+
+
+def check_counts(steps: Steps, requests: Requests, pair_step: np.ndarray, phase: np.ndarray, offset: int,
+                 track: int, limit: int = 5) -> dict:
+    """The batches found by time against what the steps' names say (batch size, requests in
+    prefill and in decode), over the serving thread's steps while the spans were in flight."""
+    n = len(steps)
+    found = np.bincount(pair_step, minlength=n)
+    found_p = np.bincount(pair_step[phase == PREFILL], minlength=n)
+    found_d = np.bincount(pair_step[phase == DECODE], minlength=n)
+    batch, prefill, decode = steps.facts("batch"), steps.facts("prefill"), steps.facts("decode")
+    said = (batch >= 0) | (prefill >= 0) | (decode >= 0)
+    in_flight = np.zeros(n, bool)
+    if len(requests):
+        in_flight = (steps.end + offset > requests.start.min()) & (steps.start + offset < requests.end.max())
+    checked = said & in_flight & (steps.track == track)
+    phased = bool((phase != 0).any()) if len(phase) else False
+    off_batch = (batch >= 0) & (found != batch)
+    off_prefill = phased & (prefill >= 0) & (found_p != prefill)
+    off_decode = phased & (decode >= 0) & (found_d != decode)
+    wrong = np.flatnonzero(checked & (off_batch | off_prefill | off_decode))
+    examples = []
+    for k in wrong[:limit].tolist():
+        errs = [f"batch {batch[k]}, found {found[k]}"] if off_batch[k] else []
+        errs += [f"prefill {prefill[k]}, found {found_p[k]}"] if off_prefill[k] else []
+        errs += [f"decode {decode[k]}, found {found_d[k]}"] if off_decode[k] else []
+        examples.append({"step": k, "event": int(steps.event[k]), "grammar": steps.info[k].grammar,
+                         "says": "; ".join(errs)})
+    n_checked = int(checked.sum())
+    return {"steps_checked": n_checked, "steps_matching": n_checked - len(wrong), "mismatches": len(wrong),
+            "examples": examples}
+
+
+LEVELS = ("low", "medium", "high")
+
+
+def _confidence(named: bool, check: dict) -> str:
+    """By time: medium when the spans name the serving thread and it is found, else low; one
+    level up when every step's own counts confirm its batch, one down when any does not."""
+    level = 1 if named else 0
+    if check["steps_checked"]:
+        level += 1 if not check["mismatches"] else -1
+    return LEVELS[max(0, min(level, 2))]
 
 
 def apportion(work: np.ndarray, pair_step: np.ndarray, pair_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -392,10 +438,11 @@ def join(trace: Trace, requests: Requests, steps: Steps | None = None, *, mode: 
         raise RequestJoinError(f"mode must be auto, ids or time, not {mode!r}")
     steps = steps if steps is not None else find_steps(trace)
     if not len(steps):
-        raise RequestJoinError("the trace has no engine steps (annotations named engine_step#N)")
+        raise RequestJoinError(f"the trace has no engine steps: no host annotation is named as a step grammar "
+                               f"says. {known_forms()}")
     offset, note = _clock_offset(trace, steps, requests)
     pair_step = np.zeros(0, np.int64)
-    unknown, confidence = 0, "high"
+    unknown, confidence, check = 0, "high", {}
     if mode in ("auto", "ids"):
         pair_step, pair_req, pair_tokens, unknown = _membership_by_ids(trace, steps, requests)
         if mode == "ids" and not len(pair_step):
@@ -403,12 +450,13 @@ def join(trace: Trace, requests: Requests, steps: Steps | None = None, *, mode: 
     if not len(pair_step):
         mode = "time"
         track, named = _serving_track(trace, steps, requests.serving)
-        pair_step, pair_req, pair_tokens = _membership_by_time(steps, requests, offset, track)
-        confidence = "medium" if named else "low"
+        pair_step, pair_req, pair_tokens, phase = _membership_by_time(steps, requests, offset, track)
+        check = check_counts(steps, requests, pair_step, phase, offset, track)
+        confidence = _confidence(named, check)
     else:
         mode = "ids"
     share, step_tokens = apportion(steps.work, pair_step, pair_tokens)
-    return Join(mode, confidence, pair_step, pair_req, pair_tokens, share, step_tokens, unknown, offset, note)
+    return Join(mode, confidence, pair_step, pair_req, pair_tokens, share, step_tokens, unknown, offset, note, check)
 
 
 def dumps_batch_name(step: int, ids: list[str], tokens: list[int]) -> str:

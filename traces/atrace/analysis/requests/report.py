@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from traces.atrace.analysis.requests.grammars import version as grammar_table_version
 from traces.atrace.analysis.requests.joining import Join, Requests, Steps, _no_gc
 from traces.atrace.model.trace import Kind, Trace
 
@@ -377,13 +378,31 @@ def _report(ctx: _Context) -> dict:
         "join": {"mode": join.mode, "confidence": join.confidence, "basis": steps.basis,
                  "pairs": len(join.pair_step), "unknown_request_ids": join.unknown_ids,
                  "clock_offset_ns": join.clock_offset_ns, "note": join.note,
-                 "max_share_error_ns": float(np.abs(step_sums - steps.work).max()) if len(steps) else 0.0},
+                 "max_share_error_ns": float(np.abs(step_sums - steps.work).max()) if len(steps) else 0.0,
+                 "grammars": steps.grammars(), "grammar_table": grammar_table_version(),
+                 "step_notes": steps.notes[:5], "check": join.check, "phases": requests.phase_sources(),
+                 "why": join_words(join)},
         "latency_ms": {f"p{q}": _ms(np.percentile(lat, q)) for q in (50, 90, 99)} if len(lat) else {},
         "worst": [request_detail(ctx, int(i), top=5, excess=excess) for i in worst],
         "rows": [_row(ctx, i, device_ns, steps_in) | {"cause": cause, "operators": ops}
                  for i, (cause, ops) in enumerate(zip(causes.tolist(), _operators_of_all(ctx), strict=True))],
         "limits": asdict(limits),
     }
+
+
+def join_words(join: Join) -> str:
+    """How the join was made and why its confidence is what it is, in words."""
+    if join.mode == "ids":
+        return "the steps name their requests"
+    check = join.check or {}
+    words = "by time and phase: a step's batch is the requests in the phase it runs while it runs"
+    checked = check.get("steps_checked", 0)
+    if not checked:
+        return words + "; the steps' names give no counts to check it by"
+    if not check.get("mismatches"):
+        return words + f"; the counts the steps' names give confirm the batch of all {checked:,} checked"
+    return words + (f"; {check['mismatches']:,} of {checked:,} steps' counts differ from the batch found "
+                    f"(e.g. {check['examples'][0]['says']})")
 
 
 def context(trace, requests, steps, join, health=None, limits: Limits = LIMITS) -> _Context:
@@ -393,12 +412,13 @@ def context(trace, requests, steps, join, health=None, limits: Limits = LIMITS) 
 
 
 def analyse_requests(trace: Trace, spans, *, mode: str = "auto", health: Health | None = None,
-                     limits: Limits = LIMITS) -> dict:
+                     limits: Limits = LIMITS, grammars=None) -> dict:
     """Spans (SpanRow list) and a trace in, the report out: the one call the CLI, the
-    Django layer and the benchmarks make."""
+    Django layer and the benchmarks make (``grammars``: the step grammars to read the
+    trace by, the table's by default)."""
     from traces.atrace.analysis.requests.joining import find_steps, join, requests_from_spans
 
     requests = requests_from_spans(spans)
-    steps = find_steps(trace)
+    steps = find_steps(trace, grammars)
     joined = join(trace, requests, steps, mode=mode)
     return report(trace, requests, steps, joined, health, limits)

@@ -205,3 +205,105 @@ def test_numeric_request_ids_in_the_steps_match_the_spans():
     assert joined.mode == "ids" and joined.unknown_ids == 0
     assert sorted(zip([requests.ids[i] for i in joined.pair_req], joined.pair_share.tolist(), strict=True)) == [
         ("7", 3750), ("8", 1250)]
+
+
+# -- real serving engines: steps that name no request ids, joined by time and phase ----------
+SERVING_TRACES = ("sglang_qwen3_prefilldecode.json.gz", "vllm_prefilldecode_piecewise.json.gz")
+
+
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+@pytest.mark.parametrize("name", SERVING_TRACES)
+def test_a_real_engine_s_step_gets_the_batch_it_names_by_time_and_phase(name, shape):
+    from tests.support.engine_spans import engine_spans
+    from tests.support.traces import real_trace
+
+    trace = read_trace(real_trace(name))
+    steps = find_steps(trace)
+    spans, plan = engine_spans(trace, steps, shape)
+    requests = requests_from_spans(spans)
+    assert requests.phase_sources() == {"attributes" if shape == "vllm" else "spans": len(plan)}
+    joined = join(trace, requests, steps)
+    assert joined.mode == "time" and joined.confidence == "high"
+    assert joined.check == {"steps_checked": 1, "steps_matching": 1, "mismatches": 0, "examples": []}
+    # Every request joined, once, to the one step; the batch as large as the step says.
+    assert sorted(requests.ids[i] for i in joined.pair_req) == sorted(r["id"] for r in plan)
+    assert len(joined.pair_step) == steps.info[0].batch
+    # Prefill by prompt tokens, decode one token each; the shares sum to the step's device time.
+    tokens = dict(zip([requests.ids[i] for i in joined.pair_req], joined.pair_tokens.tolist(), strict=True))
+    assert tokens == {r["id"]: r["prompt"] if r["phase"] == "prefill" else 1 for r in plan}
+    assert int(joined.pair_share.sum()) == int(steps.work[0]) > 0
+    assert joined.note == "trace clock aligned by its baseTimeNanoseconds"
+
+
+def test_counts_that_do_not_match_the_batch_found_are_reported_and_lower_the_confidence():
+    from tests.support.engine_spans import engine_spans
+    from tests.support.traces import real_trace
+
+    trace = read_trace(real_trace("vllm_prefilldecode_piecewise.json.gz"))
+    steps = find_steps(trace)
+    spans, plan = engine_spans(trace, steps, "vllm")
+    missing = next(s.trace_id for s in spans if s.attributes.get("gen_ai.request.id") == "s0-d0")
+    joined = join(trace, requests_from_spans([s for s in spans if s.trace_id != missing]), steps)
+    assert joined.confidence == "low"
+    assert joined.check["mismatches"] == 1
+    assert joined.check["examples"][0]["says"] == "batch 46, found 45; decode 37, found 36"
+    assert int(joined.pair_share.sum()) == int(steps.work[0])
+
+
+def _two_steps(first: str, second: str):
+    from traces.atrace import Kind, TraceBuilder
+
+    b = TraceBuilder()
+    host = b.track("engine", "scheduler")
+    ms = 1_000_000
+    b.add(first, T0, 10 * ms, host, kind=Kind.ANNOTATION)
+    b.add(second, T0 + 10 * ms, 10 * ms, host, kind=Kind.ANNOTATION)
+    return b.build()
+
+
+def _phased(rid, prefill, decode, prompt):
+    ms = 1_000_000
+    root = SpanRow(f"{rid:032x}", f"{rid:016x}", "", "llm_request", T0 + prefill[0] * ms, T0 + decode[1] * ms,
+                   attributes={"gen_ai.request.id": f"r{rid}", "gen_ai.usage.prompt_tokens": prompt},
+                   resource={"process.pid": "engine", "thread.name": "scheduler"})
+    kids = [SpanRow(root.trace_id, f"{rid * 16 + k:016x}", root.span_id, name, T0 + a * ms, T0 + b * ms)
+            for k, (name, (a, b)) in enumerate((("prefill", prefill), ("decode", decode)), 1)]
+    return [root, *kids]
+
+
+def test_a_step_joins_only_the_requests_in_the_phase_it_runs():
+    spans = _phased(1, (0, 12), (20, 40), 100) + _phased(2, (-30, -20), (-20, 40), 50)
+    requests = requests_from_spans(spans)
+    trace = _two_steps("step[EXTEND bs=1 toks=100]", "step[DECODE bs=1]")
+    joined = join(trace, requests)
+    pairs = sorted((int(s), requests.ids[r], int(t)) for s, r, t in zip(joined.pair_step, joined.pair_req,
+                                                                          joined.pair_tokens, strict=True))
+    assert pairs == [(0, "r1", 100), (1, "r2", 1)]
+    assert joined.check["mismatches"] == 0 and joined.confidence == "high"
+    # Steps that say nothing of their phase take every request in flight, each once.
+    joined = join(_two_steps("engine_step#0", "engine_step#1"), requests)
+    pairs = sorted((int(s), requests.ids[r], int(t)) for s, r, t in zip(joined.pair_step, joined.pair_req,
+                                                                          joined.pair_tokens, strict=True))
+    assert pairs == [(0, "r1", 100), (0, "r2", 1), (1, "r1", 100), (1, "r2", 1)]
+    assert joined.confidence == "medium" and joined.check["steps_checked"] == 0
+
+
+def test_a_vllm_span_without_prefill_time_ends_prefill_at_its_first_token():
+    span = SpanRow("a" * 32, "b" * 16, "", "llm_request", T0, T0 + 900_000_000, attributes={
+        "gen_ai.request.id": "r1", "gen_ai.latency.time_in_queue": 0.1, "gen_ai.latency.time_to_first_token": 0.3,
+        "gen_ai.latency.e2e": 0.9})
+    requests = requests_from_spans([span])
+    assert [int(requests.phase_ns(p)[0]) for p in ("queue", "prefill", "decode")] == [100_000_000, 200_000_000,
+                                                                                      600_000_000]
+    assert requests.phase_sources() == {"attributes": 1}
+
+
+def test_sglang_s_request_spans_give_its_id_tokens_and_phases():
+    from tests.support.engine_spans import _sglang
+
+    provider, exporter = memory_provider(resource_for("h", "ENX-1"))
+    _sglang(provider.get_tracer("t"), {"id": "abc123", "prompt": 700, "output": 9, "arrival": T0,
+                                       "queue_end": T0 + 5, "prefill_end": T0 + 50, "end": T0 + 90})
+    requests = requests_from_spans(spans_of(encode_spans(exporter.get_finished_spans())))
+    assert requests.ids == ["abc123"] and int(requests.prompt_tokens[0]) == 700 and int(requests.output_tokens[0]) == 9
+    assert [int(requests.phase_ns(p)[0]) for p in ("queue", "prefill", "decode")] == [5, 45, 40]
