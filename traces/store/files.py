@@ -21,18 +21,28 @@ A distributed job's own files are in ``jobs/<id>/`` (:class:`JobFiles`): ``repor
 
 The storage is Django's ``storages["traces"]`` (a folder under var/ by default; any storage
 class through TRACE_STORAGE_BACKEND); nothing here reads the database.
+
+No reader meets a half-written file: on a local folder each file is written under a hidden
+temporary name beside its place (``.<name>.<random>.part``), flushed to the disk and renamed
+over the old one (a rename within a folder is atomic), so a reader sees the old file or the
+new one whole, and a writer that fails midway leaves the old one and removes its temporary
+file (one a killed process left is pruned with the trace's folder). An object store makes an
+object only when its upload completes (traces/store/object_store.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
+import secrets
 import shutil
 import sys
 import tempfile
 from pathlib import Path, PurePath
 
 from django.core.files.storage import storages
+from django.utils._os import safe_makedirs
 
 SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
 DIGEST = "job_digest.npz"
@@ -86,9 +96,17 @@ class TraceFiles:
 
     def save_stream(self, name: str, stream) -> str:
         """Copies ``stream`` (a file, read chunk by chunk) to the storage ``name``, replacing
-        what was there; returns the name stored."""
+        what was there whole (the module's docstring); returns the name stored."""
+        try:
+            path = Path(self.storage.path(name))
+        except NotImplementedError:  # an object store: its save replaces the object whole
+            path = None
+        if path is not None:
+            replace_file(path, stream, getattr(self.storage, "file_permissions_mode", None),
+                     getattr(self.storage, "directory_permissions_mode", None))
+            return name
         if not getattr(self.storage, "file_overwrite", False) and self.storage.exists(name):
-            self.storage.delete(name)  # (an object store's save replaces it: no HEAD and DELETE first)
+            self.storage.delete(name)  # another storage class, which would pick a new name
         return self.storage.save(name, stream)
 
     def save_source(self, name: str, source) -> str:
@@ -157,8 +175,41 @@ class TraceFiles:
             self.storage.delete(self.name(file))
         folder = self.local_folder()
         if folder is not None:
+            for left in folder.glob(f"{VIEWS_TEMPORARY}*"):  # a writer killed midway left it
+                shutil.rmtree(left, ignore_errors=True)
             with contextlib.suppress(OSError):
                 folder.rmdir()  # file systems keep empty folders
+
+
+COPY_CHUNK = 1 << 20
+TEMPORARY_SUFFIX = ".part"
+VIEWS_TEMPORARY = ".views-"  # the hidden folder the trace page's views are written in (page_data.py)
+
+
+def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int | None = None) -> None:
+    """Write ``stream`` to ``path`` whole: into a temporary file beside it, flushed to the
+    disk, then renamed over it. Anything raised midway (a full disk, a failing source) leaves
+    ``path`` as it was and no temporary file. ``mode``: the file's permissions (else the
+    process's umask decides); ``folder_mode``: a new folder's (as the storage's own)."""
+    if not path.parent.is_dir():
+        safe_makedirs(path.parent, 0o777 if folder_mode is None else folder_mode, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TEMPORARY_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if hasattr(stream, "seekable") and stream.seekable():
+                stream.seek(0)
+            while data := stream.read(COPY_CHUNK):
+                out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        if mode is not None:
+            tmp.chmod(mode)
+        tmp.replace(path)  # os.replace: atomic within a folder
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def trim_cache(root: Path, max_bytes: int, keep: Path | None = None) -> int:

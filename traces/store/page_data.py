@@ -12,6 +12,9 @@ answer the pages and the API from those files alone; bad parameters raise
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +32,7 @@ from traces.atrace.render.page_data import PREFIX, compute_page_data, load_docum
 from traces.atrace.render.timeline import window
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
-from traces.store.files import ARGS, TraceFiles
+from traces.store.files import ARGS, VIEWS_TEMPORARY, TraceFiles
 from traces.store.page_limits import MAX_BARS, MAX_EDGES, MAX_WIDTH_PX, STORED
 
 SIDES = ("host", "device")
@@ -51,13 +54,14 @@ def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
     """Compute and store every analysis of a parsed trace; returns the bytes stored.
 
     ``known`` may pass a ``breakdown``, ``path`` and ``correlation`` already computed, to
-    reuse them. On a local file system the files are written in place (their names replace
-    those of an interrupted attempt); other storages get copies through the storage API.
+    reuse them. Each file replaces an earlier one whole (a reader never meets one half-written):
+    on a local file system they are written into a hidden folder in the trace's and renamed
+    into place; other storages get copies through the storage API (traces/store/files.py).
     """
     pages = compute_page_data(parsed, STORED, **known)
     folder = files.local_folder()
-    if folder is not None:  # the timeline's event details read the args the drill-down stored
-        return sum((folder / name).stat().st_size for name in pages.save(folder, args_file=ARGS))
+    if folder is not None:
+        return _publish_local(pages, folder)
     total = 0
     with tempfile.TemporaryDirectory(prefix="asicmon-views-") as tmp:
         for name in pages.save(tmp):
@@ -65,6 +69,29 @@ def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
                 files.save_stream(files.name(name), File(f))
             total += (Path(tmp) / name).stat().st_size
     return total
+
+
+def _publish_local(pages, folder: Path) -> int:
+    """Write the views into a hidden folder inside the trace's, flush each to the disk and
+    rename it into place; returns the bytes stored. The timeline's event details read the
+    args the drill-down stored (a hard link of them in the hidden folder lets Atrace see them
+    there; without one it writes its own copy)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=VIEWS_TEMPORARY))
+    try:
+        args_file = None
+        with contextlib.suppress(OSError):
+            os.link(folder / ARGS, tmp / ARGS)
+            args_file = ARGS
+        total = 0
+        for name in pages.save(tmp, args_file=args_file):
+            with (tmp / name).open("rb") as f:
+                os.fsync(f.fileno())
+                total += os.fstat(f.fileno()).st_size
+            (tmp / name).replace(folder / name)
+        return total
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- reading --------------------------------------------------------------------------------
