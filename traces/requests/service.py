@@ -90,9 +90,8 @@ def upload_job_spans(job, upload) -> tuple[int, int]:
 
 
 def span_stamp(trace) -> str:
-    """What the spans of ``trace`` are now (count and newest row), to know a stored join is current."""
-    if trace.capture_started_at is not None:
-        attach_window(trace)
+    """What the spans of ``trace`` are now (count and newest row), to know a stored join is
+    current. Reads only: live spans are attached by a periodic task and by the join."""
     found = RequestSpan.objects.filter(trace=trace).aggregate(n=Count("id"), last=Max("id"))
     return f"{found['n']}:{found['last'] or 0}"
 
@@ -128,6 +127,8 @@ def join_requests(trace_id: int) -> None:
     trace = Trace.objects.filter(pk=trace_id, status=TraceStatus.READY).first()
     if trace is None:
         return
+    if trace.capture_started_at is not None:  # the live spans of its window not attached yet
+        attach_window(trace)
     stamp = span_stamp(trace)
     spans = spans_for_trace(trace)
     files = TraceFiles(trace.pk)
@@ -160,6 +161,7 @@ def stored_join(trace) -> dict[str, Any]:
             unreadable = True
         elif doc.get("stamp") == stamp:
             return doc
+    # A capture's live spans may not be attached yet: its join attaches them (or says none came).
     if stamp.startswith("0:") and not unreadable and trace.capture_started_at is None:
         return {"stamp": stamp, "error": "No request spans were sent or uploaded for this trace."}
     from django.core.cache import cache
