@@ -27,7 +27,9 @@ temporary name beside its place (``.<name>.<random>.part``), flushed to the disk
 over the old one (a rename within a folder is atomic), so a reader sees the old file or the
 new one whole, and a writer that fails midway leaves the old one and removes its temporary
 file (one a killed process left is pruned with the trace's folder). An object store makes an
-object only when its upload completes (traces/store/object_store.py).
+object only when its upload completes (traces/store/object_store.py). A reader that meets
+a result it cannot read whole anyway (damaged, or cut short before results were written so)
+raises :class:`ResultUnreadable`, which the web answers with 503 saying so (dashboard/middleware.py).
 """
 
 from __future__ import annotations
@@ -56,6 +58,28 @@ def store_errors() -> tuple[type[BaseException], ...]:
     folder never imports it."""
     boto = sys.modules.get("botocore.exceptions")
     return (OSError,) if boto is None else (OSError, boto.BotoCoreError, boto.ClientError)
+
+
+class ResultUnreadable(Exception):
+    """A stored result that cannot be read whole: the message names it and why."""
+
+    retry_after_s = 30
+
+
+@contextlib.contextmanager
+def reading_result(trace_id: int, what: str):
+    """Around the read and parse of one stored result: what cannot be read whole (a cut or
+    damaged file, a storage that failed the read) raises ResultUnreadable; a missing file
+    stays FileNotFoundError (each reader says what its absence means)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (ValueError, EOFError, *store_errors()) as exc:
+        raise ResultUnreadable(
+            f"The stored {what} of trace {trace_id} could not be read ({exc}); it may be damaged: "
+            "try again shortly, and if it stays so, upload the trace again."
+        ) from exc
 
 
 RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}

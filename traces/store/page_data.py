@@ -32,7 +32,7 @@ from traces.atrace.render.page_data import PREFIX, compute_page_data, load_docum
 from traces.atrace.render.timeline import window
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
-from traces.store.files import ARGS, VIEWS_TEMPORARY, TraceFiles
+from traces.store.files import ARGS, VIEWS_TEMPORARY, ResultUnreadable, TraceFiles, reading_result
 from traces.store.page_limits import MAX_BARS, MAX_EDGES, MAX_WIDTH_PX, STORED
 
 SIDES = ("host", "device")
@@ -109,6 +109,19 @@ def page_data_folder(trace: Trace) -> Path:
     return folder
 
 
+def _document(trace: Trace, name: str) -> dict[str, Any]:
+    """One stored view of ``trace``; ResultUnreadable when it cannot be read whole."""
+    folder = page_data_folder(trace)
+    with reading_result(trace.pk, f"{name} view"):
+        return load_document(folder, name)
+
+
+def _timeline(trace: Trace):
+    folder = page_data_folder(trace)
+    with reading_result(trace.pk, "timeline"):
+        return load_timeline(folder)
+
+
 def findings(trace: Trace, query=None) -> dict[str, Any]:
     """The advisor's findings (``?rule=`` one rule's, ``?top=N`` the N largest)."""
     query = query or {}
@@ -125,13 +138,13 @@ def findings(trace: Trace, query=None) -> dict[str, Any]:
 
 def _findings_document(trace: Trace) -> dict[str, Any]:
     try:
-        return load_document(page_data_folder(trace), "findings")
+        return _document(trace, "findings")
     except FileNotFoundError:
         raise PageDataMissing(f"trace {trace.pk} was analysed before findings existed; re-upload it") from None
 
 
 def flame(trace: Trace, side: str = "") -> dict[str, Any]:
-    doc = load_document(page_data_folder(trace), "flame")
+    doc = _document(trace, "flame")
     if not side:
         return doc
     if side not in SIDES:
@@ -152,7 +165,7 @@ def _number(query, name: str, default: float | None, *, integer: bool = False) -
 
 def timeline(trace: Trace, query) -> dict[str, Any]:
     """``?start_us=&end_us=&width_px=`` → the bars of that window (default: everything)."""
-    layout = load_timeline(page_data_folder(trace))
+    layout = _timeline(trace)
     t0, t1 = layout.span_ns
     start_us = _number(query, "start_us", t0 / 1000)
     end_us = _number(query, "end_us", max(t1, t0 + 1) / 1000)
@@ -168,14 +181,14 @@ def timeline(trace: Trace, query) -> dict[str, Any]:
 
 def event(trace: Trace, index: int) -> dict[str, Any]:
     try:
-        return load_timeline(page_data_folder(trace)).event_detail(index)
+        return _timeline(trace).event_detail(index)
     except KeyError as exc:
         raise BadRequest(str(exc.args[0])) from None
 
 
 def critical_path(trace: Trace, step: str = "") -> dict[str, Any]:
     """The critical-path table of the whole trace, or of one of its valid steps."""
-    doc = load_document(page_data_folder(trace), "paths")
+    doc = _document(trace, "paths")
     valid = doc["valid_steps"]
     if step:
         name = _step_name(step, valid)
@@ -217,7 +230,7 @@ def _step_name(step: str, valid: list[str]) -> str:
 
 
 def correlation(trace: Trace) -> dict[str, Any]:
-    return load_document(page_data_folder(trace), "correlation")
+    return _document(trace, "correlation")
 
 
 def metrics(trace: Trace) -> dict[str, Any]:
@@ -245,8 +258,8 @@ def metrics(trace: Trace) -> dict[str, Any]:
 def comparison(a: Trace, b: Trace, *, level: str = "operator", rank: str = "total") -> dict[str, Any]:
     try:
         result = compare_tables(
-            load_document(page_data_folder(a), "op_table"),
-            load_document(page_data_folder(b), "op_table"),
+            _document(a, "op_table"),
+            _document(b, "op_table"),
             labels=(_label(a), _label(b)),
             level=level,
             rank=rank,
@@ -310,11 +323,10 @@ def versions(workload: str, device_type: str) -> dict[str, Any]:
     records = []
     for t in traces:
         try:
-            folder = page_data_folder(t)
-            record = {"id": t.pk, "version": t.sw_version, "ops": load_document(folder, "op_means")}
-            record.update(step_time(load_document(folder, "paths").get("steps", [])) or {})
+            record = {"id": t.pk, "version": t.sw_version, "ops": _document(t, "op_means")}
+            record.update(step_time(_document(t, "paths").get("steps", [])) or {})
             records.append(record)
-        except (PageDataMissing, FileNotFoundError):
+        except (PageDataMissing, FileNotFoundError, ResultUnreadable):  # a trace the others answer without
             continue
     result = version_regressions(records)
     steps = step_regressions(records, result)

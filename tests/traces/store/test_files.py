@@ -125,3 +125,30 @@ def test_deleting_a_trace_removes_what_a_killed_writer_left(trace_storage):
     (folder / ".views-abc" / "view.flame.json").write_bytes(b"{")
     files.delete_all()
     assert not folder.exists()
+
+
+@pytest.mark.parametrize(("file", "url"), [
+    (SUMMARY, "breakdown/"),
+    ("instances.bin", "instances/?op={op}&side=device"),
+    ("view.flame.json", "flame/"),
+    ("view.timeline.layout.json", "timeline/"),
+    ("view.paths.json", "critical-path/"),
+])
+def test_a_result_that_cannot_be_read_whole_is_503_saying_so(api_client, client, viewer, operator, trace_storage,
+                                                             file, url):
+    """A result damaged on the disk (or cut short before results were written whole) is a
+    503 naming it, with Retry-After: never a 500. The trace's page still opens."""
+    trace = emulated_trace(operator, seed=4)
+    path = TraceFiles(trace.pk).local_folder() / file
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2 - 1])
+    api_client.force_authenticate(viewer)
+    if "{op}" in url:
+        url = url.format(op=api_client.get(f"/api/traces/{trace.pk}/breakdown/?side=device").data["results"][0]["op"])
+    answer = api_client.get(f"/api/traces/{trace.pk}/{url}")
+    assert answer.status_code == 503, answer.content[:300]
+    assert answer["Retry-After"] == "30" and "could not be read" in answer.json()["detail"]
+    client.force_login(viewer)
+    assert client.get(f"/traces/{trace.pk}/").status_code == 200
+    path.write_bytes(whole)
+    assert api_client.get(f"/api/traces/{trace.pk}/{url}").status_code == 200
