@@ -41,6 +41,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path, PurePath
 
 from django.core.files.storage import storages
@@ -67,17 +68,18 @@ class ResultUnreadable(Exception):
 
 
 @contextlib.contextmanager
-def reading_result(trace_id: int, what: str):
+def reading_result(owner: str, what: str):
     """Around the read and parse of one stored result: what cannot be read whole (a cut or
-    damaged file, a storage that failed the read) raises ResultUnreadable; a missing file
-    stays FileNotFoundError (each reader says what its absence means)."""
+    damaged file, a storage that failed the read) raises ResultUnreadable naming ``owner``
+    ("trace 12") and ``what``; a missing file stays FileNotFoundError (each reader says what
+    its absence means)."""
     try:
         yield
     except FileNotFoundError:
         raise
-    except (ValueError, EOFError, *store_errors()) as exc:
+    except (ValueError, EOFError, zipfile.BadZipFile, *store_errors()) as exc:
         raise ResultUnreadable(
-            f"The stored {what} of trace {trace_id} could not be read ({exc}); it may be damaged: "
+            f"The stored {what} of {owner} could not be read ({exc}); it may be damaged: "
             "try again shortly, and if it stays so, upload the trace again."
         ) from exc
 
@@ -95,6 +97,11 @@ class TraceFiles:
     @property
     def folder(self) -> str:
         return str(self.trace_id)
+
+    @property
+    def owner(self) -> str:
+        """Whose files these are, in words (messages)."""
+        return f"trace {self.trace_id}"
 
     def name(self, file: str) -> str:
         """The storage name of one of the trace's files (``"12/summary.json"``)."""
@@ -264,6 +271,10 @@ class JobFiles(TraceFiles):
     @property
     def folder(self) -> str:
         return f"jobs/{self.trace_id}"
+
+    @property
+    def owner(self) -> str:
+        return f"job {self.trace_id}"
 
     def name(self, file: str) -> str:
         return f"{self.folder}/{file}"

@@ -112,13 +112,13 @@ def page_data_folder(trace: Trace) -> Path:
 def _document(trace: Trace, name: str) -> dict[str, Any]:
     """One stored view of ``trace``; ResultUnreadable when it cannot be read whole."""
     folder = page_data_folder(trace)
-    with reading_result(trace.pk, f"{name} view"):
+    with reading_result(f"trace {trace.pk}", f"{name} view"):
         return load_document(folder, name)
 
 
 def _timeline(trace: Trace):
     folder = page_data_folder(trace)
-    with reading_result(trace.pk, "timeline"):
+    with reading_result(f"trace {trace.pk}", "timeline"):
         return load_timeline(folder)
 
 

@@ -154,13 +154,13 @@ def write_chrome(files: TraceFiles, trace: atrace.Trace, path=None) -> int:
 
 # -- reading (in requests) -------------------------------------------------------------
 def read_summary(files: TraceFiles) -> dict[str, Any]:
-    with reading_result(files.trace_id, "summary"), files.open(SUMMARY) as f:
+    with reading_result(files.owner, "summary"), files.open(SUMMARY) as f:
         return orjson.loads(f.read())
 
 
 def read_records(files: TraceFiles, first: int, count: int) -> np.ndarray:
     """Records ``first`` .. ``first + count`` of the instance file: one ranged read."""
-    with reading_result(files.trace_id, "instances"):
+    with reading_result(files.owner, "instances"):
         with files.open(INSTANCES) as f:
             f.seek(first * RECORD.itemsize)
             data = f.read(count * RECORD.itemsize)
@@ -174,7 +174,7 @@ def read_args(files: TraceFiles, records: np.ndarray) -> list[dict[str, Any]]:
     system, else one ranged read spanning them."""
     if not len(records):
         return []
-    with reading_result(files.trace_id, "arguments"):
+    with reading_result(files.owner, "arguments"):
         return _read_args(files, records["args_off"].tolist(), records["args_len"].tolist())
 
 

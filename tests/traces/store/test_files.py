@@ -152,3 +152,21 @@ def test_a_result_that_cannot_be_read_whole_is_503_saying_so(api_client, client,
     assert client.get(f"/traces/{trace.pk}/").status_code == 200
     path.write_bytes(whole)
     assert api_client.get(f"/api/traces/{trace.pk}/{url}").status_code == 200
+
+
+def test_a_job_s_results_that_cannot_be_read_whole_say_so(trace_storage):
+    from types import SimpleNamespace
+
+    from traces.jobs import results as job_results
+    from traces.store.files import REPORT, TIMELINE, JobFiles, ResultUnreadable
+
+    job, files = SimpleNamespace(pk=77), JobFiles(77)
+    files.save(REPORT, b'{"straggler": {"rank"')
+    files.save(TIMELINE, b"PK\x03\x04 cut short")
+    with pytest.raises(ResultUnreadable, match="cross-rank report of job 77 could not be read"):
+        job_results.read_report(job)
+    with pytest.raises(ResultUnreadable, match="collective timeline of job 77"):
+        job_results.timeline(job)
+    files.delete_all()
+    with pytest.raises(FileNotFoundError):  # a missing file is each reader's to explain
+        job_results.read_report(job)
