@@ -35,6 +35,7 @@ raises :class:`ResultUnreadable`, which the web answers with 503 saying so (dash
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import secrets
@@ -133,8 +134,10 @@ class TraceFiles:
         except NotImplementedError:  # an object store: its save replaces the object whole
             path = None
         if path is not None:
-            replace_file(path, stream, getattr(self.storage, "file_permissions_mode", None),
-                     getattr(self.storage, "directory_permissions_mode", None))
+            modes = getattr(self.storage, "file_permissions_mode", None), getattr(self.storage, "directory_permissions_mode", None)
+            upload = getattr(stream, "temporary_file_path", None)  # a multipart upload's own file: moved, not copied
+            if upload is None or not move_file(Path(upload()), path, *modes):
+                replace_file(path, stream, *modes)
             return name
         if not getattr(self.storage, "file_overwrite", False) and self.storage.exists(name):
             self.storage.delete(name)  # another storage class, which would pick a new name
@@ -222,8 +225,7 @@ def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int |
     disk, then renamed over it. Anything raised midway (a full disk, a failing source) leaves
     ``path`` as it was and no temporary file. ``mode``: the file's permissions (else the
     process's umask decides); ``folder_mode``: a new folder's (as the storage's own)."""
-    if not path.parent.is_dir():
-        safe_makedirs(path.parent, 0o777 if folder_mode is None else folder_mode, exist_ok=True)
+    _make_folder(path.parent, folder_mode)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TEMPORARY_SUFFIX}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
@@ -241,6 +243,28 @@ def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int |
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def move_file(source: Path, path: Path, mode: int | None = None, folder_mode: int | None = None) -> bool:
+    """Rename the finished file ``source`` over ``path`` (flushed to the disk first); False,
+    doing nothing, when they are on different file systems (the caller copies it then)."""
+    _make_folder(path.parent, folder_mode)
+    with source.open("rb") as f:
+        os.fsync(f.fileno())
+    if mode is not None:
+        source.chmod(mode)
+    try:
+        source.replace(path)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            return False
+        raise
+    return True
+
+
+def _make_folder(folder: Path, mode: int | None) -> None:
+    if not folder.is_dir():
+        safe_makedirs(folder, 0o777 if mode is None else mode, exist_ok=True)
 
 
 def trim_cache(root: Path, max_bytes: int, keep: Path | None = None) -> int:

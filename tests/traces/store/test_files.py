@@ -2,7 +2,9 @@
 sees the old file or the new one, never part of one), a writer that fails midway leaves the
 old file and no temporary file, and deleting a trace removes what a killed writer left."""
 
+import errno
 import io
+import os
 import stat
 from pathlib import Path
 
@@ -72,6 +74,37 @@ def test_a_writer_failing_midway_leaves_the_old_file_and_no_temporary_one(trace_
     with pytest.raises(OSError, match="No space"):
         files.save_stream(files.name("requests.json"), Source(NEW, fail_at=2))
     assert _on_disk(files) == [SUMMARY]  # no part of a first copy either
+
+
+def test_a_multipart_upload_s_own_file_is_moved_into_place_not_copied(trace_storage, monkeypatch):
+    from django.core.files.uploadedfile import TemporaryUploadedFile
+
+    files = TraceFiles(35)
+    files.save("raw.json", OLD)
+    upload = TemporaryUploadedFile("big.json", "application/json", len(NEW), None)
+    upload.write(NEW)
+    upload.flush()
+    inode = Path(upload.temporary_file_path()).stat().st_ino
+    files.save_stream(files.name("raw.json"), upload)
+    stored = files.local_folder() / "raw.json"
+    assert stored.stat().st_ino == inode and stored.read_bytes() == NEW  # renamed: no second copy of the bytes
+    upload.close()  # (Django's own clean-up finds it gone)
+    assert _on_disk(files) == ["raw.json"]
+    # On another file system it is copied, whole, the same way as any stream.
+    other = TemporaryUploadedFile("big.json", "application/json", len(OLD), None)
+    other.write(OLD)
+    real = os.replace
+
+    def across_devices(src, dst, *args, **kwargs):
+        if str(src) == other.temporary_file_path():
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", across_devices)
+    files.save_stream(files.name("raw.json"), other)
+    assert stored.read_bytes() == OLD and _on_disk(files) == ["raw.json"]
+    assert Path(other.temporary_file_path()).exists()  # copied, left for Django to delete
+    other.close()
 
 
 def test_a_first_save_makes_the_trace_s_folder(trace_storage):
