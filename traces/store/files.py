@@ -23,7 +23,8 @@ The storage is Django's ``storages["traces"]`` (a folder under var/ by default; 
 class through TRACE_STORAGE_BACKEND); nothing here reads the database.
 
 No reader meets a half-written file: on a local folder each file is written under a hidden
-temporary name beside its place (``.<name>.<random>.part``), flushed to the disk and renamed
+temporary name beside its place (``.<name>.<random>.part``), flushed to the disk
+(TRACE_STORAGE_FSYNC) and renamed
 over the old one (a rename within a folder is atomic), so a reader sees the old file or the
 new one whole, and a writer that fails midway leaves the old one and removes its temporary
 file (one a killed process left is pruned with the trace's folder). An object store makes an
@@ -45,6 +46,7 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePath
 
+from django.conf import settings
 from django.core.files.storage import storages
 from django.utils._os import safe_makedirs
 
@@ -222,7 +224,7 @@ VIEWS_TEMPORARY = ".views-"  # the hidden folder the trace page's views are writ
 
 def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int | None = None) -> None:
     """Write ``stream`` to ``path`` whole: into a temporary file beside it, flushed to the
-    disk, then renamed over it. Anything raised midway (a full disk, a failing source) leaves
+    disk (TRACE_STORAGE_FSYNC), then renamed over it. Anything raised midway (a full disk, a failing source) leaves
     ``path`` as it was and no temporary file. ``mode``: the file's permissions (else the
     process's umask decides); ``folder_mode``: a new folder's (as the storage's own)."""
     _make_folder(path.parent, folder_mode)
@@ -235,7 +237,8 @@ def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int |
             while data := stream.read(COPY_CHUNK):
                 out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            if settings.TRACE_STORAGE_FSYNC:
+                os.fsync(out.fileno())
         if mode is not None:
             tmp.chmod(mode)
         tmp.replace(path)  # os.replace: atomic within a folder
@@ -249,8 +252,8 @@ def move_file(source: Path, path: Path, mode: int | None = None, folder_mode: in
     """Rename the finished file ``source`` over ``path`` (flushed to the disk first); False,
     doing nothing, when they are on different file systems (the caller copies it then)."""
     _make_folder(path.parent, folder_mode)
-    with source.open("rb") as f:
-        os.fsync(f.fileno())
+    if settings.TRACE_STORAGE_FSYNC:
+        flush_to_disk(source)
     if mode is not None:
         source.chmod(mode)
     try:
@@ -260,6 +263,11 @@ def move_file(source: Path, path: Path, mode: int | None = None, folder_mode: in
             return False
         raise
     return True
+
+
+def flush_to_disk(path: Path) -> None:
+    with path.open("rb") as f:
+        os.fsync(f.fileno())
 
 
 def _make_folder(folder: Path, mode: int | None) -> None:

@@ -32,7 +32,14 @@ from traces.atrace.render.page_data import PREFIX, compute_page_data, load_docum
 from traces.atrace.render.timeline import window
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
-from traces.store.files import ARGS, VIEWS_TEMPORARY, ResultUnreadable, TraceFiles, reading_result
+from traces.store.files import (
+    ARGS,
+    VIEWS_TEMPORARY,
+    ResultUnreadable,
+    TraceFiles,
+    flush_to_disk,
+    reading_result,
+)
 from traces.store.page_limits import MAX_BARS, MAX_EDGES, MAX_WIDTH_PX, STORED
 
 SIDES = ("host", "device")
@@ -72,8 +79,8 @@ def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
 
 
 def _publish_local(pages, folder: Path) -> int:
-    """Write the views into a hidden folder inside the trace's, flush each to the disk and
-    rename it into place; returns the bytes stored. The timeline's event details read the
+    """Write the views into a hidden folder inside the trace's, flush each to the disk
+    (TRACE_STORAGE_FSYNC) and rename it into place; returns the bytes stored. The timeline's event details read the
     args the drill-down stored (a hard link of them in the hidden folder lets Atrace see them
     there; without one it writes its own copy)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -85,9 +92,9 @@ def _publish_local(pages, folder: Path) -> int:
             args_file = ARGS
         total = 0
         for name in pages.save(tmp, args_file=args_file):
-            with (tmp / name).open("rb") as f:
-                os.fsync(f.fileno())
-                total += os.fstat(f.fileno()).st_size
+            if settings.TRACE_STORAGE_FSYNC:
+                flush_to_disk(tmp / name)
+            total += (tmp / name).stat().st_size
             (tmp / name).replace(folder / name)
         return total
     finally:

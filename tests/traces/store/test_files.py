@@ -44,9 +44,15 @@ def _on_disk(files: TraceFiles) -> list[str]:
     return sorted(p.name for p in files.local_folder().iterdir())
 
 
-def test_a_saved_result_replaces_the_old_one_whole(trace_storage, settings):
+@pytest.mark.parametrize("fsync", [True, False])
+def test_a_saved_result_replaces_the_old_one_whole(trace_storage, settings, monkeypatch, fsync):
+    settings.TRACE_STORAGE_FSYNC = fsync
+    flushed = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(fd) or real_fsync(fd))
     files = TraceFiles(31)
     files.save(SUMMARY, OLD)
+    assert len(flushed) == (1 if fsync else 0)  # flushed to the disk before the rename, when asked
     seen = []
     source = Source(NEW, during=lambda n: n == 2 and seen.append(files.open(SUMMARY).read()))
     files.save_stream(files.name(SUMMARY), source)
@@ -115,7 +121,8 @@ def test_a_first_save_makes_the_trace_s_folder(trace_storage):
 
 
 def test_the_views_replace_the_old_ones_whole_and_an_interrupted_write_leaves_them(operator, trace_storage,
-                                                                                  monkeypatch):
+                                                                                  monkeypatch, settings):
+    settings.TRACE_STORAGE_FSYNC = True  # (as deployed: each view flushed before its rename)
     trace = emulated_trace(operator, seed=3)
     files = TraceFiles(trace.pk)
     folder = files.local_folder()
