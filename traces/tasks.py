@@ -50,6 +50,7 @@ def prune_traces() -> int:
     return pruned + upload_sessions.prune_idle()
 
 
+
 @shared_task
 def join_requests(trace_id: int) -> None:
     from traces.requests import service as requests_service

@@ -23,14 +23,15 @@ The storage is Django's ``storages["traces"]`` (a folder under var/ by default; 
 class through TRACE_STORAGE_BACKEND); nothing here reads the database.
 
 No reader meets a half-written file: on a local folder each file is written under a hidden
-temporary name beside its place (``.<name>.<random>.part``), flushed to the disk
-(TRACE_STORAGE_FSYNC) and renamed
-over the old one (a rename within a folder is atomic), so a reader sees the old file or the
-new one whole, and a writer that fails midway leaves the old one and removes its temporary
-file (one a killed process left is pruned with the trace's folder). An object store makes an
-object only when its upload completes (traces/store/object_store.py). A reader that meets
-a result it cannot read whole anyway (damaged, or cut short before results were written so)
-raises :class:`ResultUnreadable`, which the web answers with 503 saying so (dashboard/middleware.py).
+temporary name beside its place (``.<name>.<random>.part``), flushed to the disk (when
+TRACE_STORAGE_FSYNC) and renamed over the old one (a rename within a folder is atomic), so a
+reader sees the old file or the new one whole, and a writer that fails midway leaves the old
+one and removes its temporary file (what a killed process left goes with the trace's folder).
+A multipart upload's own file is renamed into place the same way. An object store makes an
+object only when its upload completes (traces/store/object_store.py). A reader that meets a
+result it cannot read whole anyway (damaged, or cut short before results were written so)
+raises :class:`ResultUnreadable`, which the web answers with 503 saying so
+(dashboard/middleware.py).
 """
 
 from __future__ import annotations
@@ -136,8 +137,9 @@ class TraceFiles:
         except NotImplementedError:  # an object store: its save replaces the object whole
             path = None
         if path is not None:
-            modes = getattr(self.storage, "file_permissions_mode", None), getattr(self.storage, "directory_permissions_mode", None)
-            upload = getattr(stream, "temporary_file_path", None)  # a multipart upload's own file: moved, not copied
+            modes = (getattr(self.storage, "file_permissions_mode", None),
+                     getattr(self.storage, "directory_permissions_mode", None))
+            upload = getattr(stream, "temporary_file_path", None)  # a multipart upload's own file: moved
             if upload is None or not move_file(Path(upload()), path, *modes):
                 replace_file(path, stream, *modes)
             return name
@@ -224,9 +226,10 @@ VIEWS_TEMPORARY = ".views-"  # the hidden folder the trace page's views are writ
 
 def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int | None = None) -> None:
     """Write ``stream`` to ``path`` whole: into a temporary file beside it, flushed to the
-    disk (TRACE_STORAGE_FSYNC), then renamed over it. Anything raised midway (a full disk, a failing source) leaves
-    ``path`` as it was and no temporary file. ``mode``: the file's permissions (else the
-    process's umask decides); ``folder_mode``: a new folder's (as the storage's own)."""
+    disk (when TRACE_STORAGE_FSYNC), then renamed over it. Anything raised midway (a full
+    disk, a failing source) leaves ``path`` as it was and no temporary file. ``mode``: the
+    file's permissions (else the process's umask decides); ``folder_mode``: a new folder's
+    (as the storage's own)."""
     _make_folder(path.parent, folder_mode)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TEMPORARY_SUFFIX}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -249,8 +252,9 @@ def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int |
 
 
 def move_file(source: Path, path: Path, mode: int | None = None, folder_mode: int | None = None) -> bool:
-    """Rename the finished file ``source`` over ``path`` (flushed to the disk first); False,
-    doing nothing, when they are on different file systems (the caller copies it then)."""
+    """Rename the finished file ``source`` over ``path`` (flushed to the disk first, when
+    TRACE_STORAGE_FSYNC); False, leaving it, when they are on different file systems (the
+    caller copies it then)."""
     _make_folder(path.parent, folder_mode)
     if settings.TRACE_STORAGE_FSYNC:
         flush_to_disk(source)

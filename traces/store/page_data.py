@@ -61,9 +61,10 @@ def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
     """Compute and store every analysis of a parsed trace; returns the bytes stored.
 
     ``known`` may pass a ``breakdown``, ``path`` and ``correlation`` already computed, to
-    reuse them. Each file replaces an earlier one whole (a reader never meets one half-written):
-    on a local file system they are written into a hidden folder in the trace's and renamed
-    into place; other storages get copies through the storage API (traces/store/files.py).
+    reuse them. Each file replaces an earlier one whole (a reader never meets one
+    half-written): on a local file system they are written into a hidden folder in the
+    trace's and renamed into place; other storages get copies through the storage API
+    (traces/store/files.py).
     """
     pages = compute_page_data(parsed, STORED, **known)
     folder = files.local_folder()
@@ -79,10 +80,10 @@ def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
 
 
 def _publish_local(pages, folder: Path) -> int:
-    """Write the views into a hidden folder inside the trace's, flush each to the disk
-    (TRACE_STORAGE_FSYNC) and rename it into place; returns the bytes stored. The timeline's event details read the
-    args the drill-down stored (a hard link of them in the hidden folder lets Atrace see them
-    there; without one it writes its own copy)."""
+    """Write the views into a hidden folder inside the trace's, flush each to the disk (when
+    TRACE_STORAGE_FSYNC) and rename it into place; returns the bytes stored. The timeline's
+    event details read the args the drill-down stored (a hard link of them in the hidden
+    folder lets Atrace see them there; without one it writes its own copy)."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder, prefix=VIEWS_TEMPORARY))
     try:
