@@ -168,8 +168,10 @@ def stored_join(trace) -> dict[str, Any]:
 
     from traces import queueing
 
-    # One join queued per trace and state of its spans, however often the page asks meanwhile.
-    if cache.add(f"requests-join:{trace.pk}:{stamp}{':unreadable' if unreadable else ''}", 1, timeout=JOIN_LIMIT_S + 60):
+    # One join queued per trace and state of its spans, however often the page asks meanwhile
+    # (the trace's creation in the key: a test database that gives an id again is another trace).
+    key = f"requests-join:{trace.pk}:{trace.created_at.timestamp()}:{stamp}{':unreadable' if unreadable else ''}"
+    if cache.add(key, 1, timeout=JOIN_LIMIT_S + 60):
         queueing.send(JOIN_TASK, trace.pk, JOIN_LIMIT_S)
     if unreadable:
         raise Unreadable("The stored join of this trace's requests could not be read (cut short or damaged); "
