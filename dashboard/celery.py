@@ -33,6 +33,16 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": 30.0,
             "options": {"expires": 29.0},
         },
+        "attach-request-spans": {
+            "task": "traces.tasks.attach_request_spans",
+            "schedule": 10.0,
+            "options": {"expires": 9.0},
+        },
+        "prune-request-spans": {
+            "task": "traces.tasks.prune_request_spans",
+            "schedule": 60.0,
+            "options": {"expires": 59.0},
+        },
         "prune-traces": {
             "task": "traces.tasks.prune_traces",
             "schedule": 3600.0,

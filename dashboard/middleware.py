@@ -5,6 +5,8 @@
   so no path or query parameter accepts it): 400;
 - Redis, the task broker or the time-series store not answering while a page or API call
   needs it: 503 saying so, not a 500; the store refusing a query: 502 with its words;
+- a trace's stored result that cannot be read whole (traces.store.files.ResultUnreadable):
+  503 naming it, with Retry-After, not a 500;
 - a URL under /api/ that matches nothing: a JSON 404, like every other API answer.
 """
 
@@ -17,6 +19,7 @@ from django.http import HttpResponse, JsonResponse
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from fleet.tsdb import TsdbError, TsdbUnavailable
+from traces.store.files import ResultUnreadable
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,11 @@ class RequestGuardMiddleware:
                 "Try again shortly."
             )
             response["Retry-After"] = "5"
+            return response
+        if isinstance(exception, ResultUnreadable):
+            log.warning("unreadable stored result for %s: %s", request.path, exception.__cause__ or exception)
+            response = _answer(request, 503, str(exception))
+            response["Retry-After"] = str(exception.retry_after_s)
             return response
         if isinstance(exception, TsdbError):
             log.warning("time-series store refused a query for %s: %s", request.path, exception)

@@ -60,6 +60,7 @@ def use_own_folders(config, settings, prefix: str) -> None:
     settings.STORAGES["traces"]["OPTIONS"]["location"] = str(settings.TRACE_STORAGE_DIR)
     settings.MEDIA_ROOT = root / "media"
     settings.CELERY_BEAT_SCHEDULE_FILENAME = str(root / "celerybeat-schedule")
+    settings.TRACE_STORAGE_FSYNC = False  # results still renamed into place whole; no wait on the disk
 
 
 def load_hypothesis_profile() -> None:

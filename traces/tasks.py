@@ -61,3 +61,19 @@ def join_requests(trace_id: int) -> None:
     from traces.requests import service as requests_service
 
     requests_service.join_requests(trace_id)
+
+
+@shared_task
+def attach_request_spans() -> int:
+    """Live spans to the captures whose windows they fall in (periodic: no request writes them)."""
+    from traces.requests import store as span_store
+
+    return span_store.attach_to_recent_captures()
+
+
+@shared_task
+def prune_request_spans() -> int:
+    """Live spans past SPAN_RETENTION_HOURS that no trace holds (periodic: not in the receiver)."""
+    from traces.requests import store as span_store
+
+    return span_store.prune_expired()

@@ -15,6 +15,7 @@ from traces.choices import TraceSource, TraceStatus
 from traces.jobs.results import job_page
 from traces.models import Job, Trace
 from traces.store import page_data
+from traces.store.files import ResultUnreadable
 
 PAGE_SIZE = 50
 TOP_DELTAS = 15  # bars in the comparison's chart of largest deltas
@@ -75,7 +76,7 @@ def _stored_findings(trace: Trace) -> dict | None:
         return None
     try:
         return page_data.findings(trace)
-    except page_data.PageDataMissing:
+    except (page_data.PageDataMissing, ResultUnreadable):  # the panel asks the API, which says why
         return None
 
 

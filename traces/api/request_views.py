@@ -19,6 +19,7 @@ from traces.store import page_data
 
 JOINING = OpenApiResponse(description="The join is being computed: ask again in a few seconds")
 NOT_JOINED = OpenApiResponse(description="Nothing to join (no spans, or spans and trace that do not meet): why")
+REJOINING = OpenApiResponse(description="The stored join could not be read; it is being made again (Retry-After)")
 
 
 class SpanFileSerializer(serializers.Serializer):
@@ -81,6 +82,9 @@ class JobSpanUploadView(_SpanUpload):
 def _answer(fn, *args) -> Response:
     try:
         return Response(fn(*args))
+    except service.Unreadable as exc:
+        return Response({"status": "joining", "detail": str(exc)}, status=503,
+                        headers={"Retry-After": str(service.RETRY_AFTER_S)})
     except service.Pending as exc:
         return Response({"status": "joining", "detail": str(exc)}, status=202)
     except reading.NotJoined as exc:
@@ -101,7 +105,7 @@ class RequestsView(APIView):
         "and confidence, latency p50/p90/p99, the worst ten with their time split, apportioned work, "
         "dominant kernels, device health and reason in words, and the slowest rows.",
         parameters=[OpenApiParameter("limit", int, description="Rows of the request table, slowest first (default 100)")],
-        responses={200: OpenApiTypes.OBJECT, 202: JOINING, 409: NOT_JOINED},
+        responses={200: OpenApiTypes.OBJECT, 202: JOINING, 409: NOT_JOINED, 503: REJOINING},
     )
     def get(self, request, pk: int):
         return _answer(reading.summary, get_object_or_404(Trace, pk=pk), request.query_params)
@@ -115,7 +119,7 @@ class RequestDetailView(APIView):
         operation_id="traces_request_retrieve",
         parameters=[OpenApiParameter("width_px", int, description="Width of the timeline under the spans")],
         responses={200: OpenApiTypes.OBJECT, 202: JOINING, 404: OpenApiResponse(description="No such request"),
-                   409: NOT_JOINED},
+                   409: NOT_JOINED, 503: REJOINING},
     )
     def get(self, request, pk: int, request_id: str):
         return _answer(reading.detail, get_object_or_404(Trace, pk=pk), request_id, request.query_params)

@@ -35,7 +35,7 @@ from traces.choices import JobStatus, RankStatus, TraceSource, TraceStatus
 from traces.jobs.analysis import enqueue_trace_analysis, fail_job, move_job
 from traces.jobs.health import device_health, health_reasons
 from traces.models import Job, JobRank
-from traces.store.files import REPORT, TIMELINE, JobFiles
+from traces.store.files import REPORT, TIMELINE, JobFiles, reading_result
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,8 @@ def prune_jobs(cutoff) -> int:
 
 # -- reading --------------------------------------------------------------------------------
 def read_report(job: Job) -> dict[str, Any]:
-    with JobFiles(job.pk).open(REPORT) as f:
+    files = JobFiles(job.pk)
+    with reading_result(files.owner, "cross-rank report"), files.open(REPORT) as f:
         return orjson.loads(f.read())
 
 
@@ -226,7 +227,9 @@ def timeline(job: Job, first: int = 0, count: int = TIMELINE_COLLECTIVES) -> dic
     """Collectives ``first`` .. ``first + count`` on every rank: each rank's arrival (its wait
     for the last arrival) and the transfer after it, with the critical path's segments in that
     time; times in us from the job's start."""
-    with JobFiles(job.pk).open(TIMELINE) as f, np.load(io.BytesIO(f.read()), allow_pickle=False) as z:
+    files = JobFiles(job.pk)
+    with (reading_result(files.owner, "collective timeline"), files.open(TIMELINE) as f,
+          np.load(io.BytesIO(f.read()), allow_pickle=False) as z):
         ranks, start, end, last = z["ranks"], z["start"], z["end"], z["last"]
     total = len(last)
     first = max(0, min(first, max(total - 1, 0)))

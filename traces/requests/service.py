@@ -27,13 +27,14 @@ from traces.choices import TraceStatus
 from traces.models import Trace
 from traces.requests.models import RequestSpan
 from traces.requests.store import attach_window, spans_for_trace, store_spans
-from traces.store.files import TraceFiles
+from traces.store.files import TraceFiles, store_errors
 
 log = logging.getLogger(__name__)
 
 STORED = "requests.json"
 JOIN_TASK = "traces.tasks.join_requests"
 JOIN_LIMIT_S = 300
+RETRY_AFTER_S = 5  # what an answer asks a reader to wait while an unreadable join is made again
 HEALTH_COUNTERS = ("temperature_c", "clock_mhz", "clock_max_mhz")
 
 
@@ -43,6 +44,10 @@ class TooLarge(Exception):
 
 class Pending(Exception):
     """The join is being computed (or cannot be yet); the message says which."""
+
+
+class Unreadable(Pending):
+    """The stored join could not be read; a new one is queued (answered 503, Retry-After)."""
 
 
 def upload_spans(trace, upload) -> int:
@@ -107,9 +112,8 @@ def upload_job_spans(job, upload) -> tuple[int, int]:
 
 
 def span_stamp(trace) -> str:
-    """What the spans of ``trace`` are now (count and newest row), to know a stored join is current."""
-    if trace.capture_started_at is not None:
-        attach_window(trace)
+    """What the spans of ``trace`` are now (count and newest row), to know a stored join is
+    current. Reads only: live spans are attached by a periodic task and by the join."""
     found = RequestSpan.objects.filter(trace=trace).aggregate(n=Count("id"), last=Max("id"))
     return f"{found['n']}:{found['last'] or 0}"
 
@@ -145,6 +149,8 @@ def join_requests(trace_id: int) -> None:
     trace = Trace.objects.filter(pk=trace_id, status=TraceStatus.READY).first()
     if trace is None:
         return
+    if trace.capture_started_at is not None:  # the live spans of its window not attached yet
+        attach_window(trace)
     stamp = span_stamp(trace)
     spans = spans_for_trace(trace)
     files = TraceFiles(trace.pk)
@@ -164,23 +170,44 @@ def join_requests(trace_id: int) -> None:
 
 
 def stored_join(trace) -> dict[str, Any]:
-    """The stored join of ``trace`` if it is current; else queue one and raise Pending."""
+    """The stored join of ``trace`` if it is current; else queue one and raise Pending
+    (Unreadable when the stored one cannot be read: a new one replaces it)."""
     if trace.status != TraceStatus.READY:
         raise Pending(f"the trace is {trace.status}; its requests are joined once it is ready")
     files = TraceFiles(trace.pk)
     stamp = span_stamp(trace)
+    unreadable = False
     if files.exists(STORED):
-        with files.open(STORED) as fh:
-            doc = orjson.loads(fh.read())
-        if doc.get("stamp") == stamp:
+        doc = _read_stored(files)
+        if doc is None:
+            unreadable = True
+        elif doc.get("stamp") == stamp:
             return doc
-    if stamp.startswith("0:"):
+    # A capture's live spans may not be attached yet: its join attaches them (or says none came).
+    if stamp.startswith("0:") and not unreadable and trace.capture_started_at is None:
         return {"stamp": stamp, "error": "No request spans were sent or uploaded for this trace."}
     from django.core.cache import cache
 
     from traces import queueing
 
-    # One join queued per trace and state of its spans, however often the page asks meanwhile.
-    if cache.add(f"requests-join:{trace.pk}:{stamp}", 1, timeout=JOIN_LIMIT_S + 60):
+    # One join queued per trace and state of its spans, however often the page asks meanwhile
+    # (the trace's creation in the key: a test database that gives an id again is another trace).
+    key = f"requests-join:{trace.pk}:{trace.created_at.timestamp()}:{stamp}{':unreadable' if unreadable else ''}"
+    if cache.add(key, 1, timeout=JOIN_LIMIT_S + 60):
         queueing.send(JOIN_TASK, trace.pk, JOIN_LIMIT_S)
+    if unreadable:
+        raise Unreadable("The stored join of this trace's requests could not be read (cut short or damaged); "
+                         f"it is being joined again: ask again in {RETRY_AFTER_S} seconds.")
     raise Pending("joining the requests to the trace's steps; ask again in a few seconds")
+
+
+def _read_stored(files: TraceFiles) -> dict[str, Any] | None:
+    """The stored join, or None when it cannot be read whole (a file cut short by a crash, a
+    damaged one, a store that failed the read)."""
+    try:
+        with files.open(STORED) as fh:
+            doc = orjson.loads(fh.read())
+    except (orjson.JSONDecodeError, *store_errors()) as exc:
+        log.warning("the stored request join of trace %s is unreadable (%s); joining again", files.trace_id, exc)
+        return None
+    return doc if isinstance(doc, dict) and "stamp" in doc else None

@@ -1,8 +1,11 @@
-"""Writing and reading request spans: the one place that knows the RequestSpan table."""
+"""Writing and reading request spans: the one place that knows the RequestSpan table.
+
+Its housekeeping is a periodic task's (traces.tasks.attach_request_spans and
+prune_request_spans), never a request's: the receiver only inserts, a page only reads.
+"""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import orjson
@@ -16,8 +19,9 @@ from traces.atrace.io.otlp import SpanRow
 from traces.requests.models import RequestSpan
 
 _BATCH = 1000  # rows a statement (16 parameters each: under every database's limit)
-_PRUNE_EVERY_S = 60.0
-_last_prune = 0.0
+# How long after its end a capture still takes the live spans of its window (an exporter
+# sends a batch seconds after its requests ended; its join attaches any later).
+ATTACH_AFTER_CAPTURE = timedelta(minutes=10)
 _COLUMNS = ("otel_trace_id", "span_id", "parent_span_id", "name", "service", "request_id", "device_serial",
             "start_ns", "end_ns", "kind", "status_code", "attributes", "resource", "owner", "received_at", "trace")
 _JSON = {"attributes", "resource"}
@@ -90,8 +94,6 @@ def store_spans(spans: list[SpanRow], *, trace=None) -> int:
             for i in range(0, len(rows), _BATCH):
                 chunk = rows[i : i + _BATCH]
                 cursor.execute(_insert_sql(len(chunk)), [v for row in chunk for v in row])
-    if trace is None:
-        prune_now_and_then()
     return len(rows)
 
 
@@ -100,15 +102,6 @@ def prune_expired(now=None) -> int:
     cutoff = (now or timezone.now()) - timedelta(hours=settings.SPAN_RETENTION_HOURS)
     deleted, _ = RequestSpan.objects.filter(trace__isnull=True, received_at__lt=cutoff).delete()
     return deleted
-
-
-def prune_now_and_then() -> None:
-    """Prune at most once a minute per process (the receiver calls this after each batch)."""
-    global _last_prune
-    now = time.monotonic()
-    if now - _last_prune >= _PRUNE_EVERY_S:
-        _last_prune = now
-        prune_expired()
 
 
 def capture_window_ns(trace) -> tuple[int, int] | None:
@@ -132,10 +125,22 @@ def attach_window(trace) -> int:
     return live.filter(trace__isnull=True, otel_trace_id__in=ids).update(trace=trace)
 
 
+def attach_to_recent_captures(now=None) -> int:
+    """Attach the live spans of their windows to the captures running or ended within
+    ATTACH_AFTER_CAPTURE (the periodic task's work); returns how many spans were attached.
+    A failed capture takes none (one that died capturing has no end to its window)."""
+    from traces.choices import TraceStatus
+    from traces.models import Trace
+
+    since = (now or timezone.now()) - ATTACH_AFTER_CAPTURE
+    captures = (Trace.objects.filter(capture_started_at__isnull=False).exclude(status=TraceStatus.FAILED)
+                .filter(Q(capture_ended_at__isnull=True) | Q(capture_ended_at__gte=since))
+                .select_related("device").order_by("pk"))
+    return sum(attach_window(trace) for trace in captures)
+
+
 def spans_for_trace(trace) -> list[SpanRow]:
     """The spans joined to ``trace``: uploaded beside it or attached from its window."""
-    if trace.capture_started_at is not None:
-        attach_window(trace)
     fields = ("otel_trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "kind",
               "status_code", "service", "attributes", "resource")
     return [

@@ -11,12 +11,25 @@ from traces.requests import reading, service
 
 
 def _state(fn, *args):
+    """(data, problem, status): "pending:…" while the join is made; 503 when the stored one
+    could not be read and is made again."""
     try:
-        return fn(*args), ""
+        return fn(*args), "", 200
+    except service.Unreadable as exc:
+        return None, f"pending:{exc}", 503
     except service.Pending as exc:
-        return None, f"pending:{exc}"
+        return None, f"pending:{exc}", 200
     except (reading.NotJoined, reading.UnknownRequest) as exc:
-        return None, str(exc)
+        return None, str(exc), 404 if isinstance(exc, reading.UnknownRequest) else 200
+
+
+def _page(request, template: str, context: dict, problem: str, status: int):
+    response = render(request, template, context | {
+        "pending": problem.startswith("pending:"), "problem": problem.removeprefix("pending:"), "rejoining": status == 503,
+    }, status=status)
+    if status == 503:
+        response["Retry-After"] = str(service.RETRY_AFTER_S)
+    return response
 
 
 @login_required
@@ -24,11 +37,8 @@ def _state(fn, *args):
 @require_safe
 def requests_page(request, trace_id: int):
     trace = get_object_or_404(Trace, pk=trace_id)
-    data, problem = _state(reading.summary, trace, {"limit": 200})
-    return render(request, "traces/requests.html", {
-        "trace": trace, "data": data, "pending": problem.startswith("pending:"),
-        "problem": problem.removeprefix("pending:"),
-    })
+    data, problem, status = _state(reading.summary, trace, {"limit": 200})
+    return _page(request, "traces/requests.html", {"trace": trace, "data": data}, problem, status)
 
 
 @login_required
@@ -36,9 +46,6 @@ def requests_page(request, trace_id: int):
 @require_safe
 def request_page(request, trace_id: int, request_id: str):
     trace = get_object_or_404(Trace, pk=trace_id)
-    row, problem = _state(reading.find_row, trace, request_id)
-    pending = problem.startswith("pending:")
-    return render(request, "traces/request.html", {
-        "trace": trace, "row": row, "request_id": request_id, "pending": pending,
-        "problem": problem.removeprefix("pending:"),
-    }, status=404 if problem.startswith("no request") else 200)
+    row, problem, status = _state(reading.find_row, trace, request_id)
+    return _page(request, "traces/request.html", {"trace": trace, "row": row, "request_id": request_id},
+                 problem, status)

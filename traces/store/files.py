@@ -21,18 +21,35 @@ A distributed job's own files are in ``jobs/<id>/`` (:class:`JobFiles`): ``repor
 
 The storage is Django's ``storages["traces"]`` (a folder under var/ by default; any storage
 class through TRACE_STORAGE_BACKEND); nothing here reads the database.
+
+No reader meets a half-written file: on a local folder each file is written under a hidden
+temporary name beside its place (``.<name>.<random>.part``), flushed to the disk (when
+TRACE_STORAGE_FSYNC) and renamed over the old one (a rename within a folder is atomic), so a
+reader sees the old file or the new one whole, and a writer that fails midway leaves the old
+one and removes its temporary file (what a killed process left goes with the trace's folder).
+A multipart upload's own file is renamed into place the same way. An object store makes an
+object only when its upload completes (traces/store/object_store.py). A reader that meets a
+result it cannot read whole anyway (damaged, or cut short before results were written so)
+raises :class:`ResultUnreadable`, which the web answers with 503 saying so
+(dashboard/middleware.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
+import os
+import secrets
 import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path, PurePath
 
+from django.conf import settings
 from django.core.files.storage import storages
+from django.utils._os import safe_makedirs
 
 SUMMARY, INSTANCES, ARGS, CHROME = "summary.json", "instances.bin", "args.bin", "chrome.json.gz"
 DIGEST = "job_digest.npz"
@@ -48,6 +65,29 @@ def store_errors() -> tuple[type[BaseException], ...]:
     return (OSError,) if boto is None else (OSError, boto.BotoCoreError, boto.ClientError)
 
 
+class ResultUnreadable(Exception):
+    """A stored result that cannot be read whole: the message names it and why."""
+
+    retry_after_s = 30
+
+
+@contextlib.contextmanager
+def reading_result(owner: str, what: str):
+    """Around the read and parse of one stored result: what cannot be read whole (a cut or
+    damaged file, a storage that failed the read) raises ResultUnreadable naming ``owner``
+    ("trace 12") and ``what``; a missing file stays FileNotFoundError (each reader says what
+    its absence means)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (ValueError, EOFError, zipfile.BadZipFile, *store_errors()) as exc:
+        raise ResultUnreadable(
+            f"The stored {what} of {owner} could not be read ({exc}); it may be damaged: "
+            "try again shortly, and if it stays so, upload the trace again."
+        ) from exc
+
+
 RAW_SUFFIXES = {".json": "json", ".gz": "json.gz", ".et": "et", ".pb": "et"}
 
 
@@ -61,6 +101,11 @@ class TraceFiles:
     @property
     def folder(self) -> str:
         return str(self.trace_id)
+
+    @property
+    def owner(self) -> str:
+        """Whose files these are, in words (messages)."""
+        return f"trace {self.trace_id}"
 
     def name(self, file: str) -> str:
         """The storage name of one of the trace's files (``"12/summary.json"``)."""
@@ -86,9 +131,20 @@ class TraceFiles:
 
     def save_stream(self, name: str, stream) -> str:
         """Copies ``stream`` (a file, read chunk by chunk) to the storage ``name``, replacing
-        what was there; returns the name stored."""
+        what was there whole (the module's docstring); returns the name stored."""
+        try:
+            path = Path(self.storage.path(name))
+        except NotImplementedError:  # an object store: its save replaces the object whole
+            path = None
+        if path is not None:
+            modes = (getattr(self.storage, "file_permissions_mode", None),
+                     getattr(self.storage, "directory_permissions_mode", None))
+            upload = getattr(stream, "temporary_file_path", None)  # a multipart upload's own file: moved
+            if upload is None or not move_file(Path(upload()), path, *modes):
+                replace_file(path, stream, *modes)
+            return name
         if not getattr(self.storage, "file_overwrite", False) and self.storage.exists(name):
-            self.storage.delete(name)  # (an object store's save replaces it: no HEAD and DELETE first)
+            self.storage.delete(name)  # another storage class, which would pick a new name
         return self.storage.save(name, stream)
 
     def save_source(self, name: str, source) -> str:
@@ -157,8 +213,70 @@ class TraceFiles:
             self.storage.delete(self.name(file))
         folder = self.local_folder()
         if folder is not None:
+            for left in folder.glob(f"{VIEWS_TEMPORARY}*"):  # a writer killed midway left it
+                shutil.rmtree(left, ignore_errors=True)
             with contextlib.suppress(OSError):
                 folder.rmdir()  # file systems keep empty folders
+
+
+COPY_CHUNK = 1 << 20
+TEMPORARY_SUFFIX = ".part"
+VIEWS_TEMPORARY = ".views-"  # the hidden folder the trace page's views are written in (page_data.py)
+
+
+def replace_file(path: Path, stream, mode: int | None = None, folder_mode: int | None = None) -> None:
+    """Write ``stream`` to ``path`` whole: into a temporary file beside it, flushed to the
+    disk (when TRACE_STORAGE_FSYNC), then renamed over it. Anything raised midway (a full
+    disk, a failing source) leaves ``path`` as it was and no temporary file. ``mode``: the
+    file's permissions (else the process's umask decides); ``folder_mode``: a new folder's
+    (as the storage's own)."""
+    _make_folder(path.parent, folder_mode)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TEMPORARY_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if hasattr(stream, "seekable") and stream.seekable():
+                stream.seek(0)
+            while data := stream.read(COPY_CHUNK):
+                out.write(data)
+            out.flush()
+            if settings.TRACE_STORAGE_FSYNC:
+                os.fsync(out.fileno())
+        if mode is not None:
+            tmp.chmod(mode)
+        tmp.replace(path)  # os.replace: atomic within a folder
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def move_file(source: Path, path: Path, mode: int | None = None, folder_mode: int | None = None) -> bool:
+    """Rename the finished file ``source`` over ``path`` (flushed to the disk first, when
+    TRACE_STORAGE_FSYNC); False, leaving it, when they are on different file systems (the
+    caller copies it then)."""
+    _make_folder(path.parent, folder_mode)
+    if settings.TRACE_STORAGE_FSYNC:
+        flush_to_disk(source)
+    if mode is not None:
+        source.chmod(mode)
+    try:
+        source.replace(path)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            return False
+        raise
+    return True
+
+
+def flush_to_disk(path: Path) -> None:
+    with path.open("rb") as f:
+        os.fsync(f.fileno())
+
+
+def _make_folder(folder: Path, mode: int | None) -> None:
+    if not folder.is_dir():
+        safe_makedirs(folder, 0o777 if mode is None else mode, exist_ok=True)
 
 
 def trim_cache(root: Path, max_bytes: int, keep: Path | None = None) -> int:
@@ -189,6 +307,10 @@ class JobFiles(TraceFiles):
     @property
     def folder(self) -> str:
         return f"jobs/{self.trace_id}"
+
+    @property
+    def owner(self) -> str:
+        return f"job {self.trace_id}"
 
     def name(self, file: str) -> str:
         return f"{self.folder}/{file}"

@@ -12,6 +12,9 @@ answer the pages and the API from those files alone; bad parameters raise
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +32,14 @@ from traces.atrace.render.page_data import PREFIX, compute_page_data, load_docum
 from traces.atrace.render.timeline import window
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
-from traces.store.files import ARGS, TraceFiles
+from traces.store.files import (
+    ARGS,
+    VIEWS_TEMPORARY,
+    ResultUnreadable,
+    TraceFiles,
+    flush_to_disk,
+    reading_result,
+)
 from traces.store.page_limits import MAX_BARS, MAX_EDGES, MAX_WIDTH_PX, STORED
 
 SIDES = ("host", "device")
@@ -51,13 +61,15 @@ def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
     """Compute and store every analysis of a parsed trace; returns the bytes stored.
 
     ``known`` may pass a ``breakdown``, ``path`` and ``correlation`` already computed, to
-    reuse them. On a local file system the files are written in place (their names replace
-    those of an interrupted attempt); other storages get copies through the storage API.
+    reuse them. Each file replaces an earlier one whole (a reader never meets one
+    half-written): on a local file system they are written into a hidden folder in the
+    trace's and renamed into place; other storages get copies through the storage API
+    (traces/store/files.py).
     """
     pages = compute_page_data(parsed, STORED, **known)
     folder = files.local_folder()
-    if folder is not None:  # the timeline's event details read the args the drill-down stored
-        return sum((folder / name).stat().st_size for name in pages.save(folder, args_file=ARGS))
+    if folder is not None:
+        return _publish_local(pages, folder)
     total = 0
     with tempfile.TemporaryDirectory(prefix="asicmon-views-") as tmp:
         for name in pages.save(tmp):
@@ -65,6 +77,29 @@ def store_page_data(files: TraceFiles, parsed: atrace.Trace, **known) -> int:
                 files.save_stream(files.name(name), File(f))
             total += (Path(tmp) / name).stat().st_size
     return total
+
+
+def _publish_local(pages, folder: Path) -> int:
+    """Write the views into a hidden folder inside the trace's, flush each to the disk (when
+    TRACE_STORAGE_FSYNC) and rename it into place; returns the bytes stored. The timeline's
+    event details read the args the drill-down stored (a hard link of them in the hidden
+    folder lets Atrace see them there; without one it writes its own copy)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=VIEWS_TEMPORARY))
+    try:
+        args_file = None
+        with contextlib.suppress(OSError):
+            os.link(folder / ARGS, tmp / ARGS)
+            args_file = ARGS
+        total = 0
+        for name in pages.save(tmp, args_file=args_file):
+            if settings.TRACE_STORAGE_FSYNC:
+                flush_to_disk(tmp / name)
+            total += (tmp / name).stat().st_size
+            (tmp / name).replace(folder / name)
+        return total
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -80,6 +115,19 @@ def page_data_folder(trace: Trace) -> Path:
     if not (folder / f"{PREFIX}paths.json").exists():
         raise PageDataMissing(f"trace {trace.pk} was analysed before its views were stored; re-upload it")
     return folder
+
+
+def _document(trace: Trace, name: str) -> dict[str, Any]:
+    """One stored view of ``trace``; ResultUnreadable when it cannot be read whole."""
+    folder = page_data_folder(trace)
+    with reading_result(f"trace {trace.pk}", f"{name} view"):
+        return load_document(folder, name)
+
+
+def _timeline(trace: Trace):
+    folder = page_data_folder(trace)
+    with reading_result(f"trace {trace.pk}", "timeline"):
+        return load_timeline(folder)
 
 
 def findings(trace: Trace, query=None) -> dict[str, Any]:
@@ -98,13 +146,13 @@ def findings(trace: Trace, query=None) -> dict[str, Any]:
 
 def _findings_document(trace: Trace) -> dict[str, Any]:
     try:
-        return load_document(page_data_folder(trace), "findings")
+        return _document(trace, "findings")
     except FileNotFoundError:
         raise PageDataMissing(f"trace {trace.pk} was analysed before findings existed; re-upload it") from None
 
 
 def flame(trace: Trace, side: str = "") -> dict[str, Any]:
-    doc = load_document(page_data_folder(trace), "flame")
+    doc = _document(trace, "flame")
     if not side:
         return doc
     if side not in SIDES:
@@ -125,7 +173,7 @@ def _number(query, name: str, default: float | None, *, integer: bool = False) -
 
 def timeline(trace: Trace, query) -> dict[str, Any]:
     """``?start_us=&end_us=&width_px=`` → the bars of that window (default: everything)."""
-    layout = load_timeline(page_data_folder(trace))
+    layout = _timeline(trace)
     t0, t1 = layout.span_ns
     start_us = _number(query, "start_us", t0 / 1000)
     end_us = _number(query, "end_us", max(t1, t0 + 1) / 1000)
@@ -141,14 +189,14 @@ def timeline(trace: Trace, query) -> dict[str, Any]:
 
 def event(trace: Trace, index: int) -> dict[str, Any]:
     try:
-        return load_timeline(page_data_folder(trace)).event_detail(index)
+        return _timeline(trace).event_detail(index)
     except KeyError as exc:
         raise BadRequest(str(exc.args[0])) from None
 
 
 def critical_path(trace: Trace, step: str = "") -> dict[str, Any]:
     """The critical-path table of the whole trace, or of one of its valid steps."""
-    doc = load_document(page_data_folder(trace), "paths")
+    doc = _document(trace, "paths")
     valid = doc["valid_steps"]
     if step:
         name = _step_name(step, valid)
@@ -190,7 +238,7 @@ def _step_name(step: str, valid: list[str]) -> str:
 
 
 def correlation(trace: Trace) -> dict[str, Any]:
-    return load_document(page_data_folder(trace), "correlation")
+    return _document(trace, "correlation")
 
 
 def metrics(trace: Trace) -> dict[str, Any]:
@@ -218,8 +266,8 @@ def metrics(trace: Trace) -> dict[str, Any]:
 def comparison(a: Trace, b: Trace, *, level: str = "operator", rank: str = "total") -> dict[str, Any]:
     try:
         result = compare_tables(
-            load_document(page_data_folder(a), "op_table"),
-            load_document(page_data_folder(b), "op_table"),
+            _document(a, "op_table"),
+            _document(b, "op_table"),
             labels=(_label(a), _label(b)),
             level=level,
             rank=rank,
@@ -283,11 +331,10 @@ def versions(workload: str, device_type: str) -> dict[str, Any]:
     records = []
     for t in traces:
         try:
-            folder = page_data_folder(t)
-            record = {"id": t.pk, "version": t.sw_version, "ops": load_document(folder, "op_means")}
-            record.update(step_time(load_document(folder, "paths").get("steps", [])) or {})
+            record = {"id": t.pk, "version": t.sw_version, "ops": _document(t, "op_means")}
+            record.update(step_time(_document(t, "paths").get("steps", [])) or {})
             records.append(record)
-        except (PageDataMissing, FileNotFoundError):
+        except (PageDataMissing, FileNotFoundError, ResultUnreadable):  # a trace the others answer without
             continue
     result = version_regressions(records)
     steps = step_regressions(records, result)

@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 
 from traces import atrace
-from traces.store.files import ARGS, CHROME, INSTANCES, SUMMARY, TraceFiles
+from traces.store.files import ARGS, CHROME, INSTANCES, SUMMARY, TraceFiles, reading_result
 
 RECORD = np.dtype(
     [
@@ -154,16 +154,19 @@ def write_chrome(files: TraceFiles, trace: atrace.Trace, path=None) -> int:
 
 # -- reading (in requests) -------------------------------------------------------------
 def read_summary(files: TraceFiles) -> dict[str, Any]:
-    with files.open(SUMMARY) as f:
+    with reading_result(files.owner, "summary"), files.open(SUMMARY) as f:
         return orjson.loads(f.read())
 
 
 def read_records(files: TraceFiles, first: int, count: int) -> np.ndarray:
     """Records ``first`` .. ``first + count`` of the instance file: one ranged read."""
-    with files.open(INSTANCES) as f:
-        f.seek(first * RECORD.itemsize)
-        data = f.read(count * RECORD.itemsize)
-    return np.frombuffer(data, RECORD)
+    with reading_result(files.owner, "instances"):
+        with files.open(INSTANCES) as f:
+            f.seek(first * RECORD.itemsize)
+            data = f.read(count * RECORD.itemsize)
+        if len(data) != count * RECORD.itemsize:
+            raise ValueError(f"the instance file ends {count * RECORD.itemsize - len(data)} bytes short of record {first + count}")
+        return np.frombuffer(data, RECORD)
 
 
 def read_args(files: TraceFiles, records: np.ndarray) -> list[dict[str, Any]]:
@@ -171,7 +174,11 @@ def read_args(files: TraceFiles, records: np.ndarray) -> list[dict[str, Any]]:
     system, else one ranged read spanning them."""
     if not len(records):
         return []
-    offsets, lengths = records["args_off"].tolist(), records["args_len"].tolist()
+    with reading_result(files.owner, "arguments"):
+        return _read_args(files, records["args_off"].tolist(), records["args_len"].tolist())
+
+
+def _read_args(files: TraceFiles, offsets: list[int], lengths: list[int]) -> list[dict[str, Any]]:
     folder = files.local_folder()
     if folder is not None:
         with (folder / ARGS).open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as blob:

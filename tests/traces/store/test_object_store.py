@@ -165,6 +165,33 @@ def test_a_writer_killed_mid_upload_leaves_no_object(object_store, settings):
         client.abort_multipart_upload(Bucket=object_store.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
 
 
+class Failing(Generated):
+    """A stream that breaks after ``after`` bytes (a source that fails midway)."""
+
+    def __init__(self, size: int, after: int) -> None:
+        super().__init__(size)
+        self.after = after
+
+    def read(self, n: int = -1) -> bytes:
+        if self.sent >= self.after:
+            raise OSError("the source broke")
+        return super().read(n)
+
+
+@pytest.mark.parametrize("after", [MB, 6 * MB])  # within one PUT; past the first part of a multipart upload
+def test_a_result_replaced_by_a_failing_writer_stays_whole_in_the_store(object_store, after):
+    """A result is replaced as a whole object: a save that fails midway leaves the old one."""
+    files = TraceFiles(903)
+    files.save("summary.json", b'{"old": true}')
+    with pytest.raises(OSError, match="broke"):
+        files.save_stream(files.name("summary.json"), Failing(8 * MB, after))
+    assert files.open("summary.json").read() == b'{"old": true}'
+    assert files.listdir() == ["summary.json"] and object_store.open_multipart_uploads() == []
+    files.save_stream(files.name("summary.json"), Generated(2 * MB))
+    assert files.open("summary.json").read() == PATTERN[: 2 * MB]
+    files.delete_all()
+
+
 def test_a_capture_fails_with_a_reason_while_the_store_is_away(object_store, seeded_fleet, operator):
     """The store is away: the capture fails saying so, and the worker process goes on; once
     the store is back the next capture is stored."""
