@@ -359,6 +359,9 @@ JOB_RANK_MAX_EVENTS = env_int("JOB_RANK_MAX_EVENTS", 250_000, minimum=1000)
 OTLP_TOKEN = env_str("OTLP_TOKEN", "")
 # Largest OTLP body, as sent and once inflated (HTTP 413 beyond).
 OTLP_MAX_BODY_MB = env_float("OTLP_MAX_BODY_MB", 16.0, minimum=0.001)
+# OTLP bodies over 1 MB one web process receives at once (more get 429 with Retry-After);
+# smaller ones are not counted. Apart from TRACE_UPLOADS_MAX_ACTIVE: uploads never hold spans back.
+OTLP_MAX_ACTIVE = env_int("OTLP_MAX_ACTIVE", 8, minimum=1)
 # Spans not attached to a trace are kept this long.
 SPAN_RETENTION_HOURS = env_float("SPAN_RETENTION_HOURS", 24.0, minimum=0.01)
 # Largest OTLP JSON spans file uploaded beside a trace (HTTP 413 beyond).
