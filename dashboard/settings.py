@@ -61,7 +61,7 @@ TRUSTED_PROXIES = env_networks("TRUSTED_PROXIES")
 API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
 # API calls (DRF views) per signed-in user, and per client address for calls nobody signed in
 # for, across every web process (counted in the cache, Redis): past the rate, 429 with
-# Retry-After (fleet/api/throttles.py). "<count>/<s|min|hour|day>", or off.
+# Retry-After (dashboard/throttles.py). "<count>/<s|min|hour|day>", or off.
 API_THROTTLE_USER = env_rate("API_THROTTLE_USER", "1200/min")
 API_THROTTLE_ANON = env_rate("API_THROTTLE_ANON", "120/min")
 
@@ -386,9 +386,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
         # Last: counts the calls that no credentials signed in for, per address (429 past
         # API_THROTTLE_ANON), before a permission check answers 401.
-        "fleet.api.throttles.AnonymousAddressRate",
+        "dashboard.throttles.AnonymousAddressRate",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["fleet.api.throttles.UserRate"],
+    "DEFAULT_THROTTLE_CLASSES": ["dashboard.throttles.UserRate"],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.api.permissions.CanViewFleet"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "fleet.api.pagination.BoundedLimitOffsetPagination",

@@ -27,9 +27,9 @@ class SchemaAccess(BasePermission):
 
 
 class AnonymousAddressRateScheme(OpenApiAuthenticationExtension):
-    """fleet/api/throttles.py's rate for calls without credentials signs nobody in: no scheme."""
+    """dashboard/throttles.py's rate for calls without credentials signs nobody in: no scheme."""
 
-    target_class = "fleet.api.throttles.AnonymousAddressRate"
+    target_class = "dashboard.throttles.AnonymousAddressRate"
     name = []  # no security scheme to declare
 
     def get_security_requirement(self, auto_schema):

@@ -8,8 +8,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
+from dashboard import throttles
 from dashboard.env import env_rate, parse_rate
-from fleet.api import throttles
 from tests.support.otlp import protobuf_body, sdk_spans
 
 pytestmark = pytest.mark.django_db
