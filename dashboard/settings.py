@@ -60,7 +60,7 @@ TRUSTED_PROXIES = env_networks("TRUSTED_PROXIES")
 # The OpenAPI schema and its docs page need sign-in unless this publishes them.
 API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
 # API calls (DRF views) per signed-in user, and per client address for calls nobody signed in
-# for, across every web process (counted in the cache, Redis): past the rate, 429 with
+# for, across every web process (counted in Redis): past the rate, 429 with
 # Retry-After (dashboard/throttles.py). "<count>/<s|min|hour|day>", or off.
 API_THROTTLE_USER = env_rate("API_THROTTLE_USER", "1200/min")
 API_THROTTLE_ANON = env_rate("API_THROTTLE_ANON", "120/min")

@@ -2,8 +2,9 @@
 address for calls nobody signed in for (API_THROTTLE_ANON). Past the rate a call gets 429
 with ``Retry-After`` (the seconds until the current window ends) and ``{"detail": ...}``.
 
-The counts live in the cache (Redis), one counter per caller and window of the rate's
-period, raised with an atomic increment: every web process counts against the same limit.
+The counts live in Redis (under REDIS_KEY_PREFIX), one counter per caller and window of the
+rate's period, raised with an atomic increment (one round trip): every web process counts
+against the same limit.
 A fixed window lets a caller send up to twice the rate across a window's edge; the point is
 that one script cannot keep every web process busy, not an exact quota.
 
@@ -14,7 +15,7 @@ choice, and the receiver's bodies are bounded by the upload gate (dashboard/gate
 A user's calls are counted by DRF's throttle check (after the permission check). An
 anonymous call is refused by the permission check (401) before DRF would count it, so its
 address is counted by :class:`AnonymousAddressRate`, the last authentication class: it is
-reached only when no credentials signed the call in. When the cache cannot be reached the
+reached only when no credentials signed the call in. When Redis cannot be reached the
 call is let through (said in the log): a rate limit must not take the API down with Redis.
 """
 
@@ -23,14 +24,15 @@ from __future__ import annotations
 import logging
 import time
 
+import redis
 from django.conf import settings
-from django.core.cache import cache
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import Throttled
 from rest_framework.throttling import BaseThrottle
 
 from dashboard.env import parse_rate
 from dashboard.signin import client_address
+from fleet.redis import get_redis, key
 
 log = logging.getLogger(__name__)
 clock = time.time  # the windows' clock (a test holds it still)
@@ -45,16 +47,14 @@ def seconds_to_wait(scope: str, ident: str, rate: str | None, now: float | None 
     count, period = parsed
     now = clock() if now is None else now
     window = int(now // period)
-    key = f"throttle:{scope}:{ident}:{window}"
+    counter = key("throttle", scope, ident, str(window))
     try:
-        cache.add(key, 0, timeout=period + 1)
-        try:
-            calls = cache.incr(key)
-        except ValueError:  # expired between add and incr: this call opens the window
-            cache.add(key, 1, timeout=period + 1)
-            calls = 1
-    except Exception as exc:  # noqa: BLE001 - the cache's client raises its own errors
-        log.warning("API rate limit not counted (the cache is not answering: %s)", exc)
+        pipe = get_redis().pipeline(transaction=False)  # one round trip
+        pipe.incr(counter)
+        pipe.expireat(counter, (window + 1) * period + 1)
+        calls = pipe.execute()[0]
+    except (redis.RedisError, OSError) as exc:
+        log.warning("API rate limit not counted (Redis is not answering: %s)", exc)
         return None
     if calls <= count:
         return None
