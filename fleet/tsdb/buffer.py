@@ -275,8 +275,8 @@ class Spool:
     @contextlib.contextmanager
     def _counts(self):
         """dropped.count's counts, locked (flock) against other processes' drops; what the
-        block leaves in the dict is written back in place (a few bytes over the old ones,
-        so it is written even on a full disk)."""
+        block leaves in the dict is written back in place (a few bytes over the old ones: once
+        the file has its block, a full disk does not stop it)."""
         fd = os.open(self.folder / DROPPED_COUNT, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
