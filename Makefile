@@ -7,6 +7,8 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
 
+# One command, no shell syntax: make runs the runner as its own child, and the runner stops the
+# stack when make gets SIGINT/SIGHUP/SIGTERM (make itself passes on only SIGTERM; dashboard/stack.py).
 run: $(VENV)/.runtime tsdb-deps
 	$(BIN)/python -m dashboard.stack run
 

@@ -84,6 +84,34 @@ def env_networks(name: str) -> tuple:
     return tuple(networks)
 
 
+RATE_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60,
+                "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+RATE_OFF = {"off", "none", "0"}
+
+
+def parse_rate(text: str) -> tuple[int, int] | None:
+    """A request rate, "<count>/<period>" with the period s, min, hour or day ("600/min"):
+    (count, seconds); None for "off". Raises ValueError on anything else."""
+    value = text.strip().lower()
+    if value in RATE_OFF:
+        return None
+    count, _, period = value.partition("/")
+    if not count.strip().isdigit() or int(count) < 1 or period.strip() not in RATE_PERIODS:
+        raise ValueError(f"{text!r} is not a rate: write <count>/<period> with the period s, min, hour or day "
+                         "(e.g. 600/min), or off")
+    return int(count), RATE_PERIODS[period.strip()]
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate (`parse_rate`), checked at start-up and kept as written."""
+    value = os.environ.get(name) or default
+    try:
+        parse_rate(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
+    return value
+
+
 def env_paths(name: str) -> list[Path]:
     """A ":"-separated list of folders, like PATH."""
     raw = os.environ.get(name) or ""

@@ -20,6 +20,7 @@ from dashboard.env import (
     env_list,
     env_networks,
     env_paths,
+    env_rate,
     env_str,
     secret_key_file,
 )
@@ -58,6 +59,11 @@ AUTHENTICATION_BACKENDS = ["dashboard.signin.ThrottledModelBackend"]
 TRUSTED_PROXIES = env_networks("TRUSTED_PROXIES")
 # The OpenAPI schema and its docs page need sign-in unless this publishes them.
 API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
+# API calls (DRF views) per signed-in user, and per client address for calls nobody signed in
+# for, across every web process (counted in Redis): past the rate, 429 with
+# Retry-After (dashboard/throttles.py). "<count>/<s|min|hour|day>", or off.
+API_THROTTLE_USER = env_rate("API_THROTTLE_USER", "1200/min")
+API_THROTTLE_ANON = env_rate("API_THROTTLE_ANON", "120/min")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -359,6 +365,9 @@ JOB_HEALTH_RECHECKS = env_int("JOB_HEALTH_RECHECKS", 3, minimum=0)
 OTLP_TOKEN = env_str("OTLP_TOKEN", "")
 # Largest OTLP body, as sent and once inflated (HTTP 413 beyond).
 OTLP_MAX_BODY_MB = env_float("OTLP_MAX_BODY_MB", 16.0, minimum=0.001)
+# OTLP bodies over 1 MB one web process receives at once (more get 429 with Retry-After);
+# smaller ones are not counted. Apart from TRACE_UPLOADS_MAX_ACTIVE: uploads never hold spans back.
+OTLP_MAX_ACTIVE = env_int("OTLP_MAX_ACTIVE", 8, minimum=1)
 # Spans not attached to a trace are kept this long.
 SPAN_RETENTION_HOURS = env_float("SPAN_RETENTION_HOURS", 24.0, minimum=0.01)
 # Largest OTLP JSON spans file uploaded beside a trace (HTTP 413 beyond).
@@ -381,7 +390,11 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
+        # Last: counts the calls that no credentials signed in for, per address (429 past
+        # API_THROTTLE_ANON), before a permission check answers 401.
+        "dashboard.throttles.AnonymousAddressRate",
     ],
+    "DEFAULT_THROTTLE_CLASSES": ["dashboard.throttles.UserRate"],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.api.permissions.CanViewFleet"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "fleet.api.pagination.BoundedLimitOffsetPagination",

@@ -68,6 +68,66 @@ def install_stop_handlers() -> None:
         signal.signal(signum, _on_stop_signal)
 
 
+# `make run` under a service manager or a script: GNU make passes SIGTERM on to the runner,
+# but on SIGINT or SIGHUP it only waits for its children to end, expecting the terminal to
+# have sent them the same signal (a `kill -INT <pid of make>` does not): the stack ran on
+# and make waited for ever. make's handler first sets the signal back to its default, so its
+# caught signals (SigCgt in /proc/<pid>/status) lose it: the runner watches make's, and stops
+# as if it had been sent the signal make lost. A make that is gone (killed outright) stops it
+# too (as SIGHUP). Only a make parent is watched: a runner started by a shell or by nohup
+# keeps running whatever its parent does.
+
+MAKE_NAMES = {"make", "gmake"}
+MAKE_WATCH_S = 0.2
+
+
+def caught_signals(pid: int) -> set[int] | None:
+    """The signals process `pid` has a handler for; None when it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            mask = int(line.split()[1], 16)
+            return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    return None
+
+
+def make_parent() -> int | None:
+    """The pid of the make that started this process, if make did."""
+    parent = os.getppid()
+    try:
+        name = Path(f"/proc/{parent}/comm").read_text().strip()
+    except OSError:
+        return None
+    return parent if name in MAKE_NAMES else None
+
+
+def signal_make_got(make_pid: int, watched: set[int]) -> int | None:
+    """The stop signal make is handling (one of `watched` it no longer catches), SIGHUP when
+    it is gone, else None."""
+    caught = caught_signals(make_pid) if os.getppid() == make_pid else None
+    if caught is None:
+        return signal.SIGHUP
+    lost = watched - caught
+    return min(lost) if lost else None
+
+
+def watch_make(make_pid: int) -> None:
+    """In a thread: when make gets a stop signal, send it to this process."""
+    watched = (caught_signals(make_pid) or set()) & set(STOP_SIGNALS)
+    while (signum := signal_make_got(make_pid, watched)) is None:
+        time.sleep(MAKE_WATCH_S)
+    os.kill(os.getpid(), signum)
+
+
+def start_watching_make() -> None:
+    make_pid = make_parent()
+    if make_pid is not None:
+        threading.Thread(target=watch_make, args=(make_pid,), name="watch-make", daemon=True).start()
+
+
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
@@ -363,6 +423,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     install_stop_handlers()
+    start_watching_make()
     if argv[0] == "run":
         return run()
     if argv[0] == "database":

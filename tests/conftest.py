@@ -48,7 +48,19 @@ def pytest_configure(config):
     settings.CACHES["default"]["KEY_PREFIX"] = f"{prefix}:cache"
     settings.CELERY_TASK_DEFAULT_QUEUE = prefix
     use_own_folders(config, settings, prefix)
+    use_high_api_rates(settings)
     load_hypothesis_profile()
+
+
+#: The API's rate limits in tests, here and in the processes tests start: a test's calls (and
+#: a module's, as one user id in one minute) stay far below them; tests of the limits set their own.
+TEST_API_RATE = "100000/min"
+
+
+def use_high_api_rates(settings) -> None:
+    for name in ("API_THROTTLE_USER", "API_THROTTLE_ANON"):
+        os.environ.setdefault(name, TEST_API_RATE)
+        setattr(settings, name, os.environ[name])
 
 
 def use_own_folders(config, settings, prefix: str) -> None:

@@ -43,7 +43,7 @@ LINGER_S = 2.0
 class GatedRequest(http_protocol.WebRequest):
     _gate = None  # None: not an upload route; "waiting", "admitted" or "refused"
     _process_waiting = False
-    _counted = False  # holds a place in the TRACE_UPLOADS_MAX_ACTIVE cap
+    _cap = None  # the cap (upload_gate.InFlight) this request holds a place in
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -73,16 +73,16 @@ class GatedRequest(http_protocol.WebRequest):
     async def _decide(self, method, path, headers):
         try:
             refusal = await upload_gate.decide(method, path, headers)
-            self._counted = refusal is None and upload_gate.counts_in_cap(headers)
-            if self._counted and not upload_gate.IN_FLIGHT.acquire():
-                self._counted = False
-                refusal = upload_gate.busy_refusal()
+            cap = upload_gate.cap_of(upload_gate.route_of(method, path), headers) if refusal is None else None
+            if cap is not None and not cap.acquire():
+                refusal = cap.busy()
+            elif cap is not None:
+                self._cap = cap
         except Exception:  # noqa: BLE001 - the gate must answer, whatever broke
             log.exception("upload gate failed")
             refusal = upload_gate.Refusal(503, "the upload gate could not check this request; try again")
         if self.channel is None:  # the client went away meanwhile
-            if self._counted:
-                upload_gate.IN_FLIGHT.release()
+            self._release_cap()
             return
         if refusal is None:
             self._admit()
@@ -140,9 +140,13 @@ class GatedRequest(http_protocol.WebRequest):
         return super().process()
 
     def _release(self):
-        if self._gate == "admitted" and self._counted:
-            self._counted = False
-            upload_gate.IN_FLIGHT.release()
+        if self._gate == "admitted":
+            self._release_cap()
+
+    def _release_cap(self):
+        cap, self._cap = self._cap, None
+        if cap is not None:
+            cap.release()
 
     def finish(self):
         self._release()

@@ -5,7 +5,8 @@ The routes that take large bodies (a trace or a job as one multipart POST, a chu
 resumable upload) are refused here when the sender is not signed in (401) or may not upload
 (403), when the body has no declared length or comes chunked (411), when the declared length
 is over the limit (413), or when this process already receives as many uploads as it may
-(429). Each answer is JSON in the API's shape (``{"detail": "..."}``). A body admitted is
+(429: TRACE_UPLOADS_MAX_ACTIVE; OTLP requests over 1 MB have a cap of their own,
+OTLP_MAX_ACTIVE, and smaller bodies count in none). Each answer is JSON in the API's shape (``{"detail": "..."}``). A body admitted is
 counted as it streams: one that grows past its declared length or the limit is cut off (413).
 
 :class:`UploadGate` is the ASGI middleware (any ASGI server); Daphne reads the whole body
@@ -87,15 +88,19 @@ class Refusal:
 
 
 class InFlight:
-    """How many upload bodies this process is receiving (the TRACE_UPLOADS_MAX_ACTIVE cap)."""
+    """How many bodies of one kind this process is receiving, against the cap `setting` names."""
 
-    def __init__(self) -> None:
+    def __init__(self, setting: str, what: str) -> None:
+        self.setting, self.what = setting, what
         self.count = 0
         self._lock = threading.Lock()
 
+    def limit(self) -> int:
+        return getattr(settings, self.setting)
+
     def acquire(self) -> bool:
         with self._lock:
-            if self.count >= settings.TRACE_UPLOADS_MAX_ACTIVE:
+            if self.count >= self.limit():
                 return False
             self.count += 1
             return True
@@ -104,8 +109,16 @@ class InFlight:
         with self._lock:
             self.count = max(0, self.count - 1)
 
+    def busy(self) -> Refusal:
+        return Refusal(429, f"the server is already receiving {self.limit()} {self.what} ({self.setting}); "
+                            "try again in a moment", [(b"retry-after", b"5")])
 
-IN_FLIGHT = InFlight()
+
+#: Trace and job uploads, chunks and span files (up to gigabytes each).
+IN_FLIGHT = InFlight("TRACE_UPLOADS_MAX_ACTIVE", "uploads")
+#: OTLP requests (at most OTLP_MAX_BODY_MB): a cap of their own, so that services' spans are
+#: never refused because traces are uploading, nor uploads because spans are arriving.
+OTLP_IN_FLIGHT = InFlight("OTLP_MAX_ACTIVE", "OTLP requests over 1 MB")
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
@@ -215,9 +228,12 @@ def counts_in_cap(headers) -> bool:
     return int(raw) > SMALL_BODY if raw.strip().isdigit() else True
 
 
-def busy_refusal() -> Refusal:
-    return Refusal(429, f"the server is already receiving {settings.TRACE_UPLOADS_MAX_ACTIVE} uploads "
-                        "(TRACE_UPLOADS_MAX_ACTIVE); try again in a moment", [(b"retry-after", b"5")])
+def cap_of(route: Route, headers) -> InFlight | None:
+    """The cap a body admitted on `route` counts in: none up to SMALL_BODY (a JSON request
+    naming finished uploads, a batch of spans), OTLP's own for the receiver, else the uploads'."""
+    if not counts_in_cap(headers):
+        return None
+    return OTLP_IN_FLIGHT if route.what == "otlp" else IN_FLIGHT
 
 
 async def send_refusal(send, refusal: Refusal) -> None:
@@ -240,14 +256,14 @@ class UploadGate:
         headers = scope["headers"]
         if refusal := await decide(scope["method"], scope["path"], headers):
             return await send_refusal(send, refusal)
-        counted = counts_in_cap(headers)
-        if counted and not IN_FLIGHT.acquire():
-            return await send_refusal(send, busy_refusal())
+        cap = cap_of(route, headers)
+        if cap is not None and not cap.acquire():
+            return await send_refusal(send, cap.busy())
         try:
             await self._admitted(route, scope, receive, send)
         finally:
-            if counted:
-                IN_FLIGHT.release()
+            if cap is not None:
+                cap.release()
 
     async def _admitted(self, route: Route, scope, receive, send) -> None:
         limit = min(route.limit_bytes(), int(_header(scope["headers"], b"content-length")))

@@ -3,13 +3,14 @@ opens both to anyone); and the post-processing that declares the error answers e
 endpoint can give.
 
 Every operation may answer 401 (no credentials), 403 (no permission), 414 (a query string
-over the limit) and 503 (Redis, which holds the live state, is unreachable); one with query
-parameters 400 (a bad parameter, named in the body); one with a path parameter 404. The
-bodies are the JSON DRF writes: {"detail": "..."} or {"parameter": "message" | ["message"]}.
+over the limit), 429 (over the API's rate, with Retry-After) and 503 (Redis, which holds the
+live state, is unreachable); one with query parameters 400 (a bad parameter, named in the
+body); one with a path parameter 404. The bodies are the JSON DRF writes: {"detail": "..."} or {"parameter": "message" | ["message"]}.
 """
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotAuthenticated
@@ -23,6 +24,19 @@ class SchemaAccess(BasePermission):
 
     def has_permission(self, request, view):
         return settings.API_SCHEMA_PUBLIC or bool(request.user and request.user.is_authenticated)
+
+
+class AnonymousAddressRateScheme(OpenApiAuthenticationExtension):
+    """dashboard/throttles.py's rate for calls without credentials signs nobody in: no scheme."""
+
+    target_class = "dashboard.throttles.AnonymousAddressRate"
+    name = []  # no security scheme to declare
+
+    def get_security_requirement(self, auto_schema):
+        return None
+
+    def get_security_definition(self, auto_schema):
+        return []
 
 
 class SchemaView(SpectacularAPIView):
@@ -57,6 +71,12 @@ def _error(description: str) -> dict:
     return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
+THROTTLED = {
+    **_error("Over the API's rate (API_THROTTLE_USER per user, API_THROTTLE_ANON per address without signing in)"),
+    "headers": {"Retry-After": {"description": "Seconds until a call is taken again", "schema": {"type": "integer"}}},
+}
+
+
 def _no_nul(params: list) -> None:
     """A NUL byte in the query string is refused (400) whatever the parameter: say so."""
     for param in params:
@@ -86,6 +106,7 @@ def declare_errors(result, generator, request, public):
             responses.setdefault("401", _error("Not signed in"))
             responses.setdefault("403", _error("Signed in without the permission"))
             responses.setdefault("414", _error("The query string is over the limit"))
+            responses.setdefault("429", THROTTLED)
             responses.setdefault("503", _error("A backing service is unreachable; the body says which"))
             if any(p.get("in") == "query" for p in params) or "requestBody" in operation:
                 responses.setdefault("400", _error("A bad parameter, named in the body"))

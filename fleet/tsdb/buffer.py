@@ -13,6 +13,10 @@ logged as a warning and written as a line to `dropped.log` in the folder: its cy
 number of samples and why. Making room happens under the lock, so that no batch is evicted
 while a sender reads it.
 
+`dropped.log` is bounded: past DROPPED_LOG_MAX_BYTES it becomes `dropped.log.1` (the older
+ones move up to `.3`, the oldest goes). What was ever dropped is counted in `dropped.count`
+(JSON: batches and samples), updated with each line, so that counting never reads the logs.
+
 A batch that cannot be written (the disk is full) leaves nothing behind: its temporary file
 is removed and its samples are counted as lost, as every dropped batch is (`Drop`). Temporary
 files a crashed process left are removed when a writer starts (`clean_temporaries`).
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import logging
 import os
 import time
@@ -37,6 +42,10 @@ MAGIC = b"asicmon-remote-write-1"
 TEMPORARY = ".tmp-"
 STALE_TEMPORARY_S = 600  # no write of a batch takes this long: its writer is gone
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+DROPPED_LOG = "dropped.log"
+DROPPED_COUNT = "dropped.count"
+DROPPED_LOG_MAX_BYTES = 1 << 20  # then dropped.log is rotated
+DROPPED_LOGS_KEPT = 3  # rotated logs kept: dropped.log.1 (the newest) to .3
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,7 @@ class Drop:
 class Spool:
     folder: Path | str
     max_bytes: int
+    log_max_bytes: int = DROPPED_LOG_MAX_BYTES
     drops: list[Drop] = field(default_factory=list, init=False, repr=False)  # dropped since take_drops()
     _depth: int = field(default=0, init=False, repr=False)  # how deeply this object holds the lock
 
@@ -170,17 +180,32 @@ class Spool:
 
     def note_dropped(self, batch: Batch, reason: str, kind: str = "malformed", entry: Path | None = None) -> None:
         """Say that a batch will never reach the store: a warning (an error when the disk is
-        full), a line in dropped.log (unless the disk is full) and a `Drop` in `drops`."""
+        full), a line in dropped.log (unless the disk is full), its batch and samples counted
+        in dropped.count, and a `Drop` in `drops`."""
         when = datetime.fromtimestamp(batch.cycle_ms / 1000, tz=UTC).isoformat()
         line = f"{datetime.now(tz=UTC).isoformat()} dropped cycle {when} of {batch.scope}: {batch.samples} samples, {reason}"
         log.log(logging.ERROR if kind in ("disk_full", "spool_error") else logging.WARNING, "time-series spool: %s", line)
         self.drops.append(Drop(kind, batch.samples, reason, entry))
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with (self.folder / "dropped.log").open("a") as f:
-                f.write(line + "\n")
+            with self._counts() as counts:
+                counts["batches"] += 1
+                counts["samples"] += batch.samples
+                try:
+                    self._log_line(line)
+                except OSError as exc:
+                    log.error("time-series spool: dropped.log cannot be written (%s); the line above is the only "
+                              "record", exc)
         except OSError as exc:
-            log.error("time-series spool: dropped.log cannot be written (%s); the line above is the only record", exc)
+            log.error("time-series spool: %s cannot be written (%s)", DROPPED_COUNT, exc)
+
+    def _log_line(self, line: str) -> None:
+        """A line at the end of dropped.log, rotated once past log_max_bytes (under _counts' lock)."""
+        with (self.folder / DROPPED_LOG).open("a") as f:
+            f.write(line + "\n")
+            full = f.tell() > self.log_max_bytes
+        if full:
+            self._rotate_log()
 
     def take_drops(self) -> list[Drop]:
         """The drops since the last call."""
@@ -207,19 +232,71 @@ class Spool:
         return removed
 
     def dropped(self) -> list[str]:
-        """The lines of dropped.log: every batch dropped so far."""
-        try:
-            return (self.folder / "dropped.log").read_text().splitlines()
-        except FileNotFoundError:
-            return []
+        """The lines of dropped.log and of the rotated logs kept, oldest first."""
+        lines = []
+        for path in self._logs():
+            with contextlib.suppress(FileNotFoundError):
+                lines += path.read_text().splitlines()
+        return lines
 
     def dropped_samples(self) -> int:
-        """Samples in dropped.log's lines (a line cut short by a full disk is left out)."""
-        total = 0
+        """Samples in every batch ever dropped (dropped.count)."""
+        return self.dropped_counts()["samples"]
+
+    def dropped_counts(self) -> dict[str, int]:
+        """{"batches": …, "samples": …}: every batch ever dropped, rotated logs included."""
+        if not (self.folder / DROPPED_COUNT).exists():
+            return {"batches": 0, "samples": 0} if not self._logs() else self._counted_from_logs()
+        with self._counts() as counts:
+            return dict(counts)
+
+    def _logs(self) -> list[Path]:
+        """dropped.log's files that exist, oldest first."""
+        names = [f"{DROPPED_LOG}.{n}" for n in range(DROPPED_LOGS_KEPT, 0, -1)] + [DROPPED_LOG]
+        return [self.folder / name for name in names if (self.folder / name).exists()]
+
+    def _rotate_log(self) -> None:
+        """dropped.log becomes dropped.log.1, .1 becomes .2 …, the oldest kept is replaced."""
+        for n in range(DROPPED_LOGS_KEPT - 1, 0, -1):
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / f"{DROPPED_LOG}.{n}").rename(self.folder / f"{DROPPED_LOG}.{n + 1}")
+        (self.folder / DROPPED_LOG).rename(self.folder / f"{DROPPED_LOG}.1")
+
+    def _counted_from_logs(self) -> dict[str, int]:
+        """The counts the logs kept hold (a spool from before dropped.count, or a count file
+        that cannot be read): a line cut short by a full disk is left out."""
+        counts = {"batches": 0, "samples": 0}
         for line in self.dropped():
             with contextlib.suppress(IndexError, ValueError):
-                total += int(line.split(": ", 1)[1].split(" samples", 1)[0])
-        return total
+                counts["samples"] += int(line.split(": ", 1)[1].split(" samples", 1)[0])
+                counts["batches"] += 1
+        return counts
+
+    @contextlib.contextmanager
+    def _counts(self):
+        """dropped.count's counts, locked (flock) against other processes' drops; what the
+        block leaves in the dict is written back in place (a few bytes over the old ones: once
+        the file has its block, a full disk does not stop it)."""
+        fd = os.open(self.folder / DROPPED_COUNT, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 256, 0)
+            try:
+                counts = json.loads(raw)
+                counts = {"batches": int(counts["batches"]), "samples": int(counts["samples"])}
+            except (ValueError, KeyError, TypeError):
+                if raw:
+                    log.warning("time-series spool: %s is unreadable (%r); counted again from the logs kept",
+                                self.folder / DROPPED_COUNT, raw[:80])
+                counts = self._counted_from_logs()
+            before = dict(counts)
+            yield counts
+            if counts != before or not raw:
+                data = json.dumps(counts).encode()
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)  # and the lock with it
 
     # --- One sender at a time -------------------------------------------------------------
 

@@ -55,3 +55,27 @@ def test_back_off_doubles_up_to_a_ceiling():
     finally:
         supervisor.stop()
     assert delays == [1, 2, 4, 8, 16, 30, 30, 30]
+
+
+def test_the_runner_sees_which_stop_signal_make_is_handling(monkeypatch):
+    """GNU make sets a stop signal back to its default when it gets it (then waits for the
+    runner): the signal it no longer catches is the one to stop on; make gone is SIGHUP.
+    This process stands for make (SIGUSR2 for the stop signal)."""
+    from dashboard import stack
+
+    me = os.getpid()
+    monkeypatch.setattr(stack.os, "getppid", lambda: me)
+    previous = signal.signal(signal.SIGUSR2, lambda *_: None)
+    try:
+        assert signal.SIGUSR2 in stack.caught_signals(me)
+        assert stack.signal_make_got(me, {signal.SIGUSR2}) is None
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)  # what make's handler does first
+        assert signal.SIGUSR2 not in stack.caught_signals(me)
+        assert stack.signal_make_got(me, {signal.SIGUSR2}) == signal.SIGUSR2
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    monkeypatch.setattr(stack.os, "getppid", lambda: 1)  # make is gone: the runner is an orphan
+    assert stack.signal_make_got(me, {signal.SIGUSR2}) == signal.SIGHUP
+    monkeypatch.setattr(stack.os, "getppid", lambda: me)
+    assert stack.make_parent() is None  # a python parent is not make: not watched
+    assert stack.caught_signals(2**22 + 12345) is None

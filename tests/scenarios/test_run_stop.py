@@ -1,7 +1,8 @@
 """`make run` stops every process it started within 10 s of Ctrl-C or SIGTERM, under load,
 whoever started it: reproduces issue 25's CI failure, where a runner started with SIGINT
 inherited as ignored (a background job of a non-interactive shell, nohup, a CI runner) never
-stopped, and the test left the whole stack running.
+stopped, and the test left the whole stack running. A stop signal sent to make itself
+(SIGINT, SIGHUP, SIGTERM) stops it all as well (issue 35).
 
 ASICMON_STOP_ROUNDS=N runs each way N times in a row (issue 25: 20 in a row beside the soak).
 It also refuses to start, saying why and leaving nothing running, on a weak administrator
@@ -169,6 +170,59 @@ def test_the_runner_stops_everything_it_started_within_10_s_under_load(way, roun
             load.stop()
         runner.stop(timeout=0)  # whatever happened, nothing it started outlives the test
     assert runner.proc.returncode == 0, runner.output()
+
+
+def as_a_service_manager_starts_it() -> None:
+    """Default dispositions (systemd, supervisord, a script's subprocess)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def make_run(env: dict) -> Service:
+    """`make run` with this test's Python: its virtual environment is taken as installed."""
+    venv, bin_dir = sys.prefix, str(Path(sys.executable).parent)
+    return Service("stack", ["make", "-s", "-o", f"{venv}/.runtime", "run", f"VENV={venv}", f"BIN={bin_dir}"], env,
+                   preexec_fn=as_a_service_manager_starts_it)
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+    except OSError:
+        return ""
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name)
+def test_signalling_make_itself_stops_the_stack_within_10_s(sent, prepared_var, tmp_path):
+    """Issue 35: `kill -INT <pid of make>`, as a service manager or a script stops what it
+    started, left the runner and everything it started running (make passes SIGTERM on to
+    its child, but on SIGINT or SIGHUP only waits for it). Now the runner notices make's
+    signal and stops everything; make ends with it."""
+    var = tmp_path / "var"
+    shutil.copytree(prepared_var, var)
+    env = runner_env(var)
+    make = make_run(env)
+    try:
+        wait_until_serving(make, f"http://127.0.0.1:{env['WEB_PORT']}")
+        started = descendants(make.proc.pid)
+        commands = " ".join(cmdline(pid) for pid in started)
+        for what in ("dashboard.stack run", "redis-server", "daphne", "worker", "beat"):
+            assert what in commands, f"{what} is not among make's processes: {commands}"
+        sent_at = time.monotonic()
+        make.proc.send_signal(sent)
+        while (make.proc.poll() is None or any(alive(pid) for pid in started)) and \
+                time.monotonic() < sent_at + STOP_WITHIN_S + 5:
+            time.sleep(0.05)
+        took = time.monotonic() - sent_at
+        left = {pid: cmdline(pid) for pid in started if alive(pid)}
+        print(f"\n[stop] make got {sent.name}: everything stopped in {took:.2f} s ({len(started)} processes)")
+        assert left == {}, f"still running {took:.1f} s after {sent.name} to make: {left}\n{make.output()}"
+        assert make.proc.poll() is not None, f"make is still running {took:.1f} s after {sent.name}"
+        assert took <= STOP_WITHIN_S, make.output()
+        assert f"stopping… ({sent.name})" in make.output() and "stopped in" in make.output()
+    finally:
+        make.stop(timeout=0)
 
 
 def started_by(var: Path) -> list[str]:

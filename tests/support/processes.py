@@ -49,6 +49,7 @@ ENCODERS = {
     "env_list": ",".join,
     "env_paths": lambda value: ":".join(str(path) for path in value),
     "env_json_object": json.dumps,
+    "env_rate": str,
 }
 
 

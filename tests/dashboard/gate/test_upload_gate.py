@@ -7,7 +7,7 @@ import json
 import pytest
 from rest_framework.authtoken.models import Token
 
-from dashboard.gate.upload_gate import IN_FLIGHT, UploadGate
+from dashboard.gate.upload_gate import IN_FLIGHT, OTLP_IN_FLIGHT, UploadGate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,3 +110,31 @@ async def test_span_uploads_and_the_otlp_receiver_are_refused_before_a_byte_is_r
     settings.OTLP_TOKEN = ""
     status, _, called = await call({"Content-Length": "10"}, [b"x" * 10], path="/v1/traces")
     assert (status, called) == (503, False)
+
+
+async def test_otlp_requests_are_never_held_back_by_trace_uploads(token, settings, close_thread_connections):
+    """Issue 35: spans got 429 while traces uploaded. An OTLP body counts in a cap of its own
+    (OTLP_MAX_ACTIVE, for bodies over 1 MB; smaller ones in none), so uploads filling
+    TRACE_UPLOADS_MAX_ACTIVE leave the receiver open, and spans leave uploads open."""
+    settings.OTLP_TOKEN, settings.OTLP_MAX_BODY_MB = "otlp-secret", 16.0
+    settings.TRACE_UPLOADS_MAX_ACTIVE, settings.OTLP_MAX_ACTIVE = 1, 1
+    spans = {"Authorization": "Bearer otlp-secret"}
+    upload = {"Authorization": f"Token {token}", "Content-Length": str(2 << 20)}
+    assert IN_FLIGHT.acquire()  # a trace upload is being received: the upload cap is full
+    try:
+        small = await call({**spans, "Content-Length": "10"}, [b"x" * 10], path="/v1/traces")
+        large = await call({**spans, "Content-Length": str(2 << 20)}, [b"x" * (2 << 20)], path="/v1/traces")
+        assert (small, large) == ((200, b"10", True), (200, str(2 << 20).encode(), True))
+        assert (await call(upload, [b"x"]))[0] == 429
+    finally:
+        IN_FLIGHT.release()
+    assert OTLP_IN_FLIGHT.acquire()  # a large OTLP body is being received: its own cap is full
+    try:
+        status, body, called = await call({**spans, "Content-Length": str(2 << 20)}, [b"x"], path="/v1/traces")
+        assert (status, called) == (429, False) and b"OTLP_MAX_ACTIVE" in body
+        assert (await call({**spans, "Content-Length": "10"}, [b"x" * 10], path="/v1/traces"))[0] == 200
+        assert (await call({**upload, "Content-Length": "1"}, [b"x"]))[0] == 200
+        assert (await call(upload, [b"x" * (2 << 20)]))[:2] == (200, str(2 << 20).encode())
+    finally:
+        OTLP_IN_FLIGHT.release()
+    assert (IN_FLIGHT.count, OTLP_IN_FLIGHT.count) == (0, 0)

@@ -14,7 +14,7 @@ import pytest
 
 from fleet import tsdb
 from fleet.polling import poller
-from fleet.tsdb.buffer import Spool
+from fleet.tsdb.buffer import Batch, Spool
 from fleet.tsdb.series import DeviceKey, series_name
 from fleet.tsdb.writes import Encoder, Writer
 from tests.support.tsdb import flush, free_port, raw_samples, store_proxy  # noqa: F401 (fixture)
@@ -216,3 +216,57 @@ def test_a_cycle_goes_straight_to_the_store_while_another_process_holds_an_empty
         result = writer(tmp_path).write(batch(cycle, keys))
     assert (result.written, result.waiting, result.buffered) == (4, 0, 0)
     assert set(stored(cycle, cycle)) == {str(key.device_id) for key in keys}
+
+
+# --- What was dropped: a bounded log, exact counts --------------------------------------------
+
+def too_large(n: int, samples: int = 7) -> Batch:
+    """A batch no spool of 10 bytes takes: dropped, a line in dropped.log."""
+    return Batch(1_800_000_000_000 + 5000 * n, "shard:0/1", samples, b"x" * 100)
+
+
+def test_dropped_log_is_rotated_by_size_and_the_counts_kept_apart(tmp_path):
+    """Issue 35: dropped.log grew for ever and was read whole to count the drops."""
+    spool = Spool(tmp_path, 10, log_max_bytes=600)
+    for n in range(60):
+        spool.append(too_large(n, samples=n + 1))
+    logs = sorted(p.name for p in tmp_path.glob("dropped.log*"))
+    rotated = ["dropped.log.1", "dropped.log.2", "dropped.log.3"]
+    assert logs in (rotated, ["dropped.log", *rotated])  # just rotated, or lines since
+    line = len(spool.dropped()[-1]) + 1
+    assert all((tmp_path / name).stat().st_size <= 600 + line for name in logs)
+    lines = spool.dropped()
+    assert 4 <= len(lines) < 60 and "2027-01-15T08:04:55+00:00" in lines[-1]  # the newest drop, last
+    assert "2027-01-15T08:04:50+00:00" in lines[-2]
+    assert spool.dropped_counts() == {"batches": 60, "samples": sum(range(1, 61))}
+    for name in logs:  # the counts do not come from the logs
+        (tmp_path / name).unlink()
+    assert spool.dropped_samples() == sum(range(1, 61)) and Spool(tmp_path, 10).dropped_counts()["batches"] == 60
+
+
+def test_a_spool_from_before_the_counts_starts_them_from_its_log(tmp_path):
+    old = Spool(tmp_path, 10)
+    for n in range(3):
+        old.append(too_large(n))
+    (tmp_path / "dropped.count").unlink()  # as a spool written before dropped.count
+    assert old.dropped_counts() == {"batches": 3, "samples": 21}
+    old.append(too_large(3))
+    assert old.dropped_counts() == {"batches": 4, "samples": 28}
+    (tmp_path / "dropped.count").write_text("{not json")
+    assert old.dropped_counts() == {"batches": 4, "samples": 28}  # counted again from the logs kept
+
+
+def test_drops_from_many_processes_at_once_are_all_counted(tmp_path):
+    """Each drop takes the count file's lock (flock: separate opens exclude each other, as
+    separate processes do)."""
+    def drop_many():
+        spool = Spool(tmp_path, 10, log_max_bytes=2000)
+        for n in range(50):
+            spool.append(too_large(n))
+
+    threads = [threading.Thread(target=drop_many) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert Spool(tmp_path, 10).dropped_counts() == {"batches": 200, "samples": 1400}
