@@ -14,7 +14,8 @@ On a host with an agent it is the command of its spec's ``diagnose`` statement (
 NVIDIA's ``dcgmi diag -r 1``), a string split into an argument list or a list, never run
 through a shell, started in the background by the agent in a minimal environment
 (`host_commands.rung_env`): exit status 0 passes. Its output is read as it comes (a reader
-thread) and stored on the action (``check_output``) at each poll; it is stopped once it has
+thread) and stored on the action (``check_output``, after the command line, masked; for
+operators) at each poll; it is stopped once it has
 run LADDER_DIAGNOSTIC_TIMEOUT_S. One diagnostic per host at a time (DCGM refuses concurrent
 ones): a Redis lock per host, held while it runs; the devices of the host wait their turn,
 saying so on their action. A device not back within LADDER_CHECK_TIMEOUT_S climbs.
@@ -67,7 +68,7 @@ class Diagnostic:
     proc: subprocess.Popen
     started: float = field(default_factory=time.monotonic)
     lines: list[str] = field(default_factory=list)
-    stored: int = 0  # lines already on the action
+    stored: int = 0  # lines already on the action (the first: the command line, masked)
     reader: threading.Thread | None = None
 
     def read(self) -> None:
@@ -174,12 +175,11 @@ def _start(device: Device, action: Action, command) -> Diagnostic | Verdict | bo
     except FileNotFoundError:
         r.eval(_RELEASE, 1, lock, str(action.id))
         return MISSING
-    running = Diagnostic(action.id, host, Path(parts[0]).name, proc)
+    running = Diagnostic(action.id, host, Path(parts[0]).name, proc, lines=[f"$ {masked(parts)}"])
     running.reader = threading.Thread(target=running.read, name=f"diagnostic-{action.id}", daemon=True)
     running.reader.start()
     _running[action.id] = running
-    Action.objects.filter(id=action.id).update(
-        command=masked(command)[:500], check_detail=f"diagnostic {running.program} running", check_output="")
+    Action.objects.filter(id=action.id).update(check_detail=f"diagnostic {running.program} running", check_output="")
     log.info("%s: diagnostic %s started", device.serial, running.program)
     return running
 
@@ -202,7 +202,7 @@ def _poll(running: Diagnostic) -> Verdict | None:
     get_redis().eval(_RELEASE, 1, _lock_key(running.host), str(running.action_id))
     if stopped:
         return False, f"diagnostic {running.program} still running after {human_duration(timeout)}: stopped"
-    last = next((line for line in reversed(running.lines) if line.strip()), "")
+    last = next((line for line in reversed(running.lines[1:]) if line.strip()), "")
     code = running.proc.returncode
     return code == 0, f"diagnostic {running.program} {'passed' if code == 0 else 'failed'}: exit {code}; {last}"[:500]
 
