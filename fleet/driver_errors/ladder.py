@@ -154,7 +154,7 @@ def unavailable(rung: str, device: Device) -> str | None:
     return None
 
 
-def decide(device: Device, cause: str, start: str) -> Step:
+def decide(device: Device, cause: str, start: str, *, climbing: bool = False) -> Step:
     """The rung for an incident of ``cause``: where its catalogue starts, one above the last
     repair of the same cause if it came back, the first of them that can run on the host;
     pulled for inspection once the budget is spent, a person when no rung above can run."""
@@ -168,7 +168,8 @@ def decide(device: Device, cause: str, start: str) -> Step:
     if count:
         last = done.first()
         rung = LADDER[max(_index(rung), _index(last.rung) + 1)]
-        reason = (f"{cause} came back after {last.get_kind_display().lower()} ({count} of "
+        what = "not cured by" if climbing else "came back after"
+        reason = (f"{cause} {what} {last.get_kind_display().lower()} ({count} of "
                   f"{settings.LADDER_MAX_ATTEMPTS} attempts within {window})")
     skipped: list[tuple[str, str]] = []
     while rung in REPAIRS:
@@ -273,7 +274,7 @@ def climb(action: Action, why: str, *, skipped: bool = False) -> Action | None:
         status=ActionStatus.SKIPPED if skipped else ActionStatus.FAILED, outcome=why[:500], finished_at=timezone.now())
     device = Device.objects.select_related("host").get(id=action.device_id)
     start = LADDER[min(LADDER.index(action.rung) + 1, len(LADDER) - 1)] if action.rung in LADDER else Rung.INSPECT_HARDWARE
-    step = decide(device, action.cause, start)
+    step = decide(device, action.cause, start, climbing=True)
     with transaction.atomic():
         Automation.objects.select_for_update().get_or_create(id=1)
         held = _held_back(device, step.rung) if step.rung == Rung.REBOOT_HOST else None
