@@ -87,3 +87,17 @@ def test_viewers_see_the_rung_and_its_result_operators_the_command(client, viewe
     client.force_login(operator)
     seen = next(a for a in client.get("/api/actions/").json()["results"] if a["id"] == action.id)
     assert seen["command"] == "reboot-node --token '***'" and seen["check_output"] == "Memory | Pass"
+
+
+def test_the_device_page_says_not_validated_and_shows_the_command_to_operators_only(client, viewer, operator, errors):
+    from fleet.models import DriverError
+
+    action = _ladder_action(errors, "restart_application", "not_validated", outcome="AGENT_RESTART_APP_COMMAND: exit 0",
+                            command="requeue --token '***'", check_detail="not validated: no diagnostic for gpu")
+    DriverError.objects.filter(serial=errors.serial, code="95").update(handled_by=action)
+    client.force_login(viewer)
+    page = client.get(f"/devices/{errors.id}/").content.decode()
+    assert "not validated" in page and "Repaired, not validated" in page
+    assert "requeue --token" not in page
+    client.force_login(operator)
+    assert "requeue --token &#x27;***&#x27;" in client.get(f"/devices/{errors.id}/").content.decode()
