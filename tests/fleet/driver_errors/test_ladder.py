@@ -192,3 +192,26 @@ def test_each_rung_is_tried_where_it_can_run_and_skipped_where_it_cannot(
     assert (step.rung, [r for r, _ in step.skipped]) == (rung, skipped)
     if rung == "needs_person":
         assert step.reason == "needs a person: no reboot command configured on node-a (AGENT_REBOOT_COMMAND is empty)"
+
+
+def test_a_climb_to_a_host_reboot_waits_while_the_blast_radius_holds_it(gpu_ladder_fleet, settings):
+    from django.utils import timezone
+
+    from fleet.driver_errors import gate, ladder
+
+    settings.LADDER_MAX_PER_WORKLOAD = 2
+    by_host = {}
+    for d in gpu_ladder_fleet:
+        by_host.setdefault(d.host.name, []).append(d)
+    device, elsewhere = by_host["host-00"][0], by_host["host-01"][0]
+    Device.objects.filter(id__in=[device.id, elsewhere.id]).update(state=DeviceState.UNDER_REPAIR)
+    reset = Action.objects.create(device=device, kind="reboot", rung="reset_device", cause="bus", serial=device.serial,
+                                  rule="driver_error", status=ActionStatus.ISSUED, issued_at=timezone.now())
+    reboot = ladder.climb(reset, "check failed")
+    assert (reboot.rung, reboot.status) == ("reboot_host", ActionStatus.PENDING)
+    assert Action.objects.get(id=reboot.id).outcome.startswith("waiting: 1 devices of workload")
+    gate.follow_up({device.id: {}})
+    assert Action.objects.get(id=reboot.id).status == ActionStatus.PENDING  # still held
+    Device.objects.filter(id=elsewhere.id).update(state=DeviceState.IN_SERVICE)
+    gate.follow_up({device.id: {}})
+    assert Action.objects.get(id=reboot.id).status == ActionStatus.ISSUED  # its turn came
