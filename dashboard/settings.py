@@ -263,10 +263,10 @@ AGENT_KERNEL_LOG_DUTY = min(1.0, env_float("AGENT_KERNEL_LOG_DUTY", 0.5, minimum
 # the label as the API set it). The ladder's blast radius counts by it.
 AGENT_WORKLOAD = env_str("AGENT_WORKLOAD", "")
 # The ladder's rungs on a host with an agent: the commands that restart the device's
-# application and reboot the machine (run by the agent, with ASICMON_RUNG,
-# ASICMON_DEVICE_SERIAL, ASICMON_HOST and ASICMON_WORKLOAD set; exit 0 is done), each
-# within AGENT_RUNG_TIMEOUT_S. Empty: the rung is not configured there and the ladder
-# climbs past it.
+# application and reboot the machine (run by the agent as an argument list, no shell, in an
+# environment of PATH, LANG, ASICMON_RUNG, ASICMON_DEVICE_SERIAL, ASICMON_HOST and
+# ASICMON_WORKLOAD only; exit 0 is done), each within AGENT_RUNG_TIMEOUT_S. Empty: the rung
+# is not configured there and the ladder skips it.
 AGENT_RESTART_APP_COMMAND = env_str("AGENT_RESTART_APP_COMMAND", "")
 AGENT_REBOOT_COMMAND = env_str("AGENT_REBOOT_COMMAND", "")
 AGENT_RUNG_TIMEOUT_S = env_float("AGENT_RUNG_TIMEOUT_S", 120.0, minimum=1.0)
@@ -276,11 +276,15 @@ LADDER_MAX_ATTEMPTS = env_int("LADDER_MAX_ATTEMPTS", 3, minimum=1)
 LADDER_WINDOW_S = env_float("LADDER_WINDOW_S", 86400.0, minimum=1.0)
 # Seconds a repaired device has to pass its validation check before it counts as failed.
 LADDER_CHECK_TIMEOUT_S = env_float("LADDER_CHECK_TIMEOUT_S", 300.0, minimum=1.0)
+# Seconds a running diagnostic (the spec's `diagnose` command) may take, start to end, before
+# it is stopped and the check counts as failed.
+LADDER_DIAGNOSTIC_TIMEOUT_S = env_float("LADDER_DIAGNOSTIC_TIMEOUT_S", 900.0, minimum=1.0)
 # The blast radius: devices of one workload automation may have under repair at once.
 LADDER_MAX_PER_WORKLOAD = env_int("LADDER_MAX_PER_WORKLOAD", 1, minimum=1)
-# The breaker: automation pauses when more than this share of the fleet went under repair
-# within LADDER_BREAKER_WINDOW_S.
+# The breaker: automation pauses when more than this share of the fleet, and at least
+# LADDER_BREAKER_MIN_DEVICES devices, went under repair within LADDER_BREAKER_WINDOW_S.
 LADDER_BREAKER_SHARE = env_float("LADDER_BREAKER_SHARE", 0.1, minimum=0.0)
+LADDER_BREAKER_MIN_DEVICES = env_int("LADDER_BREAKER_MIN_DEVICES", 3, minimum=1)
 LADDER_BREAKER_WINDOW_S = env_float("LADDER_BREAKER_WINDOW_S", 600.0, minimum=1.0)
 # Repeat offenders: a device with this many hardware incidents within the window is
 # recommended for pulling, whatever its repairs said.

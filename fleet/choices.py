@@ -44,6 +44,12 @@ class ActionStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     DRY_RUN = "dry_run", "Dry run (not done)"
+    # The repair ladder's outcomes (fleet/driver_errors): SUCCEEDED there is "repaired and
+    # validated" (its diagnostic passed); the others say what happened instead.
+    NOT_VALIDATED = "not_validated", "Repaired, not validated"  # back on health alone: no diagnostic for its type
+    PULLED = "pulled", "Pulled for inspection"  # out of service (state repair)
+    NEEDS_PERSON = "needs_person", "Needs a person"  # no rung left that can run here: drained
+    SKIPPED = "skipped", "Skipped (cannot run here)"  # a rung not configured or not supported on the host
 
 
 class Rung(models.TextChoices):
@@ -53,3 +59,4 @@ class Rung(models.TextChoices):
     RESET_DEVICE = "reset_device", "Reset device"
     REBOOT_HOST = "reboot_host", "Reboot host"
     INSPECT_HARDWARE = "inspect_hardware", "Out of service for inspection"
+    NEEDS_PERSON = "needs_person", "Needs a person"  # not a rung: where the ladder stops when none above can run

@@ -152,6 +152,12 @@ class Action(models.Model):
     serial = models.CharField(max_length=160, blank=True, db_index=True)  # follows the device across hosts
     check_passed = models.BooleanField(null=True, blank=True)
     check_detail = models.CharField(max_length=500, blank=True)
+    # The host command a rung or its check ran, secrets masked (shown to operators only),
+    # and the diagnostic's output as it came (its last CHECK_OUTPUT_MAX characters).
+    command = models.CharField(max_length=500, blank=True)
+    check_output = models.TextField(blank=True)
+
+    CHECK_OUTPUT_MAX = 20000
 
     class Meta:
         ordering = ["-created_at", "-id"]

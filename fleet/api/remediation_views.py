@@ -127,7 +127,7 @@ class DeviceActionView(APIView):
             )
         except remediation.Conflict as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(ActionSerializer(action).data, status=status.HTTP_202_ACCEPTED)
+        return Response(ActionSerializer(action, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class AutomationView(APIView):

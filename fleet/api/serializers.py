@@ -127,7 +127,19 @@ class ActionSerializer(serializers.ModelSerializer):
         fields = [
             "id", "device", "serial", "kind", "status", "actor", "user", "rule", "reason", "outcome",
             "until", "created_at", "issued_at", "finished_at", "cause", "rung", "check_passed", "check_detail",
+            "command", "check_output",
         ]
+
+    def to_representation(self, action):
+        """Viewers see the rung and its result; operators also the command it ran (masked)
+        and the diagnostic's output."""
+        data = super().to_representation(action)
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        if not (user and user.is_authenticated and user.has_perm("fleet.operate_device")):
+            data.pop("command", None)
+            data.pop("check_output", None)
+        return data
 
 
 OPERATOR_ACTIONS = ["reboot", "drain", "repair", "return_to_service", "maintenance"]

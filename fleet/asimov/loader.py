@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import shlex
 import sys
 import threading
 import types
@@ -84,8 +85,14 @@ def diagnostic_argv(
     argv = getattr(monitor, "DIAGNOSTIC", ())
     if not argv:
         return (), ""
-    if not isinstance(argv, tuple) or not all(isinstance(a, str) for a in argv):
+    if isinstance(argv, str):  # a command line (a monitor written by hand): its words, no shell
+        try:
+            argv = tuple(shlex.split(argv))
+        except ValueError as exc:
+            return (), f"its diagnose command cannot be read ({exc})"
+    if not isinstance(argv, tuple | list) or not argv or not all(isinstance(a, str) for a in argv):
         return (), "its diagnose command is not an argument list (recompile the spec)"
+    argv = tuple(argv)
     source = getattr(monitor, "SPEC_FILE", None)
     folders = {Path(folder).resolve() for folder in (*spec_dirs, SPECS_DIR)}
     if source is None or Path(source).parent not in folders:

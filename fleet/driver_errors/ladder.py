@@ -7,16 +7,20 @@ gsp, nvlink, application, ...). The ladder's rungs, least disruptive first:
 
 An incident starts at the rung its catalogue entry names (an Xid 79 at reboot_host, a 94 at
 restart_application). When the same cause comes back after a repair, or the repair's check
-fails, the next rung. The *attempt budget*: at most LADDER_MAX_ATTEMPTS repairs per device
-(by serial, across hosts) and cause within LADDER_WINDOW_S, the first one counting; then
-the device goes out of service for inspection. Ignore-class events are recorded and never
-acted on.
+fails, the next rung. A rung that cannot run on the device's host (its command not
+configured there, a reset its spec does not declare) is *skipped*, recorded with its reason,
+and is no attempt. When no rung above can run, the incident *needs a person*: the device is
+drained (capacity weight 0), not sent to inspection. The *attempt budget*: at most
+LADDER_MAX_ATTEMPTS repairs tried per device (by serial, across hosts) and cause within
+LADDER_WINDOW_S, the first one counting; then the device is pulled for inspection. Ignore-class
+events are recorded and never acted on.
 
 Limits, checked and claimed atomically under the automation row's lock, like
 `fleet.health.remediation`: the *blast radius* (at most LADDER_MAX_PER_WORKLOAD devices of one
-workload under repair at once; the others wait, their incidents pending) and the fleet-wide
-*breaker* (more than LADDER_BREAKER_SHARE of the fleet taken under repair within
-LADDER_BREAKER_WINDOW_S pauses automation until an operator resumes it).
+workload under repair at once, counting for a host reboot every device of the host; the
+others wait, their incidents pending) and the fleet-wide *breaker* (at least
+LADDER_BREAKER_MIN_DEVICES devices and more than LADDER_BREAKER_SHARE of the fleet taken under
+repair within LADDER_BREAKER_WINDOW_S pause automation until an operator resumes it).
 
 The validation gate (`fleet.driver_errors.gate`) decides when a device under repair goes back.
 """
@@ -24,6 +28,7 @@ The validation gate (`fleet.driver_errors.gate`) decides when a device under rep
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -33,29 +38,40 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Rung
-from fleet.driver_errors import rungs
-from fleet.health import remediation
+from fleet.driver_errors import host_commands, rungs
+from fleet.health import control, remediation
 from fleet.models import Action, Automation, Device, DriverError
 from fleet.reading.durations import human_duration
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LADDER", "Step", "climb", "decide", "handle_incidents", "perform_or_climb"]
+__all__ = ["LADDER", "REPAIRED", "Step", "climb", "decide", "handle_incidents", "perform_or_climb", "unavailable"]
 
 LADDER = (Rung.RESTART_APPLICATION, Rung.RESET_DEVICE, Rung.REBOOT_HOST, Rung.INSPECT_HARDWARE)
+REPAIRS = LADDER[:3]
 KIND_OF = {
     Rung.RESTART_APPLICATION: ActionKind.RESTART_APPLICATION,
     Rung.RESET_DEVICE: ActionKind.REBOOT,
     Rung.REBOOT_HOST: ActionKind.REBOOT_HOST,
     Rung.INSPECT_HARDWARE: ActionKind.REPAIR,
+    Rung.NEEDS_PERSON: ActionKind.DRAIN,
 }
+# Where each end of the ladder leaves the device, with the action's status.
+ENDS = {
+    Rung.INSPECT_HARDWARE: (DeviceState.REPAIR, ActionStatus.PULLED, "pulled for inspection"),
+    Rung.NEEDS_PERSON: (DeviceState.DRAINED, ActionStatus.NEEDS_PERSON, "drained: needs a person"),
+}
+REPAIRED = (ActionStatus.SUCCEEDED, ActionStatus.NOT_VALIDATED)  # the device went back to service
+NOT_ATTEMPTS = (ActionStatus.DRY_RUN, ActionStatus.SKIPPED)
 RULE = "driver_error"
+COMMAND_NAME = {Rung.RESTART_APPLICATION: "restart-application", Rung.REBOOT_HOST: "reboot"}
 
 
 @dataclass(frozen=True)
 class Step:
     rung: str
     reason: str
+    skipped: tuple[tuple[str, str], ...] = ()  # (rung, why it cannot run here), below ``rung``
 
 
 def pending(device_ids: list[int]):
@@ -64,7 +80,7 @@ def pending(device_ids: list[int]):
     since = timezone.now() - timedelta(seconds=settings.LADDER_WINDOW_S)
     return DriverError.objects.filter(device_id__in=device_ids, last_seen__gte=since).filter(
         Q(handled_by__isnull=True, outcome="")
-        | Q(handled_by__status=ActionStatus.SUCCEEDED, last_seen__gt=F("handled_by__finished_at"))
+        | Q(handled_by__status__in=REPAIRED, last_seen__gt=F("handled_by__finished_at"))
     ).select_related("device")
 
 
@@ -104,9 +120,10 @@ def _handle(device_id: int, rows: list[DriverError]) -> Action | None:
 
 
 def perform_or_climb(action: Action) -> None:
-    why = rungs.perform(action)
-    if why is not None:
-        climb(action, why)
+    trouble = rungs.perform(action)
+    if trouble is not None:
+        why, skipped = trouble
+        climb(action, why, skipped=skipped)
 
 
 def _attach(rows: list[DriverError], device: Device) -> None:
@@ -120,27 +137,69 @@ def _index(rung: str) -> int:
 
 
 def attempts(serial: str, cause: str):
-    """The ladder's repairs of this device (by serial, on any host) and cause in the window."""
+    """The ladder's repairs of this device (by serial, on any host) and cause in the window
+    that were tried (a skipped rung is no attempt)."""
     since = timezone.now() - timedelta(seconds=settings.LADDER_WINDOW_S)
     return Action.objects.filter(serial=serial, cause=cause, rule=RULE, created_at__gte=since,
-                                 rung__in=LADDER[:3]).exclude(status=ActionStatus.DRY_RUN)
+                                 rung__in=REPAIRS).exclude(status__in=NOT_ATTEMPTS)
 
 
-def decide(device: Device, cause: str, start: str) -> Step:
+def unavailable(rung: str, device: Device) -> str | None:
+    """Why ``rung`` cannot run on the device's host (None: it can)."""
+    if rung == Rung.RESET_DEVICE:
+        return control.reboot_unavailable_reason(device)
+    if rung in COMMAND_NAME and device.host.has_agent and not host_commands.command_for(rung):
+        setting = host_commands.SETTING[rung]
+        return f"no {COMMAND_NAME[rung]} command configured on {device.host.name} ({setting} is empty)"
+    return None
+
+
+def decide(device: Device, cause: str, start: str, *, climbing: bool = False) -> Step:
     """The rung for an incident of ``cause``: where its catalogue starts, one above the last
-    repair of the same cause if it came back, out of service once the budget is spent."""
+    repair of the same cause if it came back, the first of them that can run on the host;
+    pulled for inspection once the budget is spent, a person when no rung above can run."""
     done = attempts(device.serial, cause).order_by("-created_at", "-id")
     count = done.count()
     window = human_duration(settings.LADDER_WINDOW_S)
     if count >= settings.LADDER_MAX_ATTEMPTS:
-        return Step(Rung.INSPECT_HARDWARE, f"attempt budget spent: {count} repairs of {cause} within {window}")
+        return Step(Rung.INSPECT_HARDWARE, f"attempt budget spent: {count} repairs of {cause} tried within {window}")
     rung = start if start in LADDER else Rung.RESET_DEVICE
+    reason = "first rung for this cause"
     if count:
         last = done.first()
         rung = LADDER[max(_index(rung), _index(last.rung) + 1)]
-        return Step(rung, f"{cause} came back after {last.get_kind_display().lower()} ({count} of "
-                          f"{settings.LADDER_MAX_ATTEMPTS} attempts within {window})")
-    return Step(rung, "first rung for this cause")
+        what = "not cured by" if climbing else "came back after"
+        reason = (f"{cause} {what} {last.get_kind_display().lower()} ({count} of "
+                  f"{settings.LADDER_MAX_ATTEMPTS} attempts within {window})")
+    skipped: list[tuple[str, str]] = []
+    while rung in REPAIRS:
+        why_not = unavailable(rung, device)
+        if why_not is None:
+            return Step(rung, reason, tuple(skipped))
+        skipped.append((rung, why_not))
+        rung = LADDER[_index(rung) + 1]
+    if skipped:
+        return Step(Rung.NEEDS_PERSON, f"needs a person: {skipped[-1][1]}", tuple(skipped))
+    return Step(rung, reason)
+
+
+def _take(device: Device, step: Step, cause: str, reason: str, from_state: str) -> Action | None:
+    """Moves the device from ``from_state`` to where ``step`` leaves it and records the
+    skipped rungs and the step's action (inside the caller's transaction); None when the
+    device was not in ``from_state`` any more."""
+    now = timezone.now()
+    state, status, outcome = ENDS.get(step.rung, (DeviceState.UNDER_REPAIR, ActionStatus.PENDING, ""))
+    if not Device.objects.filter(id=device.id, state=from_state).update(state=state, state_changed_at=now):
+        return None
+    for rung, why in step.skipped:
+        Action.objects.create(device=device, kind=KIND_OF[rung], rung=rung, cause=cause, serial=device.serial, rule=RULE,
+                              reason=f"skipped: {why}"[:500], status=ActionStatus.SKIPPED, outcome=why[:500],
+                              finished_at=now)
+    ended = step.rung in ENDS
+    return Action.objects.create(
+        device=device, kind=KIND_OF[step.rung], rung=step.rung, cause=cause, serial=device.serial, rule=RULE,
+        reason=reason[:500], status=status, outcome=outcome, finished_at=now if ended else None,
+    )
 
 
 def claim(device: Device, step: Step, worst: DriverError, rows: list[DriverError]) -> Action | None:
@@ -148,67 +207,100 @@ def claim(device: Device, step: Step, worst: DriverError, rows: list[DriverError
     the action with the errors it answers; None when held back (the errors stay pending)."""
     reason = f"Xid {worst.code}" if worst.vendor == "nvidia" else f"{worst.vendor} {worst.code}"
     reason = f"{reason} {worst.name}: {step.reason}"
-    inspect = step.rung == Rung.INSPECT_HARDWARE
     with transaction.atomic():
         automation = Automation.objects.select_for_update().get_or_create(id=1)[0]
         if automation.paused:
             return None
-        held = None if inspect else _held_back(device)
+        held = None if step.rung in ENDS else _held_back(device, step.rung)
         if held:
             log.info("%s not repaired now: %s", device.serial, held)
             return None
-        changed = Device.objects.filter(id=device.id, state=DeviceState.IN_SERVICE).update(
-            state=DeviceState.REPAIR if inspect else DeviceState.UNDER_REPAIR, state_changed_at=timezone.now())
-        if not changed:
+        action = _take(device, step, worst.cause or "unknown", reason, DeviceState.IN_SERVICE)
+        if action is None:
             return None
-        action = Action.objects.create(
-            device=device, kind=KIND_OF[step.rung], rung=step.rung, cause=worst.cause or "unknown", serial=device.serial,
-            rule=RULE, reason=reason[:500],
-            status=ActionStatus.SUCCEEDED if inspect else ActionStatus.PENDING,
-            outcome="out of service for inspection" if inspect else "", finished_at=timezone.now() if inspect else None,
-        )
         DriverError.objects.filter(id__in=[r.id for r in rows]).update(handled_by=action, outcome=step.rung)
     log.warning("%s: %s (%s)", device.serial, step.rung, reason)
     return action
 
 
-def _held_back(device: Device) -> str | None:
+def taken_by(device: Device, rung: str) -> list[Device]:
+    """The devices a rung takes out of service: the device, or for a host reboot every
+    device of its host."""
+    if rung == Rung.REBOOT_HOST:
+        return list(Device.objects.filter(host_id=device.host_id))
+    return [device]
+
+
+def _held_back(device: Device, rung: str) -> str | None:
     """Why the blast radius or the breaker holds the device back now (None: go)."""
-    busy = Device.objects.filter(state=DeviceState.UNDER_REPAIR)
-    if device.workload and busy.filter(workload=device.workload).count() >= settings.LADDER_MAX_PER_WORKLOAD:
-        return f"{settings.LADDER_MAX_PER_WORKLOAD} devices of workload {device.workload} already under repair"
+    taken = taken_by(device, rung)
+    others = Device.objects.filter(state=DeviceState.UNDER_REPAIR).exclude(id__in=[d.id for d in taken])
+    limit = settings.LADDER_MAX_PER_WORKLOAD
+    for workload, n in sorted(Counter(d.workload for d in taken if d.workload).items()):
+        busy = others.filter(workload=workload).count()
+        # A host reboot alone may take more than the limit (there is no smaller way to do
+        # it), never on top of other repairs of the same workload.
+        if busy and busy + n > limit:
+            what = f"{rung.replace('_', ' ')} of {device.host.name} takes {n}" if rung == Rung.REBOOT_HOST else "1 more"
+            return f"{busy} devices of workload {workload} already under repair, {what} (at most {limit})"
+    return _breaker(device)
+
+
+def _breaker(device: Device) -> str | None:
     since = timezone.now() - timedelta(seconds=settings.LADDER_BREAKER_WINDOW_S)
-    recent = set(Action.objects.filter(rule=RULE, created_at__gte=since, rung__in=LADDER[:3])
-                 .exclude(status=ActionStatus.DRY_RUN).values_list("device_id", flat=True))
+    recent = dict(Action.objects.filter(rule=RULE, created_at__gte=since, rung__in=REPAIRS)
+                  .exclude(status__in=NOT_ATTEMPTS).values_list("device_id", "serial"))
+    recent[device.id] = device.serial
     fleet = Device.objects.count() or 1
-    # More than the share (and more than one device: one repair never trips a small fleet).
-    if len(recent | {device.id}) > max(1.0, settings.LADDER_BREAKER_SHARE * fleet):
+    n = len(recent)
+    if n >= settings.LADDER_BREAKER_MIN_DEVICES and n > settings.LADDER_BREAKER_SHARE * fleet:
         share = f"{settings.LADDER_BREAKER_SHARE:.0%}"
-        reason = (f"breaker: {len(recent) + 1} of {fleet} devices taken under repair within "
-                  f"{human_duration(settings.LADDER_BREAKER_WINDOW_S)} (more than {share}); automation paused")
-        transaction.on_commit(lambda: remediation.set_paused(True, reason=reason))
+        serials = sorted(recent.values())
+        named = ", ".join(serials[:8]) + (f" and {len(serials) - 8} more" if len(serials) > 8 else "")
+        reason = (f"breaker: {n} of {fleet} devices taken under repair within "
+                  f"{human_duration(settings.LADDER_BREAKER_WINDOW_S)} (more than {share}, at least "
+                  f"{settings.LADDER_BREAKER_MIN_DEVICES}): {named}; automation paused")
+        transaction.on_commit(lambda: remediation.set_paused(True, reason=reason[:500]))
         return reason
     return None
 
 
-def climb(action: Action, why: str) -> Action | None:
+def climb(action: Action, why: str, *, skipped: bool = False) -> Action | None:
     """The next rung for the same device and cause after ``action`` did not cure it (its
-    check failed, or the rung could not be done): out of service once the budget is spent."""
+    check failed, or the rung could not be done, or, ``skipped``, cannot run here): pulled
+    once the budget is spent, a person when no rung above can run. A host reboot the blast
+    radius holds back waits, pending, for its turn."""
     Action.objects.filter(id=action.id, status__in=[ActionStatus.PENDING, ActionStatus.ISSUED]).update(
-        status=ActionStatus.FAILED, outcome=why[:500], finished_at=timezone.now())
-    device = Device.objects.get(id=action.device_id)
+        status=ActionStatus.SKIPPED if skipped else ActionStatus.FAILED, outcome=why[:500], finished_at=timezone.now())
+    device = Device.objects.select_related("host").get(id=action.device_id)
     start = LADDER[min(LADDER.index(action.rung) + 1, len(LADDER) - 1)] if action.rung in LADDER else Rung.INSPECT_HARDWARE
-    step = decide(device, action.cause, start)
-    inspect = step.rung == Rung.INSPECT_HARDWARE
+    step = decide(device, action.cause, start, climbing=True)
     with transaction.atomic():
-        if not Device.objects.filter(id=device.id, state=DeviceState.UNDER_REPAIR).update(
-                state=DeviceState.REPAIR if inspect else DeviceState.UNDER_REPAIR, state_changed_at=timezone.now()):
+        Automation.objects.select_for_update().get_or_create(id=1)
+        held = _held_back(device, step.rung) if step.rung == Rung.REBOOT_HOST else None
+        nxt = _take(device, step, action.cause, f"{why}; {step.reason}", DeviceState.UNDER_REPAIR)
+        if nxt is None:
             return None
-        nxt = Action.objects.create(
-            device=device, kind=KIND_OF[step.rung], rung=step.rung, cause=action.cause, serial=device.serial, rule=RULE,
-            reason=f"{why}; {step.reason}"[:500], status=ActionStatus.SUCCEEDED if inspect else ActionStatus.PENDING,
-            outcome="out of service for inspection" if inspect else "", finished_at=timezone.now() if inspect else None,
-        )
+        if held:
+            Action.objects.filter(id=nxt.id).update(outcome=f"waiting: {held}"[:500])
     log.warning("%s: climbs to %s (%s)", device.serial, step.rung, why)
-    perform_or_climb(nxt)
+    if not held:
+        perform_or_climb(nxt)
     return nxt
+
+
+def release_waiting(action: Action) -> bool:
+    """Performs a pending host reboot the blast radius held back once it may go; True when
+    it went (or was not held)."""
+    if action.rung != Rung.REBOOT_HOST:
+        return True
+    device = Device.objects.select_related("host").get(id=action.device_id)
+    with transaction.atomic():
+        Automation.objects.select_for_update().get_or_create(id=1)
+        if Automation.read().paused:
+            return False
+        held = _held_back(device, action.rung)
+        if held:
+            Action.objects.filter(id=action.id).update(outcome=f"waiting: {held}"[:500])
+            return False
+    return True

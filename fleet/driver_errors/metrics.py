@@ -1,12 +1,17 @@
 """Driver errors on `/metrics` (a block of its own, appended to `fleet.reading.metrics.render`):
 
 - ``asicmon_driver_errors_total{host,serial,vendor,code,action}``: occurrences stored, all time;
-- ``asicmon_driver_error_actions_total{rung,status}``: the repair ladder's actions;
+- ``asicmon_driver_error_actions_total{rung,status}``: the repair ladder's actions (a rung
+  that could not run on its host: status ``skipped``);
+- ``asicmon_ladder_outcomes_total{outcome}``: how the ladder's incidents ended, one series
+  each, always present: ``repaired_validated`` (back after a passing diagnostic),
+  ``repaired_not_validated`` (back on health alone: no diagnostic for its type),
+  ``pulled_for_inspection``, ``needs_person`` (no rung left that can run: drained);
 - for NVIDIA devices, dcgm-exporter's XID series: ``DCGM_FI_DEV_XID_ERRORS`` (the value of
   the device's last XID, with its gpu, UUID, device, modelName and Hostname labels) and
   ``DCGM_EXP_XID_ERRORS_COUNT{xid}`` (XIDs within the last DRIVER_ERROR_METRICS_WINDOW_S).
 
-Two grouped queries, whatever the number of stored errors.
+Three grouped queries, whatever the number of stored errors.
 """
 
 from __future__ import annotations
@@ -16,11 +21,18 @@ from datetime import timedelta
 from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
+from fleet.choices import ActionStatus
 from fleet.models import Action, DriverError
 
 __all__ = ["render_text"]
 
-WINDOW_S = 300.0  # dcgm-exporter's default XID count window (5 minutes)
+WINDOW_S = 300.0
+OUTCOMES = {
+    ActionStatus.SUCCEEDED: "repaired_validated",
+    ActionStatus.NOT_VALIDATED: "repaired_not_validated",
+    ActionStatus.PULLED: "pulled_for_inspection",
+    ActionStatus.NEEDS_PERSON: "needs_person",
+}  # dcgm-exporter's default XID count window (5 minutes)
 
 
 def render_text() -> str:
@@ -37,6 +49,12 @@ def render_text() -> str:
             "# TYPE asicmon_driver_error_actions_total counter"]
     out += [f"asicmon_driver_error_actions_total{{{label_text({'rung': r['rung'], 'status': r['status']})}}} {float(r['n'])!r}"
             for r in ladder]
+    by_status = {r["status"]: r["n"] for r in Action.objects.filter(rule="driver_error", status__in=list(OUTCOMES))
+                 .values("status").annotate(n=Count("id")).order_by()}
+    out += ["# HELP asicmon_ladder_outcomes_total How the repair ladder's incidents ended.",
+            "# TYPE asicmon_ladder_outcomes_total counter"]
+    out += [f'asicmon_ladder_outcomes_total{{outcome="{name}"}} {float(by_status.get(status, 0))!r}'
+            for status, name in OUTCOMES.items()]
     out += _dcgm_xid()
     return "\n".join(out) + "\n"
 

@@ -96,7 +96,7 @@ def ranking(limit: int = 50) -> list[Offender]:
     now = timezone.now()
     found = incidents()
     devices = {d.serial: d for d in Device.objects.filter(serial__in=list(found)).select_related("host")}
-    repairs = Counter(Action.objects.filter(serial__in=list(found), rule="driver_error").values_list("serial", flat=True))
+    repairs = Counter(Action.objects.filter(serial__in=list(found), rule="driver_error").exclude(status="skipped").values_list("serial", flat=True))
     out = [_offender(s, f, devices.get(s), repairs[s], now) for s, f in found.items()]
     out.sort(key=lambda o: (-o.hardware_incidents, -o.incidents, o.serial))
     return out[:limit]
@@ -108,5 +108,5 @@ def device_record(serial: str) -> Offender | None:
     if not found:
         return None
     device = Device.objects.filter(serial=serial).select_related("host").first()
-    repairs = Action.objects.filter(serial=serial, rule="driver_error").count()
+    repairs = Action.objects.filter(serial=serial, rule="driver_error").exclude(status="skipped").count()
     return _offender(serial, found, device, repairs, timezone.now())

@@ -52,3 +52,52 @@ def test_metrics_count_errors_by_code_beside_dcgms_xid_series(client, errors, se
     xid_line = next(line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_XID_ERRORS{"))
     assert xid_line.endswith(" 43.0")  # the last XID the device had
     assert 'xid="95"} 800.0' in text
+
+
+def _ladder_action(device, rung, status, **fields):
+    from fleet.models import Action
+
+    return Action.objects.create(device=device, kind="reboot", rung=rung, status=status, rule="driver_error",
+                                 serial=device.serial, cause="memory", **fields)
+
+
+def test_metrics_count_each_outcome_apart(client, errors, settings):
+    settings.METRICS_TOKEN = "s3cret"
+    _ladder_action(errors, "reset_device", "succeeded", check_passed=True)
+    _ladder_action(errors, "reset_device", "not_validated")
+    _ladder_action(errors, "reset_device", "not_validated")
+    _ladder_action(errors, "inspect_hardware", "pulled")
+    _ladder_action(errors, "restart_application", "skipped")
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").content.decode()
+    assert 'asicmon_ladder_outcomes_total{outcome="repaired_validated"} 1.0' in text
+    assert 'asicmon_ladder_outcomes_total{outcome="repaired_not_validated"} 2.0' in text
+    assert 'asicmon_ladder_outcomes_total{outcome="pulled_for_inspection"} 1.0' in text
+    assert 'asicmon_ladder_outcomes_total{outcome="needs_person"} 0.0' in text
+    assert 'asicmon_driver_error_actions_total{rung="inspect_hardware",status="succeeded"}' not in text
+    assert 'asicmon_driver_error_actions_total{rung="restart_application",status="skipped"} 1.0' in text
+
+
+def test_viewers_see_the_rung_and_its_result_operators_the_command(client, viewer, operator, errors):
+    action = _ladder_action(errors, "reboot_host", "issued", outcome="AGENT_REBOOT_COMMAND: exit 0",
+                            command="reboot-node --token '***'", check_output="Memory | Pass")
+    client.force_login(viewer)
+    seen = next(a for a in client.get("/api/actions/").json()["results"] if a["id"] == action.id)
+    assert seen["rung"] == "reboot_host" and seen["outcome"] == "AGENT_REBOOT_COMMAND: exit 0"
+    assert "command" not in seen and "check_output" not in seen
+    client.force_login(operator)
+    seen = next(a for a in client.get("/api/actions/").json()["results"] if a["id"] == action.id)
+    assert seen["command"] == "reboot-node --token '***'" and seen["check_output"] == "Memory | Pass"
+
+
+def test_the_device_page_says_not_validated_and_shows_the_command_to_operators_only(client, viewer, operator, errors):
+    from fleet.models import DriverError
+
+    action = _ladder_action(errors, "restart_application", "not_validated", outcome="AGENT_RESTART_APP_COMMAND: exit 0",
+                            command="requeue --token '***'", check_detail="not validated: no diagnostic for gpu")
+    DriverError.objects.filter(serial=errors.serial, code="95").update(handled_by=action)
+    client.force_login(viewer)
+    page = client.get(f"/devices/{errors.id}/").content.decode()
+    assert "not validated" in page and "Repaired, not validated" in page
+    assert "requeue --token" not in page
+    client.force_login(operator)
+    assert "requeue --token &#x27;***&#x27;" in client.get(f"/devices/{errors.id}/").content.decode()

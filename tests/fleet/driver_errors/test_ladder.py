@@ -5,7 +5,8 @@ the climb when a cause comes back, the attempt budget, the blast radius and the 
 import pytest
 
 from fleet.choices import ActionStatus, DeviceState
-from fleet.models import Action, Automation, Device, DriverError
+from fleet.models import Action, Automation, Device, DriverError, Host
+from tests.fleet.agent.conftest import agent_settings  # noqa: F401 - the fixture, here too
 from tests.fleet.driver_errors.conftest import inject, poll_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -111,3 +112,106 @@ def test_the_breaker_pauses_automation_when_too_much_of_the_fleet_is_under_repai
     poll_until(lambda: Automation.read().paused, polls=4)
     assert Automation.read().paused and "breaker" in Automation.read().reason
     assert Action.objects.filter(rule="driver_error").values("device").distinct().count() == 2
+
+
+def test_the_breaker_names_the_devices_that_tripped_it(gpu_ladder_fleet, settings):
+    settings.LADDER_BREAKER_SHARE = 0.25
+    targets = [d for d in gpu_ladder_fleet if d.index == 0][:3]
+    for device in targets:
+        inject(device, "xid_119")
+    poll_until(lambda: Automation.read().paused, polls=4)
+    taken = Action.objects.filter(rule="driver_error").values_list("serial", flat=True)
+    reason = Automation.read().reason
+    assert "3 of 8 devices" in reason and all(serial in reason for serial in taken)
+    assert next(d.serial for d in targets if d.serial not in taken) in reason  # the one it held back too
+
+
+@pytest.fixture
+def sixteen_gpus(gpu_ladder_fleet, settings):
+    """Two hosts of eight GPUs, the default breaker (at least 3 devices and more than 10 %)."""
+    from fleet.hosts import emulated_fleet
+
+    settings.FLEET_HOSTS, settings.FLEET_DEVICES_PER_HOST = 2, 8
+    settings.LADDER_BREAKER_SHARE, settings.LADDER_BREAKER_MIN_DEVICES = 0.1, 3
+    Host.objects.all().delete()
+    emulated_fleet.host_monitor.cache_clear()
+    emulated_fleet.seed_fleet()
+    return list(Device.objects.for_dashboard())
+
+
+def test_two_xids_on_one_host_of_sixteen_gpus_do_not_pause_automation(sixteen_gpus):
+    assert len(sixteen_gpus) == 16
+    a, b = [d for d in sixteen_gpus if d.host.name == "host-00"][:2]
+    for device in (a, b):
+        inject(device, "xid_119")
+    assert poll_until(lambda: _back(a) and _back(b), polls=30)
+    assert not Automation.read().paused
+    assert [x.rung for x in _actions(a)] == [x.rung for x in _actions(b)] == ["reset_device"]
+
+
+def test_a_host_reboot_counts_every_device_of_its_host_against_the_blast_radius(gpu_ladder_fleet, settings):
+    settings.LADDER_MAX_PER_WORKLOAD = 2
+    settings.REMEDIATION_DRY_RUN = True  # the health rules leave the held device alone
+    by_host = {}
+    for d in gpu_ladder_fleet:
+        by_host.setdefault(d.host.name, []).append(d)
+    rebooting, neighbour = by_host["host-00"]
+    elsewhere = by_host["host-01"][0]
+    assert rebooting.workload == neighbour.workload == elsewhere.workload
+    # A repair of the same workload already under way on another host.
+    Device.objects.filter(id=elsewhere.id).update(state=DeviceState.UNDER_REPAIR)
+    inject(rebooting, "xid_79")  # bus: reboot the host, both its devices
+    poll_until(lambda: DriverError.objects.filter(serial=rebooting.serial).exists(), polls=3)
+    poll_until(lambda: False, polls=2)
+    assert _actions(rebooting) == [] and _state(rebooting) == DeviceState.IN_SERVICE  # 1 + 2 > 2: held
+    Device.objects.filter(id=elsewhere.id).update(state=DeviceState.IN_SERVICE)
+    assert poll_until(lambda: _back(rebooting))
+    assert [x.rung for x in _actions(rebooting)] == ["reboot_host"]
+
+
+@pytest.mark.parametrize(("restart", "reset", "reboot", "rung", "skipped"), [
+    # (restart command, spec declares a reset, reboot command) -> the rung chosen, the rungs skipped
+    ("requeue", True, "systemctl reboot", "restart_application", []),
+    ("", True, "systemctl reboot", "reset_device", ["restart_application"]),
+    ("", False, "systemctl reboot", "reboot_host", ["restart_application", "reset_device"]),
+    ("requeue", False, "", "restart_application", []),
+    ("", False, "", "needs_person", ["restart_application", "reset_device", "reboot_host"]),
+])
+def test_each_rung_is_tried_where_it_can_run_and_skipped_where_it_cannot(
+        agent_settings, seeded_fleet, restart, reset, reboot, rung, skipped):  # noqa: F811
+    from fleet.agent.discovery import agent_host
+    from fleet.agent.registration import register_host
+    from fleet.driver_errors.ladder import decide
+    from fleet.polling import queues
+
+    register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
+    agent_settings.AGENT_RESTART_APP_COMMAND, agent_settings.AGENT_REBOOT_COMMAND = restart, reboot
+    device = Device.objects.select_related("host").filter(host__name="node-a").first()
+    device.control_actions = ["reboot"] if reset else []
+    step = decide(device, "memory", "restart_application")
+    assert (step.rung, [r for r, _ in step.skipped]) == (rung, skipped)
+    if rung == "needs_person":
+        assert step.reason == "needs a person: no reboot command configured on node-a (AGENT_REBOOT_COMMAND is empty)"
+
+
+def test_a_climb_to_a_host_reboot_waits_while_the_blast_radius_holds_it(gpu_ladder_fleet, settings):
+    from django.utils import timezone
+
+    from fleet.driver_errors import gate, ladder
+
+    settings.LADDER_MAX_PER_WORKLOAD = 2
+    by_host = {}
+    for d in gpu_ladder_fleet:
+        by_host.setdefault(d.host.name, []).append(d)
+    device, elsewhere = by_host["host-00"][0], by_host["host-01"][0]
+    Device.objects.filter(id__in=[device.id, elsewhere.id]).update(state=DeviceState.UNDER_REPAIR)
+    reset = Action.objects.create(device=device, kind="reboot", rung="reset_device", cause="bus", serial=device.serial,
+                                  rule="driver_error", status=ActionStatus.ISSUED, issued_at=timezone.now())
+    reboot = ladder.climb(reset, "check failed")
+    assert (reboot.rung, reboot.status) == ("reboot_host", ActionStatus.PENDING)
+    assert Action.objects.get(id=reboot.id).outcome.startswith("waiting: 1 devices of workload")
+    gate.follow_up({device.id: {}})
+    assert Action.objects.get(id=reboot.id).status == ActionStatus.PENDING  # still held
+    Device.objects.filter(id=elsewhere.id).update(state=DeviceState.IN_SERVICE)
+    gate.follow_up({device.id: {}})
+    assert Action.objects.get(id=reboot.id).status == ActionStatus.ISSUED  # its turn came
