@@ -48,7 +48,8 @@ def _verdict(device, action, within_s: float = 20.0):
 def test_the_diagnose_command_runs_as_arguments_without_a_shell(diagnosed):
     device, action, out = diagnosed
     passed, detail = _verdict(device, action)
-    assert passed and detail.startswith(f"touch '{out}/ran;touch' {out}/also: exit 0")  # its arguments
+    assert passed is True and detail.startswith("diagnostic touch passed: exit 0")
+    assert Action.objects.get(id=action.id).check_output.startswith(f"$ touch '{out}/ran;touch' {out}/also")  # its arguments
     assert sorted(p.name for p in out.iterdir()) == ["also", "ran;touch"]  # ';' was no shell's
 
 
@@ -57,5 +58,5 @@ def test_a_spec_outside_the_spec_folders_runs_no_command(diagnosed, agent_settin
     agent_settings.ASIMOV_SPEC_DIRS = [tmp_path / "other-specs"]  # its folder is no longer one
     passed, detail = _verdict(device, action)
     assert "diagnose of" in detail and "refused: only specs in the spec folders" in detail
-    assert passed and detail.endswith("; health healthy")  # the health fallback, said so
+    assert passed is None and detail.startswith("not validated: ") and detail.endswith("; back on health healthy")
     assert list(out.iterdir()) == []
