@@ -84,3 +84,27 @@ def trace_offset_ns(url, browser, trace_id) -> int:
     return browser.execute_script(
         "return fetch(arguments[0]).then((r) => r.json()).then((d) => d.join.clock_offset_ns);",
         f"{url}/api/traces/{trace_id}/requests/?limit=0")
+
+
+def test_pages_without_a_live_channel_show_no_live_pill_and_the_request_axis_its_unit(browser, joined_trace, viewer):
+    """The top bar's live pill said "connecting…" forever on pages that open no websocket
+    (the requests pages, the offenders page), and the request chart's time axis had no title:
+    plotly.js 3 drops a title given as a bare string (issue 41)."""
+    url, trace, _ = joined_trace
+    sign_in(browser, url, viewer.username)
+    wait = WebDriverWait(browser, 60, poll_frequency=0.2)
+    pill = "const p = document.getElementById('live-indicator'); return [p.hidden, p.dataset.state, p.textContent];"
+    browser.get(f"{url}/traces/{trace.pk}/requests/")
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#worst-table tbody tr"))
+    assert browser.execute_script(pill) == [True, "off", ""]
+    browser.find_element(By.CSS_SELECTOR, "#worst-table tbody tr a").click()
+    wait.until(lambda b: b.find_element(By.ID, "request-chart").get_attribute("data-drawn") == "1")
+    assert browser.execute_script(pill) == [True, "off", ""]
+    title = " ".join(t.text for t in browser.find_elements(By.CSS_SELECTOR, "#request-chart .xtitle"))
+    assert "ms from the request" in title, title
+    browser.get(f"{url}/offenders/")
+    wait.until(lambda b: b.find_elements(By.TAG_NAME, "h1"))
+    assert browser.execute_script(pill) == [True, "off", ""]
+    browser.get(f"{url}/")  # the fleet page has a live channel: its pill shows
+    wait.until(lambda b: b.execute_script(pill)[1] == "live")
+    assert browser.execute_script(pill) == [False, "live", "live"]

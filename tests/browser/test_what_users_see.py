@@ -171,3 +171,5 @@ def test_pages_load_without_a_missing_resource(browser, web, viewer, seeded_flee
         assert not missing, (path, missing)
     icon = browser.execute_script("return document.querySelector('link[rel=icon]').href")
     assert icon.endswith(".svg")
+    browser.get(f"{web}/favicon.ico")  # what a browser or a tool asks for whatever the page links
+    assert browser.current_url == icon and "<svg" in browser.page_source

@@ -1,4 +1,6 @@
-// A websocket that reconnects by itself, and the "live" indicator in the top bar.
+// A websocket that reconnects by itself, and the "live" indicator in the top bar. The
+// indicator is hidden until a page opens a live channel: a page without one (the requests
+// pages, the offenders page) shows no "connecting…" that never ends.
 
 // Close codes in the private range that mean "do not try again" (see fleet/consumers.py).
 const REFUSED = (code) => code >= 4400 && code < 4500;
@@ -7,6 +9,7 @@ const WHY_REFUSED = { 4401: "signed out", 4403: "not allowed", 4404: "not found"
 function setLiveState(state, text) {
   const el = document.getElementById("live-indicator");
   if (el) {
+    el.hidden = false;
     el.dataset.state = state;
     el.textContent = text;
   }
@@ -20,6 +23,8 @@ export function connect(path, onMessage, { onOpen } = {}) {
   let delay = 500;
   let socket = null;
   let stopped = false;
+
+  setLiveState("connecting", "connecting…");
 
   function open() {
     socket = new WebSocket(`${scheme}://${window.location.host}${path}`);

@@ -54,7 +54,7 @@ async function draw() {
   const layout = {
     barmode: "overlay", height: Math.max(360, 28 * (nRows + spans.length) + 120), margin: { t: 20, l: 230, r: 10, b: 40 },
     legend: { orientation: "h", y: -0.12 },
-    xaxis: { title: "ms from the request's arrival", range: [(tl.start_us - t0us) / 1000, (tl.end_us - t0us) / 1000] },
+    xaxis: { title: { text: "ms from the request's arrival" }, range: [(tl.start_us - t0us) / 1000, (tl.end_us - t0us) / 1000] },
     yaxis: { domain: [0, 1 - spanShare - 0.04], tickvals: tl.rows.map((_, i) => i), ticktext: tl.rows.map((r) => r.label), autorange: "reversed", fixedrange: true },
     yaxis2: { domain: [1 - spanShare, 1], tickvals: spans.map((_, i) => nRows + i), ticktext: spans.map((s) => s.name), autorange: "reversed", fixedrange: true },
   };
