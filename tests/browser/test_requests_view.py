@@ -97,6 +97,13 @@ def test_pages_without_a_live_channel_show_no_live_pill_and_the_request_axis_its
     browser.get(f"{url}/traces/{trace.pk}/requests/")
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#worst-table tbody tr"))
     assert browser.execute_script(pill) == [True, "off", ""]
+    # The latencies as a histogram with their percentiles, not as text only.
+    wait.until(lambda b: b.find_element(By.ID, "latency-chart").get_attribute("data-drawn") == "1")
+    histogram = browser.find_element(By.ID, "latency-chart")
+    assert histogram.get_attribute("data-requests") == browser.find_element(By.ID, "requests").get_attribute("data-requests")
+    assert int(histogram.get_attribute("data-bins")) >= 3 and histogram.find_elements(By.CSS_SELECTOR, ".main-svg")
+    marked = " ".join(t.text for t in histogram.find_elements(By.CSS_SELECTOR, ".annotation-text"))
+    assert "p50" in marked and "p99" in marked, marked
     browser.find_element(By.CSS_SELECTOR, "#worst-table tbody tr a").click()
     wait.until(lambda b: b.find_element(By.ID, "request-chart").get_attribute("data-drawn") == "1")
     assert browser.execute_script(pill) == [True, "off", ""]

@@ -3,6 +3,7 @@ request spans in the database and the trace's stored timeline (never the raw tra
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from traces.requests.models import RequestSpan
@@ -12,6 +13,7 @@ from traces.store import page_data
 DEFAULT_ROWS = 100
 MAX_ROWS = 10_000
 MARGIN = 0.05  # of the request's span, either side, in the timeline under it
+MAX_BINS = 40  # of the latency histogram
 
 
 class NotJoined(Exception):
@@ -40,7 +42,23 @@ def summary(trace, query=None) -> dict[str, Any]:
         raise page_data.BadRequest(f"limit must be between 0 and {MAX_ROWS}, not {limit}")
     doc = _joined(trace)
     rows = sorted(doc["rows"], key=lambda r: -r["latency_ms"])[:limit]
-    return {k: v for k, v in doc.items() if k not in ("rows", "stamp")} | {"rows": rows, "trace": trace.pk}
+    histogram = latency_histogram([r["latency_ms"] for r in doc["rows"]])
+    return {k: v for k, v in doc.items() if k not in ("rows", "stamp")} | {
+        "rows": rows, "trace": trace.pk, "latency_histogram": histogram}
+
+
+def latency_histogram(latencies_ms: list[float], max_bins: int = MAX_BINS) -> dict[str, list]:
+    """Every request's latency in equal bins from 0 to the slowest (about √n of them, at most
+    ``max_bins``): ``{"edges_ms": [n + 1 edges], "counts": [n]}``; the tail shows at a glance."""
+    if not latencies_ms:
+        return {"edges_ms": [], "counts": []}
+    top = max(latencies_ms)
+    bins = max(1, min(max_bins, math.ceil(math.sqrt(len(latencies_ms))))) if top > 0 else 1
+    width = top / bins if top > 0 else 1.0
+    counts = [0] * bins
+    for value in latencies_ms:
+        counts[min(int(value / width), bins - 1)] += 1
+    return {"edges_ms": [round(i * width, 3) for i in range(bins + 1)], "counts": counts}
 
 
 def _find(doc: dict, request_id: str) -> dict[str, Any]:
