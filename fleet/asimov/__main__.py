@@ -1,6 +1,8 @@
 """``python -m fleet.asimov compile SPEC`` prints the generated monitor module;
-``python -m fleet.asimov check SPEC...`` only checks (exit status 1 on errors). Neither runs
-what it compiles, so any spec, from any folder, can be checked safely."""
+``python -m fleet.asimov check SPEC...`` only checks (exit status 1 on errors);
+``python -m fleet.asimov validate SPEC... [--json]`` checks and says what each spec declares
+(`fleet.asimov.validate`). None of them runs what it compiles, so any spec, from any folder,
+can be checked safely."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from fleet.asimov.compiler import check_file, compile_file
 from fleet.asimov.errors import AsimovError, SpecErrors
+from fleet.asimov.validate import validate_paths
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     p_compile.add_argument("spec", type=Path)
     p_check = sub.add_parser("check", help="check specs without generating code")
     p_check.add_argument("specs", type=Path, nargs="+")
+    p_validate = sub.add_parser("validate", help="check specs (never run) and print what each declares")
+    p_validate.add_argument("specs", type=Path, nargs="+")
+    p_validate.add_argument("--json", action="store_true", help="one JSON object per spec")
     args = parser.parse_args(argv)
+    if args.command == "validate":
+        return validate_paths(args.specs, as_json=args.json, out=sys.stdout, err=sys.stderr)
 
     paths = [args.spec] if args.command == "compile" else args.specs
     status = 0
