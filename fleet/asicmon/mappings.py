@@ -4,7 +4,7 @@ field (kept on the counter itself, `CounterDef.dcgm`), the amd-smi field (``amd-
 --json`` paths) and the DMTF Redfish property (resource.property) where one exists.
 
 One row per counter of `fleet.asicmon.catalogue.CATALOGUE`: the published interface
-(docs/spec/, written by `fleet.asimov.spec_doc`) is generated from this table and the
+(docs/spec/, written by `fleet.asimov.interface.document`) is generated from this table and the
 catalogue, and a counter added without its row fails there (`missing_mappings`). An empty
 string says "no equivalent there"; it is a statement, not an omission.
 """

@@ -10,12 +10,12 @@ import pytest
 from fleet.asicmon import catalogue as counter_catalogue
 from fleet.asicmon import mappings
 from fleet.asicmon.catalogue import CATALOGUE, CounterDef
-from fleet.asimov import spec_doc
 from fleet.asimov.compiler import check_spec
+from fleet.asimov.interface import document as spec_doc
 
 
 def test_committed_docs_equal_the_generators_output():
-    assert spec_doc.stale() == [], "run python -m fleet.asimov.spec_doc"
+    assert spec_doc.stale() == [], "run python -m fleet.asimov.interface.document"
 
 
 def test_check_flags_a_hand_edited_document(tmp_path):

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fleet.asimov.interface.validate import validate, validate_paths
 from fleet.asimov.loader import SPECS_DIR
-from fleet.asimov.validate import validate, validate_paths
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 BROKEN = 'device bad\nt: mC = file("t", int)\nstats.temperature_c = convert(t, "C")\nstats.power_w = y\nstats.nope = 1\n'
 
 

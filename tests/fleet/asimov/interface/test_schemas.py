@@ -12,9 +12,9 @@ import pytest
 from fleet.asicmon.errors.catalogue import CATALOGUE_DIR, Catalogue, classify
 from fleet.asicmon.errors.events import ErrorEvent
 from fleet.asimov.compiler import check_file, check_spec
+from fleet.asimov.interface.document import SPEC_DIR
+from fleet.asimov.interface.schemas import counters_document, schemas, spec_metadata
 from fleet.asimov.loader import SPECS_DIR
-from fleet.asimov.spec_doc import SPEC_DIR
-from fleet.asimov.spec_schemas import counters_document, schemas, spec_metadata
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:

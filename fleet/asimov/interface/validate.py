@@ -16,7 +16,7 @@ from typing import TextIO
 
 from fleet.asimov.compiler import check_file
 from fleet.asimov.errors import AsimovError, SpecErrors
-from fleet.asimov.spec_schemas import spec_metadata
+from fleet.asimov.interface.schemas import spec_metadata
 
 __all__ = ["validate", "validate_paths"]
 
