@@ -40,7 +40,7 @@ from fleet.asicmon.errors.catalogue import ACTIONS, classify
 from fleet.asicmon.errors.kernel_log import KernelLogReader
 from fleet.asicmon.mappings import ucum
 
-__all__ = ["DEVICES", "RANGES", "Check", "Report", "conform", "open_device", "run", "table", "to_json"]
+__all__ = ["CHECKS", "DEVICES", "RANGES", "Check", "Report", "conform", "open_device", "run", "table", "to_json"]
 
 DEVICES = {
     "sim": "emulator.conformance:simulated_device",  # the spec's generated simulator
@@ -62,6 +62,26 @@ RANGES: dict[str, tuple[float, float]] = {
     "dma_to_device_bytes_per_s": (0, 1e13), "dma_from_device_bytes_per_s": (0, 1e13),
 }
 _WRAPS = (2**32, 2**64)
+# Every check of the report, in words (docs/spec/interface.md publishes them).
+CHECKS = {
+    "readable": "the counter has a value of its kind: a number, a list per core, a word of its state, text",
+    "range": "every value read lies in the range of its unit (the table below; other numbers: >= 0)",
+    "monotonic": "a counter never goes back between refreshes, but for a wrap at 2^32 or 2^64",
+    "consistent": "used memory <= total memory, clock <= maximum clock",
+    "served from the cache": "reading the snapshot and every counter makes no driver call",
+    "holds between refreshes": "two reads of the snapshot with no refresh between are equal",
+    "reads the driver": "a refresh calls the driver",
+    "carries its time": "sample_ts is the time of the refresh",
+    "declared": "the spec declares no command (its devices go to the repair path)",
+    "not run": "a real device's commands run only when asked for (--device ...,commands)",
+    "passes on a healthy device": "diagnose passes on the device before anything is done to it",
+    "answered": "the command returns without an error",
+    "effect seen": "after reboot the device boots again, or its driver says it is away",
+    "device back": "the device answers ok again after the reboot time",
+    "classified": "the device can play no driver error (nothing to classify)",
+    "read and classified": "a driver error the device plays is read from its log and its catalogue knows every "
+                           "code, with an action of the fixed vocabulary",
+}
 
 
 @dataclass

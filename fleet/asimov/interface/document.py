@@ -25,6 +25,7 @@ from fleet.asicmon.errors.catalogue import ACTIONS, SEVERITIES, catalogue, catal
 from fleet.asicmon.errors.events import ErrorEvent
 from fleet.asicmon.mappings import MAPPINGS, missing_mappings, ucum
 from fleet.asicmon.monitor import CONTROL_ACTIONS
+from fleet.asimov.interface.conform import CHECKS, DEVICES, RANGES
 from fleet.asimov.interface.schemas import counters_document, schemas
 
 __all__ = ["VERSION", "SpecDocError", "documents", "ebnf", "interface_md", "stale", "write"]
@@ -271,6 +272,25 @@ def interface_md() -> str:
         "```asimov",
         EXAMPLE.rstrip("\n"),
         "```",
+        "",
+        "## 5. Conformance",
+        "",
+        "`python -m fleet.asimov validate SPEC...` parses and checks specs without running anything and prints "
+        "each error as `file:line:column: error: ...` (`--json` for tools; exit status 1 on errors). "
+        "`python -m fleet.asimov conform SPEC --device DEVICE` drives one device through every counter and "
+        "command the spec declares and prints a pass/fail table (`--json` for CI; exit status 1 when a check "
+        f"fails, 2 when no device could be opened). Devices: {', '.join(f'`{d}`' for d in DEVICES)}, or "
+        "`MODULE:FUNCTION[=ARGUMENT]`.",
+        "",
+        "| check | what passes |",
+        "|---|---|",
+        *(f"| {k} | {_cell(v)} |" for k, v in CHECKS.items()),
+        "",
+        "Ranges, in the counter's unit:",
+        "",
+        "| counter | low | high |",
+        "|---|---|---|",
+        *(f"| `{k}` | {lo:g} | {hi:g} |" for k, (lo, hi) in RANGES.items()),
         "",
     ]
     return "\n".join(lines)

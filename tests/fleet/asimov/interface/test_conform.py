@@ -124,3 +124,15 @@ def test_report_json_form():
     report.add("counter", "power_w", "range", False, "9e9 W outside")
     assert report.as_dict() == {"spec": "x.asimov", "device": "sim", "passed": False, "failed": 1, "checks": [
         {"area": "counter", "subject": "power_w", "check": "range", "passed": False, "detail": "9e9 W outside"}]}
+
+
+def test_every_check_a_report_makes_is_published(tmp_path):
+    from fleet.asimov.interface.conform import CHECKS
+    from fleet.asimov.interface.document import interface_md
+
+    made = {c.check for p in (SPECS / "gpu.asimov", _faulty(tmp_path, NO_RESET)) for c in conform(p).checks}
+    assert made <= set(CHECKS)
+    text = interface_md()
+    for check in CHECKS:
+        assert f"| {check} |" in text
+    assert "| `temperature_c` | -40 | 150 |" in text
