@@ -84,3 +84,8 @@ def test_ebnf_of_a_small_grammar():
 
 def test_the_example_validates():
     assert check_spec(spec_doc.EXAMPLE, "example.asimov") == []
+
+
+def test_the_check_command_passes_on_the_committed_docs(capsys):
+    assert spec_doc.main(["--check"]) == 0
+    assert capsys.readouterr().err == ""
