@@ -309,8 +309,8 @@ def _events(report: Report, dut, monitor, now: float) -> None:
     reader.feed(dut.kernel_lines())
     events = [classify(e, name) for e in reader.take()]
     ok = bool(events) and all(e.known and e.action in ACTIONS for e in events)
-    found = ", ".join(f"{e.code} -> {e.action}" for e in events) or "no event read"
-    report.add("events", fault, "read and classified", ok, f"{found} (the double says {needs})")
+    found = ", ".join(f"{e.code} -> {e.action}" if e.known else f"{e.code} unknown to {name}" for e in events)
+    report.add("events", fault, "read and classified", ok, f"{found or 'no event read'} (the double says {needs})")
 
 
 def table(report: Report) -> str:

@@ -136,3 +136,10 @@ def test_every_check_a_report_makes_is_published(tmp_path):
     for check in CHECKS:
         assert f"| {check} |" in text
     assert "| `temperature_c` | -40 | 150 |" in text
+
+
+def test_driver_errors_classified_by_the_wrong_catalogue_are_named(tmp_path):
+    spec = _faulty(tmp_path, ("events nvidia_xid from emulator", "events amd_ras from emulator"))
+    failed = {(c.subject, c.check): c.detail for c in conform(spec).failures()}
+    assert failed == {("xid_48", "read and classified"):
+                      "48 unknown to amd_ras, 63 unknown to amd_ras (the double says reset_device)"}
