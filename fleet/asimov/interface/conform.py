@@ -122,7 +122,7 @@ class _Counting:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
-        if not callable(value):
+        if not callable(value) or isinstance(value, type):  # a constant, an exception class
             return value
 
         def call(*args, **kwargs):
@@ -288,7 +288,10 @@ def _commands(report: Report, dut, monitor, now: float) -> float:
         seen = status != "ok" or (boots is not None and after is not None and after > boots)
         detail = f"driver status {status}" + (f", boots {boots} -> {after}" if boots is not None else "")
         report.add("command", "reboot", "effect seen", seen, detail if seen else f"no effect: {detail}")
-        now += getattr(dut, "reboot_s", 60.0) + STEP_S
+        reboot_s = getattr(dut, "reboot_s", 60.0)
+        if hasattr(dut, "settle"):  # a real device: its reboot takes real time
+            dut.settle(reboot_s)
+        now += reboot_s + STEP_S
         dut.advance(now)
         back = monitor.refresh(now)["driver_status"]
         report.add("command", "reboot", "device back", back == "ok", f"driver status {back}")

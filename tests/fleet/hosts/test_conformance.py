@@ -49,7 +49,7 @@ def test_commands_of_a_real_device_run_only_when_asked(tmp_path):
     assert report.passed
     assert [(c.subject, c.check) for c in report.checks if c.area == "command"] == [("reboot", "not run")]
     assert (folder / "device/reset").read_text() == "0\n"
-    report = conform(spec, f"files={folder},commands")
+    report = conform(spec, f"files={folder},commands=0")
     assert (folder / "device/reset").read_text() == "1"  # the write went through ...
     failed = {(c.subject, c.check) for c in report.failures()}
     assert ("reboot", "effect seen") in failed  # ... but a plain file never reboots: no effect seen
@@ -60,6 +60,9 @@ def test_bad_device_arguments_are_clear(tmp_path):
         open_device(SPECS / "hwmon.asimov", f"files={tmp_path / 'missing'}")
     with pytest.raises(ValueError, match="unknown option 'reset'"):
         open_device(SPECS / "hwmon.asimov", f"files={tmp_path},reset")
+    with pytest.raises(ValueError, match="commands='soon': expected a number of seconds"):
+        open_device(SPECS / "hwmon.asimov", f"files={tmp_path},commands=soon")
+    assert open_device(SPECS / "hwmon.asimov", f"files={tmp_path},commands").reboot_s == 60.0
     with pytest.raises(ValueError, match="expected sim, files, nvml or MODULE:FUNCTION"):
         open_device(SPECS / "hwmon.asimov", "gpu0")
 

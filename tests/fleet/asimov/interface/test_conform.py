@@ -143,3 +143,21 @@ def test_driver_errors_classified_by_the_wrong_catalogue_are_named(tmp_path):
     failed = {(c.subject, c.check): c.detail for c in conform(spec).failures()}
     assert failed == {("xid_48", "read and classified"):
                       "48 unknown to amd_ras, 63 unknown to amd_ras (the double says reset_device)"}
+
+
+def test_the_counting_driver_counts_calls_and_passes_constants_and_exception_classes_through():
+    from fleet.asimov.interface.conform import _Counting
+
+    class Lib:
+        class Error(Exception):
+            pass
+
+        LEVEL = 3
+
+        def read(self, n):
+            return n + 1
+
+    lib = _Counting(Lib())
+    assert lib.Error is Lib.Error and lib.LEVEL == 3
+    assert lib.read(1) == 2 and lib.read(2) == 3
+    assert lib.calls == 2
