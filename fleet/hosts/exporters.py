@@ -1,4 +1,5 @@
-"""A metrics exporter a fleet already runs (NVIDIA's dcgm-exporter) as the driver of a spec:
+"""A metrics exporter a fleet already runs (NVIDIA's dcgm-exporter, AMD's device-metrics-exporter)
+as the driver of a spec (``dcgm_exporter.asimov``, ``amd_exporter.asimov``):
 its ``/metrics`` page, in the Prometheus text format, read once per refresh and shared by
 every GPU behind the endpoint.
 
@@ -32,6 +33,10 @@ from fleet.hosts.polled_host import DeviceMonitors
 __all__ = ["ExporterHost", "MissingSeries", "PromLib", "exporter_host", "parse_page"]
 
 XID_SERIES = "DCGM_FI_DEV_XID_ERRORS"
+# What names a GPU on a page, best first: dcgm-exporter's UUID, AMD's serial number, then
+# the exporters' indexes (gpu, gpu_id), which name it only on its own host.
+GPU_KEYS = ("UUID", "serial_number", "gpu", "gpu_id")
+UNIQUE_KEYS = ("UUID", "serial_number")
 MAX_AGE_S = 1.0  # a page this young serves the next GPU's refresh too
 
 
@@ -70,7 +75,7 @@ def parse_page(text: str) -> dict[str, GpuPage]:
         if match is None:
             continue
         name, labels, value = match.group(1), _labels(match.group(2) or ""), match.group(3)
-        key = labels.get("UUID") or labels.get("gpu")
+        key = next((labels[k] for k in GPU_KEYS if labels.get(k)), None)
         if key is None:
             continue
         try:
@@ -168,7 +173,9 @@ def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
 
     lib = PromLib(url, on_xid=on_xid)
     klass = monitor_class(spec)
-    for index, key in enumerate(lib.page()):
-        monitors[key] = klass(index=index, lib=lib, serial=key, timeout=probe_timeout)
+    for index, (key, gpu) in enumerate(lib.page().items()):
+        unique = any(gpu.labels.get(k) == key for k in UNIQUE_KEYS)
+        serial = key if unique else f"{name or url}#gpu{key}"  # an index names it only on its host
+        monitors[key] = klass(index=index, lib=lib, serial=serial, timeout=probe_timeout)
     lib._last_xid.clear()  # XIDs already on the page when joining are reported at the first poll
-    return ExporterHost(name or url, monitors, lib, probe_timeout)
+    return ExporterHost(name or url, {m.serial: m for m in monitors.values()}, lib, probe_timeout)

@@ -162,3 +162,57 @@ def test_the_parser_keeps_names_unescapes_labels_and_skips_what_is_not_a_gpu_sam
     assert gpu.values["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] == 12  # no _total added, the timestamp left
     assert gpu.labels["modelName"] == 'A "B" \\C'
     assert set(gpu.values) == {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_GPU_TEMP"}
+
+
+# AMD device-metrics-exporter: its field list (GPU_* published lower case, here with the "amd_"
+# prefix of its example config), per GPU: (series, value on GPU 0, value on GPU 1)
+AMD = [
+    ("amd_gpu_package_power", 742.0, 301.0),
+    ("amd_gpu_junction_temperature", 71.0, 45.0),
+    ("amd_gpu_memory_temperature", 60.0, 40.0),
+    ("amd_gpu_gfx_activity", 88.0, 3.0),
+    ("amd_gpu_umc_activity", 40.0, 0.0),
+    ("amd_gpu_energy_consumed", 2.5e12, 1.0e12),
+    ("amd_pcie_replay_count", 0.0, 4.0),
+    ("amd_gpu_clock", 2100.0, 2100.0),
+    ("amd_gpu_total_vram", 196592.0, 196592.0),
+    ("amd_gpu_used_vram", 150000.0, 1024.0),
+    ("amd_gpu_free_vram", 46592.0, 195568.0),
+    ("amd_gpu_ecc_correct_total", 3.0, 0.0),
+    ("amd_gpu_ecc_uncorrect_total", 0.0, 0.0),
+]
+
+
+def amd_payload(drop: tuple[str, ...] = ()) -> str:
+    lines = []
+    for name, *values in AMD:
+        if name in drop:
+            continue
+        lines += [f"# HELP {name} {name}", f"# TYPE {name} gauge"]
+        for i, value in enumerate(values):
+            labels = (f'gpu_id="{i}",serial_number="692251001{i:03d}",card_series="AMD Instinct MI300X OAM",'
+                      f'card_model="0x74a1",card_vendor="Advanced Micro Devices, Inc. [AMD/ATI]",'
+                      f'driver_version="6.8.5",vbios_version="113-M3000100-102",hostname="node-7"')
+            lines.append(f"{name}{{{labels}}} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_amd_exporter_joins_by_url(exporter):
+    exporter.page = amd_payload(drop=("amd_pcie_replay_count",))
+    host = exporter_host(exporter.url, spec="amd_exporter", probe_timeout=2.0)
+    assert host.serials == ["692251001000", "692251001001"]  # named by serial number, not gpu_id
+    snap = host.poll(1_700_000_000.0)["692251001000"]
+    assert snap["driver_status"] == "ok", snap["driver_error"]
+    assert snap["device_utilization"] == pytest.approx(0.88)
+    assert (snap["temperature_c"], snap["power_w"]) == (71.0, 742.0)
+    assert snap["energy_j_total"] == pytest.approx(2.5e6)  # µJ
+    assert snap["memory_total_bytes"] == 196592 * 2**20 and snap["memory_used_bytes"] == 150000 * 2**20
+    assert snap["ecc_corrected_total"] == 3 and snap["driver_version"] == "6.8.5"
+    assert snap["pcie_errors_total"] is None  # not published by this product: no value
+
+
+def test_gpus_named_only_by_an_index_get_their_host_in_the_serial(exporter):
+    exporter.page = payload().replace('UUID="', 'uuid_dropped="')
+    host = exporter_host(exporter.url, name="node-1", probe_timeout=2.0)
+    assert host.serials == ["node-1#gpu0", "node-1#gpu1"]
+    assert host.poll(1_700_000_000.0)["node-1#gpu1"]["temperature_c"] == 63
