@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps clean
+.PHONY: run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps spec-docs clean
 
 # One command, no shell syntax: make runs the runner as its own child, and the runner stops the
 # stack when make gets SIGINT/SIGHUP/SIGTERM (make itself passes on only SIGTERM; dashboard/stack.py).
@@ -44,6 +44,11 @@ test-machines: $(VENV)/.dev tsdb-deps
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/python -m fleet.asimov.interface.document --check
+
+# docs/spec/ (the published interface and its JSON Schemas), written from the code.
+spec-docs: $(VENV)/.runtime
+	$(BIN)/python -m fleet.asimov.interface.document
 
 # Figures for the hot paths (scripts that print, not timed tests).
 bench: $(VENV)/.dev
