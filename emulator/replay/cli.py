@@ -1,0 +1,77 @@
+"""``python -m emulator replay HISTORY [--nodes 400 --devices-per-node 8] [--jobs 128,8x30]
+[--settings FILE] [--policies asicmon,none,reboot] [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from emulator.replay.engine import POLICIES, Settings, replay
+from emulator.replay.history import HistoryError, load_history
+from emulator.replay.report import summarise, text
+
+__all__ = ["add_replay_command", "parse_jobs", "replay_command", "settings_from"]
+
+
+def parse_jobs(raw: str) -> tuple[int, ...]:
+    """``128,8x30``: one job of 128 servers and thirty of 8."""
+    sizes: list[int] = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        size, _, count = part.partition("x")
+        try:
+            n, k = int(size), int(count or 1)
+        except ValueError:
+            raise ValueError(f"--jobs: {part!r} is not SIZE or SIZExCOUNT") from None
+        if n < 1 or k < 1:
+            raise ValueError(f"--jobs: {part!r}: sizes and counts are at least 1")
+        sizes += [n] * k
+    return tuple(sizes)
+
+
+def settings_from(path: str | None, **overrides) -> Settings:
+    s = Settings()
+    names = {f.name for f in dataclasses.fields(Settings)}
+    if path:
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise ValueError(f"{path}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{path}: unknown settings {', '.join(unknown)} (known: {', '.join(sorted(names))})")
+        for k, v in data.items():
+            setattr(s, k, tuple(v) if isinstance(getattr(s, k), tuple) else v)
+    for k, v in overrides.items():
+        if v is not None:
+            setattr(s, k, v)
+    return s
+
+
+def add_replay_command(sub) -> None:
+    p = sub.add_parser("replay", help="replay a fault history against repair policies on a virtual clock")
+    p.add_argument("history", help="the shared trace's JSON, or a CSV node,start,end,class,description (days)")
+    p.add_argument("--nodes", type=int, help="servers in the fleet (default 400)")
+    p.add_argument("--devices-per-node", type=int, help="devices per server (default 8)")
+    p.add_argument("--jobs", help="job sizes in servers, e.g. 128,8x30 (the rest are spares)")
+    p.add_argument("--settings", help="a JSON file of replay settings (docs/replay.md)")
+    p.add_argument("--policies", default=",".join(POLICIES), help="which policies, side by side")
+    p.add_argument("--json", action="store_true", help="the figures as JSON")
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    try:
+        jobs = parse_jobs(args.jobs) if args.jobs else None
+        s = settings_from(args.settings, nodes=args.nodes, devices_per_node=args.devices_per_node, jobs=jobs)
+        faults = load_history(args.history)
+        policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+        summary = summarise(replay(faults, s, policies), faults, s)
+    except (HistoryError, ValueError) as exc:
+        print(f"replay: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=2) if args.json else text(summary))
+    return 0
