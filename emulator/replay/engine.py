@@ -158,7 +158,8 @@ class _Asicmon:
                                                 self._unavailable)
             o.rungs.extend((r, "skipped") for r, _ in skipped)
             if rung not in lr.REPAIRS:
-                o.rungs.append((rung, "budget spent" if spent else ("climbed" if climbing else "first rung")))
+                why = "budget spent" if spent else "climbed" if climbing else "came back" if done else "first rung"
+                o.rungs.append((rung, why))
                 o.person = True
                 o.back_s = max(o.fault.end_s, t)
                 return
