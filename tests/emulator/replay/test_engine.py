@@ -120,3 +120,14 @@ def test_a_replay_reads_no_wall_clock(monkeypatch):
 def test_a_history_bigger_than_the_fleet_is_refused():
     with pytest.raises(ValueError, match="names 2 servers"):
         replay([Fault("a", 0, 1, LOST), Fault("b", 0, 1, LOST)], tiny())
+
+
+def test_the_replays_ladder_defaults_are_the_fleets_settings():
+    from django.conf import settings
+
+    s = Settings()
+    assert (s.max_attempts, s.window_s, s.breaker_share, s.breaker_min_devices, s.breaker_window_s,
+            s.offender_incidents, s.offender_window_s) == (
+        settings.LADDER_MAX_ATTEMPTS, settings.LADDER_WINDOW_S, settings.LADDER_BREAKER_SHARE,
+        settings.LADDER_BREAKER_MIN_DEVICES, settings.LADDER_BREAKER_WINDOW_S,
+        settings.OFFENDER_HARDWARE_INCIDENTS, settings.OFFENDER_WINDOW_S)
