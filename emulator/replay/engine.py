@@ -164,9 +164,8 @@ class _Asicmon:
                 o.back_s = max(o.fault.end_s, t)
                 return
             if self._breaker_holds(t, dev):
-                o.rungs.append((rung, "held: breaker"))
-                o.isolate_s = min(o.isolate_s, t)
-                _person(o, s, isolated=True)
+                o.rungs.append((rung, "held: breaker"))  # it stays in service, its errors pending
+                _person(o, s)
                 return
             self.tried[(dev, sig.cause)].append((t, rung))
             self.taken.append((t, dev))
@@ -299,6 +298,10 @@ class _Jobs:
         self.state[j], self.since[j], self.why[j] = "stalled", t, kind
 
     def fill(self, j: int, t: float) -> bool:
+        """Restarts job ``j`` on its healthy servers and spares; False when too few."""
+        for m in [m for m in self.members[j] if self.down[m]]:
+            self.members[j].discard(m)
+            self.owner.pop(m)
         need = self.s.jobs[j] - len(self.members[j])
         if need > 0:
             free = [n for n in self.nodes if n not in self.owner and self.down[n] == 0]
@@ -317,9 +320,6 @@ class _Jobs:
         if j is None or self.state[j] != "stalled":
             return
         self.lose(j, "detection", t - self.since[j], self.why[j])
-        for m in [m for m in self.members[j] if self.down[m]]:
-            self.members[j].discard(m)
-            self.owner.pop(m)
         if not self.fill(j, t):
             self.state[j], self.since[j] = "waiting", t
 

@@ -131,3 +131,19 @@ def test_the_replays_ladder_defaults_are_the_fleets_settings():
         settings.LADDER_MAX_ATTEMPTS, settings.LADDER_WINDOW_S, settings.LADDER_BREAKER_SHARE,
         settings.LADDER_BREAKER_MIN_DEVICES, settings.LADDER_BREAKER_WINDOW_S,
         settings.OFFENDER_HARDWARE_INCIDENTS, settings.OFFENDER_WINDOW_S)
+
+
+def test_a_waiting_job_does_not_restart_on_a_server_that_failed_while_it_waited():
+    # Two servers, one 2-server job, no spares. "a" fails at 1000 (back at 5000); "b" fails
+    # at 2000 while the job waits and is back at 9000: the job restarts only at 9000.
+    faults = [Fault("a", 1000.0, 5000.0, "NIC/NIC Lost"), Fault("b", 2000.0, 9000.0, "NIC/NIC Lost")]
+    job = replay(faults, tiny(nodes=2, jobs=(2,), person_delay_s=100.0), ["none"])["none"].jobs[0]
+    # Ran 1000 s (1 checkpoint), stalled 100 s, waits 1100..9000, restarts until 9100.
+    assert dict(job.lost_s) == {"checkpoint": 0.0, "detection": 100.0, "capacity": 7900.0, "restart": 100.0}
+    assert job.productive_s == 1000 + (10000 - 9100)
+
+
+def test_a_fault_the_breaker_holds_stays_in_service_until_a_person():
+    faults = [Fault(n, 1000.0, 2000.0, LOST) for n in ("a", "b", "c")]
+    held = replay(faults, tiny(nodes=3, jobs=()), ["asicmon"])["asicmon"].outcomes[2]
+    assert held.isolate_s == 1000.0 + 3600 and held.back_s == 1000.0 + 3600
