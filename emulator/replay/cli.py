@@ -1,5 +1,6 @@
 """``python -m emulator replay HISTORY [--nodes 400 --devices-per-node 8] [--jobs 128,8x30]
-[--settings FILE] [--policies asicmon,none,reboot] [--json]``."""
+[--settings FILE] [--policies asicmon,none,reboot] [--json]``, or ``--rates llama3 [--days 54]
+[--seed 1]`` for a history drawn from published rates instead of HISTORY."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import sys
 from pathlib import Path
 
 from emulator.replay.engine import POLICIES, Settings, replay
-from emulator.replay.history import HistoryError, load_history
+from emulator.replay.history import DAY, HistoryError, load_history
+from emulator.replay.rates import BUILT_IN, draw_history, load_rates
 from emulator.replay.report import summarise, text
 
 __all__ = ["add_replay_command", "parse_jobs", "replay_command", "settings_from"]
@@ -54,7 +56,10 @@ def settings_from(path: str | None, **overrides) -> Settings:
 
 def add_replay_command(sub) -> None:
     p = sub.add_parser("replay", help="replay a fault history against repair policies on a virtual clock")
-    p.add_argument("history", help="the shared trace's JSON, or a CSV node,start,end,class,description (days)")
+    p.add_argument("history", nargs="?", help="the shared trace's JSON, or a CSV node,start,end,class,description (days)")
+    p.add_argument("--rates", help=f"draw the history from fault rates per GPU-hour: {', '.join(BUILT_IN)} or a JSON file")
+    p.add_argument("--days", type=float, help="with --rates: days to draw (default: the rates' own)")
+    p.add_argument("--seed", type=int, default=1, help="with --rates: the draw's seed")
     p.add_argument("--nodes", type=int, help="servers in the fleet (default 400)")
     p.add_argument("--devices-per-node", type=int, help="devices per server (default 8)")
     p.add_argument("--jobs", help="job sizes in servers, e.g. 128,8x30 (the rest are spares)")
@@ -63,11 +68,24 @@ def add_replay_command(sub) -> None:
     p.add_argument("--json", action="store_true", help="the figures as JSON")
 
 
+def _history(args: argparse.Namespace, s: Settings):
+    if bool(args.history) == bool(args.rates):
+        raise ValueError("give either HISTORY or --rates")
+    if args.history:
+        return load_history(args.history)
+    rates = load_rates(args.rates)
+    days = args.days or rates["days"]
+    if days <= 0:
+        raise ValueError("--days must be above 0")
+    s.horizon_s = days * DAY
+    return draw_history(rates, s.nodes, s.devices_per_node, days, args.seed)
+
+
 def replay_command(args: argparse.Namespace) -> int:
     try:
         jobs = parse_jobs(args.jobs) if args.jobs else None
         s = settings_from(args.settings, nodes=args.nodes, devices_per_node=args.devices_per_node, jobs=jobs)
-        faults = load_history(args.history)
+        faults = _history(args, s)
         policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
         summary = summarise(replay(faults, s, policies), faults, s)
     except (HistoryError, ValueError) as exc:

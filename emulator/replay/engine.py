@@ -55,6 +55,9 @@ class Settings:
     jobs: tuple[int, ...] = (128,) + (8,) * 30
     checkpoint_s: float = 1800.0
     restart_s: float = 600.0
+    # A job's own watchdog (e.g. NCCL's timeout) that restarts it without the failed server
+    # whatever the policy does; None: a job waits for the policy to take the server out.
+    job_watchdog_s: float | None = None
 
 
 class VirtualClock:
@@ -296,6 +299,9 @@ class _Jobs:
         else:
             return  # stalled or waiting already: the clock of that loss keeps running
         self.state[j], self.since[j], self.why[j] = "stalled", t, kind
+        self.token[j] += 1
+        if self.s.job_watchdog_s is not None:
+            self.push(t + self.s.job_watchdog_s, 4, (j, self.token[j]))
 
     def fill(self, j: int, t: float) -> bool:
         """Restarts job ``j`` on its healthy servers and spares; False when too few."""
@@ -315,8 +321,8 @@ class _Jobs:
         self.push(t + self.s.restart_s, 3, (j, self.token[j]))
         return True
 
-    def taken_out(self, t: float, node: str) -> None:
-        j = self.owner.get(node)
+    def taken_out(self, t: float, node: str | None, job: int | None = None) -> None:
+        j = self.owner.get(node) if job is None else job
         if j is None or self.state[j] != "stalled":
             return
         self.lose(j, "detection", t - self.since[j], self.why[j])
@@ -331,6 +337,24 @@ class _Jobs:
                 if self.fill(j, t):
                     self.lose(j, "capacity", waited, self.why[j])
 
+    def _event(self, t: float, kind: int, data) -> None:
+        if kind == 0:  # a server fails
+            self.down[data.fault.node] += 1
+            if data.fault.node in self.owner:
+                self.stop(self.owner[data.fault.node], t, data.fault.kind)
+        elif kind == 1:  # the policy took it out
+            self.taken_out(t, data.fault.node)
+        elif kind == 2:  # back
+            self.back(t, data.fault.node)
+        elif data[1] != self.token[data[0]]:
+            return  # the job moved on since
+        elif kind == 4:  # the job's own watchdog
+            self.taken_out(t, None, data[0])
+        else:  # restarted
+            j = data[0]
+            self.lose(j, "restart", t - self.since[j], self.why[j])
+            self.state[j], self.since[j] = "running", t
+
     def run(self) -> list[JobResult]:
         for o in self.r.outcomes:
             self.push(o.fault.start_s, 0, o)  # down
@@ -340,18 +364,7 @@ class _Jobs:
             t, _, kind, data = heapq.heappop(self.events)
             if t > self.horizon:
                 break
-            if kind == 0:
-                self.down[data.fault.node] += 1
-                if data.fault.node in self.owner:
-                    self.stop(self.owner[data.fault.node], t, data.fault.kind)
-            elif kind == 1:
-                self.taken_out(t, data.fault.node)
-            elif kind == 2:
-                self.back(t, data.fault.node)
-            elif data[1] == self.token[data[0]]:
-                j = data[0]
-                self.lose(j, "restart", t - self.since[j], self.why[j])
-                self.state[j], self.since[j] = "running", t
+            self._event(t, kind, data)
         for j in range(len(self.jobs)):
             if self.state[j] == "running":
                 self.jobs[j].productive_s += self.horizon - self.since[j]

@@ -94,6 +94,7 @@ def summarise(results: dict[str, PolicyResult], faults: list[Fault], s: Settings
             "isolate_s_p50": percentile(isolate, 50), "isolate_s_p95": percentile(isolate, 95),
             "repairs": dict(sorted(repairs.items())),
             "escalations_to_person": sum(1 for o in r.outcomes if o.person),
+            "waited_for_a_person": sum(1 for o in r.outcomes if o.isolate_s >= o.fault.start_s + s.person_delay_s),
             "pulled_devices": len(pulled),
             "false_pulls": len(false_pulls), "false_pull_servers": false_pulls[:20],
             "breaker_trips": r.breaker_trips,
@@ -132,6 +133,7 @@ def text(summary: dict) -> str:
         ("isolate p50 / p95 (s)", lambda p: f"{_n(p['isolate_s_p50'], '{:.0f}')} / {_n(p['isolate_s_p95'], '{:.0f}')}"),
         ("seen / invisible to monitor", lambda p: f"{p['faults_seen_by_monitor']} / {p['faults_invisible_to_monitor']}"),
         ("escalations to a person", lambda p: str(p["escalations_to_person"])),
+        ("waited for a person", lambda p: str(p["waited_for_a_person"])),
         ("devices pulled / false pulls", lambda p: f"{p['pulled_devices']} / {p['false_pulls']}"),
         ("breaker trips", lambda p: str(p["breaker_trips"])),
     ]

@@ -48,3 +48,12 @@ def test_parse_jobs():
     assert parse_jobs("128,8x3") == (128, 8, 8, 8)
     with pytest.raises(ValueError, match="at least 1"):
         parse_jobs("0")
+
+
+def test_rates_instead_of_a_history(capsys):
+    assert main(["replay", "--rates", "llama3", "--nodes", "2080", "--jobs", "2048", "--json",
+                 "--policies", "asicmon"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["settings"]["days"] == 54 and 377 <= data["settings"]["faults"] <= 461
+    assert main(["replay", "--rates", "llama3", "h.csv"]) == 2
+    assert "either HISTORY or --rates" in capsys.readouterr().err

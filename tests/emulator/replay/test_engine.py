@@ -147,3 +147,15 @@ def test_a_fault_the_breaker_holds_stays_in_service_until_a_person():
     faults = [Fault(n, 1000.0, 2000.0, LOST) for n in ("a", "b", "c")]
     held = replay(faults, tiny(nodes=3, jobs=()), ["asicmon"])["asicmon"].outcomes[2]
     assert held.isolate_s == 1000.0 + 3600 and held.back_s == 1000.0 + 3600
+
+
+def test_a_jobs_own_watchdog_restarts_it_on_a_spare_before_a_person_comes():
+    import zlib
+
+    # The job takes the first server in crc32 order; put the fault on that one.
+    node = next(n for n in ("n1", "n2", "n3", "n4") if zlib.crc32(n.encode()) < zlib.crc32(b"spare-0000"))
+    faults = [Fault(node, 2500.0, 2500.0 + DAY, "NIC/NIC Lost")]
+    job = replay(faults, tiny(nodes=2, job_watchdog_s=300.0), ["none"])["none"].jobs[0]
+    # 500 s since the checkpoint lost; the watchdog fires at 2800; the spare restarts it by 2900.
+    assert dict(job.lost_s) == {"checkpoint": 500.0, "detection": 300.0, "restart": 100.0}
+    assert job.productive_s == 2000 + (10000 - 2900)
