@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from emulator.replay import tuning
 from emulator.replay.engine import POLICIES, Settings, replay
 from emulator.replay.history import DAY, HistoryError, load_history
 from emulator.replay.rates import BUILT_IN, draw_history, load_rates
@@ -66,6 +67,8 @@ def add_replay_command(sub) -> None:
     p.add_argument("--settings", help="a JSON file of replay settings (docs/replay.md)")
     p.add_argument("--policies", default=",".join(POLICIES), help="which policies, side by side")
     p.add_argument("--json", action="store_true", help="the figures as JSON")
+    p.add_argument("--grid", nargs="?", const="default", help="tune: Asicmon's policy over a grid of settings "
+                   "(a JSON file {setting: [values]}; default: attempts, breaker share, offender incidents)")
 
 
 def _history(args: argparse.Namespace, s: Settings):
@@ -86,6 +89,10 @@ def replay_command(args: argparse.Namespace) -> int:
         jobs = parse_jobs(args.jobs) if args.jobs else None
         s = settings_from(args.settings, nodes=args.nodes, devices_per_node=args.devices_per_node, jobs=jobs)
         faults = _history(args, s)
+        if args.grid:
+            rows = tuning.tune(faults, s, _grid(args.grid))
+            print(json.dumps({"rows": rows, "best": tuning.best(rows)}, indent=2) if args.json else tuning.text(rows))
+            return 0
         policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
         summary = summarise(replay(faults, s, policies), faults, s)
     except (HistoryError, ValueError) as exc:
@@ -93,3 +100,17 @@ def replay_command(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(summary, indent=2) if args.json else text(summary))
     return 0
+
+
+def _grid(raw: str) -> dict | None:
+    if raw == "default":
+        return None
+    try:
+        data = json.loads(Path(raw).read_text())
+    except OSError as exc:
+        raise ValueError(f"{raw}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{raw}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{raw}: expected {{setting: [values]}}")
+    return data
