@@ -1,5 +1,5 @@
 """``python -m emulator replay HISTORY [--nodes 400 --devices-per-node 8] [--jobs 128,8x30]
-[--settings FILE] [--policies asicmon,none,reboot] [--json]``, or ``--rates llama3 [--days 54]
+[--settings FILE] [--policies asicmon,none,reboot] [--json] [--html OUT] [--grid [FILE]]``, or ``--rates llama3 [--days 54]
 [--seed 1]`` for a history drawn from published rates instead of HISTORY."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from emulator.replay import tuning
 from emulator.replay.engine import POLICIES, Settings, replay
 from emulator.replay.history import DAY, HistoryError, load_history
+from emulator.replay.html import write_html
 from emulator.replay.rates import BUILT_IN, draw_history, load_rates
 from emulator.replay.report import summarise, text
 
@@ -67,6 +68,7 @@ def add_replay_command(sub) -> None:
     p.add_argument("--settings", help="a JSON file of replay settings (docs/replay.md)")
     p.add_argument("--policies", default=",".join(POLICIES), help="which policies, side by side")
     p.add_argument("--json", action="store_true", help="the figures as JSON")
+    p.add_argument("--html", metavar="OUT", help="also write the report as one HTML file with charts")
     p.add_argument("--grid", nargs="?", const="default", help="tune: Asicmon's policy over a grid of settings "
                    "(a JSON file {setting: [values]}; default: attempts, breaker share, offender incidents)")
 
@@ -95,6 +97,11 @@ def replay_command(args: argparse.Namespace) -> int:
             return 0
         policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
         summary = summarise(replay(faults, s, policies), faults, s)
+        if args.html:
+            write_html(summary, args.html)
+    except OSError as exc:
+        print(f"replay: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
     except (HistoryError, ValueError) as exc:
         print(f"replay: {exc}", file=sys.stderr)
         return 2

@@ -100,6 +100,7 @@ class PolicyResult:
     policy: str
     outcomes: list[Outcome]
     device_out_s: dict[tuple[str, int], float]  # (server, device) -> seconds out of service
+    device_spans: dict[tuple[str, int], list[tuple[float, float]]]  # when, merged
     flagged: dict[tuple[str, int], float]  # repeat offenders -> when flagged
     breaker_trips: int
     jobs: list[JobResult]
@@ -216,11 +217,13 @@ def _policy(name: str, faults: list[Fault], s: Settings, classes: dict[str, Sign
             o.detect_s = f.start_s + after
             brain.handle(o, (f.node, dev))
         outcomes.append(o)
-    out = _device_time(outcomes, s, name)
-    return PolicyResult(name, outcomes, out, brain.flagged if name == "asicmon" else {}, brain.trips, [], Counter())
+    spans = _device_time(outcomes, s, name)
+    out = {k: sum(b - a for a, b in v) for k, v in spans.items()}
+    return PolicyResult(name, outcomes, out, spans, brain.flagged if name == "asicmon" else {}, brain.trips, [], Counter())
 
 
-def _device_time(outcomes: list[Outcome], s: Settings, policy: str) -> dict[tuple[str, int], float]:
+def _device_time(outcomes: list[Outcome], s: Settings, policy: str) -> dict[tuple[str, int], list]:
+    """Each device's spans out of service, merged and cut at the horizon."""
     spans: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
     for o in outcomes:
         devices = range(s.devices_per_node) if o.device < 0 else [o.device]
@@ -235,17 +238,20 @@ def _device_time(outcomes: list[Outcome], s: Settings, policy: str) -> dict[tupl
             if rung in s.rung_s:
                 t += s.rung_s[rung] + (s.check_s if policy == "asicmon" else 0)
     horizon = _horizon(outcomes, s)
-    return {k: _union(v, horizon) for k, v in spans.items()}
+    return {k: _merge(v, horizon) for k, v in spans.items()}
 
 
-def _union(spans: list[tuple[float, float]], horizon: float) -> float:
-    total, end = 0.0, -1.0
+def _merge(spans: list[tuple[float, float]], horizon: float) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
     for a, b in sorted(spans):
-        a, b = max(a, end), min(b, horizon)
-        if b > a:
-            total += b - a
-            end = b
-    return total
+        b = min(b, horizon)
+        if b <= a:
+            continue
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
 
 
 def _horizon(outcomes, s: Settings) -> float:

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from emulator.replay.engine import PolicyResult, Settings
 from emulator.replay.history import DAY, Fault
 
-__all__ = ["percentile", "summarise", "text"]
+__all__ = ["in_service_by_day", "percentile", "summarise", "text"]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -38,6 +38,20 @@ def _offenders(result: PolicyResult, faults: list[Fault], threshold: int) -> dic
         "days_flag_to_last_fault_p50": percentile(lead, 50),
         "first_flagged_day": min(first.values()) / DAY if first else None,
     }
+
+
+def in_service_by_day(result: PolicyResult, devices: int, horizon: float) -> list[float]:
+    """The share of the fleet's devices in service, day by day."""
+    days = max(1, int(-(-horizon // DAY)))
+    out = [0.0] * days
+    for spans in result.device_spans.values():
+        for a, b in spans:
+            d = int(a // DAY)
+            while d < days and d * DAY < b:
+                out[d] += min(b, (d + 1) * DAY) - max(a, d * DAY)
+                d += 1
+    widths = [min(DAY, horizon - d * DAY) or DAY for d in range(days)]
+    return [1 - lost / (devices * w) for lost, w in zip(out, widths, strict=True)]
 
 
 def summarise(results: dict[str, PolicyResult], faults: list[Fault], s: Settings) -> dict:
@@ -99,6 +113,7 @@ def summarise(results: dict[str, PolicyResult], faults: list[Fault], s: Settings
             "false_pulls": len(false_pulls), "false_pull_servers": false_pulls[:20],
             "breaker_trips": r.breaker_trips,
             "offenders": _offenders(r, faults, s.offender_incidents) if name == "asicmon" else None,
+            "in_service_by_day": in_service_by_day(r, devices, horizon),
             "by_class": dict(sorted(classes.items(), key=lambda kv: -kv[1]["faults"])),
         }
     base = out["policies"].get("none")

@@ -46,3 +46,13 @@ def test_the_shared_history_pulls_nothing_on_servers_that_never_failed():
     assert a["faults_seen_by_monitor"] + a["faults_invisible_to_monitor"] == 584
     assert a["ettr"] > out["policies"]["none"]["ettr"]
     assert a["offenders"]["flagged"] == a["offenders"]["flagged_that_are_history_repeat_offenders"]
+
+
+def test_in_service_by_day_by_hand():
+    s = Settings(nodes=1, devices_per_node=2, jobs=(), horizon_s=1.5 * 86400)
+    faults = [Fault("n1", 86400 - 3600, 86400 + 3600, "NIC/NIC Lost")]  # both devices, 1 h each side of midnight
+    r = replay(faults, s, ["none"])["none"]
+    # The person comes 4 h after the start: out 23:00 on day 0 until 03:00 on day 1.
+    from emulator.replay.report import in_service_by_day
+
+    assert in_service_by_day(r, 2, s.horizon_s) == [1 - 2 * 3600 / (2 * 86400), 1 - 2 * 3 * 3600 / (2 * 43200)]
