@@ -8,7 +8,7 @@ import html
 import json
 from pathlib import Path
 
-__all__ = ["PLOTLY", "render", "write_html"]
+__all__ = ["PLOTLY", "charts", "render", "write_html"]
 
 PLOTLY = Path(__file__).resolve().parents[2] / "static" / "vendor" / "plotly" / "plotly.min.js"
 ROWS = [
@@ -30,7 +30,8 @@ def _cell(value, fmt: str) -> str:
     return "-" if value is None else html.escape(fmt.format(value))
 
 
-def _charts(summary: dict) -> list[dict]:
+def charts(summary: dict) -> list[dict]:
+    """The report's three Plotly charts (data and layout), for this file and the dashboard's page."""
     pols = summary["policies"]
     service = [{"type": "scatter", "mode": "lines", "name": n, "y": [100 * v for v in p["in_service_by_day"]]}
                for n, p in pols.items()]
@@ -58,9 +59,9 @@ def render(summary: dict, plotly_js: str | None = None) -> str:
         f"<tr><th>{html.escape(label)}</th>"
         + "".join(f"<td>{_cell(summary['policies'][n].get(key), fmt)}</td>" for n in names) + "</tr>"
         for label, key, fmt in ROWS)
-    charts = _charts(summary)
-    divs = "".join(f'<div id="{c["id"]}" style="height:380px"></div>' for c in charts)
-    data = json.dumps(charts).replace("</", "<\\/")
+    figures = charts(summary)
+    divs = "".join(f'<div id="{c["id"]}" style="height:380px"></div>' for c in figures)
+    data = json.dumps(figures).replace("</", "<\\/")
     js = (plotly_js if plotly_js is not None else PLOTLY.read_text()).replace("</script", "<\\/script")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Asicmon replay</title>
