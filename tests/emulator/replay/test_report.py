@@ -43,6 +43,9 @@ def test_the_shared_history_pulls_nothing_on_servers_that_never_failed():
     a = out["policies"]["asicmon"]
     assert a["pulled_devices"] > 0  # it does pull: on servers the history says failed
     assert a["detect_s_p95_seen_by_monitor"] <= 60
+    for kind, row in a["by_class"].items():  # every class a device monitor can see, within a minute
+        if row["signal"] in ("xid", "metric", "hung"):
+            assert row["detect_p95_s"] <= 60, kind
     assert a["faults_seen_by_monitor"] + a["faults_invisible_to_monitor"] == 584
     assert a["ettr"] > out["policies"]["none"]["ettr"]
     assert a["offenders"]["flagged"] == a["offenders"]["flagged_that_are_history_repeat_offenders"]
