@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.asicmon.errors.catalogue import catalogue
+from fleet.asicmon.errors.kernel_log import parse_message
 from fleet.asicmon.ladder_rules import LADDER
 
-__all__ = ["CLASSES_FILE", "Signal", "load_classes"]
+__all__ = ["CLASSES_FILE", "Signal", "load_classes", "signal_for", "xid_line"]
 
 CLASSES_FILE = Path(__file__).with_name("fault_classes.json")
 VISIBLE = ("xid", "metric", "hung")  # seen by the device monitor on its own
@@ -26,6 +27,7 @@ class Signal:
     hardware: bool
     cured_by: str | None
     node_wide: bool  # takes the whole server out (nothing on one device shows it)
+    shows: str | dict | None = None  # the kernel-log line, or the polled fields, the device shows
 
     @property
     def visible(self) -> bool:
@@ -38,12 +40,23 @@ def _signal(row: dict, where: str) -> Signal:
     if cured is not None and cured not in LADDER[:3]:
         raise ValueError(f"{where}: cured_by {cured!r} is no repair rung")
     if kind == "xid":
-        entry = catalogue("nvidia_xid").lookup(detail)
-        return Signal(kind, detail, entry.action, entry.cause, entry.hardware, cured, False)
+        line = xid_line(detail)
+        parsed = parse_message(line)  # the follower's own reading of the line
+        if parsed is None or parsed[1] != detail:
+            raise ValueError(f"{where}: {row['signal']!r} is no Xid the kernel-log reader reads")
+        entry = catalogue("nvidia_xid").lookup(parsed[1])
+        return Signal(kind, detail, entry.action, entry.cause, entry.hardware, cured, False, line)
     if kind not in VISIBLE + ("diagnostic", "invisible"):
         raise ValueError(f"{where}: unknown signal {row['signal']!r}")
+    if kind in ("metric", "hung") and not isinstance(row.get("shows"), dict):
+        raise ValueError(f"{where}: a {kind} signal says what a poll shows ('shows')")
     return Signal(kind, detail, row.get("start", "inspect_hardware"), row.get("cause", "unknown"),
-                  bool(row.get("hardware")), cured, kind == "invisible")
+                  bool(row.get("hardware")), cured, kind == "invisible", row.get("shows"))
+
+
+def xid_line(code: str) -> str:
+    """The kernel-log line an NVIDIA driver writes for Xid ``code``."""
+    return f"NVRM: Xid (PCI:0000:3b:00): {code}, pid=4242, name=python3, replayed fault"
 
 
 def load_classes(path: Path = CLASSES_FILE) -> dict[str, Signal]:

@@ -35,3 +35,29 @@ def test_bad_rows_are_refused(tmp_path, row, message):
     path.write_text(json.dumps({"classes": {"default": {"signal": "invisible"}, "x": row}}))
     with pytest.raises(ValueError, match=message):
         load_classes(path)
+
+
+def test_what_each_visible_class_shows_fires_the_real_health_rules():
+    from fleet.health.detection import snapshot_findings
+
+    polled = {k: v for k, v in load_classes().items() if v.kind in ("metric", "hung")}
+    assert len(polled) >= 4
+    for kind, sig in polled.items():
+        rules = {f.rule for f in snapshot_findings(sig.shows)}
+        expected = {"hung": "driver", "pcie_link_width": "pcie", "temperature": "temperature"}[sig.detail or sig.kind]
+        assert expected in rules, kind
+
+
+def test_xid_classes_show_a_line_the_kernel_log_reader_reads():
+    from fleet.asicmon.errors.kernel_log import parse_message
+
+    for kind, sig in load_classes().items():
+        if sig.kind == "xid":
+            assert parse_message(sig.shows)[:2] == ("nvidia", sig.detail), kind
+
+
+def test_a_polled_signal_must_say_what_it_shows(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"classes": {"default": {"signal": "invisible"}, "x": {"signal": "hung"}}}))
+    with pytest.raises(ValueError, match="says what a poll shows"):
+        load_classes(path)
