@@ -77,6 +77,8 @@ def _history(args: argparse.Namespace, s: Settings):
     if bool(args.history) == bool(args.rates):
         raise ValueError("give either HISTORY or --rates")
     if args.history:
+        if args.days is not None:
+            raise ValueError("--days goes with --rates (a history has its own span)")
         return load_history(args.history)
     rates = load_rates(args.rates)
     days = args.days or rates["days"]

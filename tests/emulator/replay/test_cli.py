@@ -38,6 +38,7 @@ def test_settings_file(tmp_path):
     (["--nodes", "1"], "names 2 servers, the fleet has 1"),
     (["--nodes", "4", "--jobs", "5"], "jobs need 5 servers"),
     (["--policies", "pray"], "no policy 'pray'"),
+    (["--days", "3"], "--days goes with --rates"),
 ])
 def test_errors_are_clear_and_exit_2(tmp_path, capsys, args, message):
     assert main(["replay", history(tmp_path), *args]) == 2
