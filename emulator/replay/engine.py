@@ -135,7 +135,7 @@ class _Asicmon:
     def _breaker_holds(self, t: float, dev: tuple) -> bool:
         if t < self.paused_until:
             return True
-        recent = {d for when, d in self.taken if when >= t - self.s.breaker_window_s} | {dev}
+        recent = {d for when, d in self.taken if t - self.s.breaker_window_s <= when <= t} | {dev}
         if lr.breaker_trips(len(recent), self.fleet, self.s.breaker_min_devices, self.s.breaker_share):
             self.trips += 1
             self.paused_until = t + self.s.person_delay_s  # until an operator resumes it
@@ -157,7 +157,8 @@ class _Asicmon:
         start = sig.start
         climbing = False
         while True:
-            done = [(w, r) for w, r in self.tried[(dev, sig.cause)] if w >= t - s.window_s]
+            # Repairs already started by now (an earlier fault's climb may still be ahead).
+            done = [(w, r) for w, r in self.tried[(dev, sig.cause)] if t - s.window_s <= w <= t]
             rung, spent, skipped = lr.next_rung(start, len(done), done[-1][1] if done else None, s.max_attempts,
                                                 self._unavailable)
             o.rungs.extend((r, "skipped") for r, _ in skipped)
