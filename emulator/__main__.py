@@ -9,6 +9,7 @@
     python -m emulator job /tmp/job --type gpu --duration 2   # per-rank Kineto traces
     python -m emulator fit TRACE... --type gpu [--write]      # performance model from real traces
     python -m emulator whatif TRACE --on gpu                  # its kernels on a fitted type
+    python -m emulator replay HISTORY [--json]                # a fault history vs repair policies
 
 State lives under --state-dir (default var/emulator), shared with the workers that poll;
 or, with --state redis (default $EMULATOR_STATE), in the Redis at $REDIS_URL under
@@ -28,6 +29,7 @@ from emulator.devices.driver_errors import DRIVER_FAULTS
 from emulator.devices.zoo import DEVICE_TYPES, FAULTS
 from emulator.host import EmulatedHost
 from emulator.perf.fitting import add_commands, fit_command, whatif_command
+from emulator.replay.cli import add_replay_command, replay_command
 from emulator.state_store import FileStateStore, RedisStateStore, StateStore
 from emulator.workloads.training import PARALLELISMS
 
@@ -120,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--parallelism", choices=PARALLELISMS, default="data")
     p.add_argument("--duration", type=float, default=2.0, help="seconds of the job to trace")
     add_commands(sub)
+    add_replay_command(sub)
     return parser
 
 
@@ -204,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("fit", "whatif"):
         return fit_command(args) if args.command == "fit" else whatif_command(args)
+    if args.command == "replay":
+        return replay_command(args)
     cfg = _config(args)
     if args.command == "job":
         _job(cfg, args)

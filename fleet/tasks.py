@@ -43,3 +43,11 @@ def flush_samples() -> dict:
 def issue_action(action_id: int) -> None:
     """Carries out an operator's reboot recorded as action ``action_id``."""
     remediation.issue_pending(action_id)
+
+
+@shared_task(ignore_result=True, name="fleet.tasks.run_replay")
+def run_replay(replay_id: str) -> None:
+    """A fault history replayed against the repair policies (fleet.replay.runs, docs/replay.md)."""
+    from fleet.replay import runs as replays
+
+    replays.run(replay_id)

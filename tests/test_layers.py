@@ -29,6 +29,7 @@ ALLOWED_EDGES = {
     ("fleet.asimov", "fleet.asicmon"),  # specs compile into Asicmon monitor classes
     ("emulator", "traces.atrace"),  # the emulator's tracing builds Atrace's trace model
     ("emulator", "fleet.asimov"),  # a device type's fitted performance model is in its spec
+    ("emulator", "fleet.asicmon"),  # a replay asks the ladder's own rules and the error catalogue (emulator/replay)
     ("fleet", "fleet.asicmon"),
     ("fleet", "fleet.asimov"),
     ("fleet", "emulator"),  # fleet/hosts/emulated_monitors.py wires the emulated fleet to its specs

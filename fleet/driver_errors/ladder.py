@@ -37,6 +37,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from fleet.asicmon import ladder_rules
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Rung
 from fleet.driver_errors import host_commands, rungs
 from fleet.health import control, remediation
@@ -161,26 +162,19 @@ def decide(device: Device, cause: str, start: str, *, climbing: bool = False) ->
     done = attempts(device.serial, cause).order_by("-created_at", "-id")
     count = done.count()
     window = human_duration(settings.LADDER_WINDOW_S)
-    if count >= settings.LADDER_MAX_ATTEMPTS:
+    last = done.first() if count else None
+    rung, spent, skipped = ladder_rules.next_rung(start, count, last.rung if last else None,
+                                                  settings.LADDER_MAX_ATTEMPTS, lambda r: unavailable(r, device))
+    if spent:
         return Step(Rung.INSPECT_HARDWARE, f"attempt budget spent: {count} repairs of {cause} tried within {window}")
-    rung = start if start in LADDER else Rung.RESET_DEVICE
     reason = "first rung for this cause"
-    if count:
-        last = done.first()
-        rung = LADDER[max(_index(rung), _index(last.rung) + 1)]
+    if last is not None:
         what = "not cured by" if climbing else "came back after"
         reason = (f"{cause} {what} {last.get_kind_display().lower()} ({count} of "
                   f"{settings.LADDER_MAX_ATTEMPTS} attempts within {window})")
-    skipped: list[tuple[str, str]] = []
-    while rung in REPAIRS:
-        why_not = unavailable(rung, device)
-        if why_not is None:
-            return Step(rung, reason, tuple(skipped))
-        skipped.append((rung, why_not))
-        rung = LADDER[_index(rung) + 1]
-    if skipped:
-        return Step(Rung.NEEDS_PERSON, f"needs a person: {skipped[-1][1]}", tuple(skipped))
-    return Step(rung, reason)
+    if rung == Rung.NEEDS_PERSON:
+        return Step(rung, f"needs a person: {skipped[-1][1]}", skipped)
+    return Step(rung, reason, skipped)
 
 
 def _take(device: Device, step: Step, cause: str, reason: str, from_state: str) -> Action | None:
@@ -253,7 +247,7 @@ def _breaker(device: Device) -> str | None:
     recent[device.id] = device.serial
     fleet = Device.objects.count() or 1
     n = len(recent)
-    if n >= settings.LADDER_BREAKER_MIN_DEVICES and n > settings.LADDER_BREAKER_SHARE * fleet:
+    if ladder_rules.breaker_trips(n, fleet, settings.LADDER_BREAKER_MIN_DEVICES, settings.LADDER_BREAKER_SHARE):
         share = f"{settings.LADDER_BREAKER_SHARE:.0%}"
         serials = sorted(recent.values())
         named = ", ".join(serials[:8]) + (f" and {len(serials) - 8} more" if len(serials) > 8 else "")

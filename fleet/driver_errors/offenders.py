@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from fleet.asicmon import ladder_rules
 from fleet.models import Action, Device, DriverError
 
 __all__ = ["Incident", "Offender", "device_record", "incidents", "ranking"]
@@ -80,7 +81,7 @@ def _offender(serial: str, found: list[Incident], device: Device | None, repairs
     mtbi = (starts[-1] - starts[0]) / (len(starts) - 1) if len(starts) > 1 else None
     span = max(DAYS_30, now.timestamp() - starts[0]) if starts else DAYS_30
     causes = Counter(c for i in found for c in i.causes)
-    pull = hardware >= settings.OFFENDER_HARDWARE_INCIDENTS
+    pull = ladder_rules.recommends_pull(hardware, settings.OFFENDER_HARDWARE_INCIDENTS)
     why = (f"{hardware} hardware incidents within {settings.OFFENDER_WINDOW_S / 86400:g} days "
            f"(limit {settings.OFFENDER_HARDWARE_INCIDENTS}): pull it for inspection") if pull else ""
     return Offender(
