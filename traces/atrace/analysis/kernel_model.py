@@ -32,10 +32,10 @@ import numpy as np
 from ..model.links import launch_pairs
 from ..model.trace import DEVICE_KINDS, Trace
 from .correlation import host_operator_of
-from .kernel_sizes import OP_CLASSES, classify, kernel_size
+from .kernel_sizes import OP_CLASSES, classify, kernel_family, kernel_size, launch_key
 
-__all__ = ["FitReport", "Kernels", "fit", "fit_traces", "kernels_of", "model_from_json", "predict", "predict_trace",
-           "split"]
+__all__ = ["FALLBACK_WHY", "HOW", "Detail", "FitReport", "Kernels", "fit", "fit_detail", "fit_traces", "halves",
+           "kernels_of", "model_from_json", "predict", "predict_how", "predict_trace", "split"]
 
 HOLD_OUT_EVERY = 5
 SIMPLER_BY = 0.01  # a term is kept only if it lowers the fit's summed relative error by 1 %
@@ -51,16 +51,26 @@ class Kernels:
     flops: np.ndarray  # NaN when unknown
     bytes: np.ndarray
     dur_us: np.ndarray
+    family: np.ndarray | None = None  # str: `kernel_family`'s library:function ('' when unknown)
+    launch: np.ndarray | None = None  # str: `launch_key` ('' when not recorded)
+
+    def __post_init__(self) -> None:
+        for f in ("family", "launch"):
+            if getattr(self, f) is None:
+                setattr(self, f, np.full(len(self.dur_us), "", dtype=object))
 
     def __len__(self) -> int:
         return len(self.dur_us)
 
     def take(self, mask: np.ndarray) -> Kernels:
-        return Kernels(self.cls[mask], self.flops[mask], self.bytes[mask], self.dur_us[mask])
+        return Kernels(*(getattr(self, f)[mask] for f in _FIELDS))
 
     @staticmethod
     def concat(parts: list[Kernels]) -> Kernels:
-        return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("cls", "flops", "bytes", "dur_us")))
+        return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+
+
+_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch")
 
 
 def kernels_of(trace: Trace) -> Kernels:
@@ -82,11 +92,13 @@ def kernels_of(trace: Trace) -> Kernels:
             op_args[op] = trace.args.get(op) or {}
         kargs = trace.args.get(i)
         flops, nbytes = kernel_size(cls, name, kargs, op_name, op_args.get(op))
-        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0))
+        library, function = kernel_family(name)
+        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0, f"{library}:{function}", launch_key(kargs)))
     if not rows:
         return Kernels(np.zeros(0, "<U16"), *(np.zeros(0) for _ in range(3)))
-    cls, flops, nbytes, dur = zip(*rows)
-    return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float))
+    cls, flops, nbytes, dur, family, launch = zip(*rows)
+    return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float),
+                   np.array(family, dtype=object), np.array(launch, dtype=object))
 
 
 def split(kernels: Kernels) -> tuple[Kernels, Kernels]:
@@ -145,23 +157,131 @@ def fit(kernels: Kernels) -> Model:
     return {c: _fit_class(kernels.take(kernels.cls == c)) for c in OP_CLASSES if (kernels.cls == c).any()}
 
 
-def predict(model: Model, kernels: Kernels) -> np.ndarray:
-    """Predicted time (µs) of each kernel; NaN for a class the model lacks."""
+def _curve(p: dict[str, float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    t = np.full(len(flops), float(p["latency_us"]))
+    if p.get("tflops"):
+        t = t + np.nan_to_num(flops) / (p["tflops"] * 1e6)
+    if p.get("gbps"):
+        t = t + np.nan_to_num(nbytes) / (p["gbps"] * 1e3)
+    return t
+
+
+def _size(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """The coordinate of a family's efficiency curve: log of the problem's size (FLOPs plus
+    bytes: a GEMM's FLOPs dominate, an elementwise kernel's bytes)."""
+    return np.log1p(np.nan_to_num(flops) + np.nan_to_num(nbytes))
+
+
+# How a kernel's time was predicted, best first; the last three are fallbacks.
+HOW = ("family curve", "class curve", "same launch", "family median", "class median", "no model")
+FALLBACK_WHY = {
+    "family median": "no size recorded; the median of its kernel family",
+    "class median": "no size recorded and its kernel family not seen in the fit; the median of its class",
+    "no model": "its class has no kernel in the fit",
+}
+
+
+@dataclass
+class Detail:
+    """What the fit learned per kernel family, on top of the class curves: each family's
+    efficiency curve (its kernels' time over the class curve's, as a function of size, the
+    log ratio interpolated between the sizes seen and flat beyond them), the median time of
+    each (family, launch) and of each family for kernels without a size."""
+
+    curves: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # family -> (log size, log ratio)
+    launches: dict[str, float] = field(default_factory=dict)  # family|launch -> median µs
+    medians: dict[str, float] = field(default_factory=dict)  # family -> median µs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"curves": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.curves.items()},
+                "launches": {k: _r(v) for k, v in self.launches.items()},
+                "medians": {k: _r(v) for k, v in self.medians.items()}}
+
+    @staticmethod
+    def from_dict(data: Any) -> Detail:
+        if not isinstance(data, dict):
+            raise ValueError("families: expected {curves: ..., launches: ..., medians: ...}")
+        try:
+            curves = {str(f): ([float(v) for v in x], [float(v) for v in y])
+                      for f, (x, y) in (data.get("curves") or {}).items()}
+            launches = {str(k): float(v) for k, v in (data.get("launches") or {}).items()}
+            medians = {str(k): float(v) for k, v in (data.get("medians") or {}).items()}
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"families: not numbers where numbers belong ({exc})") from None
+        return Detail(curves, launches, medians)
+
+
+def _r(v: float) -> float:
+    return float(f"{v:.6g}")
+
+
+def fit_detail(model: Model, kernels: Kernels) -> Detail:
+    """Each kernel family's efficiency curve relative to its class's curve, and the medians
+    the unsized kernels fall back on."""
+    detail = Detail()
+    sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
+    base = np.full(len(kernels), np.nan)
+    for c, p in model.items():
+        m = kernels.cls == c
+        base[m] = _curve(p, kernels.flops[m], kernels.bytes[m])
+    ok = sized & np.isfinite(base) & (base > 0)
+    x_all = _size(kernels.flops, kernels.bytes)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, f in enumerate(kernels.family.tolist()):
+        groups[f].append(i)
+    for f, idx in groups.items():
+        ix = np.array(idx)
+        detail.medians[f] = float(np.median(kernels.dur_us[ix]))
+        s = ix[ok[ix]]
+        if len(s):
+            x = np.round(x_all[s], 6)
+            lr = np.log(kernels.dur_us[s] / base[s])
+            xs = np.unique(x)
+            detail.curves[f] = (xs.tolist(), [float(np.median(lr[x == v])) for v in xs])
+    launches: dict[str, list[float]] = defaultdict(list)
+    for i in np.flatnonzero(~sized).tolist():
+        if kernels.launch[i]:
+            launches[f"{kernels.family[i]}|{kernels.launch[i]}"].append(float(kernels.dur_us[i]))
+    detail.launches = {k: float(np.median(v)) for k, v in launches.items()}
+    return detail
+
+
+def predict_how(model: Model, kernels: Kernels, detail: Detail | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted time (µs) of each kernel (NaN for a class the model lacks) and how it was
+    predicted (one of `HOW`). Without ``detail``: the class curves, and the class median for
+    kernels without a size."""
     out = np.full(len(kernels), np.nan)
+    how = np.full(len(kernels), "no model", dtype=object)
+    sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
     for c, p in model.items():
         mask = kernels.cls == c
-        if not mask.any():
-            continue
-        flops, nbytes = kernels.flops[mask], kernels.bytes[mask]
-        t = np.full(int(mask.sum()), float(p["latency_us"]))
-        if p.get("tflops"):
-            t = t + np.nan_to_num(flops) / (p["tflops"] * 1e6)
-        if p.get("gbps"):
-            t = t + np.nan_to_num(nbytes) / (p["gbps"] * 1e3)
-        unsized = ~(np.isfinite(flops) & np.isfinite(nbytes))
-        t[unsized] = p.get("fallback_us", p["latency_us"])
-        out[mask] = t
-    return out
+        if mask.any():
+            out[mask] = _curve(p, kernels.flops[mask], kernels.bytes[mask])
+            how[mask & sized] = "class curve"
+            unsized = mask & ~sized
+            out[unsized] = p.get("fallback_us", p["latency_us"])
+            how[unsized] = "class median"
+    if detail is None:
+        return out, how
+    x_all = _size(kernels.flops, kernels.bytes)
+    for i in range(len(kernels)):
+        if how[i] == "class curve":
+            curve = detail.curves.get(kernels.family[i])
+            if curve is not None:
+                out[i] *= math.exp(float(np.interp(x_all[i], curve[0], curve[1])))
+                how[i] = "family curve"
+        elif how[i] == "class median":
+            seen = detail.launches.get(f"{kernels.family[i]}|{kernels.launch[i]}") if kernels.launch[i] else None
+            if seen is not None:
+                out[i], how[i] = seen, "same launch"
+            elif kernels.family[i] in detail.medians:
+                out[i], how[i] = detail.medians[kernels.family[i]], "family median"
+    return out, how
+
+
+def predict(model: Model, kernels: Kernels, detail: Detail | None = None) -> np.ndarray:
+    """Predicted time (µs) of each kernel; NaN for a class the model lacks."""
+    return predict_how(model, kernels, detail)[0]
 
 
 def _mdape(pred: np.ndarray, actual: np.ndarray) -> float | None:
@@ -180,37 +300,68 @@ class FitReport:
     per_trace: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> error, per class
     fit_s: float = 0.0
     form: str = MODEL_FORM
+    detail: Detail | None = None
+    by_time: float | None = None  # the same, fitted on each trace's first half, on its second half
+    fallbacks: dict[str, int] = field(default_factory=dict)  # how -> held-out kernels (fallbacks only)
 
     def to_dict(self) -> dict[str, Any]:
         return {"form": self.form, "model": self.model, "held_out_error": self.error,
-                "per_trace": self.per_trace, "fit_s": round(self.fit_s, 4)}
+                "by_time_error": self.by_time, "fallbacks": self.fallbacks,
+                "fallback_why": {h: FALLBACK_WHY[h] for h in self.fallbacks},
+                "per_trace": self.per_trace, "fit_s": round(self.fit_s, 4),
+                "families": self.detail.to_dict() if self.detail else None}
+
+
+def halves(kernels: Kernels) -> tuple[Kernels, Kernels]:
+    """(fit, test): the first half of the kernels in start order, and the second."""
+    first = np.arange(len(kernels)) < len(kernels) // 2
+    return kernels.take(first), kernels.take(~first)
+
+
+def _fit_both(kernels: Kernels) -> tuple[Model, Detail]:
+    model = fit(kernels)
+    return model, fit_detail(model, kernels)
 
 
 def fit_traces(traces: dict[str, Trace]) -> FitReport:
     """Fits one model on the kernels of ``traces`` (name -> trace; every fifth kernel of each
-    held out) and measures it on the held-out kernels, per trace and per class. Each class's
-    ``error`` parameter is its held-out error over all traces."""
+    held out) and measures it on the held-out kernels, per trace and per class; then again
+    fitted on the first half of each trace's kernels and measured on the second (``by_time``).
+    Each class's ``error`` parameter is its held-out error over all traces."""
     started = time.perf_counter()
-    parts = {name: split(kernels_of(tr)) for name, tr in traces.items()}
-    model = fit(Kernels.concat([fitted for fitted, _ in parts.values()]))
+    every = {name: kernels_of(tr) for name, tr in traces.items()}
+    parts = {name: split(k) for name, k in every.items()}
+    model, detail = _fit_both(Kernels.concat([fitted for fitted, _ in parts.values()]))
+    halved = {name: halves(k) for name, k in every.items()}
+    model_t, detail_t = _fit_both(Kernels.concat([first for first, _ in halved.values()]))
     held_all = Kernels.concat([held for _, held in parts.values()])
-    per_trace = {name: _errors(model, held) | {"kernels": len(fitted) + len(held)}
-                 for name, (fitted, held) in parts.items()}
-    overall = _errors(model, held_all)
+    per_trace = {}
+    for name, (fitted, held) in parts.items():
+        per_trace[name] = _errors(model, held, detail) | {"kernels": len(fitted) + len(held)}
+        per_trace[name]["curves_only"] = _errors(model, held)["error"]
+        per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t)
+    overall = _errors(model, held_all, detail)
     for c, err in overall["per_class"].items():
         if err["error"] is not None:
             model[c]["error"] = round(err["error"], 4)
-    return FitReport(model, overall["error"], per_trace, time.perf_counter() - started)
+    later = Kernels.concat([second for _, second in halved.values()])
+    return FitReport(model, overall["error"], per_trace, time.perf_counter() - started, detail=detail,
+                     by_time=_errors(model_t, later, detail_t)["error"], fallbacks=overall["fallbacks"])
 
 
-def _errors(model: Model, held: Kernels) -> dict[str, Any]:
-    pred = predict(model, held)
+def _errors(model: Model, held: Kernels, detail: Detail | None = None) -> dict[str, Any]:
+    pred, how = predict_how(model, held, detail)
     per_class = {}
     for c in OP_CLASSES:
         mask = held.cls == c
         if mask.any():
             per_class[c] = {"held_out": int(mask.sum()), "error": _mdape(pred[mask], held.dur_us[mask])}
-    return {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class}
+            fell = {h: int(((how == h) & mask).sum()) for h in FALLBACK_WHY if ((how == h) & mask).any()}
+            if fell:
+                per_class[c]["fallbacks"] = fell
+    fallbacks = {h: int((how == h).sum()) for h in FALLBACK_WHY if (how == h).any()}
+    return {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class,
+            "fallbacks": fallbacks, "how": {h: int((how == h).sum()) for h in HOW if (how == h).any()}}
 
 
 def model_from_json(data: Any) -> Model:

@@ -97,7 +97,7 @@ def test_fit_on_real_traces_predicts_held_out_kernels(name):
     report = fit_traces({name: trace})
     # The bound, computed here: the kernels the fit never saw, predicted by its model.
     _, held = split(kernels)
-    pred = predict(report.model, held)
+    pred = predict(report.model, held, report.detail)
     ape = np.abs(pred - held.dur_us) / held.dur_us
     assert np.isfinite(ape).all()
     assert float(np.median(ape)) <= BOUND
