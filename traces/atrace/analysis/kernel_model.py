@@ -152,9 +152,36 @@ def _fit_class(k: Kernels) -> dict[str, float]:
     return params
 
 
+#: Classes whose kernels are limited by the same thing: a class with too few sized kernels for
+#: a curve of its own takes the curve fitted to its group's (marked ``pooled``).
+GROUPS = {"compute": ("gemm", "conv", "attention"), "bandwidth": ("elementwise", "reduction", "memory", "other")}
+MIN_SIZED = 3
+
+
+def _group_of(cls: str) -> str | None:
+    return next((g for g, members in GROUPS.items() if cls in members), None)
+
+
+def _group_curves(kernels: Kernels) -> dict[str, dict[str, float]]:
+    out = {}
+    sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
+    for g, members in GROUPS.items():
+        k = kernels.take(np.isin(kernels.cls, members) & sized)
+        if len(k) >= MIN_SIZED:
+            out[g] = _fit_class(k)
+    return out
+
+
 def fit(kernels: Kernels) -> Model:
     """A model from kernels (every class that has some)."""
-    return {c: _fit_class(kernels.take(kernels.cls == c)) for c in OP_CLASSES if (kernels.cls == c).any()}
+    model = {c: _fit_class(kernels.take(kernels.cls == c)) for c in OP_CLASSES if (kernels.cls == c).any()}
+    groups = _group_curves(kernels)
+    for c, p in model.items():
+        group = groups.get(_group_of(c) or "")
+        sized = int((np.isfinite(kernels.flops) & (kernels.cls == c)).sum())
+        if sized and sized < MIN_SIZED and group is not None:
+            p.update({k: group[k] for k in ("latency_us", "tflops", "gbps") if k in group}, pooled=1)
+    return model
 
 
 def _curve(p: dict[str, float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
@@ -173,8 +200,10 @@ def _size(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
 
 
 # How a kernel's time was predicted, best first; the last three are fallbacks.
-HOW = ("family curve", "class curve", "same launch", "family median", "class median", "no model")
+HOW = ("family curve", "class curve", "same launch", "family median", "group curve", "class median", "no model")
 FALLBACK_WHY = {
+    "group curve": "its class has no kernel in the fit; the curve fitted to its group's classes "
+                   "(compute: gemm, conv, attention; bandwidth: elementwise, reduction, memory, other)",
     "family median": "no size recorded; the median of its kernel family",
     "class median": "no size recorded and its kernel family not seen in the fit; the median of its class",
     "no model": "its class has no kernel in the fit",
@@ -191,9 +220,11 @@ class Detail:
     curves: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # family -> (log size, log ratio)
     launches: dict[str, float] = field(default_factory=dict)  # family|launch -> median µs
     medians: dict[str, float] = field(default_factory=dict)  # family -> median µs
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)  # GROUPS name -> curve
 
     def to_dict(self) -> dict[str, Any]:
-        return {"curves": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.curves.items()},
+        return {"groups": self.groups,
+                "curves": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.curves.items()},
                 "launches": {k: _r(v) for k, v in self.launches.items()},
                 "medians": {k: _r(v) for k, v in self.medians.items()}}
 
@@ -206,9 +237,12 @@ class Detail:
                       for f, (x, y) in (data.get("curves") or {}).items()}
             launches = {str(k): float(v) for k, v in (data.get("launches") or {}).items()}
             medians = {str(k): float(v) for k, v in (data.get("medians") or {}).items()}
-        except (TypeError, ValueError) as exc:
+            groups = {str(g): {str(k): float(v) for k, v in p.items()} for g, p in (data.get("groups") or {}).items()}
+        except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"families: not numbers where numbers belong ({exc})") from None
-        return Detail(curves, launches, medians)
+        if any("latency_us" not in p for p in groups.values()):
+            raise ValueError("families: a group's curve needs a latency_us")
+        return Detail(curves, launches, medians, groups)
 
 
 def _r(v: float) -> float:
@@ -218,7 +252,7 @@ def _r(v: float) -> float:
 def fit_detail(model: Model, kernels: Kernels) -> Detail:
     """Each kernel family's efficiency curve relative to its class's curve, and the medians
     the unsized kernels fall back on."""
-    detail = Detail()
+    detail = Detail(groups=_group_curves(kernels))
     sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
     base = np.full(len(kernels), np.nan)
     for c, p in model.items():
@@ -265,6 +299,11 @@ def predict_how(model: Model, kernels: Kernels, detail: Detail | None = None) ->
         return out, how
     x_all = _size(kernels.flops, kernels.bytes)
     for i in range(len(kernels)):
+        if how[i] == "no model" and sized[i]:
+            group = detail.groups.get(_group_of(kernels.cls[i]) or "")
+            if group is not None:
+                out[i] = _curve(group, kernels.flops[i:i + 1], kernels.bytes[i:i + 1])[0]
+                how[i] = "group curve"
         if how[i] == "class curve":
             curve = detail.curves.get(kernels.family[i])
             if curve is not None:
@@ -342,7 +381,7 @@ def fit_traces(traces: dict[str, Trace]) -> FitReport:
         per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t)
     overall = _errors(model, held_all, detail)
     for c, err in overall["per_class"].items():
-        if err["error"] is not None:
+        if err["error"] is not None and c in model:
             model[c]["error"] = round(err["error"], 4)
     later = Kernels.concat([second for _, second in halved.values()])
     return FitReport(model, overall["error"], per_trace, time.perf_counter() - started, detail=detail,

@@ -182,7 +182,7 @@ def kernel_size(cls: str, kernel_name: str, kernel_args: dict[str, Any] | None, 
     """(FLOPs, bytes) of one kernel's problem; NaNs where the trace does not say."""
     kernel_args = kernel_args or {}
     if cls == "memory":
-        size = kernel_args.get("bytes")
+        size = kernel_args.get("bytes", kernel_args.get("size"))  # MTIA's DMA requests say size
         return (0.0, float(size)) if isinstance(size, int | float) and size > 0 else (math.nan, math.nan)
     if cls == "communication":
         facts = collective(kernel_name, kernel_args)
