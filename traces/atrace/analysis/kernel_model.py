@@ -34,7 +34,7 @@ from ..model.trace import DEVICE_KINDS, Trace
 from .correlation import host_operator_of
 from .kernel_sizes import OP_CLASSES, classify, kernel_family, kernel_size, launch_key
 
-__all__ = ["FALLBACK_WHY", "HOW", "Detail", "FitReport", "Kernels", "fit", "fit_detail", "fit_traces", "halves",
+__all__ = ["FALLBACK_WHY", "HOW", "Detail", "FitReport", "Kernels", "detail_from_json", "fit", "fit_detail", "fit_traces", "halves",
            "kernels_of", "model_from_json", "predict", "predict_how", "predict_trace", "split"]
 
 HOLD_OUT_EVERY = 5
@@ -366,7 +366,8 @@ def fit_traces(traces: dict[str, Trace]) -> FitReport:
     """Fits one model on the kernels of ``traces`` (name -> trace; every fifth kernel of each
     held out) and measures it on the held-out kernels, per trace and per class; then again
     fitted on the first half of each trace's kernels and measured on the second (``by_time``).
-    Each class's ``error`` parameter is its held-out error over all traces."""
+    Each class's ``error`` parameter is its class curve's held-out error over all traces (what
+    the model a spec keeps predicts), ``family_error`` the error with the family tables."""
     started = time.perf_counter()
     every = {name: kernels_of(tr) for name, tr in traces.items()}
     parts = {name: split(k) for name, k in every.items()}
@@ -380,9 +381,13 @@ def fit_traces(traces: dict[str, Trace]) -> FitReport:
         per_trace[name]["curves_only"] = _errors(model, held)["error"]
         per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t)
     overall = _errors(model, held_all, detail)
-    for c, err in overall["per_class"].items():
+    # ``error``: the class curve's own (what a spec keeps); ``family_error``: with the families
+    for c, err in _errors(model, held_all)["per_class"].items():
         if err["error"] is not None and c in model:
             model[c]["error"] = round(err["error"], 4)
+    for c, err in overall["per_class"].items():
+        if err["error"] is not None and c in model:
+            model[c]["family_error"] = round(err["error"], 4)
     later = Kernels.concat([second for _, second in halved.values()])
     return FitReport(model, overall["error"], per_trace, time.perf_counter() - started, detail=detail,
                      by_time=_errors(model_t, later, detail_t)["error"], fallbacks=overall["fallbacks"])
@@ -403,6 +408,13 @@ def _errors(model: Model, held: Kernels, detail: Detail | None = None) -> dict[s
             "fallbacks": fallbacks, "how": {h: int((how == h).sum()) for h in HOW if (how == h).any()}}
 
 
+def detail_from_json(data: Any) -> Detail | None:
+    """The family tables of ``fit --json``'s output (its ``families``), None when it has none;
+    ValueError saying what is wrong otherwise."""
+    families = data.get("families") if isinstance(data, dict) else None
+    return None if families is None else Detail.from_dict(families)
+
+
 def model_from_json(data: Any) -> Model:
     """A model from JSON: ``{"model": {class: params}}`` (what ``fit --json`` prints) or the
     class -> parameters mapping itself; ValueError saying what is wrong otherwise."""
@@ -420,11 +432,14 @@ def model_from_json(data: Any) -> Model:
     return model
 
 
-def predict_trace(trace: Trace, model: Model) -> dict[str, dict[str, Any]]:
-    """What if ``trace``'s kernels ran on the device ``model`` describes: per class, the kernels,
-    their recorded time and the model's (µs; None for a class the model lacks)."""
+def predict_trace(trace: Trace, model: Model, detail: Detail | None = None) -> dict[str, dict[str, Any]]:
+    """What if ``trace``'s kernels ran on the device ``model`` (and ``detail``, its families)
+    describes: per class, the kernels, their recorded time and the model's (µs; None for a
+    class the model lacks), the model's held-out error for the class (``error``: what the
+    prediction is worth; None when the fit measured none) and how many of the kernels fell
+    back (no size, or a family the fit did not see)."""
     kernels = kernels_of(trace)
-    pred = predict(model, kernels)
+    pred, how = predict_how(model, kernels, detail)
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     for c in OP_CLASSES:
         mask = kernels.cls == c
@@ -432,5 +447,7 @@ def predict_trace(trace: Trace, model: Model) -> dict[str, dict[str, Any]]:
             continue
         p = pred[mask]
         out[c] = {"kernels": int(mask.sum()), "recorded_us": float(kernels.dur_us[mask].sum()),
-                  "predicted_us": float(p.sum()) if np.isfinite(p).all() else None}
+                  "predicted_us": float(p.sum()) if np.isfinite(p).all() else None,
+                  "error": (model.get(c) or {}).get("error" if detail is None else "family_error"),
+                  "fell_back": int(np.isin(how[mask], list(FALLBACK_WHY)).sum())}
     return dict(out)
