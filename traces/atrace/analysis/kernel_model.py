@@ -172,14 +172,16 @@ def _group_curves(kernels: Kernels) -> dict[str, dict[str, float]]:
     return out
 
 
-def fit(kernels: Kernels) -> Model:
-    """A model from kernels (every class that has some)."""
+def fit(kernels: Kernels, groups: dict[str, dict[str, float]] | None = None) -> Model:
+    """A model from kernels (every class that has some); ``groups``: `_group_curves` of the
+    same kernels when already fitted."""
     model = {c: _fit_class(kernels.take(kernels.cls == c)) for c in OP_CLASSES if (kernels.cls == c).any()}
-    groups = _group_curves(kernels)
-    for c, p in model.items():
-        group = groups.get(_group_of(c) or "")
-        sized = int((np.isfinite(kernels.flops) & (kernels.cls == c)).sum())
-        if sized and sized < MIN_SIZED and group is not None:
+    few = {c for c in model if 0 < int((np.isfinite(kernels.flops) & (kernels.cls == c)).sum()) < MIN_SIZED}
+    if few and groups is None:
+        groups = _group_curves(kernels)
+    for c in few:
+        p, group = model[c], (groups or {}).get(_group_of(c) or "")
+        if group is not None:
             p.update({k: group[k] for k in ("latency_us", "tflops", "gbps") if k in group}, pooled=1)
     return model
 
@@ -249,10 +251,10 @@ def _r(v: float) -> float:
     return float(f"{v:.6g}")
 
 
-def fit_detail(model: Model, kernels: Kernels) -> Detail:
+def fit_detail(model: Model, kernels: Kernels, groups: dict[str, dict[str, float]] | None = None) -> Detail:
     """Each kernel family's efficiency curve relative to its class's curve, and the medians
     the unsized kernels fall back on."""
-    detail = Detail(groups=_group_curves(kernels))
+    detail = Detail(groups=_group_curves(kernels) if groups is None else groups)
     sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
     base = np.full(len(kernels), np.nan)
     for c, p in model.items():
@@ -297,24 +299,22 @@ def predict_how(model: Model, kernels: Kernels, detail: Detail | None = None) ->
             how[unsized] = "class median"
     if detail is None:
         return out, how
+    for g, curve in detail.groups.items():
+        m = (how == "no model") & sized & np.isin(kernels.cls, GROUPS[g])
+        out[m], how[m] = _curve(curve, kernels.flops[m], kernels.bytes[m]), "group curve"
     x_all = _size(kernels.flops, kernels.bytes)
-    for i in range(len(kernels)):
-        if how[i] == "no model" and sized[i]:
-            group = detail.groups.get(_group_of(kernels.cls[i]) or "")
-            if group is not None:
-                out[i] = _curve(group, kernels.flops[i:i + 1], kernels.bytes[i:i + 1])[0]
-                how[i] = "group curve"
-        if how[i] == "class curve":
-            curve = detail.curves.get(kernels.family[i])
-            if curve is not None:
-                out[i] *= math.exp(float(np.interp(x_all[i], curve[0], curve[1])))
-                how[i] = "family curve"
-        elif how[i] == "class median":
-            seen = detail.launches.get(f"{kernels.family[i]}|{kernels.launch[i]}") if kernels.launch[i] else None
-            if seen is not None:
-                out[i], how[i] = seen, "same launch"
-            elif kernels.family[i] in detail.medians:
-                out[i], how[i] = detail.medians[kernels.family[i]], "family median"
+    on_curve = how == "class curve"
+    for f in set(kernels.family[on_curve].tolist()) & detail.curves.keys():
+        m = on_curve & (kernels.family == f)
+        xs, lrs = detail.curves[f]
+        out[m] *= np.exp(np.interp(x_all[m], xs, lrs))
+        how[m] = "family curve"
+    for i in np.flatnonzero(how == "class median").tolist():
+        seen = detail.launches.get(f"{kernels.family[i]}|{kernels.launch[i]}") if kernels.launch[i] else None
+        if seen is not None:
+            out[i], how[i] = seen, "same launch"
+        elif kernels.family[i] in detail.medians:
+            out[i], how[i] = detail.medians[kernels.family[i]], "family median"
     return out, how
 
 
@@ -358,8 +358,9 @@ def halves(kernels: Kernels) -> tuple[Kernels, Kernels]:
 
 
 def _fit_both(kernels: Kernels) -> tuple[Model, Detail]:
-    model = fit(kernels)
-    return model, fit_detail(model, kernels)
+    groups = _group_curves(kernels)
+    model = fit(kernels, groups)
+    return model, fit_detail(model, kernels, groups)
 
 
 def fit_traces(traces: dict[str, Trace]) -> FitReport:
