@@ -110,6 +110,9 @@ def per_trace(traces: dict) -> dict[str, dict]:
               f"{pct(t['curves_only']):>8s}{pct(t['by_time']['error']):>9s}{best.fit_s * 1000:8.1f}  {verdict}")
         print(f"    by kernel: {_classes(t['per_class'])}")
         print(f"    by time:   {_classes(t['by_time']['per_class'])}")
+        news = [(label, split["new_sizes"]) for label, split in (("by kernel", t), ("by time", t["by_time"]))]
+        print("    sizes the fit never saw in their family: " + "; ".join(
+            f"{label} {pct(e['error']).strip()} ({e['held_out']})" for label, e in news))
         how = ", ".join(f"{h} {n}" for h, n in t["how"].items())
         print(f"    predicted by: {how}")
         for h, n in t["fallbacks"].items():

@@ -377,10 +377,12 @@ def fit_traces(traces: dict[str, Trace]) -> FitReport:
     model_t, detail_t = _fit_both(Kernels.concat([first for first, _ in halved.values()]))
     held_all = Kernels.concat([held for _, held in parts.values()])
     per_trace = {}
+    seen = _sizes_seen(Kernels.concat([fitted for fitted, _ in parts.values()]))
+    seen_t = _sizes_seen(Kernels.concat([first for first, _ in halved.values()]))
     for name, (fitted, held) in parts.items():
-        per_trace[name] = _errors(model, held, detail) | {"kernels": len(fitted) + len(held)}
+        per_trace[name] = _errors(model, held, detail, seen) | {"kernels": len(fitted) + len(held)}
         per_trace[name]["curves_only"] = _errors(model, held)["error"]
-        per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t)
+        per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t, seen_t)
     overall = _errors(model, held_all, detail)
     # ``error``: the class curve's own (what a spec keeps); ``family_error``: with the families
     for c, err in _errors(model, held_all)["per_class"].items():
@@ -394,7 +396,16 @@ def fit_traces(traces: dict[str, Trace]) -> FitReport:
                      by_time=_errors(model_t, later, detail_t)["error"], fallbacks=overall["fallbacks"])
 
 
-def _errors(model: Model, held: Kernels, detail: Detail | None = None) -> dict[str, Any]:
+def _sizes_seen(kernels: Kernels) -> set[tuple[str, float]]:
+    return set(zip(kernels.family.tolist(), np.round(_size(kernels.flops, kernels.bytes), 6).tolist()))
+
+
+def _errors(model: Model, held: Kernels, detail: Detail | None = None,
+            seen: set[tuple[str, float]] | None = None) -> dict[str, Any]:
+    """Errors of ``model`` on ``held``: overall, per class, how each kernel was predicted and
+    which fell back; with ``seen`` (the fit's (family, size) pairs), also on the sized kernels
+    whose size the fit never saw in their family (``new_sizes``: what the curves are worth
+    beyond repeats of a kernel)."""
     pred, how = predict_how(model, held, detail)
     per_class = {}
     for c in OP_CLASSES:
@@ -405,8 +416,15 @@ def _errors(model: Model, held: Kernels, detail: Detail | None = None) -> dict[s
             if fell:
                 per_class[c]["fallbacks"] = fell
     fallbacks = {h: int((how == h).sum()) for h in FALLBACK_WHY if (how == h).any()}
-    return {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class,
-            "fallbacks": fallbacks, "how": {h: int((how == h).sum()) for h in HOW if (how == h).any()}}
+    out = {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class,
+           "fallbacks": fallbacks, "how": {h: int((how == h).sum()) for h in HOW if (how == h).any()}}
+    if seen is not None:
+        keys = zip(held.family.tolist(), np.round(_size(held.flops, held.bytes), 6).tolist())
+        new = np.array([k not in seen for k in keys], bool) & np.isfinite(held.flops) & np.isfinite(held.bytes)
+        new = new if len(new) else np.zeros(0, bool)
+        out["new_sizes"] = {"held_out": int(new.sum()),
+                            "error": _mdape(pred[new], held.dur_us[new]) if new.any() else None}
+    return out
 
 
 def detail_from_json(data: Any) -> Detail | None:
