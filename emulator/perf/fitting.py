@@ -88,6 +88,10 @@ def report_text(report: FitReport, device_type: str) -> str:
         lines.append(f"  {name}: {_pct(t['error'])} on {t['held_out']} of {t['kernels']} kernels "
                      f"(class curves alone {_pct(t['curves_only'])}); {classes}")
         lines.append(f"    by time: {_pct(t['by_time']['error'])} on {t['by_time']['held_out']}; {later}")
+        if "across" in t:
+            a = t["across"]
+            classes = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in a["per_class"].items())
+            lines.append(f"    fitted on the other traces: {_pct(a['error'])} on {a['held_out']}; {classes}")
     for how, n in report.fallbacks.items():
         lines.append(f"fell back ({n} held-out kernels): {how}: {FALLBACK_WHY[how]}")
     return "\n".join(lines)

@@ -366,8 +366,9 @@ def _fit_both(kernels: Kernels) -> tuple[Model, Detail]:
 def fit_traces(traces: dict[str, Trace]) -> FitReport:
     """Fits one model on the kernels of ``traces`` (name -> trace; every fifth kernel of each
     held out) and measures it on the held-out kernels, per trace and per class; then again
-    fitted on the first half of each trace's kernels and measured on the second (``by_time``).
-    Each class's ``error`` parameter is its class curve's held-out error over all traces (what
+    fitted on the first half of each trace's kernels and measured on the second (``by_time``);
+    with several traces (of one device type), each trace whole by a model fitted on the
+    others (``across``). Each class's ``error`` parameter is its class curve's held-out error over all traces (what
     the model a spec keeps predicts), ``family_error`` the error with the family tables."""
     started = time.perf_counter()
     every = {name: kernels_of(tr) for name, tr in traces.items()}
@@ -383,6 +384,11 @@ def fit_traces(traces: dict[str, Trace]) -> FitReport:
         per_trace[name] = _errors(model, held, detail, seen) | {"kernels": len(fitted) + len(held)}
         per_trace[name]["curves_only"] = _errors(model, held)["error"]
         per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t, seen_t)
+    if len(every) > 1:  # each trace predicted whole by a model of the others (one device type)
+        for name, k in every.items():
+            others = Kernels.concat([o for n, o in every.items() if n != name])
+            model_o, detail_o = _fit_both(others)
+            per_trace[name]["across"] = _errors(model_o, k, detail_o, _sizes_seen(others))
     overall = _errors(model, held_all, detail)
     # ``error``: the class curve's own (what a spec keeps); ``family_error``: with the families
     for c, err in _errors(model, held_all)["per_class"].items():

@@ -244,9 +244,12 @@ def kernel_family(kernel_name: str) -> tuple[str, str]:
     """(library, family) of a kernel. The family names its algorithm: the function without
     template and call arguments (so every instance of ``vectorized_elementwise_kernel<4, …>``
     with the same functor is one family: the functor is kept, the vector width too) and
-    without Triton's or CUTLASS's trailing instance number. A GEMM's macro tile is part of
-    its name, hence of its family."""
+    without Triton's trailing instance number. A GEMM's macro tile is part of its name, hence
+    of its family. A copy's family is its whole name: direction and the memories it moves
+    between (pageable host memory is several times slower than pinned)."""
     library = next((lib for lib, pattern in _LIBRARIES if pattern.search(kernel_name)), "other")
+    if re.match(r"(Memcpy|Memset)\b", kernel_name):  # 'Memcpy HtoD (Pageable -> Device)': the memories count
+        return "copy", kernel_name.strip()
     name = _NAMESPACE_GROUP.sub("", kernel_name)
     if name.startswith("void "):
         name = name[5:]

@@ -46,6 +46,9 @@ def test_a_family_drops_arguments_and_instance_numbers_but_keeps_template_and_ti
         ("triton", "triton_poi_fused_add")
     assert kernel_family("Cijk_A_MT128x128x32_X")[1] != kernel_family("Cijk_A_MT256x128x32_X")[1]
     assert kernel_family("void (anonymous namespace)::k<int>(int)")[1] == "k<int>"
+    # a copy's memories are part of its family: pageable and pinned copies differ several-fold
+    assert kernel_family("Memcpy HtoD (Pageable -> Device)") != kernel_family("Memcpy HtoD (Pinned -> Device)")
+    assert kernel_family("Memset (Device)") == ("copy", "Memset (Device)")
 
 
 @pytest.mark.parametrize(("name", "cls"), [
