@@ -32,7 +32,14 @@ import numpy as np
 from ..model.links import launch_pairs
 from ..model.trace import DEVICE_KINDS, Trace
 from .correlation import host_operator_of
-from .kernel_sizes import OP_CLASSES, classify, kernel_family, kernel_size, launch_key
+from .kernel_sizes import (
+    OP_CLASSES,
+    classify,
+    kernel_family,
+    kernel_size,
+    launch_key,
+    launch_threads,
+)
 
 __all__ = ["FALLBACK_WHY", "HOW", "Detail", "FitReport", "Kernels", "detail_from_json", "fit", "fit_detail", "fit_traces", "halves",
            "kernels_of", "model_from_json", "predict", "predict_how", "predict_trace", "split"]
@@ -53,11 +60,14 @@ class Kernels:
     dur_us: np.ndarray
     family: np.ndarray | None = None  # str: `kernel_family`'s library:function ('' when unknown)
     launch: np.ndarray | None = None  # str: `launch_key` ('' when not recorded)
+    threads: np.ndarray | None = None  # grid·block threads launched (NaN when not recorded)
 
     def __post_init__(self) -> None:
         for f in ("family", "launch"):
             if getattr(self, f) is None:
                 setattr(self, f, np.full(len(self.dur_us), "", dtype=object))
+        if self.threads is None:
+            self.threads = np.full(len(self.dur_us), np.nan)
 
     def __len__(self) -> int:
         return len(self.dur_us)
@@ -70,7 +80,7 @@ class Kernels:
         return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
 
 
-_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch")
+_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch", "threads")
 
 
 def kernels_of(trace: Trace) -> Kernels:
@@ -93,12 +103,13 @@ def kernels_of(trace: Trace) -> Kernels:
         kargs = trace.args.get(i)
         flops, nbytes = kernel_size(cls, name, kargs, op_name, op_args.get(op))
         library, function = kernel_family(name)
-        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0, f"{library}:{function}", launch_key(kargs)))
+        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0, f"{library}:{function}", launch_key(kargs),
+                     launch_threads(kargs)))
     if not rows:
         return Kernels(np.zeros(0, "<U16"), *(np.zeros(0) for _ in range(3)))
-    cls, flops, nbytes, dur, family, launch = zip(*rows)
+    cls, flops, nbytes, dur, family, launch, threads = zip(*rows)
     return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float),
-                   np.array(family, dtype=object), np.array(launch, dtype=object))
+                   np.array(family, dtype=object), np.array(launch, dtype=object), np.array(threads, float))
 
 
 def split(kernels: Kernels) -> tuple[Kernels, Kernels]:
@@ -202,7 +213,7 @@ def _size(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
 
 
 # How a kernel's time was predicted, best first; the last three are fallbacks.
-HOW = ("family curve", "class curve", "same launch", "family median", "group curve", "class median", "no model")
+HOW = ("family curve", "class curve", "same launch", "launch curve", "family median", "group curve", "class median", "no model")
 FALLBACK_WHY = {
     "group curve": "its class has no kernel in the fit; the curve fitted to its group's classes "
                    "(compute: gemm, conv, attention; bandwidth: elementwise, reduction, memory, other)",
@@ -223,9 +234,11 @@ class Detail:
     launches: dict[str, float] = field(default_factory=dict)  # family|launch -> median µs
     medians: dict[str, float] = field(default_factory=dict)  # family -> median µs
     groups: dict[str, dict[str, float]] = field(default_factory=dict)  # GROUPS name -> curve
+    by_threads: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # family -> (log threads, log µs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"groups": self.groups,
+                "by_threads": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.by_threads.items()},
                 "curves": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.curves.items()},
                 "launches": {k: _r(v) for k, v in self.launches.items()},
                 "medians": {k: _r(v) for k, v in self.medians.items()}}
@@ -240,11 +253,13 @@ class Detail:
             launches = {str(k): float(v) for k, v in (data.get("launches") or {}).items()}
             medians = {str(k): float(v) for k, v in (data.get("medians") or {}).items()}
             groups = {str(g): {str(k): float(v) for k, v in p.items()} for g, p in (data.get("groups") or {}).items()}
+            by_threads = {str(f): ([float(v) for v in x], [float(v) for v in y])
+                          for f, (x, y) in (data.get("by_threads") or {}).items()}
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"families: not numbers where numbers belong ({exc})") from None
         if any("latency_us" not in p for p in groups.values()):
             raise ValueError("families: a group's curve needs a latency_us")
-        return Detail(curves, launches, medians, groups)
+        return Detail(curves, launches, medians, groups, by_threads)
 
 
 def _r(v: float) -> float:
@@ -279,6 +294,15 @@ def fit_detail(model: Model, kernels: Kernels, groups: dict[str, dict[str, float
         if kernels.launch[i]:
             launches[f"{kernels.family[i]}|{kernels.launch[i]}"].append(float(kernels.dur_us[i]))
     detail.launches = {k: float(np.median(v)) for k, v in launches.items()}
+    # unsized kernels of a family launched with several thread counts: time over threads
+    loose = ~sized & np.isfinite(kernels.threads) & (kernels.threads > 0)
+    for f in set(kernels.family[loose].tolist()):
+        m = loose & (kernels.family == f)
+        x = np.round(np.log(kernels.threads[m]), 6)
+        xs = np.unique(x)
+        if len(xs) >= 2:
+            y = np.log(kernels.dur_us[m])
+            detail.by_threads[f] = (xs.tolist(), [float(np.median(y[x == v])) for v in xs])
     return detail
 
 
@@ -311,8 +335,12 @@ def predict_how(model: Model, kernels: Kernels, detail: Detail | None = None) ->
         how[m] = "family curve"
     for i in np.flatnonzero(how == "class median").tolist():
         seen = detail.launches.get(f"{kernels.family[i]}|{kernels.launch[i]}") if kernels.launch[i] else None
+        by_threads = detail.by_threads.get(kernels.family[i])
         if seen is not None:
             out[i], how[i] = seen, "same launch"
+        elif by_threads is not None and np.isfinite(kernels.threads[i]) and kernels.threads[i] > 0:
+            out[i] = math.exp(float(np.interp(math.log(kernels.threads[i]), *by_threads)))
+            how[i] = "launch curve"
         elif kernels.family[i] in detail.medians:
             out[i], how[i] = detail.medians[kernels.family[i]], "family median"
     return out, how

@@ -25,7 +25,7 @@ from typing import Any
 from ..model.kinds import _DTYPE_BYTES, collective
 from ..model.trace import Kind
 
-__all__ = ["OP_CLASSES", "classify", "gemm_tile", "kernel_family", "kernel_size", "launch_key"]
+__all__ = ["OP_CLASSES", "classify", "gemm_tile", "kernel_family", "kernel_size", "launch_key", "launch_threads"]
 
 OP_CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "communication", "other")
 
@@ -200,14 +200,8 @@ def kernel_size(cls: str, kernel_name: str, kernel_args: dict[str, Any] | None, 
 def _sized_from_launch(kernel_args: dict[str, Any]) -> tuple[float, float]:
     """Without shapes, the launch geometry stands in for the problem: one element (one FLOP,
     THREAD_BYTES bytes) per thread launched (CUPTI records ``grid`` and ``block``)."""
-    grid, block = kernel_args.get("grid"), kernel_args.get("block")
-    if not (isinstance(grid, list) and isinstance(block, list)):
-        return math.nan, math.nan
-    try:
-        threads = float(math.prod(int(g) for g in grid) * math.prod(int(b) for b in block))
-    except (TypeError, ValueError):
-        return math.nan, math.nan
-    return (threads, threads * THREAD_BYTES) if threads > 0 else (math.nan, math.nan)
+    threads = launch_threads(kernel_args)
+    return (threads, threads * THREAD_BYTES) if threads == threads else (math.nan, math.nan)
 
 
 _TILE_RULES = (  # (library, pattern whose groups are the CTA tile's M, N and maybe K)
@@ -265,3 +259,17 @@ def launch_key(kernel_args: dict[str, Any] | None) -> str:
     a = kernel_args or {}
     parts = [str(a.get(k)) for k in ("grid", "block", "registers per thread", "shared memory") if a.get(k) is not None]
     return "|".join(parts)
+
+
+def launch_threads(kernel_args: dict[str, Any] | None) -> float:
+    """Threads a kernel launched (grid · block, as CUPTI and roctracer record them); NaN when
+    not recorded."""
+    a = kernel_args or {}
+    grid, block = a.get("grid"), a.get("block")
+    if not (isinstance(grid, list) and isinstance(block, list)):
+        return math.nan
+    try:
+        threads = float(math.prod(int(g) for g in grid) * math.prod(int(b) for b in block))
+    except (TypeError, ValueError):
+        return math.nan
+    return threads if threads > 0 else math.nan

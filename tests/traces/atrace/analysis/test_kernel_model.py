@@ -264,3 +264,23 @@ def test_two_ranks_of_one_job_each_predicted_by_a_model_of_the_other():
     # measured: 6.5 % (rank 0 from rank 1) and 5.7 % (rank 1 from rank 0)
     assert across[0]["error"] <= 0.075 and across[1]["error"] <= 0.065
     assert "across" not in fit_traces({0: traces[0]}).per_trace[0]
+
+
+def test_an_unsized_kernel_of_a_seen_family_follows_its_time_over_threads():
+    def kernels(grids):
+        n = len(grids)
+        return Kernels(np.array(["gemm"] * n), np.full(n, np.nan), np.full(n, np.nan),
+                       np.array([10.0 + g / 8.0 for g in grids]),  # 10 µs + 1 µs per 8 CTAs
+                       np.array(["cublas:ampere_sgemm_128x64_nn"] * n, dtype=object),
+                       np.array([f"[{g}, 1, 1]|[256, 1, 1]" for g in grids], dtype=object),
+                       np.array([g * 256.0 for g in grids]))
+    fitted = kernels([8, 16, 64, 256] * 3)
+    model = fit(fitted)
+    detail = fit_detail(model, fitted)
+    new = kernels([128, 16])
+    pred, how = predict_how(model, new, detail)
+    assert how.tolist() == ["launch curve", "same launch"]
+    assert pred[1] == pytest.approx(12.0)
+    # between 64 and 256 CTAs (18 and 42 µs), log-log: within a few percent of the 26 µs it took
+    assert pred[0] == pytest.approx(26.0, rel=0.1)
+    assert "launch curve" not in FALLBACK_WHY  # a prediction from the kernel's own family, not a fallback

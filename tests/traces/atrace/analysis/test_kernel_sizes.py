@@ -13,6 +13,7 @@ from traces.atrace.analysis.kernel_sizes import (
     kernel_family,
     kernel_size,
     launch_key,
+    launch_threads,
 )
 from traces.atrace.model.trace import Kind
 
@@ -65,6 +66,8 @@ def test_launch_key_is_what_the_device_recorded():
     args = {"grid": [3, 169, 1], "block": [128, 1, 1], "registers per thread": 252, "shared memory": 67584}
     assert launch_key(args) == "[3, 169, 1]|[128, 1, 1]|252|67584"
     assert launch_key({}) == launch_key(None) == ""
+    assert launch_threads(args) == 3 * 169 * 128
+    assert math.isnan(launch_threads({"kind": "Dispatch Task"}))  # a graph's kernels record no launch
 
 
 def _args(dims, types, concrete=None):
