@@ -5,17 +5,21 @@ with two throughputs::
 
     time_us = latency_us + flops / (tflops · 1e6) + bytes / (gbps · 1e3)
 
-fitted by non-negative least squares on the *relative* error (each kernel's row divided by
-its recorded time, so a 3 µs kernel weighs as much as a 3 ms one). The three parameters are
-the exact non-negative solution: every subset of them is solved and the best one whose
-values are all >= 0 kept (a class whose kernels are all memory-bound gets no ``tflops``). A
-kernel with no recorded size takes the class's ``fallback_us`` (the median time of the class's
-kernels); a class with no sized kernel is latency-only.
+fitted by non-negative least absolute *relative* error (so a 3 µs kernel weighs as much as a
+3 ms one; every subset of the three terms is solved and the best one whose values are all
+>= 0 kept: a class whose kernels are all memory-bound gets no ``tflops``). A class with one
+or two sized kernels takes the curve of its group (`GROUPS`). That is the ``Model``: plain
+data (class -> parameters), what an Asimov spec's ``performance`` section holds.
 
-The error is measured on kernels held out of the fit: every fifth kernel of each trace, in
-start order (`split`), never seen by the fit; `fit_traces` reports its median absolute
-percentage error per trace and per class. A model is plain data (class -> parameters), what
-an Asimov spec's ``performance`` section holds.
+On top of it a `Detail` per kernel family (`kernel_sizes.kernel_family`): the family's
+efficiency over its class curve as a function of size, the time of each launch and the time
+over threads launched for kernels without a size, and medians to fall back on. `predict_how`
+says for each kernel which of `HOW` predicted it; the fallbacks (`FALLBACK_WHY`) are counted.
+
+The error is measured on kernels the fit never saw: every fifth kernel of each trace in start
+order (`split`), and the second half of each trace by a model of the first (`halves`);
+`fit_traces` reports the median absolute percentage error overall, per trace, per class,
+on sizes a family had not shown, and (several traces) for each trace by a model of the others.
 """
 
 from __future__ import annotations
