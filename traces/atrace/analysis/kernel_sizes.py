@@ -12,8 +12,13 @@ product, ``2·N·O·H·W·C·kh·kw`` for a convolution (output the input's size
 from ``Concrete Inputs`` when there), ``4·B·H·Sq·Sk·D`` for attention, one FLOP per element
 for the rest; bytes are the inputs' sizes plus an output as large as the largest input (the
 matrix product's output for GEMMs). Copies and collectives take their bytes from the
-kernel's own args (``bytes``, ``In msg nelems``). Without shapes a kernel has no size
-(NaN), and a model falls back on its class's latency.
+kernel's own args (``bytes`` or ``size``, ``In msg nelems``). Every size is an estimate
+(attention halved when causal, variable-length batches as one sequence, one FLOP per element
+whatever the operator). Without shapes a kernel has no size (NaN), except elementwise and
+reduction kernels, sized by their launch.
+
+The kernel's other features: its family and library (`kernel_family`), the macro tile its
+name gives (`gemm_tile`), and its launch (`launch_key`, `launch_threads`).
 """
 
 from __future__ import annotations
