@@ -36,6 +36,7 @@ import numpy as np
 from ..model.links import launch_pairs
 from ..model.trace import DEVICE_KINDS, Trace
 from .correlation import host_operator_of
+from .kernel_families import Detail
 from .kernel_sizes import (
     OP_CLASSES,
     classify,
@@ -225,49 +226,6 @@ FALLBACK_WHY = {
     "class median": "no size recorded and its kernel family not seen in the fit; the median of its class",
     "no model": "its class has no kernel in the fit",
 }
-
-
-@dataclass
-class Detail:
-    """What the fit learned per kernel family, on top of the class curves: each family's
-    efficiency curve (its kernels' time over the class curve's, as a function of size, the
-    log ratio interpolated between the sizes seen and flat beyond them), the median time of
-    each (family, launch) and of each family for kernels without a size."""
-
-    curves: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # family -> (log size, log ratio)
-    launches: dict[str, float] = field(default_factory=dict)  # family|launch -> median µs
-    medians: dict[str, float] = field(default_factory=dict)  # family -> median µs
-    groups: dict[str, dict[str, float]] = field(default_factory=dict)  # GROUPS name -> curve
-    by_threads: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # family -> (log threads, log µs)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"groups": self.groups,
-                "by_threads": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.by_threads.items()},
-                "curves": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.curves.items()},
-                "launches": {k: _r(v) for k, v in self.launches.items()},
-                "medians": {k: _r(v) for k, v in self.medians.items()}}
-
-    @staticmethod
-    def from_dict(data: Any) -> Detail:
-        if not isinstance(data, dict):
-            raise ValueError("families: expected {curves: ..., launches: ..., medians: ...}")
-        try:
-            curves = {str(f): ([float(v) for v in x], [float(v) for v in y])
-                      for f, (x, y) in (data.get("curves") or {}).items()}
-            launches = {str(k): float(v) for k, v in (data.get("launches") or {}).items()}
-            medians = {str(k): float(v) for k, v in (data.get("medians") or {}).items()}
-            groups = {str(g): {str(k): float(v) for k, v in p.items()} for g, p in (data.get("groups") or {}).items()}
-            by_threads = {str(f): ([float(v) for v in x], [float(v) for v in y])
-                          for f, (x, y) in (data.get("by_threads") or {}).items()}
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"families: not numbers where numbers belong ({exc})") from None
-        if any("latency_us" not in p for p in groups.values()):
-            raise ValueError("families: a group's curve needs a latency_us")
-        return Detail(curves, launches, medians, groups, by_threads)
-
-
-def _r(v: float) -> float:
-    return float(f"{v:.6g}")
 
 
 def fit_detail(model: Model, kernels: Kernels, groups: dict[str, dict[str, float]] | None = None) -> Detail:

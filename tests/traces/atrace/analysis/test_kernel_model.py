@@ -239,7 +239,9 @@ SMALL = {"mi250_minitoy_train", "torch_compile_triton"}
 NO_SHAPES = {"a100_alexnet_train", "ddp_nccl_rank0"}
 
 
-@pytest.mark.parametrize("name", sorted(REAL_FIGURES))
+# the MTIA trace (82 MiB of JSON) runs in the slow tier, as every real trace that large
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "mtia_rank0" else [])
+                                  for n in sorted(REAL_FIGURES)])
 def test_held_out_errors_on_real_traces_by_kernel_and_by_time(name):
     report = fit_traces({name: read_trace(real_trace(f"{name}.json.gz"))})
     t = report.per_trace[name]
