@@ -23,7 +23,13 @@ from fleet.asimov.compiler import compile_spec
 from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.loader import find_spec
 from fleet.asimov.performance import with_performance
-from traces.atrace.analysis.kernel_model import MODEL_FORM, FitReport, fit_traces, predict_trace
+from traces.atrace.analysis.kernel_model import (
+    FALLBACK_WHY,
+    MODEL_FORM,
+    FitReport,
+    fit_traces,
+    predict_trace,
+)
 from traces.atrace.errors import TraceError
 from traces.atrace.io.reader import read_trace
 
@@ -67,14 +73,27 @@ def report_text(report: FitReport, device_type: str) -> str:
     lines = [f"{device_type}: fitted from {len(report.per_trace)} trace(s) in {report.fit_s:.2f} s",
              f"model: {MODEL_FORM}, one per operator class",
              f"{'class':14s}{'kernels':>8s}{'latency us':>12s}{'TFLOP/s':>10s}{'GB/s':>10s}"
-             f"{'fallback us':>13s}{'held-out err':>14s}"]
+             f"{'fallback us':>13s}{'curve err':>11s}{'family err':>12s}"]
     for c, p in report.model.items():
         lines.append(f"{c:14s}{int(p['kernels']):8d}{p['latency_us']:12.3f}{_num(p.get('tflops')):>10s}"
-                     f"{_num(p.get('gbps')):>10s}{p['fallback_us']:13.3f}{_pct(p.get('error')):>14s}")
-    lines.append(f"held-out error (median absolute, every 5th kernel of each trace): {_pct(report.error)}")
+                     f"{_num(p.get('gbps')):>10s}{p['fallback_us']:13.3f}{_pct(p.get('error')):>11s}"
+                     f"{_pct(p.get('family_error')):>12s}" + ("  (its group's curve)" if p.get("pooled") else ""))
+    lines.append(f"then per kernel family: {len(report.detail.curves) if report.detail else 0} efficiency curves "
+                 "over the class curve (the spec keeps the class curves; fit --json has both)")
+    lines.append(f"held-out error (median absolute, every 5th kernel of each trace): {_pct(report.error)}; "
+                 f"by time (fitted on each trace's first half, measured on its second): {_pct(report.by_time)}")
     for name, t in report.per_trace.items():
         classes = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in t["per_class"].items())
-        lines.append(f"  {name}: {_pct(t['error'])} on {t['held_out']} of {t['kernels']} kernels; {classes}")
+        later = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in t["by_time"]["per_class"].items())
+        lines.append(f"  {name}: {_pct(t['error'])} on {t['held_out']} of {t['kernels']} kernels "
+                     f"(class curves alone {_pct(t['curves_only'])}); {classes}")
+        lines.append(f"    by time: {_pct(t['by_time']['error'])} on {t['by_time']['held_out']}; {later}")
+        if "across" in t:
+            a = t["across"]
+            classes = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in a["per_class"].items())
+            lines.append(f"    fitted on the other traces: {_pct(a['error'])} on {a['held_out']}; {classes}")
+    for how, n in report.fallbacks.items():
+        lines.append(f"fell back ({n} held-out kernels): {how}: {FALLBACK_WHY[how]}")
     return "\n".join(lines)
 
 
@@ -126,10 +145,14 @@ def whatif_command(args: argparse.Namespace) -> int:
                            option=orjson.OPT_INDENT_2).decode())
         return 0
     print(f"What if {args.trace.name} ran on {args.device_type} (its fitted model):")
-    print(f"{'class':14s}{'kernels':>8s}{'recorded us':>14s}{'predicted us':>14s}{'ratio':>8s}")
+    print(f"{'class':14s}{'kernels':>8s}{'recorded us':>14s}{'predicted us':>14s}{'ratio':>8s}"
+          f"{'model error':>13s}{'fell back':>11s}")
     for c, r in rows.items():
         pred = r["predicted_us"]
         ratio = f"{pred / r['recorded_us']:.2f}" if pred is not None and r["recorded_us"] else "-"
         shown = "no model" if pred is None else f"{pred:,.1f}"
-        print(f"{c:14s}{r['kernels']:8d}{r['recorded_us']:14,.1f}{shown:>14s}{ratio:>8s}")
+        print(f"{c:14s}{r['kernels']:8d}{r['recorded_us']:14,.1f}{shown:>14s}{ratio:>8s}"
+              f"{_pct(r['error']):>13s}{r['fell_back']:11d}")
+    print("model error: the class's median error on kernels held out of its fit; fell back: kernels without "
+          "a size, predicted by their class's median")
     return 0

@@ -16,7 +16,7 @@ from .analysis.breakdown import operator_breakdown
 from .analysis.communication import communication
 from .analysis.comparison import OPERATOR_KINDS, compare_traces
 from .analysis.correlation import correlate
-from .analysis.kernel_model import model_from_json, predict_trace
+from .analysis.kernel_model import detail_from_json, model_from_json, predict_trace
 from .analysis.multirank import analyse_job, cross_rank_critical_path
 from .analysis.paths.critical_path import critical_path
 from .cli_requests import add_parser as add_requests_parser
@@ -311,14 +311,15 @@ def _whatif(args: argparse.Namespace) -> dict[str, Any] | str:
     """A trace's kernels under a fitted model (``python -m emulator fit --json`` writes one;
     ``python -m emulator whatif --on TYPE`` reads a type's from its spec)."""
     try:
-        model = model_from_json(orjson.loads(Path(args.model).read_bytes()))
+        data = orjson.loads(Path(args.model).read_bytes())
+        model, detail = model_from_json(data), detail_from_json(data)
     except (OSError, ValueError) as exc:
         raise SystemExit(f"error: {args.model}: {exc}") from None
-    rows = [{"class": c, **r} for c, r in predict_trace(read_trace(args.file), model).items()]
+    rows = [{"class": c, **r} for c, r in predict_trace(read_trace(args.file), model, detail).items()]
     if args.json:
         return {"trace": args.file, "model": args.model, "classes": rows}
     columns = [("class", "class"), ("kernels", "kernels"), ("recorded_us", "recorded us"),
-               ("predicted_us", "predicted us")]
+               ("predicted_us", "predicted us"), ("error", "model error"), ("fell_back", "fell back")]
     return f"What if {args.file} ran on the device of {args.model}:\n" + _table(rows, columns)
 
 

@@ -5,17 +5,21 @@ with two throughputs::
 
     time_us = latency_us + flops / (tflops · 1e6) + bytes / (gbps · 1e3)
 
-fitted by non-negative least squares on the *relative* error (each kernel's row divided by
-its recorded time, so a 3 µs kernel weighs as much as a 3 ms one). The three parameters are
-the exact non-negative solution: every subset of them is solved and the best one whose
-values are all >= 0 kept (a class whose kernels are all memory-bound gets no ``tflops``). A
-kernel with no recorded size takes the class's ``fallback_us`` (the median time of the class's
-kernels); a class with no sized kernel is latency-only.
+fitted by non-negative least absolute *relative* error (so a 3 µs kernel weighs as much as a
+3 ms one; every subset of the three terms is solved and the best one whose values are all
+>= 0 kept: a class whose kernels are all memory-bound gets no ``tflops``). A class with one
+or two sized kernels takes the curve of its group (`GROUPS`). That is the ``Model``: plain
+data (class -> parameters), what an Asimov spec's ``performance`` section holds.
 
-The error is measured on kernels held out of the fit: every fifth kernel of each trace, in
-start order (`split`), never seen by the fit; `fit_traces` reports its median absolute
-percentage error per trace and per class. A model is plain data (class -> parameters), what
-an Asimov spec's ``performance`` section holds.
+On top of it a `Detail` per kernel family (`kernel_sizes.kernel_family`): the family's
+efficiency over its class curve as a function of size, the time of each launch and the time
+over threads launched for kernels without a size, and medians to fall back on. `predict_how`
+says for each kernel which of `HOW` predicted it; the fallbacks (`FALLBACK_WHY`) are counted.
+
+The error is measured on kernels the fit never saw: every fifth kernel of each trace in start
+order (`split`), and the second half of each trace by a model of the first (`halves`);
+`fit_traces` reports the median absolute percentage error overall, per trace, per class,
+on sizes a family had not shown, and (several traces) for each trace by a model of the others.
 """
 
 from __future__ import annotations
@@ -32,10 +36,18 @@ import numpy as np
 from ..model.links import launch_pairs
 from ..model.trace import DEVICE_KINDS, Trace
 from .correlation import host_operator_of
-from .kernel_sizes import OP_CLASSES, classify, kernel_size
+from .kernel_families import Detail
+from .kernel_sizes import (
+    OP_CLASSES,
+    classify,
+    kernel_family,
+    kernel_size,
+    launch_key,
+    launch_threads,
+)
 
-__all__ = ["FitReport", "Kernels", "fit", "fit_traces", "kernels_of", "model_from_json", "predict", "predict_trace",
-           "split"]
+__all__ = ["FALLBACK_WHY", "HOW", "Detail", "FitReport", "Kernels", "detail_from_json", "fit", "fit_detail", "fit_traces", "halves",
+           "kernels_of", "model_from_json", "predict", "predict_how", "predict_trace", "split"]
 
 HOLD_OUT_EVERY = 5
 SIMPLER_BY = 0.01  # a term is kept only if it lowers the fit's summed relative error by 1 %
@@ -51,16 +63,29 @@ class Kernels:
     flops: np.ndarray  # NaN when unknown
     bytes: np.ndarray
     dur_us: np.ndarray
+    family: np.ndarray | None = None  # str: `kernel_family`'s library:function ('' when unknown)
+    launch: np.ndarray | None = None  # str: `launch_key` ('' when not recorded)
+    threads: np.ndarray | None = None  # grid·block threads launched (NaN when not recorded)
+
+    def __post_init__(self) -> None:
+        for f in ("family", "launch"):
+            if getattr(self, f) is None:
+                setattr(self, f, np.full(len(self.dur_us), "", dtype=object))
+        if self.threads is None:
+            self.threads = np.full(len(self.dur_us), np.nan)
 
     def __len__(self) -> int:
         return len(self.dur_us)
 
     def take(self, mask: np.ndarray) -> Kernels:
-        return Kernels(self.cls[mask], self.flops[mask], self.bytes[mask], self.dur_us[mask])
+        return Kernels(*(getattr(self, f)[mask] for f in _FIELDS))
 
     @staticmethod
     def concat(parts: list[Kernels]) -> Kernels:
-        return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("cls", "flops", "bytes", "dur_us")))
+        return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+
+
+_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch", "threads")
 
 
 def kernels_of(trace: Trace) -> Kernels:
@@ -82,11 +107,14 @@ def kernels_of(trace: Trace) -> Kernels:
             op_args[op] = trace.args.get(op) or {}
         kargs = trace.args.get(i)
         flops, nbytes = kernel_size(cls, name, kargs, op_name, op_args.get(op))
-        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0))
+        library, function = kernel_family(name)
+        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0, f"{library}:{function}", launch_key(kargs),
+                     launch_threads(kargs)))
     if not rows:
         return Kernels(np.zeros(0, "<U16"), *(np.zeros(0) for _ in range(3)))
-    cls, flops, nbytes, dur = zip(*rows)
-    return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float))
+    cls, flops, nbytes, dur, family, launch, threads = zip(*rows)
+    return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float),
+                   np.array(family, dtype=object), np.array(launch, dtype=object), np.array(threads, float))
 
 
 def split(kernels: Kernels) -> tuple[Kernels, Kernels]:
@@ -140,28 +168,149 @@ def _fit_class(k: Kernels) -> dict[str, float]:
     return params
 
 
-def fit(kernels: Kernels) -> Model:
-    """A model from kernels (every class that has some)."""
-    return {c: _fit_class(kernels.take(kernels.cls == c)) for c in OP_CLASSES if (kernels.cls == c).any()}
+#: Classes whose kernels are limited by the same thing: a class with too few sized kernels for
+#: a curve of its own takes the curve fitted to its group's (marked ``pooled``).
+GROUPS = {"compute": ("gemm", "conv", "attention"), "bandwidth": ("elementwise", "reduction", "memory", "other")}
+MIN_SIZED = 3
 
 
-def predict(model: Model, kernels: Kernels) -> np.ndarray:
-    """Predicted time (µs) of each kernel; NaN for a class the model lacks."""
+def _group_of(cls: str) -> str | None:
+    return next((g for g, members in GROUPS.items() if cls in members), None)
+
+
+def _group_curves(kernels: Kernels) -> dict[str, dict[str, float]]:
+    out = {}
+    sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
+    for g, members in GROUPS.items():
+        k = kernels.take(np.isin(kernels.cls, members) & sized)
+        if len(k) >= MIN_SIZED:
+            out[g] = _fit_class(k)
+    return out
+
+
+def fit(kernels: Kernels, groups: dict[str, dict[str, float]] | None = None) -> Model:
+    """A model from kernels (every class that has some); ``groups``: `_group_curves` of the
+    same kernels when already fitted."""
+    model = {c: _fit_class(kernels.take(kernels.cls == c)) for c in OP_CLASSES if (kernels.cls == c).any()}
+    few = {c for c in model if 0 < int((np.isfinite(kernels.flops) & (kernels.cls == c)).sum()) < MIN_SIZED}
+    if few and groups is None:
+        groups = _group_curves(kernels)
+    for c in few:
+        p, group = model[c], (groups or {}).get(_group_of(c) or "")
+        if group is not None:
+            p.update({k: group[k] for k in ("latency_us", "tflops", "gbps") if k in group}, pooled=1)
+    return model
+
+
+def _curve(p: dict[str, float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    t = np.full(len(flops), float(p["latency_us"]))
+    if p.get("tflops"):
+        t = t + np.nan_to_num(flops) / (p["tflops"] * 1e6)
+    if p.get("gbps"):
+        t = t + np.nan_to_num(nbytes) / (p["gbps"] * 1e3)
+    return t
+
+
+def _size(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """The coordinate of a family's efficiency curve: log of the problem's size (FLOPs plus
+    bytes: a GEMM's FLOPs dominate, an elementwise kernel's bytes)."""
+    return np.log1p(np.nan_to_num(flops) + np.nan_to_num(nbytes))
+
+
+# How a kernel's time was predicted, best first; the last three are fallbacks.
+HOW = ("family curve", "class curve", "same launch", "launch curve", "family median", "group curve", "class median", "no model")
+FALLBACK_WHY = {
+    "group curve": "its class has no kernel in the fit; the curve fitted to its group's classes "
+                   "(compute: gemm, conv, attention; bandwidth: elementwise, reduction, memory, other)",
+    "family median": "no size recorded; the median of its kernel family",
+    "class median": "no size recorded and its kernel family not seen in the fit; the median of its class",
+    "no model": "its class has no kernel in the fit",
+}
+
+
+def fit_detail(model: Model, kernels: Kernels, groups: dict[str, dict[str, float]] | None = None) -> Detail:
+    """Each kernel family's efficiency curve relative to its class's curve, and the medians
+    the unsized kernels fall back on."""
+    detail = Detail(groups=_group_curves(kernels) if groups is None else groups)
+    sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
+    base = np.full(len(kernels), np.nan)
+    for c, p in model.items():
+        m = kernels.cls == c
+        base[m] = _curve(p, kernels.flops[m], kernels.bytes[m])
+    ok = sized & np.isfinite(base) & (base > 0)
+    x_all = _size(kernels.flops, kernels.bytes)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, f in enumerate(kernels.family.tolist()):
+        groups[f].append(i)
+    for f, idx in groups.items():
+        ix = np.array(idx)
+        detail.medians[f] = float(np.median(kernels.dur_us[ix]))
+        s = ix[ok[ix]]
+        if len(s):
+            x = np.round(x_all[s], 6)
+            lr = np.log(kernels.dur_us[s] / base[s])
+            xs = np.unique(x)
+            detail.curves[f] = (xs.tolist(), [float(np.median(lr[x == v])) for v in xs])
+    launches: dict[str, list[float]] = defaultdict(list)
+    for i in np.flatnonzero(~sized).tolist():
+        if kernels.launch[i]:
+            launches[f"{kernels.family[i]}|{kernels.launch[i]}"].append(float(kernels.dur_us[i]))
+    detail.launches = {k: float(np.median(v)) for k, v in launches.items()}
+    # unsized kernels of a family launched with several thread counts: time over threads
+    loose = ~sized & np.isfinite(kernels.threads) & (kernels.threads > 0)
+    for f in set(kernels.family[loose].tolist()):
+        m = loose & (kernels.family == f)
+        x = np.round(np.log(kernels.threads[m]), 6)
+        xs = np.unique(x)
+        if len(xs) >= 2:
+            y = np.log(kernels.dur_us[m])
+            detail.by_threads[f] = (xs.tolist(), [float(np.median(y[x == v])) for v in xs])
+    return detail
+
+
+def predict_how(model: Model, kernels: Kernels, detail: Detail | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted time (µs) of each kernel (NaN for a class the model lacks) and how it was
+    predicted (one of `HOW`). Without ``detail``: the class curves, and the class median for
+    kernels without a size."""
     out = np.full(len(kernels), np.nan)
+    how = np.full(len(kernels), "no model", dtype=object)
+    sized = np.isfinite(kernels.flops) & np.isfinite(kernels.bytes)
     for c, p in model.items():
         mask = kernels.cls == c
-        if not mask.any():
-            continue
-        flops, nbytes = kernels.flops[mask], kernels.bytes[mask]
-        t = np.full(int(mask.sum()), float(p["latency_us"]))
-        if p.get("tflops"):
-            t = t + np.nan_to_num(flops) / (p["tflops"] * 1e6)
-        if p.get("gbps"):
-            t = t + np.nan_to_num(nbytes) / (p["gbps"] * 1e3)
-        unsized = ~(np.isfinite(flops) & np.isfinite(nbytes))
-        t[unsized] = p.get("fallback_us", p["latency_us"])
-        out[mask] = t
-    return out
+        if mask.any():
+            out[mask] = _curve(p, kernels.flops[mask], kernels.bytes[mask])
+            how[mask & sized] = "class curve"
+            unsized = mask & ~sized
+            out[unsized] = p.get("fallback_us", p["latency_us"])
+            how[unsized] = "class median"
+    if detail is None:
+        return out, how
+    for g, curve in detail.groups.items():
+        m = (how == "no model") & sized & np.isin(kernels.cls, GROUPS[g])
+        out[m], how[m] = _curve(curve, kernels.flops[m], kernels.bytes[m]), "group curve"
+    x_all = _size(kernels.flops, kernels.bytes)
+    on_curve = how == "class curve"
+    for f in set(kernels.family[on_curve].tolist()) & detail.curves.keys():
+        m = on_curve & (kernels.family == f)
+        xs, lrs = detail.curves[f]
+        out[m] *= np.exp(np.interp(x_all[m], xs, lrs))
+        how[m] = "family curve"
+    for i in np.flatnonzero(how == "class median").tolist():
+        seen = detail.launches.get(f"{kernels.family[i]}|{kernels.launch[i]}") if kernels.launch[i] else None
+        by_threads = detail.by_threads.get(kernels.family[i])
+        if seen is not None:
+            out[i], how[i] = seen, "same launch"
+        elif by_threads is not None and np.isfinite(kernels.threads[i]) and kernels.threads[i] > 0:
+            out[i] = math.exp(float(np.interp(math.log(kernels.threads[i]), *by_threads)))
+            how[i] = "launch curve"
+        elif kernels.family[i] in detail.medians:
+            out[i], how[i] = detail.medians[kernels.family[i]], "family median"
+    return out, how
+
+
+def predict(model: Model, kernels: Kernels, detail: Detail | None = None) -> np.ndarray:
+    """Predicted time (µs) of each kernel; NaN for a class the model lacks."""
+    return predict_how(model, kernels, detail)[0]
 
 
 def _mdape(pred: np.ndarray, actual: np.ndarray) -> float | None:
@@ -180,37 +329,105 @@ class FitReport:
     per_trace: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> error, per class
     fit_s: float = 0.0
     form: str = MODEL_FORM
+    detail: Detail | None = None
+    by_time: float | None = None  # the same, fitted on each trace's first half, on its second half
+    fallbacks: dict[str, int] = field(default_factory=dict)  # how -> held-out kernels (fallbacks only)
 
     def to_dict(self) -> dict[str, Any]:
         return {"form": self.form, "model": self.model, "held_out_error": self.error,
-                "per_trace": self.per_trace, "fit_s": round(self.fit_s, 4)}
+                "by_time_error": self.by_time, "fallbacks": self.fallbacks,
+                "fallback_why": {h: FALLBACK_WHY[h] for h in self.fallbacks},
+                "per_trace": self.per_trace, "fit_s": round(self.fit_s, 4),
+                "families": self.detail.to_dict() if self.detail else None}
+
+
+def halves(kernels: Kernels) -> tuple[Kernels, Kernels]:
+    """(fit, test): the first half of the kernels in start order, and the second."""
+    first = np.arange(len(kernels)) < len(kernels) // 2
+    return kernels.take(first), kernels.take(~first)
+
+
+def _fit_both(kernels: Kernels) -> tuple[Model, Detail]:
+    groups = _group_curves(kernels)
+    model = fit(kernels, groups)
+    return model, fit_detail(model, kernels, groups)
 
 
 def fit_traces(traces: dict[str, Trace]) -> FitReport:
     """Fits one model on the kernels of ``traces`` (name -> trace; every fifth kernel of each
-    held out) and measures it on the held-out kernels, per trace and per class. Each class's
-    ``error`` parameter is its held-out error over all traces."""
+    held out) and measures it on the held-out kernels, per trace and per class; then again
+    fitted on the first half of each trace's kernels and measured on the second (``by_time``);
+    with several traces (of one device type), each trace whole by a model fitted on the
+    others (``across``). Each class's ``error`` parameter is its class curve's held-out error over all traces (what
+    the model a spec keeps predicts), ``family_error`` the error with the family tables."""
     started = time.perf_counter()
-    parts = {name: split(kernels_of(tr)) for name, tr in traces.items()}
-    model = fit(Kernels.concat([fitted for fitted, _ in parts.values()]))
+    every = {name: kernels_of(tr) for name, tr in traces.items()}
+    parts = {name: split(k) for name, k in every.items()}
+    model, detail = _fit_both(Kernels.concat([fitted for fitted, _ in parts.values()]))
+    halved = {name: halves(k) for name, k in every.items()}
+    model_t, detail_t = _fit_both(Kernels.concat([first for first, _ in halved.values()]))
     held_all = Kernels.concat([held for _, held in parts.values()])
-    per_trace = {name: _errors(model, held) | {"kernels": len(fitted) + len(held)}
-                 for name, (fitted, held) in parts.items()}
-    overall = _errors(model, held_all)
-    for c, err in overall["per_class"].items():
-        if err["error"] is not None:
+    per_trace = {}
+    seen = _sizes_seen(Kernels.concat([fitted for fitted, _ in parts.values()]))
+    seen_t = _sizes_seen(Kernels.concat([first for first, _ in halved.values()]))
+    for name, (fitted, held) in parts.items():
+        per_trace[name] = _errors(model, held, detail, seen) | {"kernels": len(fitted) + len(held)}
+        per_trace[name]["curves_only"] = _errors(model, held)["error"]
+        per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t, seen_t)
+    if len(every) > 1:  # each trace predicted whole by a model of the others (one device type)
+        for name, k in every.items():
+            others = Kernels.concat([o for n, o in every.items() if n != name])
+            model_o, detail_o = _fit_both(others)
+            per_trace[name]["across"] = _errors(model_o, k, detail_o, _sizes_seen(others))
+    overall = _errors(model, held_all, detail)
+    # ``error``: the class curve's own (what a spec keeps); ``family_error``: with the families
+    for c, err in _errors(model, held_all)["per_class"].items():
+        if err["error"] is not None and c in model:
             model[c]["error"] = round(err["error"], 4)
-    return FitReport(model, overall["error"], per_trace, time.perf_counter() - started)
+    for c, err in overall["per_class"].items():
+        if err["error"] is not None and c in model:
+            model[c]["family_error"] = round(err["error"], 4)
+    later = Kernels.concat([second for _, second in halved.values()])
+    return FitReport(model, overall["error"], per_trace, time.perf_counter() - started, detail=detail,
+                     by_time=_errors(model_t, later, detail_t)["error"], fallbacks=overall["fallbacks"])
 
 
-def _errors(model: Model, held: Kernels) -> dict[str, Any]:
-    pred = predict(model, held)
+def _sizes_seen(kernels: Kernels) -> set[tuple[str, float]]:
+    return set(zip(kernels.family.tolist(), np.round(_size(kernels.flops, kernels.bytes), 6).tolist()))
+
+
+def _errors(model: Model, held: Kernels, detail: Detail | None = None,
+            seen: set[tuple[str, float]] | None = None) -> dict[str, Any]:
+    """Errors of ``model`` on ``held``: overall, per class, how each kernel was predicted and
+    which fell back; with ``seen`` (the fit's (family, size) pairs), also on the sized kernels
+    whose size the fit never saw in their family (``new_sizes``: what the curves are worth
+    beyond repeats of a kernel)."""
+    pred, how = predict_how(model, held, detail)
     per_class = {}
     for c in OP_CLASSES:
         mask = held.cls == c
         if mask.any():
             per_class[c] = {"held_out": int(mask.sum()), "error": _mdape(pred[mask], held.dur_us[mask])}
-    return {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class}
+            fell = {h: int(((how == h) & mask).sum()) for h in FALLBACK_WHY if ((how == h) & mask).any()}
+            if fell:
+                per_class[c]["fallbacks"] = fell
+    fallbacks = {h: int((how == h).sum()) for h in FALLBACK_WHY if (how == h).any()}
+    out = {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class,
+           "fallbacks": fallbacks, "how": {h: int((how == h).sum()) for h in HOW if (how == h).any()}}
+    if seen is not None:
+        keys = zip(held.family.tolist(), np.round(_size(held.flops, held.bytes), 6).tolist())
+        new = np.array([k not in seen for k in keys], bool) & np.isfinite(held.flops) & np.isfinite(held.bytes)
+        new = new if len(new) else np.zeros(0, bool)
+        out["new_sizes"] = {"held_out": int(new.sum()),
+                            "error": _mdape(pred[new], held.dur_us[new]) if new.any() else None}
+    return out
+
+
+def detail_from_json(data: Any) -> Detail | None:
+    """The family tables of ``fit --json``'s output (its ``families``), None when it has none;
+    ValueError saying what is wrong otherwise."""
+    families = data.get("families") if isinstance(data, dict) else None
+    return None if families is None else Detail.from_dict(families)
 
 
 def model_from_json(data: Any) -> Model:
@@ -230,11 +447,14 @@ def model_from_json(data: Any) -> Model:
     return model
 
 
-def predict_trace(trace: Trace, model: Model) -> dict[str, dict[str, Any]]:
-    """What if ``trace``'s kernels ran on the device ``model`` describes: per class, the kernels,
-    their recorded time and the model's (µs; None for a class the model lacks)."""
+def predict_trace(trace: Trace, model: Model, detail: Detail | None = None) -> dict[str, dict[str, Any]]:
+    """What if ``trace``'s kernels ran on the device ``model`` (and ``detail``, its families)
+    describes: per class, the kernels, their recorded time and the model's (µs; None for a
+    class the model lacks), the model's held-out error for the class (``error``: what the
+    prediction is worth; None when the fit measured none) and how many of the kernels fell
+    back (no size, or a family the fit did not see)."""
     kernels = kernels_of(trace)
-    pred = predict(model, kernels)
+    pred, how = predict_how(model, kernels, detail)
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     for c in OP_CLASSES:
         mask = kernels.cls == c
@@ -242,5 +462,7 @@ def predict_trace(trace: Trace, model: Model) -> dict[str, dict[str, Any]]:
             continue
         p = pred[mask]
         out[c] = {"kernels": int(mask.sum()), "recorded_us": float(kernels.dur_us[mask].sum()),
-                  "predicted_us": float(p.sum()) if np.isfinite(p).all() else None}
+                  "predicted_us": float(p.sum()) if np.isfinite(p).all() else None,
+                  "error": (model.get(c) or {}).get("error" if detail is None else "family_error"),
+                  "fell_back": int(np.isin(how[mask], list(FALLBACK_WHY)).sum())}
     return dict(out)

@@ -12,8 +12,13 @@ product, ``2·N·O·H·W·C·kh·kw`` for a convolution (output the input's size
 from ``Concrete Inputs`` when there), ``4·B·H·Sq·Sk·D`` for attention, one FLOP per element
 for the rest; bytes are the inputs' sizes plus an output as large as the largest input (the
 matrix product's output for GEMMs). Copies and collectives take their bytes from the
-kernel's own args (``bytes``, ``In msg nelems``). Without shapes a kernel has no size
-(NaN), and a model falls back on its class's latency.
+kernel's own args (``bytes`` or ``size``, ``In msg nelems``). Every size is an estimate
+(attention halved when causal, variable-length batches as one sequence, one FLOP per element
+whatever the operator). Without shapes a kernel has no size (NaN), except elementwise and
+reduction kernels, sized by their launch.
+
+The kernel's other features: its family and library (`kernel_family`), the macro tile its
+name gives (`gemm_tile`), and its launch (`launch_key`, `launch_threads`).
 """
 
 from __future__ import annotations
@@ -25,12 +30,17 @@ from typing import Any
 from ..model.kinds import _DTYPE_BYTES, collective
 from ..model.trace import Kind
 
-__all__ = ["OP_CLASSES", "classify", "kernel_size"]
+__all__ = ["OP_CLASSES", "classify", "gemm_tile", "kernel_family", "kernel_size", "launch_key", "launch_threads"]
 
 OP_CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "communication", "other")
 
 _NAME_RULES = (
     ("communication", re.compile(r"nccl|rccl", re.I)),
+    # Triton's generated names say what the kernel is: pointwise, reduction, persistent
+    # reduction, template (a matmul)
+    ("elementwise", re.compile(r"^triton_poi_")),
+    ("reduction", re.compile(r"^triton_(red|per)_")),
+    ("gemm", re.compile(r"^triton_tem_.*(mm|matmul)|^triton_.*_mm_", re.I)),
     ("memory", re.compile(r"^(memcpy|memset)|^dma_request$", re.I)),
     # the helpers a GEMM or convolution launches besides its math: bias epilogues, offsets
     ("elementwise", re.compile(r"epilogue|computeOffsets", re.I)),
@@ -131,15 +141,29 @@ def _conv(args: dict[str, Any], tensors: list[tuple[list[int], int]]) -> tuple[f
     return flops, nbytes
 
 
-def _attention(tensors: list[tuple[list[int], int]]) -> tuple[float, float] | None:
-    qkv = [(s, b) for s, b in tensors if len(s) == 4]
-    if len(qkv) < 2:
+def _causal(args: dict[str, Any]) -> bool:
+    """Whether an attention operator was causal, an estimate: its first boolean input
+    (``is_causal`` of ``aten::scaled_dot_product_attention`` and ``_flash_attention_forward``)."""
+    bools = [str(v).strip() for v in (args.get("Concrete Inputs") or []) if str(v).strip() in ("True", "False")]
+    return bool(bools) and bools[0] == "True"
+
+
+def _attention(args: dict[str, Any], tensors: list[tuple[list[int], int]]) -> tuple[float, float] | None:
+    """``4·B·H·Sq·Sk·D`` FLOPs (two matrix products), halved when causal; bytes of Q, K, V and
+    the output. Q, K, V as [batch, seq, heads, dim] (flash) or [batch, heads, seq, dim]
+    (SDPA); as [tokens, heads, dim] (variable-length, one sequence of all tokens: an upper
+    bound, as the real sequences are shorter)."""
+    qkv = [(s, b) for s, b in tensors if len(s) in (3, 4)]
+    if len(qkv) < 2 or len(qkv[0][0]) != len(qkv[1][0]):
         return None
     (q, eb), (k, _) = qkv[0], qkv[1]
-    # flash kernels take [batch, seq, heads, dim]; SDPA takes [batch, heads, seq, dim]
-    b, d = q[0], q[3]
-    flops = 4.0 * b * q[1] * q[2] * k[1] * d  # B·Sq·H and Sk·D in either layout
-    nbytes = float(sum(math.prod(s) * e for s, e in qkv) + math.prod(q) * eb)
+    if len(q) == 4:  # B·Sq·H and Sk·D in either layout
+        flops = 4.0 * q[0] * q[1] * q[2] * k[1] * q[3]
+    else:  # varlen: [tokens, heads, dim]
+        flops = 4.0 * q[0] * q[1] * min(k[0], q[0]) * q[2]
+    if _causal(args):
+        flops /= 2.0
+    nbytes = float(sum(math.prod(s) * e for s, e in qkv[:3]) + math.prod(q) * eb)
     return flops, nbytes
 
 
@@ -152,7 +176,7 @@ def _sized_from_op(cls: str, op: str, args: dict[str, Any]) -> tuple[float, floa
     if cls == "conv":
         return _conv(args, tensors)
     if cls == "attention":
-        return _attention(tensors)
+        return _attention(args, tensors)
     largest = max(math.prod(s) for s, _ in tensors)
     nbytes = float(sum(math.prod(s) * b for s, b in tensors) + largest * tensors[0][1])
     return float(largest), nbytes
@@ -163,7 +187,7 @@ def kernel_size(cls: str, kernel_name: str, kernel_args: dict[str, Any] | None, 
     """(FLOPs, bytes) of one kernel's problem; NaNs where the trace does not say."""
     kernel_args = kernel_args or {}
     if cls == "memory":
-        size = kernel_args.get("bytes")
+        size = kernel_args.get("bytes", kernel_args.get("size"))  # MTIA's DMA requests say size
         return (0.0, float(size)) if isinstance(size, int | float) and size > 0 else (math.nan, math.nan)
     if cls == "communication":
         facts = collective(kernel_name, kernel_args)
@@ -181,11 +205,76 @@ def kernel_size(cls: str, kernel_name: str, kernel_args: dict[str, Any] | None, 
 def _sized_from_launch(kernel_args: dict[str, Any]) -> tuple[float, float]:
     """Without shapes, the launch geometry stands in for the problem: one element (one FLOP,
     THREAD_BYTES bytes) per thread launched (CUPTI records ``grid`` and ``block``)."""
-    grid, block = kernel_args.get("grid"), kernel_args.get("block")
+    threads = launch_threads(kernel_args)
+    return (threads, threads * THREAD_BYTES) if threads == threads else (math.nan, math.nan)
+
+
+_TILE_RULES = (  # (library, pattern whose groups are the CTA tile's M, N and maybe K)
+    ("hipblaslt", re.compile(r"^Cijk_.*?_MT(\d+)x(\d+)x(\d+)")),
+    ("cutlass", re.compile(r"cutlass.*?(\d+)x(\d+)_(\d+)x\d+", re.I)),
+    ("cudnn", re.compile(r"tilesize(\d+)x(\d+)x(\d+)", re.I)),
+    ("cublas", re.compile(r"(?:sgemm|hgemm|gemm|gcgemm|scudnn|hcudnn)_(\d+)x(\d+)", re.I)),
+)
+_LIBRARIES = (  # the library or generator a kernel's name says it comes from
+    ("nccl", re.compile(r"nccl|rccl", re.I)),
+    ("hipblaslt", re.compile(r"^Cijk_")),
+    ("ck", re.compile(r"ck_tile|^_ZN2ck|\bck::|device_gemm|DeviceGemm", re.I)),
+    ("triton", re.compile(r"^triton_|_triton$")),
+    ("flash", re.compile(r"flash|fmha|attn_fwd|attn_bwd", re.I)),
+    ("cutlass", re.compile(r"cutlass", re.I)),
+    ("cudnn", re.compile(r"cudnn|xmma_fprop|xmma_dgrad|xmma_wgrad|fft2d|winograd", re.I)),
+    ("cublas", re.compile(r"gemm|xmma|cublas", re.I)),
+    ("pytorch", re.compile(r"at::native|at_cuda_detail|\bc10::")),
+)
+
+
+def gemm_tile(kernel_name: str) -> tuple[int, ...] | None:
+    """The CTA (macro) tile a GEMM or convolution kernel's name gives: ``Cijk_…_MT128x256x32_…``
+    (hipBLASLt / Tensile), ``…_tilesize128x128x16_…`` (cuDNN xmma), ``cutlass_…_128x64_32x3_…``,
+    ``ampere_sgemm_128x64_nn``; None when the name gives none."""
+    for _, pattern in _TILE_RULES:
+        m = pattern.search(kernel_name)
+        if m:
+            return tuple(int(g) for g in m.groups() if g)
+    return None
+
+
+def kernel_family(kernel_name: str) -> tuple[str, str]:
+    """(library, family) of a kernel. The family names its algorithm: the function without
+    template and call arguments (so every instance of ``vectorized_elementwise_kernel<4, …>``
+    with the same functor is one family: the functor is kept, the vector width too) and
+    without Triton's trailing instance number. A GEMM's macro tile is part of its name, hence
+    of its family. A copy's family is its whole name: direction and the memories it moves
+    between (pageable host memory is several times slower than pinned)."""
+    library = next((lib for lib, pattern in _LIBRARIES if pattern.search(kernel_name)), "other")
+    if re.match(r"(Memcpy|Memset)\b", kernel_name):  # 'Memcpy HtoD (Pageable -> Device)': the memories count
+        return "copy", kernel_name.strip()
+    name = _NAMESPACE_GROUP.sub("", kernel_name)
+    if name.startswith("void "):
+        name = name[5:]
+    function = re.split(r"[(]", name, maxsplit=1)[0]
+    function = re.sub(r"\s+", " ", function)[:160]
+    function = re.sub(r"_\d+$", "", function)  # triton_poi_fused_add_3 -> triton_poi_fused_add
+    return library, function
+
+
+def launch_key(kernel_args: dict[str, Any] | None) -> str:
+    """The launch a kernel was given, as the device recorded it: grid, block, registers per
+    thread and shared memory (CUPTI); '' when none is recorded."""
+    a = kernel_args or {}
+    parts = [str(a.get(k)) for k in ("grid", "block", "registers per thread", "shared memory") if a.get(k) is not None]
+    return "|".join(parts)
+
+
+def launch_threads(kernel_args: dict[str, Any] | None) -> float:
+    """Threads a kernel launched (grid · block, as CUPTI and roctracer record them); NaN when
+    not recorded."""
+    a = kernel_args or {}
+    grid, block = a.get("grid"), a.get("block")
     if not (isinstance(grid, list) and isinstance(block, list)):
-        return math.nan, math.nan
+        return math.nan
     try:
         threads = float(math.prod(int(g) for g in grid) * math.prod(int(b) for b in block))
     except (TypeError, ValueError):
-        return math.nan, math.nan
-    return (threads, threads * THREAD_BYTES) if threads > 0 else (math.nan, math.nan)
+        return math.nan
+    return threads if threads > 0 else math.nan

@@ -11,11 +11,17 @@ import pytest
 from tests.support.traces import real_trace
 from traces.atrace import cli, read_trace
 from traces.atrace.analysis.kernel_model import (
+    FALLBACK_WHY,
     HOLD_OUT_EVERY,
+    Kernels,
+    detail_from_json,
     fit,
+    fit_detail,
     fit_traces,
     kernels_of,
+    model_from_json,
     predict,
+    predict_how,
     predict_trace,
     split,
 )
@@ -97,7 +103,7 @@ def test_fit_on_real_traces_predicts_held_out_kernels(name):
     report = fit_traces({name: trace})
     # The bound, computed here: the kernels the fit never saw, predicted by its model.
     _, held = split(kernels)
-    pred = predict(report.model, held)
+    pred = predict(report.model, held, report.detail)
     ape = np.abs(pred - held.dur_us) / held.dur_us
     assert np.isfinite(ape).all()
     assert float(np.median(ape)) <= BOUND
@@ -134,3 +140,149 @@ def test_whatif_command_reads_a_fitted_model(tmp_path, capsys):
     bad.write_text('{"model": {"gemm": {"tflops": 3}}}')
     with pytest.raises(SystemExit, match="class 'gemm' needs a numeric latency_us"):
         cli.main(["whatif", mi300, "--model", str(bad)])
+
+
+def _two_family_trace(n: int = 60) -> TraceBuilder:
+    """Elementwise kernels of two families over sizes: one at 1 TB/s, one (a slow
+    gather-like kernel) at a quarter of that; and, every tenth, a GEMM with no shapes."""
+    b = TraceBuilder(source="test")
+    host = b.track("host", 1)
+    dev = b.track("gpu", 7, is_device=True, device=0, stream=7)
+    t, corr = 0, 0
+    for i in range(n):
+        elems = 4096 * (1 + i % 7)
+        for name, gbps in (("fast_copy_kernel", 1000.0), ("slow_gather_kernel", 250.0)):
+            corr += 1
+            dur_us = 2.0 + 8.0 * elems / (gbps * 1e3)
+            b.add("aten::add", t, 20_000, host, kind=Kind.HOST_OP, cat="cpu_op",
+                  args={"Input Dims": [[elems], [elems]], "Input type": ["float", "float"]})
+            b.add("cudaLaunchKernel", t + 1000, 5000, host, kind=Kind.RUNTIME, cat="cuda_runtime", corr=corr)
+            b.add(name, t + 10_000, int(dur_us * 1000), dev, kind=Kind.KERNEL, cat="kernel", corr=corr)
+            t += 10_000 + int(dur_us * 1000) + 30_000
+        if i % 10 == 9:  # no shapes recorded: a GEMM of a family seen once per ten rows
+            corr += 1
+            b.add("aten::mm", t, 20_000, host, kind=Kind.HOST_OP, cat="cpu_op")
+            b.add("cudaLaunchKernel", t + 1000, 5000, host, kind=Kind.RUNTIME, cat="cuda_runtime", corr=corr)
+            b.add(f"mystery_gemm_{i}x", t + 10_000, 50_000, dev, kind=Kind.KERNEL, cat="kernel", corr=corr)
+            t += 100_000
+    return b.build()
+
+
+def test_each_family_gets_its_own_efficiency_curve():
+    kernels = kernels_of(_two_family_trace())
+    fitted, held = split(kernels)
+    model = fit(fitted)
+    detail = fit_detail(model, fitted)
+    elementwise = held.cls == "elementwise"
+    curves_only = np.abs(predict(model, held) - held.dur_us) / held.dur_us
+    by_family, how = predict_how(model, held, detail)
+    with_families = np.abs(by_family - held.dur_us) / held.dur_us
+    # one curve for both families misses one of them by tens of percent; one per family is exact
+    assert np.max(curves_only[elementwise]) > 0.15
+    assert np.max(with_families[elementwise]) < 0.02
+    assert set(how[elementwise].tolist()) == {"family curve"}
+
+
+def test_kernels_without_a_size_fall_back_flagged_with_their_reason():
+    trace = _two_family_trace()
+    report = fit_traces({"t": trace})
+    kernels = kernels_of(trace)
+    _, held = split(kernels)
+    _, how = predict_how(report.model, held, report.detail)
+    gemm = held.cls == "gemm"
+    assert gemm.any()
+    # each GEMM has its own name, no shapes and no launch: its class's median, flagged
+    assert set(how[gemm].tolist()) == {"class median"}
+    assert report.fallbacks == {"class median": int(gemm.sum())}
+    assert report.per_trace["t"]["per_class"]["gemm"]["fallbacks"] == {"class median": int(gemm.sum())}
+    assert "not seen in the fit" in FALLBACK_WHY["class median"]
+    assert "fallback_why" in report.to_dict() and report.to_dict()["fallback_why"]["class median"]
+    rows = predict_trace(trace, report.model, report.detail)
+    assert rows["gemm"]["fell_back"] == int((kernels.cls == "gemm").sum())  # family or class median
+    assert rows["elementwise"]["fell_back"] == 0 and rows["elementwise"]["error"] is not None
+
+
+def test_a_class_absent_from_the_fit_takes_its_groups_curve_flagged():
+    kernels = kernels_of(_curve_trace(latency_us=4.0, tflops=50.0, sizes=[256 + 64 * i for i in range(20)]))
+    model = fit(kernels)
+    detail = fit_detail(model, kernels)
+    other = Kernels(np.array(["attention"]), np.array([2.0 * 512**3]), np.array([3.0 * 512 * 512 * 4]),
+                    np.array([10.0]), np.array(["flash:new_kernel"], dtype=object), np.array([""], dtype=object))
+    pred, how = predict_how(model, other, detail)
+    assert how.tolist() == ["group curve"] and "group" in FALLBACK_WHY["group curve"]
+    assert pred[0] == pytest.approx(4.0 + 2.0 * 512**3 / 50e6, rel=0.02)
+    assert np.isnan(predict(model, other)).all()  # the class curves alone have nothing for it
+
+
+def test_the_model_and_its_families_round_trip_through_json(tmp_path):
+    report = fit_traces({"t": _two_family_trace()})
+    data = orjson.loads(orjson.dumps(report.to_dict()))
+    detail = detail_from_json(data)
+    k = kernels_of(_two_family_trace())
+    assert np.allclose(predict(model_from_json(data), k, detail), predict(report.model, k, report.detail), rtol=1e-4)
+    with pytest.raises(ValueError, match="families"):
+        detail_from_json({"families": {"curves": {"f": ["x", "y"]}}})
+
+
+# Held-out error (median absolute) measured with this model: (by kernel, by time), each
+# asserted with a small margin; the bound of the issue is 15 % on a trace that records
+# shapes and 25 % on one that does not. mi250 (16 kernels, 3 held out) and the Triton trace
+# (12 kernels, 2 held out) are too small for a median: their figures are asserted as they are.
+REAL_FIGURES = {
+    "h100_bert_infer": (0.013, 0.034), "mi300_qwen_infer": (0.030, 0.032),
+    "sglang_qwen3_prefilldecode": (0.010, 0.012), "vllm_prefilldecode_piecewise": (0.023, 0.020),
+    "multirank_sampled_rank0": (0.061, 0.053), "multirank_sampled_rank1": (0.065, 0.066),
+    "mtia_rank0": (0.011, 0.013), "a100_alexnet_train": (0.125, 0.028), "ddp_nccl_rank0": (0.025, 0.030),
+    "mi250_minitoy_train": (0.428, 0.373), "torch_compile_triton": (0.411, 0.700),
+}
+SMALL = {"mi250_minitoy_train", "torch_compile_triton"}
+NO_SHAPES = {"a100_alexnet_train", "ddp_nccl_rank0"}
+
+
+# the MTIA trace (82 MiB of JSON) runs in the slow tier, as every real trace that large
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "mtia_rank0" else [])
+                                  for n in sorted(REAL_FIGURES)])
+def test_held_out_errors_on_real_traces_by_kernel_and_by_time(name):
+    report = fit_traces({name: read_trace(real_trace(f"{name}.json.gz"))})
+    t = report.per_trace[name]
+    by_kernel, by_time = REAL_FIGURES[name]
+    assert t["error"] <= by_kernel * 1.1 + 0.005
+    assert t["by_time"]["error"] <= by_time * 1.1 + 0.005
+    if name not in SMALL:
+        bound = 0.25 if name in NO_SHAPES else 0.15
+        assert t["error"] <= bound and t["by_time"]["error"] <= bound
+        for split_errors in (t, t["by_time"]):  # no class of 20 or more held-out kernels above 40 %
+            for cls, e in split_errors["per_class"].items():
+                assert e["held_out"] < 20 or e["error"] <= 0.40, cls
+    else:
+        assert t["held_out"] < 10
+
+
+def test_two_ranks_of_one_job_each_predicted_by_a_model_of_the_other():
+    traces = {n: read_trace(real_trace(f"multirank_sampled_rank{n}.json.gz")) for n in (0, 1)}
+    report = fit_traces(traces)
+    across = {n: report.per_trace[n]["across"] for n in traces}
+    assert across[0]["held_out"] == len(kernels_of(traces[0]))  # every kernel of the trace left out
+    # measured: 6.5 % (rank 0 from rank 1) and 5.7 % (rank 1 from rank 0)
+    assert across[0]["error"] <= 0.075 and across[1]["error"] <= 0.065
+    assert "across" not in fit_traces({0: traces[0]}).per_trace[0]
+
+
+def test_an_unsized_kernel_of_a_seen_family_follows_its_time_over_threads():
+    def kernels(grids):
+        n = len(grids)
+        return Kernels(np.array(["gemm"] * n), np.full(n, np.nan), np.full(n, np.nan),
+                       np.array([10.0 + g / 8.0 for g in grids]),  # 10 µs + 1 µs per 8 CTAs
+                       np.array(["cublas:ampere_sgemm_128x64_nn"] * n, dtype=object),
+                       np.array([f"[{g}, 1, 1]|[256, 1, 1]" for g in grids], dtype=object),
+                       np.array([g * 256.0 for g in grids]))
+    fitted = kernels([8, 16, 64, 256] * 3)
+    model = fit(fitted)
+    detail = fit_detail(model, fitted)
+    new = kernels([128, 16])
+    pred, how = predict_how(model, new, detail)
+    assert how.tolist() == ["launch curve", "same launch"]
+    assert pred[1] == pytest.approx(12.0)
+    # between 64 and 256 CTAs (18 and 42 µs), log-log: within a few percent of the 26 µs it took
+    assert pred[0] == pytest.approx(26.0, rel=0.1)
+    assert "launch curve" not in FALLBACK_WHY  # a prediction from the kernel's own family, not a fallback

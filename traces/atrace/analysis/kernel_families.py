@@ -1,0 +1,59 @@
+"""The per-family tables of a kernel performance model (`kernel_model`): what the fit learns
+per kernel family on top of its class curves, as plain data that goes to and from JSON
+(``python -m emulator fit --json`` prints it as ``families``; ``python -m traces.atrace
+whatif --model`` reads it back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Detail"]
+
+
+@dataclass
+class Detail:
+    """What the fit learned per kernel family, on top of the class curves: each family's
+    efficiency curve (its kernels' time over the class curve's, as a function of size, the
+    log ratio interpolated between the sizes seen and flat beyond them), the median time of
+    each (family, launch), each family's time over threads launched and its median, for
+    kernels without a size; and the curve of each group of classes (`kernel_model.GROUPS`)."""
+
+    curves: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # family -> (log size, log ratio)
+    launches: dict[str, float] = field(default_factory=dict)  # family|launch -> median µs
+    medians: dict[str, float] = field(default_factory=dict)  # family -> median µs
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)  # GROUPS name -> curve
+    by_threads: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)  # family -> (log threads, log µs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"groups": self.groups,
+                "by_threads": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.by_threads.items()},
+                "curves": {f: [list(map(_r, x)), list(map(_r, y))] for f, (x, y) in self.curves.items()},
+                "launches": {k: _r(v) for k, v in self.launches.items()},
+                "medians": {k: _r(v) for k, v in self.medians.items()}}
+
+    @staticmethod
+    def from_dict(data: Any) -> Detail:
+        if not isinstance(data, dict):
+            raise ValueError("families: expected {curves: ..., launches: ..., medians: ...}")
+        try:
+            curves = {str(f): ([float(v) for v in x], [float(v) for v in y])
+                      for f, (x, y) in (data.get("curves") or {}).items()}
+            launches = {str(k): float(v) for k, v in (data.get("launches") or {}).items()}
+            medians = {str(k): float(v) for k, v in (data.get("medians") or {}).items()}
+            groups = {str(g): {str(k): float(v) for k, v in p.items()} for g, p in (data.get("groups") or {}).items()}
+            by_threads = {str(f): ([float(v) for v in x], [float(v) for v in y])
+                          for f, (x, y) in (data.get("by_threads") or {}).items()}
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"families: not numbers where numbers belong ({exc})") from None
+        if any("latency_us" not in p for p in groups.values()):
+            raise ValueError("families: a group's curve needs a latency_us")
+        for f, (x, y) in [*curves.items(), *by_threads.items()]:
+            if not x or len(x) != len(y) or any(b <= a for a, b in zip(x, x[1:])):
+                raise ValueError(f"families: the curve of {f!r} needs increasing points, as many x as y")
+        return Detail(curves, launches, medians, groups, by_threads)
+
+
+def _r(v: float) -> float:
+    return float(f"{v:.6g}")
