@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from itertools import count, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 import msgspec
 import numpy as np
@@ -83,11 +83,10 @@ EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
 _ARGS_DECODER = msgspec.json.Decoder(list[_ArgsLite])
 
 _TS, _DUR, _NAME, _ARGS = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("args")
-_ID = attrgetter("id")
+_PH, _ID, _CAT = attrgetter("ph"), attrgetter("id"), attrgetter("cat")
 _CORR, _EXT, _OP_TYPE = attrgetter("correlation"), attrgetter("external_id"), attrgetter("op_type")
-_ROW_KEY = attrgetter("ph", "name", "cat", "pid", "tid", "bp")
-_X_OF_ROW = itemgetter(1, 2, 3, 4)  # (name, cat, pid, tid)
-_FLOW_OF_ROW = itemgetter(2, 0, 5, 3, 4)  # (cat, ph, bp, pid, tid)
+_X_KEY = attrgetter("name", "cat", "pid", "tid")
+_FLOW_KEY = attrgetter("cat", "ph", "bp", "pid", "tid")
 _PHASE_CODE = {"X": 0, "s": 1, "f": 1, "t": 1}  # 0: complete, 1: flow, 3: anything else
 _PHASE_CODE_OF_BYTE = np.full(256, 3, np.int8)
 for _ph, _code in _PHASE_CODE.items():
@@ -160,50 +159,29 @@ def parse_batch(text) -> Batch:
 
     Raises msgspec's DecodeError or ValidationError when the text is not an array of
     event objects with fields of the right types (the caller says where).
-
-    Each event's (phase, name, category, pid, tid, binding point) is coded in one pass
-    through a dictionary: a batch holds a few hundred distinct ones, so phases, the keys of
-    the complete events and those of the flows are then worked out per distinct row and
-    spread to the events with numpy.
     """
     events = EVENTS_DECODER.decode(text)
     n = len(events)
-    if not n:
-        return Batch(0)
-    rows, row = _code(list(map(_ROW_KEY, events)))
-    row_code = phase_codes([r[0] for r in rows])
-    code = row_code[row]
+    phases = list(map(_PH, events))
+    if phases.count("X") == n:
+        return Batch(n, _complete(events, None) if n else None)
+    code = phase_codes(phases)
     batch = Batch(n)
-    if not (row_code == 3).any() and not (row_code == 1).any():  # complete events only
-        batch.x = _complete(events, None, *_project(rows, row, _X_OF_ROW))
-        return batch
     x_idx = np.flatnonzero(code == 0)
     if len(x_idx):
-        xs = list(map(events.__getitem__, x_idx.tolist()))
-        batch.x = _complete(xs, x_idx, *_project(rows, row[x_idx], _X_OF_ROW))
+        batch.x = _complete(list(map(events.__getitem__, x_idx.tolist())), x_idx)
     flows = np.flatnonzero(code == 1)
     if len(flows) and batch.x is not None and batch.x.correlated():
         # Kernels here carry correlation ids, so the trace's ac2g flows will go unused.
-        ac2g = np.array([r[2] == "ac2g" for r in rows], bool)
-        flows = flows[~ac2g[row[flows]]]
+        cats = list(map(_CAT, map(events.__getitem__, flows.tolist())))
+        if "ac2g" in cats:
+            flows = flows[np.array(cats, object) != "ac2g"]
     if len(flows):
-        batch.flows = _flows(list(map(events.__getitem__, flows.tolist())), flows,
-                             *_project(rows, row[flows], _FLOW_OF_ROW))
+        batch.flows = _flows(list(map(events.__getitem__, flows.tolist())), flows)
     for k in np.flatnonzero(code == 3).tolist():
         e = events[k]
         batch.others.append((k, e.ph, e.name, e.cat, bytes(e.ts), e.dur, e.pid, e.tid, e.id, e.bp, bytes(e.args)))
     return batch
-
-
-def _project(rows: list[tuple], row: np.ndarray, part) -> tuple[list[tuple], np.ndarray]:
-    """The distinct ``part(row)`` of the given events (``row`` indexes ``rows``), in order
-    of first appearance among them, and each event's index among those."""
-    used, first, inverse = np.unique(row, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # the used rows, by first appearance
-    keys, key_of_used = _code([part(rows[u]) for u in used[order].tolist()])
-    key_of_row = np.empty(len(used), np.int32)
-    key_of_row[order] = key_of_used
-    return keys, key_of_row[inverse.reshape(-1)]
 
 
 def phase_codes(phases: list) -> np.ndarray:
@@ -223,7 +201,7 @@ def _code(values: list) -> tuple[list, np.ndarray]:
     One dictionary look-up per value: each distinct value is stored with the position of
     its first appearance, so the positions, ranked, are the indices.
     """
-    first = {}
+    first: dict = {}
     at = np.fromiter(map(first.setdefault, values, count()), np.int64, len(values))
     positions = np.fromiter(first.values(), np.int64, len(first))  # increasing
     index = np.empty(len(values), np.int32)
@@ -231,7 +209,7 @@ def _code(values: list) -> tuple[list, np.ndarray]:
     return list(first), index[at]
 
 
-def _complete(xs: list[_Event], local: np.ndarray | None, keys: list[tuple], key: np.ndarray) -> Complete:
+def _complete(xs: list[_Event], local: np.ndarray | None) -> Complete:
     out = Complete(local=local)
     n = len(xs)
     try:
@@ -254,7 +232,7 @@ def _complete(xs: list[_Event], local: np.ndarray | None, keys: list[tuple], key
     # Durations are small: float64 holds any three-decimal value below 2**50 ns (13 days)
     # closely enough that rounding recovers the exact nanoseconds.
     out.dur = np.rint(dur * 1000.0).astype(np.int64)
-    out.keys, out.key = keys, key
+    out.keys, out.key = _code(list(map(_X_KEY, xs)))
     raws = list(map(_ARGS, xs))  # views into the batch's text (msgspec.Raw), not copies
     out.arg_len = np.fromiter(map(len, raws), np.int64, n)
     listed = raws if out.arg_len.all() else [r if size else b"{}" for r, size in zip(raws, out.arg_len.tolist())]
@@ -274,7 +252,8 @@ def _complete(xs: list[_Event], local: np.ndarray | None, keys: list[tuple], key
     return out
 
 
-def _flows(fl: list[_Event], local: np.ndarray, keys: list[tuple], key: np.ndarray) -> Flows:
+def _flows(fl: list[_Event], local: np.ndarray) -> Flows:
+    keys, key = _code(list(map(_FLOW_KEY, fl)))
     raws = list(map(_TS, fl))
     n = len(fl)
     state = np.zeros(n, np.uint8)
