@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import count, repeat
 from operator import attrgetter
 
 import msgspec
@@ -196,10 +196,17 @@ def phase_codes(phases: list) -> np.ndarray:
 
 
 def _code(values: list) -> tuple[list, np.ndarray]:
-    """The distinct values in order of first appearance, and each value's index among them."""
-    distinct = dict.fromkeys(values)
-    index = dict(zip(distinct, range(len(distinct))))
-    return list(distinct), np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+    """The distinct values in order of first appearance, and each value's index among them.
+
+    One dictionary look-up per value: each distinct value is stored with the position of
+    its first appearance, so the positions, ranked, are the indices.
+    """
+    first: dict = {}
+    at = np.fromiter(map(first.setdefault, values, count()), np.int64, len(values))
+    positions = np.fromiter(first.values(), np.int64, len(first))  # increasing
+    index = np.empty(len(values), np.int32)
+    index[positions] = np.arange(len(positions), dtype=np.int32)
+    return list(first), index[at]
 
 
 def _complete(xs: list[_Event], local: np.ndarray | None) -> Complete:

@@ -87,7 +87,7 @@ def _flow_points(trace: Trace, flows: list[tuple[Flows, int]], reader: Any) -> _
         enclosing = np.array([ph != "f" or bp == "e" for _c, ph, bp, *_ in keys], bool)
         codes = fl.key[use]
         cats = [keys[c][0] for c in codes.tolist()]
-        ids = [fl.ids[k] for k in use.tolist()]
+        ids = list(map(fl.ids.__getitem__, use.tolist()))
         parts.append((first + fl.local[use], fl.ts[use], track[use], rank[codes], enclosing[codes], cats, ids))
     if not parts:
         return None
@@ -102,7 +102,7 @@ def _group(cats: list[str], ids: list) -> tuple[np.ndarray, np.ndarray, list[str
     names = list(dict.fromkeys(cats))
     code = dict(zip(names, range(len(names))))
     cat = np.fromiter(map(code.__getitem__, cats), np.int64, len(cats))
-    if ids and all(type(i) is int for i in ids):
+    if ids and set(map(type, ids)) == {int}:  # all of them ints (not bools)
         ident = np.array(ids, object if max(map(abs, ids)) >= 1 << 62 else np.int64)
         if ident.dtype == np.int64:
             lo, hi = int(ident.min()), int(ident.max())

@@ -1,0 +1,131 @@
+"""Atrace's load against the decode of the same bytes, in one process (issue 40).
+
+    python benchmarks/bench_load_vs_decode.py [--events 1000000] [--shape kineto] [--repeat 2]
+                                              [--trace FILE] [--profile]
+
+Generates a Kineto-shaped trace (tests.support.tracegen: three-decimal epoch times, ac2g
+and fwdbwd flows, deep stacks, operator and kernel args) under benchmarks/out/ unless
+``--trace`` names one, reads its bytes once, then times, best of ``--repeat``:
+
+* ``orjson``: ``orjson.loads`` of the bytes (every event a dict);
+* ``msgspec``: a typed msgspec decode of the bytes into structs (ph, name, cat, ts, dur,
+  pid, tid, with args left as raw JSON text), the floor for any decoder that keeps what
+  Atrace keeps;
+* ``load``: ``read_trace`` of the bytes in this process (one process, from memory, so
+  no file system and no second process in the figure);
+* ``load_file``: ``read_trace`` of the file as it chooses (two processes for a large file).
+
+It prints load / orjson and load / msgspec (issue 40's goals: at most 0.25 and 1.5), and with
+``--profile`` the top of a cProfile of one in-process load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import msgspec  # noqa: E402
+import orjson  # noqa: E402
+
+from traces.atrace import read_trace  # noqa: E402
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _File(msgspec.Struct, gc=False):
+    traceEvents: list[_Event]  # noqa: N815 - the JSON key
+
+
+_DECODER = msgspec.json.Decoder(_File)
+
+
+def trace_for(n: int, shape: str) -> Path:
+    from tests.support.tracegen import write_kineto_trace
+
+    folder = HERE / "out" / f"{shape}_{n}"
+    path = folder / "rank0.trace.json"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        count = write_kineto_trace(path, n, seed=n, shape=shape)
+        print(f"generated {path} ({count:,} events)", flush=True)
+    return path
+
+
+def best_of(repeat: int, fn) -> tuple[float, float]:
+    """The fastest of ``repeat`` runs: (wall seconds, CPU seconds of this process and
+    its children). On a shared machine the CPU time is the steadier figure."""
+    best = (float("inf"), float("inf"))
+    for _ in range(repeat):
+        gc.collect()
+        kids = os.times()
+        t0, c0 = time.perf_counter(), kids.user + kids.system + kids.children_user + kids.children_system
+        result = fn()
+        done = os.times()
+        wall = time.perf_counter() - t0
+        cpu = done.user + done.system + done.children_user + done.children_system - c0
+        best = min(best, (wall, cpu))
+        del result
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--shape", default="kineto", choices=["kineto", "compact"])
+    parser.add_argument("--trace", type=Path, help="time this trace instead of a generated one")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of one in-process load")
+    parser.add_argument("--no-file", action="store_true", help="skip the load of the file (as read_trace chooses)")
+    args = parser.parse_args()
+
+    path = args.trace or trace_for(args.events, args.shape)
+    data = path.read_bytes()
+    print(f"{path}: {len(data) / 1e6:.0f} MB; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+
+    events = len(_DECODER.decode(data).traceEvents)
+    figures = {
+        "orjson": best_of(args.repeat, lambda: orjson.loads(data)),
+        "msgspec": best_of(args.repeat, lambda: _DECODER.decode(data)),
+        "load": best_of(args.repeat, lambda: read_trace(io.BytesIO(data))),
+    }
+    if not args.no_file:
+        figures["load_file"] = best_of(args.repeat, lambda: read_trace(path))
+    for k, (wall, cpu) in figures.items():
+        print(f"  {k:<10} {wall:7.3f} s wall {cpu:7.3f} s CPU")
+    for k, name in ((0, "wall"), (1, "CPU")):
+        line = [f"  {name}:"]
+        for step in ("load", "load_file"):
+            if step in figures:
+                line.append(f"{step} / orjson = {figures[step][k] / figures['orjson'][k]:.2f}, "
+                            f"{step} / msgspec = {figures[step][k] / figures['msgspec'][k]:.2f};")
+        print(" ".join(line))
+    print(f"  {events:,} events; goals (issue 40): load <= 0.25 x orjson and <= 1.5 x msgspec")
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        read_trace(io.BytesIO(data))
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+
+
+if __name__ == "__main__":
+    main()
