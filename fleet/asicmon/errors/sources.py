@@ -14,6 +14,7 @@ device at its bus address; an event for an address no monitor has is kept apart
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
@@ -142,14 +143,20 @@ class KernelLog:
 
 
 class NvmlXidEvents:
-    """Critical XID events of NVML's event API (nvidia-ml-py), read without waiting."""
+    """Critical XID events of NVML's event API (nvidia-ml-py), read without waiting.
+
+    An event names its device by an NVML handle. In nvidia-ml-py a handle is a ctypes
+    pointer, and ``data.device`` builds a new pointer object on every access, so events are
+    matched to devices by the pointer's value (the handle NVML gave), and where that fails by
+    the bus id NVML reports for the event's device."""
 
     XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 
     def __init__(self, lib: Any, handles: dict[str, Any]) -> None:
         """``handles``: NVML device handle by the device's bus address."""
         self.lib = lib
-        self.by_handle = {id(h): address for address, h in handles.items()}
+        self.by_handle = {handle_key(h): normalise_address(address) for address, h in handles.items()}
+        self.addresses = set(self.by_handle.values())
         self._set = lib.nvmlEventSetCreate()
         for handle in handles.values():
             lib.nvmlDeviceRegisterEvents(handle, self.XID_CRITICAL, self._set)
@@ -163,12 +170,34 @@ class NvmlXidEvents:
                 if getattr(exc, "value", None) != getattr(self.lib, "NVML_ERROR_TIMEOUT", 10):
                     log.warning("NVML event wait failed: %s", exc)
                 break
-            address = self.by_handle.get(id(data.device), "")
+            address = self.address_of(data.device)
             when = getattr(data, "timeStamp", 0) / 1e6 or time.time()
             code = str(int(data.eventData))
             events.append(ErrorEvent("nvidia", code, "NVML critical XID event", when, source="nvml",
-                                     raw=f"nvml xid {code} on {address}", address=address))
+                                     raw=f"nvml xid {code} on {address or 'an unknown device'}", address=address))
         return events
+
+    def address_of(self, device: Any) -> str:
+        """The bus address of an event's device: by the handle's value, else by the bus id
+        NVML gives for it; "" where neither is one of ours."""
+        address = self.by_handle.get(handle_key(device))
+        if address is not None:
+            return address
+        try:
+            bus = self.lib.nvmlDeviceGetPciInfo(device).busId
+        except Exception:  # noqa: BLE001 - an old driver, a fake: the event stays unrouted
+            return ""
+        address = normalise_address(bus.decode() if isinstance(bus, bytes) else str(bus))
+        return address if address in self.addresses else ""
+
+
+def handle_key(handle: Any) -> int:
+    """What identifies an NVML handle: the address a ctypes pointer holds (equal for every
+    pointer object to the same device), or the object itself for anything else."""
+    try:
+        return ctypes.cast(handle, ctypes.c_void_p).value or 0
+    except (ctypes.ArgumentError, TypeError):
+        return id(handle)
 
 
 class RasCounters:
