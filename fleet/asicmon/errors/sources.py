@@ -4,7 +4,7 @@
   grows (a forwarded log, a test's file), from where it stood; a rotated or truncated file
   is read again from its start.
 * `NvmlXidEvents` waits on an NVML event set for critical XID events, never blocking.
-* `RasCounters` reads ``ras/<block>_err_count`` files (``ue: N`` / ``ce: N``) and turns
+* `RasCounters` reads ``ras/<block>_err_count`` files (``ue: N`` / ``ce: N`` / ``de: N``) and turns
   their increases into events with counts.
 
 `ErrorRouter` classifies events with their catalogue and puts each in the channel of the
@@ -31,7 +31,8 @@ __all__ = ["RAS_BLOCKS", "ErrorRouter", "KernelLog", "NvmlXidEvents", "RasCounte
 
 log = logging.getLogger(__name__)
 
-RAS_BLOCKS = ("umc", "gfx", "sdma", "mmhub", "xgmi_wafl", "pcie_bif", "hdp", "athub", "mp0", "mp1", "smn")
+RAS_BLOCKS = ("umc", "gfx", "sdma", "mmhub", "xgmi_wafl", "pcie_bif", "hdp", "athub", "mp0", "mp1", "smn", "df", "sem",
+              "fuse", "mca", "vcn", "jpeg", "ih", "mpio")
 KMSG = "/dev/kmsg"
 
 
@@ -232,7 +233,7 @@ def _ras_counts(text: str) -> dict[str, int]:
     out = {}
     for line in text.splitlines():
         name, _, value = line.partition(":")
-        if name.strip() in ("ue", "ce") and value.strip().isdigit():
+        if name.strip() in ("ue", "ce", "de") and value.strip().isdigit():
             out[name.strip()] = int(value)
     return out
 

@@ -84,11 +84,11 @@ def test_catalogue_lookups_and_unknown_codes_kept_with_their_raw_line():
     assert xid.lookup("43").action == "ignore"
     assert xid.lookup("94").action == "restart_application" and xid.lookup("95").action == "reset_device"
     unknown = classify(ErrorEvent("nvidia", "999", "Something new", 1.0, raw="NVRM: Xid (PCI:0000:3b:00): 999, Something new"))
-    assert not unknown.known and unknown.name == "unknown nvidia error 999" and unknown.raw.endswith("Something new")
-    assert unknown.action == "ignore"
+    assert not unknown.known and unknown.name == "unknown: inspect: nvidia 999" and unknown.raw.endswith("Something new")
+    assert unknown.action == "inspect"
     amd = catalogue("amd_ras")
     assert amd.lookup("umc.ue").action == "reset_device"
-    assert amd.lookup("hdp.ue").name == "Uncorrectable RAS error"  # a block by the wildcard
+    assert amd.lookup("vpe.ue").name == "Uncorrectable RAS error"  # a block by the wildcard
     with pytest.raises(LookupError, match="no error catalogue 'intel'"):
         catalogue("intel")
 
