@@ -6,6 +6,13 @@ than OFFENDER_INCIDENT_GAP_S apart are one incident (a 48 and the 63 after it, a
 *hardware* incident when one of its errors is a fault of the device itself (the catalogue's
 ``hardware``). A device with OFFENDER_HARDWARE_INCIDENTS hardware incidents within
 OFFENDER_WINDOW_S is recommended for pulling, even when every repair's check passed.
+
+The ranking (the offenders page and API) reads the window only (errors first seen within
+OFFENDER_WINDOW_S), through the driver_error_window index: its cost follows the errors of the
+window, not every error ever stored. The
+database groups the window's errors into incidents and ranks the devices (`_ranked`, one
+query); only the devices shown are then read row by row for their causes, hosts and MTBI.
+A device's own record reads its history by serial (kept DRIVER_ERROR_RETENTION_DAYS).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from fleet.models import Action, Device, DriverError
@@ -22,6 +30,7 @@ from fleet.models import Action, Device, DriverError
 __all__ = ["Incident", "Offender", "device_record", "incidents", "ranking"]
 
 DAYS_30 = 30 * 86400.0
+_FIELDS = ("serial", "first_seen", "last_seen", "cause", "code", "host", "hardware")
 
 
 @dataclass
@@ -51,16 +60,20 @@ class Offender:
 
 
 def incidents(serials: list[str] | None = None, since: datetime | None = None) -> dict[str, list[Incident]]:
-    """Incidents by serial, oldest first (ignore-class errors are no incident)."""
+    """Incidents by serial, oldest first (ignore-class errors are no incident), of the errors
+    first seen ``since``."""
     rows = DriverError.objects.exclude(action="ignore").exclude(serial="")
     if serials is not None:
         rows = rows.filter(serial__in=serials)
     if since is not None:
-        rows = rows.filter(last_seen__gte=since)
+        rows = rows.filter(first_seen__gte=since)
     out: dict[str, list[Incident]] = {}
     gap = settings.OFFENDER_INCIDENT_GAP_S
-    for serial, first, last, cause, code, host, hardware in rows.order_by("serial", "first_seen").values_list(
-            "serial", "first_seen", "last_seen", "cause", "code", "host", "hardware"):
+    if serials is None:  # the whole window: sorted here, not by an ORDER BY that would walk every error's serial
+        found_rows = sorted(rows.order_by().values_list(*_FIELDS), key=lambda r: (r[0], r[1]))
+    else:  # a few devices: through the serial index, in order
+        found_rows = rows.order_by("serial", "first_seen").values_list(*_FIELDS)
+    for serial, first, last, cause, code, host, hardware in found_rows:
         found = out.setdefault(serial, [])
         if not found or (first - found[-1].ended).total_seconds() > gap:
             found.append(Incident(serial, first, last))
@@ -91,10 +104,48 @@ def _offender(serial: str, found: list[Incident], device: Device | None, repairs
     )
 
 
+# Incidents as `incidents` makes them, in SQL: an error starts an incident when it came more
+# than the gap after every earlier error of its device ended; a device's incidents counted,
+# those with a hardware error that started in the window apart. {t0}/{t1}: the epoch seconds
+# of first_seen/last_seen in the database's own words.
+_RANKED = """
+WITH w AS (
+    SELECT id, serial, {t0} AS t0, {t1} AS t1, CASE WHEN hardware THEN 1 ELSE 0 END AS hw
+    FROM fleet_drivererror
+    WHERE first_seen >= %s AND action <> 'ignore' AND serial <> ''
+), marked AS (
+    SELECT id, serial, t0, hw, CASE WHEN t0 - MAX(t1) OVER (PARTITION BY serial ORDER BY t0, id
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) <= %s THEN 0 ELSE 1 END AS starts
+    FROM w
+), numbered AS (
+    SELECT serial, t0, hw, SUM(starts) OVER (PARTITION BY serial ORDER BY t0, id ROWS UNBOUNDED PRECEDING) AS incident
+    FROM marked
+), incidents AS (
+    SELECT serial, MIN(t0) AS started, MAX(hw) AS hw FROM numbered GROUP BY serial, incident
+)
+SELECT serial, SUM(CASE WHEN hw = 1 AND started >= %s THEN 1 ELSE 0 END) AS hardware, COUNT(*) AS incidents
+FROM incidents GROUP BY serial ORDER BY hardware DESC, incidents DESC, serial LIMIT %s
+"""
+_EPOCH = {"sqlite": "((julianday({}) - 2440587.5) * 86400.0)", "postgresql": "EXTRACT(EPOCH FROM {})"}
+
+
+def _ranked(since: datetime, limit: int) -> list[str]:
+    """The serials of the ``limit`` devices with the most hardware incidents (then incidents)
+    in the window, best first."""
+    epoch = _EPOCH[connection.vendor]
+    sql = _RANKED.format(t0=epoch.format("first_seen"), t1=epoch.format("last_seen"))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(since), settings.OFFENDER_INCIDENT_GAP_S,
+                             since.timestamp(), limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
 def ranking(limit: int = 50) -> list[Offender]:
-    """Devices with incidents, the most hardware incidents in the window first."""
+    """Devices with incidents in the window, the most hardware incidents first (incidents,
+    MTBI and rates over the window)."""
     now = timezone.now()
-    found = incidents()
+    since = now - timedelta(seconds=settings.OFFENDER_WINDOW_S)
+    found = incidents(_ranked(since, limit), since=since)
     devices = {d.serial: d for d in Device.objects.filter(serial__in=list(found)).select_related("host")}
     repairs = Counter(Action.objects.filter(serial__in=list(found), rule="driver_error").values_list("serial", flat=True))
     out = [_offender(s, f, devices.get(s), repairs[s], now) for s, f in found.items()]
