@@ -27,7 +27,7 @@ from fleet.asicmon.errors.catalogue import classify
 from fleet.asicmon.errors.events import ErrorEvent, EventChannel
 from fleet.asicmon.errors.kernel_log import normalise_address
 
-__all__ = ["RAS_BLOCKS", "ErrorRouter", "KernelLog", "NvmlXidEvents", "RasCounters", "boot_time"]
+__all__ = ["KMSG", "RAS_BLOCKS", "ErrorRouter", "KernelLog", "NvmlXidEvents", "RasCounters", "boot_time", "handle_key"]
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,12 @@ class KernelLog:
 
     CHUNK_BYTES = 1 << 20  # a file is read this much at a time: a flood never sits whole in memory
 
-    def __init__(self, path: str = KMSG, *, from_start: bool = False, resume: int | None = None) -> None:
+    def __init__(self, path: str = KMSG, *, from_start: bool = False, resume: int | None = None,
+                 kmsg: bool | None = None) -> None:
+        """``kmsg``: the path holds /dev/kmsg's records (default: it is /dev/kmsg), e.g. a copy."""
         self.path = path
-        self.is_kmsg = path == KMSG
-        self.lost = 0  # kmsg records overwritten before they were read
+        self.is_kmsg = path == KMSG if kmsg is None else kmsg
+        self.lost = 0  # kmsg records overwritten before they were read (gaps in the sequence)
         self._fd: int | None = None
         self._file = None
         self._offset = 0  # file: bytes read so far; kmsg: sequence number of the last record read
@@ -95,26 +97,37 @@ class KernelLog:
         lines: list[str] = []
         while len(lines) < max_lines:
             try:
-                record = os.read(self._fd, 8192)
+                chunk = os.read(self._fd, 8192)
             except BlockingIOError:
                 break
             except OSError as exc:
-                if exc.errno == errno.EPIPE:  # the ring buffer overwrote records we had not read
-                    self.lost += 1
-                    continue
+                if exc.errno == errno.EPIPE:  # the ring buffer overwrote records we had not read:
+                    continue  # the reader moves on to the oldest one; the gap is counted below
                 raise
-            if not record:
+            if not chunk:
                 break
-            # A record's first line is the message; lines after it (" SUBSYSTEM=pci", " DEVICE=…")
-            # are its dictionary. Its header is "priority,sequence,microseconds,flags;".
-            line = record.split(b"\n", 1)[0]
-            seq = line.split(b",", 2)[1] if line.count(b",", 0, 40) >= 2 else b""
-            if seq.isdigit():
-                if int(seq) <= self._offset:
-                    continue  # read before a restart
-                self._offset = int(seq)
-            lines.append(line.decode("utf-8", "replace"))
+            # /dev/kmsg gives one record per read; a copy of it in a file, several (the last
+            # one maybe cut short). A record's first line is the message; lines after it
+            # (" SUBSYSTEM=pci", " DEVICE=…") are its dictionary. Its header is
+            # "priority,sequence,microseconds,flags;".
+            data = self._partial + chunk
+            cut = data.rfind(b"\n") + 1
+            self._partial = data[cut:]
+            for line in data[:cut].split(b"\n"):
+                if line and not line.startswith(b" "):
+                    self._record(line, lines)
         return lines
+
+    def _record(self, line: bytes, lines: list[str]) -> None:
+        seq = line.split(b",", 2)[1] if line.count(b",", 0, 40) >= 2 else b""
+        if seq.isdigit():
+            number = int(seq)
+            if number <= self._offset:
+                return  # read before a restart
+            if self._offset >= 0 and number > self._offset + 1:
+                self.lost += number - self._offset - 1  # overwritten before we read them
+            self._offset = number
+        lines.append(line.decode("utf-8", "replace"))
 
     def _read_file(self) -> list[str]:
         try:
@@ -204,10 +217,14 @@ def handle_key(handle: Any) -> int:
 class RasCounters:
     """amdgpu's per-block RAS error counts of one device, as events when they increase."""
 
-    def __init__(self, files: Any, address: str, blocks: Iterable[str] = RAS_BLOCKS, prefix: str = "ras/") -> None:
+    def __init__(self, files: Any, address: str, blocks: Iterable[str] = RAS_BLOCKS, prefix: str = "ras/",
+                 baseline: dict[str, int] | None = None) -> None:
+        """``baseline``: the last readings (``"umc.ue": 3``) to count from, e.g. kept across the
+        agent's restarts (`fleet.asicmon.errors.state`); updated in place. Without one the first
+        reading is where counting starts."""
         self.files, self.address, self.prefix = files, normalise_address(address), prefix
         self.blocks = tuple(blocks)
-        self._last: dict[str, int] = {}
+        self._last: dict[str, int] = {} if baseline is None else baseline
 
     def read(self, now: float | None = None) -> list[ErrorEvent]:
         now = time.time() if now is None else now
