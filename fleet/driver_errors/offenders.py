@@ -38,7 +38,7 @@ DAYS_30 = 30 * 86400.0
 # index through every error instead.
 _ROWS = ("SELECT serial, {t0}, {t1}, hardware, cause, host FROM fleet_drivererror "
          "WHERE action <> 'ignore' AND serial <> '' AND {where}")
-_EPOCH = {"sqlite": "((julianday({}) - 2440587.5) * 86400.0)", "postgresql": "EXTRACT(EPOCH FROM {})"}
+_EPOCH = {"sqlite": "((julianday({}) - 2440587.5) * 86400.0)", "postgresql": "date_part('epoch', {})"}
 
 
 @dataclass

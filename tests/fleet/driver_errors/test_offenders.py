@@ -62,7 +62,7 @@ def test_the_ranking_reads_only_the_window_through_the_last_seen_index(seeded_fl
     assert device_record(old.serial).incidents == 1  # the device's own record still has it
     reads = [q["sql"].replace('"', "") for q in captured.captured_queries if "fleet_drivererror" in q["sql"]]
     assert reads and all("first_seen >=" in sql for sql in reads), reads  # every read of errors bounded
-    read = next(q["sql"] for q in captured.captured_queries if "julianday" in q["sql"] or "EPOCH" in q["sql"])  # the ranking
+    read = next(q["sql"] for q in captured.captured_queries if "julianday" in q["sql"] or "date_part" in q["sql"])  # the ranking
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute(f"EXPLAIN QUERY PLAN {read}")
