@@ -43,6 +43,11 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": 60.0,
             "options": {"expires": 59.0},
         },
+        "prune-driver-errors": {
+            "task": "fleet.tasks.prune_driver_errors",
+            "schedule": 3600.0,
+            "options": {"expires": 3500.0},
+        },
         "prune-traces": {
             "task": "traces.tasks.prune_traces",
             "schedule": 3600.0,

@@ -251,9 +251,15 @@ REMEDIATION_REBOOT_TIMEOUT_S = env_float("REMEDIATION_REBOOT_TIMEOUT_S", 180.0, 
 # --- Driver errors and the repair ladder (fleet/driver_errors, docs/health.md). ---
 # Identical error events within a bucket of this many seconds are one event with a count.
 DRIVER_ERROR_BUCKET_S = env_float("DRIVER_ERROR_BUCKET_S", 300.0, minimum=1.0)
+# Stored driver errors are kept this many days after they were first seen (an hourly task
+# deletes older ones).
+DRIVER_ERROR_RETENTION_DAYS = env_int("DRIVER_ERROR_RETENTION_DAYS", 180, minimum=1)
 # Where a host agent reads the kernel log for Xid/SXid/amdgpu lines: /dev/kmsg, or a file
 # (a forwarded log; tests). Empty: not read.
 AGENT_KERNEL_LOG = env_str("AGENT_KERNEL_LOG", "/dev/kmsg")
+# Where a host agent keeps what its error sources had read (the kernel log's position, the
+# RAS counters' last readings: error-sources.json), so that a restarted agent resumes there.
+AGENT_STATE_DIR = Path(env_str("AGENT_STATE_DIR", str(VAR_DIR / "agent")))
 # The share of a core the kernel-log follower (a child in a scheduling group of its own at
 # the lowest priority) may be busy while it
 # catches up with a flood (1: no pause); below 1 it pauses between chunks, leaving the

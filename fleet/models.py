@@ -232,6 +232,10 @@ class DriverError(models.Model):
         indexes = [
             models.Index(fields=["serial", "first_seen"], name="driver_error_serial_idx"),
             models.Index(fields=["device", "last_seen"], name="driver_error_recent_idx"),  # the ladder's pending
+            # the offenders' window and retention: a range of first_seen, with what the ranking
+            # reads (SQLite answers it from the index alone)
+            models.Index(fields=["first_seen", "serial", "last_seen", "hardware", "action", "cause", "host"],
+                         name="driver_error_window_idx"),
         ]
 
     def __str__(self):

@@ -4,6 +4,7 @@ JSON arguments only."""
 from celery import shared_task
 from django.conf import settings
 
+from fleet.driver_errors import store as driver_error_store
 from fleet.health import remediation
 from fleet.polling import poller, queues
 
@@ -37,6 +38,12 @@ def flush_samples() -> dict:
     """Send the samples waiting in the spool for the time-series store (polls send them too)."""
     result = poller.flush_samples()
     return {"written": result.written, "rejected": result.rejected, "waiting": result.waiting}
+
+
+@shared_task(ignore_result=True)
+def prune_driver_errors() -> int:
+    """Delete driver errors older than DRIVER_ERROR_RETENTION_DAYS (hourly, from beat)."""
+    return driver_error_store.prune()
 
 
 @shared_task(ignore_result=True, acks_late=True)

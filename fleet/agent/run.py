@@ -1,4 +1,9 @@
-"""Starting the agent: check the settings, register, keep saying "alive", consume the queue."""
+"""Starting the agent: check the settings, register, keep saying "alive", consume the queue.
+
+Every poll interval the agent keeps where its kernel-log follower is and its RAS counters'
+readings (AGENT_STATE_DIR/error-sources.json); a restarted agent resumes there, so driver
+errors logged while it was down are read (kmsg records the kernel overwrote meanwhile are
+counted as lost)."""
 
 import logging
 import os
@@ -10,9 +15,10 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from fleet.agent.discovery import agent_discovery, rediscover
+from fleet.agent.discovery import agent_discovery, error_state, rediscover
 from fleet.agent.registration import HostNameTaken, Registration, register_host
 from fleet.asicmon.errors.pump import KernelLogPump
+from fleet.asicmon.errors.sources import KMSG
 from fleet.models import Host
 from fleet.polling.queues import agent_queue_name
 
@@ -64,10 +70,22 @@ def start_kernel_log(host) -> KernelLogPump | None:
     if not os.access(path, os.R_OK) and Path(path).exists():
         log.error("AGENT_KERNEL_LOG=%s cannot be read by this user: driver errors are not followed", path)
         return None
-    pump = KernelLogPump(path, host.router, bucket_s=settings.DRIVER_ERROR_BUCKET_S, duty=settings.AGENT_KERNEL_LOG_DUTY)
+    state = error_state()
+    resume = state.log_position(path)
+    pump = KernelLogPump(path, host.router, bucket_s=settings.DRIVER_ERROR_BUCKET_S, duty=settings.AGENT_KERNEL_LOG_DUTY,
+                         resume=resume)
     pump.start()
-    log.info("following %s for driver errors", path)
+    log.info("following %s for driver errors%s", path, "" if resume is None else f", resumed after position {resume}")
     return pump
+
+
+def save_error_state(pump: KernelLogPump | None) -> None:
+    """Keeps where the kernel log was left and the RAS counters' readings (AGENT_STATE_DIR),
+    for the next start of this agent."""
+    state = error_state()
+    if pump is not None:
+        state.note_log(pump.path, pump.stats.position, kmsg=pump.path == KMSG)
+    state.save()
 
 
 def _say_alive(name: str, queue: str, pump: KernelLogPump | None = None) -> None:
@@ -76,6 +94,10 @@ def _say_alive(name: str, queue: str, pump: KernelLogPump | None = None) -> None
     looked = time.monotonic()
     while True:
         time.sleep(settings.POLL_INTERVAL)
+        try:
+            save_error_state(pump)
+        except OSError as exc:
+            log.warning("could not keep the error sources' state: %s", exc)
         try:
             if time.monotonic() - looked >= settings.AGENT_REDISCOVER_S:
                 looked = time.monotonic()

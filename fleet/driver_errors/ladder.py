@@ -92,9 +92,12 @@ def handle_incidents(device_ids: list[int]) -> list[Action]:
     ignored = [r.id for r in rows if r.action == "ignore"]
     if ignored:
         DriverError.objects.filter(id__in=ignored).update(outcome="ignored: the catalogue asks for no action")
+    for_a_person = [r.id for r in rows if r.action == "inspect"]  # unknown codes, "contact support": no rung guessed
+    if for_a_person:
+        DriverError.objects.filter(id__in=for_a_person).update(outcome="unknown: inspect (a person reads the raw line)")
     by_device: dict[int, list[DriverError]] = {}
     for row in rows:
-        if row.action != "ignore":
+        if row.action not in ("ignore", "inspect"):
             by_device.setdefault(row.device_id, []).append(row)
     taken = []
     for device_id, found in by_device.items():

@@ -7,11 +7,13 @@
   each, always present: ``repaired_validated`` (back after a passing diagnostic),
   ``repaired_not_validated`` (back on health alone: no diagnostic for its type),
   ``pulled_for_inspection``, ``needs_person`` (no rung left that can run: drained);
+- ``asicmon_driver_errors_unknown_total{host,vendor,code}``: occurrences of codes no catalogue
+  knows ("unknown: inspect": shown with their raw line, given to a person, never ignored);
 - for NVIDIA devices, dcgm-exporter's XID series: ``DCGM_FI_DEV_XID_ERRORS`` (the value of
   the device's last XID, with its gpu, UUID, device, modelName and Hostname labels) and
   ``DCGM_EXP_XID_ERRORS_COUNT{xid}`` (XIDs within the last DRIVER_ERROR_METRICS_WINDOW_S).
 
-Three grouped queries, whatever the number of stored errors.
+A few grouped queries, whatever the number of stored errors.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ def render_text() -> str:
     for r in rows:
         labels = label_text({k: r[k] for k in ("host", "serial", "vendor", "code", "action")})
         out.append(f"asicmon_driver_errors_total{{{labels}}} {float(r['n'])!r}")
+    unknown = (DriverError.objects.filter(known=False).values("host", "vendor", "code")
+               .annotate(n=Sum("count")).order_by("host", "vendor", "code"))
+    out += ["# HELP asicmon_driver_errors_unknown_total Driver error occurrences whose code no catalogue knows (unknown: inspect).",
+            "# TYPE asicmon_driver_errors_unknown_total counter"]
+    out += [f"asicmon_driver_errors_unknown_total{{{label_text({k: r[k] for k in ('host', 'vendor', 'code')})}}} {float(r['n'])!r}"
+            for r in unknown]
     ladder = Action.objects.filter(rule="driver_error").values("rung", "status").annotate(n=Count("id")).order_by("rung")
     out += ["# HELP asicmon_driver_error_actions_total Repair ladder actions by rung and status.",
             "# TYPE asicmon_driver_error_actions_total counter"]

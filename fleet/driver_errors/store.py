@@ -1,13 +1,14 @@
 """Storing drained error events: one row per device, fingerprint and time bucket, its count
 and last time raised by every later drain that brings the same event (across polls, workers
 and a flood). Keyed by serial and host, so a device's history follows it to another host.
+Rows are kept DRIVER_ERROR_RETENTION_DAYS after they were first seen (`prune`, hourly).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -19,7 +20,9 @@ from fleet.models import DriverError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["record_events"]
+__all__ = ["prune", "record_events"]
+
+PRUNE_BATCH = 5_000  # rows deleted per statement: a long backlog never holds one long lock
 
 
 def _when(epoch: float) -> datetime:
@@ -58,3 +61,19 @@ def _record(host: str, serial: str, device_id: int | None, event: ErrorEvent, bu
     except IntegrityError:  # another worker stored the same event meanwhile: add to it
         match.update(count=F("count") + event.count, last_seen=Greatest(F("last_seen"), _when(event.last_seen)))
         return None
+
+
+def prune(now: datetime | None = None) -> int:
+    """Deletes the errors first seen more than DRIVER_ERROR_RETENTION_DAYS ago, a batch at a
+    time (through the first_seen index); returns how many."""
+    now = now or datetime.now(tz=UTC)
+    cutoff = now - timedelta(days=settings.DRIVER_ERROR_RETENTION_DAYS)
+    deleted = 0
+    while True:
+        ids = list(DriverError.objects.filter(first_seen__lt=cutoff).order_by("first_seen").values_list("id", flat=True)[:PRUNE_BATCH])
+        if not ids:
+            break
+        deleted += DriverError.objects.filter(id__in=ids).delete()[0]
+    if deleted:
+        log.info("driver errors: %d older than %d days deleted", deleted, settings.DRIVER_ERROR_RETENTION_DAYS)
+    return deleted

@@ -25,6 +25,7 @@ from typing import Any
 
 from fleet.asicmon.errors.kernel_log import normalise_address
 from fleet.asicmon.errors.sources import NvmlXidEvents, RasCounters
+from fleet.asicmon.errors.state import SourceState
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, DeviceMonitor
 from fleet.asimov.errors import SpecErrors
 from fleet.asimov.loader import SPECS_DIR, monitor_class
@@ -271,12 +272,14 @@ def discover(
     variables: Mapping[str, str] | None = None,
     nvml_lib: Any = None,
     probe_timeout: float = DEFAULT_TIMEOUT_S,
+    error_state: SourceState | None = None,
 ) -> Discovery:
     """Every device of this machine that some spec's ``discover`` statement finds: the
     built-in specs (NVML GPUs, hwmon sensors) and those in ``spec_dirs``. A spec that cannot
     be used (a compile error, with its file, line and column) is reported in ``errors`` and
     the others still count. ``${NAME}`` in patterns comes from ``variables``, HWMON_ROOT and
-    the environment."""
+    the environment. ``error_state``: the RAS counters' last readings to count from (an
+    agent's, kept across its restarts)."""
     variables = {**os.environ, "HWMON_ROOT": str(hwmon_root), **(variables or {})}
     dirs = tuple(Path(d) for d in spec_dirs)
     devices: dict[str, LocalDevice] = {}
@@ -293,17 +296,19 @@ def discover(
             continue
         for device in found:
             devices.setdefault(device.serial, device)
-    return Discovery(LocalHost(host, list(devices.values()), probe_timeout), errors)
+    return Discovery(LocalHost(host, list(devices.values()), probe_timeout, error_state), errors)
 
 
 class LocalHost(DeviceMonitors):
     """The real devices of this machine, polled together (a `fleet.hosts.polled_host.PolledHost`, as an
     emulated host's `HostMonitor` is)."""
 
-    def __init__(self, name: str, devices: list[LocalDevice], probe_timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, name: str, devices: list[LocalDevice], probe_timeout: float = DEFAULT_TIMEOUT_S,
+                 error_state: SourceState | None = None):
         super().__init__(name, {d.serial: d.monitor for d in devices}, probe_timeout)
         self.devices = devices
-        self.event_sources = _event_sources(devices)
+        self.error_state = error_state
+        self.event_sources = _event_sources(devices, error_state)
 
     def poll(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         """Refreshes every device at once, each probe within the time budget (a hung device
@@ -319,8 +324,9 @@ class LocalHost(DeviceMonitors):
         return self.snapshots()
 
 
-def _event_sources(devices: list[LocalDevice]) -> list:
-    """The polled error sources the devices' specs name (``events ... from nvml, ras_sysfs``)."""
+def _event_sources(devices: list[LocalDevice], state: SourceState | None = None) -> list:
+    """The polled error sources the devices' specs name (``events ... from nvml, ras_sysfs``);
+    RAS counters count from ``state``'s readings where it has them."""
     sources: list = []
     nvml = {d.monitor.bus_address: d.monitor for d in devices
             if "nvml" in (d.monitor.EVENTS or {}).get("sources", ()) and d.monitor.bus_address}
@@ -335,7 +341,8 @@ def _event_sources(devices: list[LocalDevice]) -> list:
         m = d.monitor
         ras = Path(getattr(m.files, "root", "/nonexistent"), "device", "ras")
         if "ras_sysfs" in (m.EVENTS or {}).get("sources", ()) and m.bus_address and ras.is_dir():
-            sources.append(RasCounters(m.files, m.bus_address, prefix="device/ras/"))
+            baseline = state.ras_baseline(m.bus_address) if state is not None else None
+            sources.append(RasCounters(m.files, m.bus_address, prefix="device/ras/", baseline=baseline))
     return sources
 
 

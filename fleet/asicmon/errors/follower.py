@@ -73,7 +73,7 @@ def step_aside(nice: int = NICE) -> list[str]:
 
 
 def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, resume: int | None = None,
-           stop=None, aside: bool = False, duty: float = 1.0) -> None:
+           stop=None, aside: bool = False, duty: float = 1.0, kmsg: bool | None = None) -> None:
     """Reads ``path`` until ``stop`` is set, the parent goes away or the other end of
     ``conn`` closes; sends a `Batch` every ``flush_s`` when there is something new.
     ``resume``: a position a previous follower sent. ``aside``: `step_aside` first (a child
@@ -81,7 +81,7 @@ def follow(path: str, conn, bucket_s: float, flush_s: float, from_start: bool, r
     if aside:
         log.info("kernel-log follower %d: %s", os.getpid(), ", ".join(step_aside()) or "normal priority")
     parent = os.getppid()
-    source = KernelLog(path, from_start=from_start, resume=resume)
+    source = KernelLog(path, from_start=from_start, resume=resume, kmsg=kmsg)
     reader = KernelLogReader(boot_time=boot_time(), bucket_s=bucket_s)
     flushed, sent = time.monotonic(), None
     try:

@@ -51,11 +51,15 @@ class KernelLogPump:
 
     def __init__(self, path: str, router: ErrorRouter, *, bucket_s: float = DEFAULT_BUCKET_S,
                  flush_s: float = 0.5, from_start: bool = False, in_process: bool = False,
-                 duty: float = DUTY, restart_pause_s: tuple[float, float] = RESTART_PAUSE_S) -> None:
-        self.path, self.router, self.duty = path, router, duty
+                 duty: float = DUTY, restart_pause_s: tuple[float, float] = RESTART_PAUSE_S,
+                 resume: int | None = None, kmsg: bool | None = None) -> None:
+        """``resume``: a position an earlier pump reached (`PumpStats.position`, e.g. kept
+        across the agent's restarts): reading starts after it. ``kmsg``: the path holds
+        /dev/kmsg records (default: it is /dev/kmsg)."""
+        self.path, self.router, self.duty, self.kmsg = path, router, duty, kmsg
         self.bucket_s, self.flush_s, self.from_start, self.in_process = bucket_s, flush_s, from_start, in_process
         self.restart_pause_s = restart_pause_s
-        self.stats = PumpStats()
+        self.stats = PumpStats(position=resume)
         self.child = None  # the follower's process (None: in process)
         self._base = PumpStats()  # counters of the followers before this one
         self._stop = threading.Event()
@@ -82,12 +86,13 @@ class KernelLogPump:
         resume = self.stats.position
         args = (self.path, theirs, self.bucket_s, self.flush_s, self.from_start, resume)
         if self.in_process:
-            reader = threading.Thread(target=follow, args=(*args, self._stop), daemon=True, name="kernel-log")
+            reader = threading.Thread(target=follow, args=(*args, self._stop), kwargs={"kmsg": self.kmsg}, daemon=True,
+                                      name="kernel-log")
             self._threads.append(reader)
             reader.start()
         else:
-            self.child = ctx.Process(target=follow, args=(*args, None, True, self.duty), daemon=True,
-                                     name="asicmon-kernel-log")
+            self.child = ctx.Process(target=follow, args=(*args, None, True, self.duty), kwargs={"kmsg": self.kmsg},
+                                     daemon=True, name="asicmon-kernel-log")
             self.child.start()
             theirs.close()
         return ours

@@ -4,7 +4,7 @@
   grows (a forwarded log, a test's file), from where it stood; a rotated or truncated file
   is read again from its start.
 * `NvmlXidEvents` waits on an NVML event set for critical XID events, never blocking.
-* `RasCounters` reads ``ras/<block>_err_count`` files (``ue: N`` / ``ce: N``) and turns
+* `RasCounters` reads ``ras/<block>_err_count`` files (``ue: N`` / ``ce: N`` / ``de: N``) and turns
   their increases into events with counts.
 
 `ErrorRouter` classifies events with their catalogue and puts each in the channel of the
@@ -14,6 +14,7 @@ device at its bus address; an event for an address no monitor has is kept apart
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
@@ -26,11 +27,12 @@ from fleet.asicmon.errors.catalogue import classify
 from fleet.asicmon.errors.events import ErrorEvent, EventChannel
 from fleet.asicmon.errors.kernel_log import normalise_address
 
-__all__ = ["RAS_BLOCKS", "ErrorRouter", "KernelLog", "NvmlXidEvents", "RasCounters", "boot_time"]
+__all__ = ["KMSG", "RAS_BLOCKS", "ErrorRouter", "KernelLog", "NvmlXidEvents", "RasCounters", "boot_time", "handle_key"]
 
 log = logging.getLogger(__name__)
 
-RAS_BLOCKS = ("umc", "gfx", "sdma", "mmhub", "xgmi_wafl", "pcie_bif", "hdp", "athub", "mp0", "mp1", "smn")
+RAS_BLOCKS = ("umc", "gfx", "sdma", "mmhub", "xgmi_wafl", "pcie_bif", "hdp", "athub", "mp0", "mp1", "smn", "df", "sem",
+              "fuse", "mca", "vcn", "jpeg", "ih", "mpio")
 KMSG = "/dev/kmsg"
 
 
@@ -56,10 +58,12 @@ class KernelLog:
 
     CHUNK_BYTES = 1 << 20  # a file is read this much at a time: a flood never sits whole in memory
 
-    def __init__(self, path: str = KMSG, *, from_start: bool = False, resume: int | None = None) -> None:
+    def __init__(self, path: str = KMSG, *, from_start: bool = False, resume: int | None = None,
+                 kmsg: bool | None = None) -> None:
+        """``kmsg``: the path holds /dev/kmsg's records (default: it is /dev/kmsg), e.g. a copy."""
         self.path = path
-        self.is_kmsg = path == KMSG
-        self.lost = 0  # kmsg records overwritten before they were read
+        self.is_kmsg = path == KMSG if kmsg is None else kmsg
+        self.lost = 0  # kmsg records overwritten before they were read (gaps in the sequence)
         self._fd: int | None = None
         self._file = None
         self._offset = 0  # file: bytes read so far; kmsg: sequence number of the last record read
@@ -93,26 +97,37 @@ class KernelLog:
         lines: list[str] = []
         while len(lines) < max_lines:
             try:
-                record = os.read(self._fd, 8192)
+                chunk = os.read(self._fd, 8192)
             except BlockingIOError:
                 break
             except OSError as exc:
-                if exc.errno == errno.EPIPE:  # the ring buffer overwrote records we had not read
-                    self.lost += 1
-                    continue
+                if exc.errno == errno.EPIPE:  # the ring buffer overwrote records we had not read:
+                    continue  # the reader moves on to the oldest one; the gap is counted below
                 raise
-            if not record:
+            if not chunk:
                 break
-            # A record's first line is the message; lines after it (" SUBSYSTEM=pci", " DEVICE=…")
-            # are its dictionary. Its header is "priority,sequence,microseconds,flags;".
-            line = record.split(b"\n", 1)[0]
-            seq = line.split(b",", 2)[1] if line.count(b",", 0, 40) >= 2 else b""
-            if seq.isdigit():
-                if int(seq) <= self._offset:
-                    continue  # read before a restart
-                self._offset = int(seq)
-            lines.append(line.decode("utf-8", "replace"))
+            # /dev/kmsg gives one record per read; a copy of it in a file, several (the last
+            # one maybe cut short). A record's first line is the message; lines after it
+            # (" SUBSYSTEM=pci", " DEVICE=…") are its dictionary. Its header is
+            # "priority,sequence,microseconds,flags;".
+            data = self._partial + chunk
+            cut = data.rfind(b"\n") + 1
+            self._partial = data[cut:]
+            for line in data[:cut].split(b"\n"):
+                if line and not line.startswith(b" "):
+                    self._record(line, lines)
         return lines
+
+    def _record(self, line: bytes, lines: list[str]) -> None:
+        seq = line.split(b",", 2)[1] if line.count(b",", 0, 40) >= 2 else b""
+        if seq.isdigit():
+            number = int(seq)
+            if number <= self._offset:
+                return  # read before a restart
+            if self._offset >= 0 and number > self._offset + 1:
+                self.lost += number - self._offset - 1  # overwritten before we read them
+            self._offset = number
+        lines.append(line.decode("utf-8", "replace"))
 
     def _read_file(self) -> list[str]:
         try:
@@ -142,14 +157,20 @@ class KernelLog:
 
 
 class NvmlXidEvents:
-    """Critical XID events of NVML's event API (nvidia-ml-py), read without waiting."""
+    """Critical XID events of NVML's event API (nvidia-ml-py), read without waiting.
+
+    An event names its device by an NVML handle. In nvidia-ml-py a handle is a ctypes
+    pointer, and ``data.device`` builds a new pointer object on every access, so events are
+    matched to devices by the pointer's value (the handle NVML gave), and where that fails by
+    the bus id NVML reports for the event's device."""
 
     XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 
     def __init__(self, lib: Any, handles: dict[str, Any]) -> None:
         """``handles``: NVML device handle by the device's bus address."""
         self.lib = lib
-        self.by_handle = {id(h): address for address, h in handles.items()}
+        self.by_handle = {handle_key(h): normalise_address(address) for address, h in handles.items()}
+        self.addresses = set(self.by_handle.values())
         self._set = lib.nvmlEventSetCreate()
         for handle in handles.values():
             lib.nvmlDeviceRegisterEvents(handle, self.XID_CRITICAL, self._set)
@@ -163,21 +184,47 @@ class NvmlXidEvents:
                 if getattr(exc, "value", None) != getattr(self.lib, "NVML_ERROR_TIMEOUT", 10):
                     log.warning("NVML event wait failed: %s", exc)
                 break
-            address = self.by_handle.get(id(data.device), "")
+            address = self.address_of(data.device)
             when = getattr(data, "timeStamp", 0) / 1e6 or time.time()
             code = str(int(data.eventData))
             events.append(ErrorEvent("nvidia", code, "NVML critical XID event", when, source="nvml",
-                                     raw=f"nvml xid {code} on {address}", address=address))
+                                     raw=f"nvml xid {code} on {address or 'an unknown device'}", address=address))
         return events
+
+    def address_of(self, device: Any) -> str:
+        """The bus address of an event's device: by the handle's value, else by the bus id
+        NVML gives for it; "" where neither is one of ours."""
+        address = self.by_handle.get(handle_key(device))
+        if address is not None:
+            return address
+        try:
+            bus = self.lib.nvmlDeviceGetPciInfo(device).busId
+        except Exception:  # noqa: BLE001 - an old driver, a fake: the event stays unrouted
+            return ""
+        address = normalise_address(bus.decode() if isinstance(bus, bytes) else str(bus))
+        return address if address in self.addresses else ""
+
+
+def handle_key(handle: Any) -> int:
+    """What identifies an NVML handle: the address a ctypes pointer holds (equal for every
+    pointer object to the same device), or the object itself for anything else."""
+    try:
+        return ctypes.cast(handle, ctypes.c_void_p).value or 0
+    except (ctypes.ArgumentError, TypeError):
+        return id(handle)
 
 
 class RasCounters:
     """amdgpu's per-block RAS error counts of one device, as events when they increase."""
 
-    def __init__(self, files: Any, address: str, blocks: Iterable[str] = RAS_BLOCKS, prefix: str = "ras/") -> None:
+    def __init__(self, files: Any, address: str, blocks: Iterable[str] = RAS_BLOCKS, prefix: str = "ras/",
+                 baseline: dict[str, int] | None = None) -> None:
+        """``baseline``: the last readings (``"umc.ue": 3``) to count from, e.g. kept across the
+        agent's restarts (`fleet.asicmon.errors.state`); updated in place. Without one the first
+        reading is where counting starts."""
         self.files, self.address, self.prefix = files, normalise_address(address), prefix
         self.blocks = tuple(blocks)
-        self._last: dict[str, int] = {}
+        self._last: dict[str, int] = {} if baseline is None else baseline
 
     def read(self, now: float | None = None) -> list[ErrorEvent]:
         now = time.time() if now is None else now
@@ -203,7 +250,7 @@ def _ras_counts(text: str) -> dict[str, int]:
     out = {}
     for line in text.splitlines():
         name, _, value = line.partition(":")
-        if name.strip() in ("ue", "ce") and value.strip().isdigit():
+        if name.strip() in ("ue", "ce", "de") and value.strip().isdigit():
             out[name.strip()] = int(value)
     return out
 

@@ -11,6 +11,7 @@ def agent_settings(settings, tmp_path):
     settings.AGENT_HOST = "node-a"
     settings.HWMON_ROOT = write_hwmon_tree(tmp_path / "sys")
     settings.ASIMOV_SPEC_DIRS = []
+    settings.AGENT_STATE_DIR = tmp_path / "agent-state"
     forget()
     yield settings
     forget()

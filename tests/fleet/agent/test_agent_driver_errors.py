@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from fleet.agent.discovery import agent_host
+from fleet.agent.discovery import agent_host, forget
 from fleet.agent.registration import register_host
-from fleet.agent.run import start_kernel_log
+from fleet.agent.run import save_error_state, start_kernel_log
 from fleet.models import DriverError, Host
 from fleet.polling import poller, queues
 from tests.support.hwmon import PCI_GPU
@@ -85,3 +85,29 @@ def test_the_agent_labels_its_devices_with_its_workload(agent_settings, seeded_f
     agent_settings.AGENT_WORKLOAD = "llama-train-7"
     register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     assert set(Device.objects.filter(host__name="node-a").values_list("workload", flat=True)) == {"llama-train-7"}
+
+
+@pytest.mark.integration  # the agent's follower is a child process, stopped and started again
+def test_a_restarted_agent_loses_no_line_and_no_ras_count_logged_while_it_was_down(agent_with_log):
+    host, log_file, ras, pump = agent_with_log
+    time.sleep(3.0)  # the child process starts and takes its place at the end of the file
+    line = "NVRM: Xid (PCI:0000:3b:00): 48, pid={}, name=python3, An uncorrectable double bit error\n"
+    with log_file.open("a") as f:
+        f.writelines(line.format(i) for i in range(3))
+    _wait_for(pump, 3)
+    poller.poll_agent_host(host.id, poller.current_cycle())  # stores the 3; the RAS counters' first reading
+    save_error_state(pump)  # as the running agent does every poll interval
+    pump.stop()  # the agent stops...
+    with log_file.open("a") as f:  # ...and while it is down the driver logs on
+        f.writelines(line.format(i) for i in range(3, 7))
+    (ras / "umc_err_count").write_text("ue: 2\nce: 0\n")
+    forget()  # a new agent process: its discovery and state from nothing but the state file
+    again = start_kernel_log(agent_host())
+    try:
+        _wait_for(again, 4)
+        assert again.stats.lines == 4  # the lines after the last one read, none read twice
+        poller.poll_agent_host(host.id, poller.current_cycle())
+    finally:
+        again.stop()
+    rows = {r.code: r for r in DriverError.objects.filter(host="node-a")}
+    assert rows["48"].count == 7 and rows["umc.ue"].count == 2  # nothing lost across the restart

@@ -2,6 +2,7 @@
 classified; malformed lines counted; unknown codes kept; the sources and the Asimov
 ``events`` / ``diagnose`` statements."""
 
+import ctypes
 from types import SimpleNamespace
 
 import pytest
@@ -83,11 +84,11 @@ def test_catalogue_lookups_and_unknown_codes_kept_with_their_raw_line():
     assert xid.lookup("43").action == "ignore"
     assert xid.lookup("94").action == "restart_application" and xid.lookup("95").action == "reset_device"
     unknown = classify(ErrorEvent("nvidia", "999", "Something new", 1.0, raw="NVRM: Xid (PCI:0000:3b:00): 999, Something new"))
-    assert not unknown.known and unknown.name == "unknown nvidia error 999" and unknown.raw.endswith("Something new")
-    assert unknown.action == "ignore"
+    assert not unknown.known and unknown.name == "unknown: inspect: nvidia 999" and unknown.raw.endswith("Something new")
+    assert unknown.action == "inspect"
     amd = catalogue("amd_ras")
     assert amd.lookup("umc.ue").action == "reset_device"
-    assert amd.lookup("hdp.ue").name == "Uncorrectable RAS error"  # a block by the wildcard
+    assert amd.lookup("vpe.ue").name == "Uncorrectable RAS error"  # a block by the wildcard
     with pytest.raises(LookupError, match="no error catalogue 'intel'"):
         catalogue("intel")
 
@@ -127,9 +128,11 @@ def test_ras_counters_turn_increases_into_events():
 
 
 class RecordedNvml:
-    """NVML's event API replaying answers recorded from nvidia-ml-py on an H100 host."""
+    """NVML's event API replaying answers in nvidia-ml-py's own structures."""
 
     NVML_ERROR_TIMEOUT = 10
+    XID_CRITICAL = 8
+    bus_ids: dict = {}
 
     class NVMLError(Exception):
         def __init__(self, value):
@@ -150,18 +153,47 @@ class RecordedNvml:
             raise self.NVMLError(self.NVML_ERROR_TIMEOUT)
         return self.answers.pop(0)
 
+    def nvmlDeviceGetPciInfo(self, handle):
+        return SimpleNamespace(busId=self.bus_ids[ctypes.cast(handle, ctypes.c_void_p).value])
 
-def test_nvml_xid_events_through_recorded_answers():
-    gpu0, gpu1 = object(), object()
-    lib = RecordedNvml([
-        SimpleNamespace(device=gpu1, eventType=8, eventData=79, timeStamp=1_764_208_800_000_000),
-        SimpleNamespace(device=gpu0, eventType=8, eventData=48, timeStamp=1_764_208_801_000_000),
-    ])
-    source = NvmlXidEvents(lib, {"0000:18:00": gpu0, "0000:2a:00": gpu1})
+
+def _nvml_handle(address: int):
+    """A device handle as nvidia-ml-py returns it: a ctypes pointer to NVML's opaque device."""
+    pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed")
+    return ctypes.cast(ctypes.c_void_p(address), pynvml.c_nvmlDevice_t)
+
+
+def _nvml_event(handle, code: int, stamp_us: int):
+    """What nvmlEventSetWait_v2 returns: a c_nvmlEventData_t the library filled through a
+    pointer (``data.device`` is a new pointer object on each access)."""
+    import pynvml
+
+    data = pynvml.c_nvmlEventData_t()
+    filled = ctypes.pointer(data).contents
+    filled.device = ctypes.cast(ctypes.c_void_p(ctypes.cast(handle, ctypes.c_void_p).value), pynvml.c_nvmlDevice_t)
+    filled.eventType, filled.eventData = RecordedNvml.XID_CRITICAL, code
+    data.timeStamp = stamp_us  # nvidia-ml-py's structure has no timeStamp field: set as an attribute
+    return data
+
+
+def test_nvml_xid_events_reach_their_device_through_nvidia_ml_py_structures():
+    gpu0, gpu1 = _nvml_handle(0x7F00_1000_0000), _nvml_handle(0x7F00_2000_0000)
+    lib = RecordedNvml([_nvml_event(gpu1, 79, 1_764_208_800_000_000), _nvml_event(gpu0, 48, 1_764_208_801_000_000)])
+    source = NvmlXidEvents(lib, {"00000000:18:00.0": gpu0, "0000:2a:00": gpu1})
     assert lib.registered == [(gpu0, 8), (gpu1, 8)]
     events = source.read()
     assert [(e.code, e.address, e.time) for e in events] == [("79", "0000:2a:00", 1_764_208_800.0), ("48", "0000:18:00", 1_764_208_801.0)]
     assert source.read() == []
+
+
+def test_nvml_xid_events_matched_by_bus_id_where_the_handle_differs():
+    gpu0 = _nvml_handle(0x7F00_1000_0000)
+    other = _nvml_handle(0x7F00_3000_0000)  # a handle NVML hands out anew for the same device
+    lib = RecordedNvml([_nvml_event(other, 95, 1_764_208_800_000_000), _nvml_event(_nvml_handle(0x10), 95, 1)])
+    lib.bus_ids = {0x7F00_3000_0000: b"00000000:18:00.0", 0x10: b"00000000:99:00.0"}
+    (ours, stranger) = NvmlXidEvents(lib, {"0000:18:00": gpu0}).read()
+    assert ours.address == "0000:18:00"
+    assert stranger.address == "" and stranger.raw == "nvml xid 95 on an unknown device"
 
 
 def test_nvml_xid_events_on_a_real_gpu():

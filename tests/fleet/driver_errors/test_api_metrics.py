@@ -101,3 +101,25 @@ def test_the_device_page_says_not_validated_and_shows_the_command_to_operators_o
     assert "requeue --token" not in page
     client.force_login(operator)
     assert "requeue --token &#x27;***&#x27;" in client.get(f"/devices/{errors.id}/").content.decode()
+
+
+def test_unknown_codes_are_surfaced_for_a_person_and_counted_never_ignored(client, viewer, seeded_fleet, settings):
+    from fleet.driver_errors.ladder import handle_incidents
+    from fleet.models import Action, DriverError
+
+    gpu = next(d for d in seeded_fleet if d.device_type == "gpu")
+    raw = "NVRM: Xid (PCI:0000:3a:00): 201, pid=7, name=python3, Something the catalogue has never seen"
+    event = classify(ErrorEvent("nvidia", "201", "Something the catalogue has never seen", time.time(), raw=raw,
+                                address="0000:3a:00", count=3), "nvidia_xid")
+    record_events(gpu.host.name, {gpu.serial: [event]}, {gpu.serial: gpu.id})
+    assert handle_incidents([gpu.id]) == []  # no rung guessed for a code nobody knows
+    row = DriverError.objects.get(code="201")
+    assert (row.known, row.action, row.raw) == (False, "inspect", raw)
+    assert row.outcome == "unknown: inspect (a person reads the raw line)"
+    assert not Action.objects.filter(device=gpu).exists() and Device.objects.get(id=gpu.id).state == "in_service"
+    client.force_login(viewer)
+    (listed,) = client.get("/api/driver-errors/", {"action": "inspect"}).json()["results"]
+    assert listed["name"] == "unknown: inspect: nvidia 201" and listed["raw"] == raw
+    settings.METRICS_TOKEN = "s3cret"
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").content.decode()
+    assert f'asicmon_driver_errors_unknown_total{{host="{gpu.host.name}",vendor="nvidia",code="201"}} 3.0' in text

@@ -42,3 +42,32 @@ def test_amd_like_events_are_classified_by_amds_catalogue(seeded_fleet):
     _poll(npu, time.time())
     row = DriverError.objects.get(serial=npu.serial)
     assert (row.vendor, row.code, row.action) == ("amd", "ring_timeout", "restart_application")
+
+
+def test_errors_are_kept_for_the_retention_days_then_pruned_by_the_periodic_task(seeded_fleet, settings):
+    from datetime import UTC, datetime, timedelta
+
+    from dashboard.celery import app
+    from fleet import tasks
+    from fleet.asicmon.errors import ErrorEvent, classify
+    from fleet.driver_errors import store
+    from fleet.driver_errors.store import record_events
+
+    settings.DRIVER_ERROR_RETENTION_DAYS = 180
+    gpu = next(d for d in seeded_fleet if d.device_type == "gpu")
+    now = datetime.now(tz=UTC)
+    ages = {"79": 400, "48": 181, "95": 179, "13": 1}  # days since first seen
+    events = [classify(ErrorEvent("nvidia", code, f"xid {code}", (now - timedelta(days=days)).timestamp(),
+                                  address="0000:3b:00"), "nvidia_xid") for code, days in ages.items()]
+    record_events(gpu.host.name, {gpu.serial: events}, {gpu.serial: gpu.id})
+    store.PRUNE_BATCH, batch = 1, store.PRUNE_BATCH  # batches: a long backlog in short statements
+    try:
+        assert tasks.prune_driver_errors.apply().get() == 2
+    finally:
+        store.PRUNE_BATCH = batch
+    assert set(DriverError.objects.values_list("code", flat=True)) == {"95", "13"}
+    assert store.prune() == 0
+    assert tasks.prune_driver_errors.name == "fleet.tasks.prune_driver_errors"
+    app.finalize()
+    schedule = app.conf.beat_schedule["prune-driver-errors"]
+    assert schedule["task"] == tasks.prune_driver_errors.name and schedule["schedule"] <= 86400
