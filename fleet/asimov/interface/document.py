@@ -76,6 +76,9 @@ RUNGS = {
     "reboot_host": "The whole host reboots; every device on it is back with a fresh driver. Done when the "
                    "host's agent reports again.",
     "inspect_hardware": "The device is taken out of service for a person to look at; nothing restarts it.",
+    "inspect": "No rung is taken: a person reads the raw line (an unknown code, or one whose published "
+               "action is to contact support, update software or check memory management); the event is "
+               "shown as \"unknown: inspect\" and counted on `/metrics`.",
 }
 # Commands a spec declares for its devices.
 COMMANDS = {
