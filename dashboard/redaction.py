@@ -46,3 +46,27 @@ class RedactingFilter(logging.Filter):
         if record.exc_info and not record.exc_text:  # a traceback's message may hold a URL too
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
         return True
+
+
+# The processes' logging (the LOGGING setting): plain lines on the console at a level, every
+# record through RedactingFilter, the chattiest libraries turned down.
+QUIET = {
+    "django.channels.server": "WARNING",
+    "daphne": "WARNING",
+    # One line per task received and succeeded drowns the poll summaries.
+    "celery.app.trace": "WARNING",
+    "celery.worker.strategy": "WARNING",
+}
+
+
+def logging_config(level: str) -> dict:
+    """A logging.config.dictConfig configuration with ``level`` at the root."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s"}},
+        "filters": {"redact": {"()": "dashboard.redaction.RedactingFilter"}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {name: {"level": quiet} for name, quiet in QUIET.items()},
+    }

@@ -24,7 +24,7 @@ from dashboard.env import (
     env_str,
     secret_key_file,
 )
-from dashboard.redaction import redact_url
+from dashboard.redaction import logging_config, redact_url
 from emulator.config import DEFAULT_TYPES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -486,19 +486,4 @@ MEDIA_URL = "media/"
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 # Error pages (DEBUG) and reports mask URLs' passwords in settings and variables too.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "dashboard.reporting.RedactingExceptionReporterFilter"
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s"}},
-    # No URL's password in a log line (dashboard/redaction.py).
-    "filters": {"redact": {"()": "dashboard.redaction.RedactingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {
-        "django.channels.server": {"level": "WARNING"},
-        "daphne": {"level": "WARNING"},
-        # One line per task received and succeeded drowns the poll summaries.
-        "celery.app.trace": {"level": "WARNING"},
-        "celery.worker.strategy": {"level": "WARNING"},
-    },
-}
+LOGGING = logging_config(LOG_LEVEL)

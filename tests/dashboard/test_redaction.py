@@ -2,6 +2,7 @@
 pages; the administrator's password from the environment passes the validators."""
 
 import logging
+import logging.config
 from io import StringIO
 
 import pytest
@@ -10,7 +11,7 @@ from django.test import RequestFactory
 from django.views.debug import get_exception_reporter_filter
 
 from dashboard import backing_services
-from dashboard.redaction import RedactingFilter, redact_text, redact_url
+from dashboard.redaction import RedactingFilter, logging_config, redact_text, redact_url
 
 
 @pytest.mark.parametrize(
@@ -109,3 +110,25 @@ def test_a_strong_admin_password_from_the_environment_is_used_and_not_printed(mo
     assert "with the password from ASICMON_ADMIN_PASSWORD" in out.getvalue()
     assert "correct-horse-battery-77" not in out.getvalue()
     assert authenticate(username="strong-admin", password="correct-horse-battery-77") is not None
+
+
+def test_log_records_go_out_at_the_level_with_urls_passwords_masked(capsys):
+    logging.config.dictConfig(logging_config("INFO"))
+    try:
+        log = logging.getLogger("asicmon.test.logs")
+        log.info("connecting to postgres://fleet:hunter2@db:5432/asicmon")
+        log.debug("not shown at INFO")
+        logging.getLogger("celery.app.trace").info("task succeeded")  # turned down
+        err = capsys.readouterr().err
+        assert "INFO    asicmon.test.logs: connecting to postgres://fleet:***@db:5432/asicmon" in err
+        assert "hunter2" not in err and "not shown" not in err and "task succeeded" not in err
+    finally:
+        from django.conf import settings
+
+        logging.config.dictConfig(settings.LOGGING)
+
+
+def test_the_logging_setting_is_this_configuration():
+    from django.conf import settings
+
+    assert logging_config(settings.LOG_LEVEL) == settings.LOGGING
