@@ -4,8 +4,9 @@ JSON arguments only."""
 from celery import shared_task
 from django.conf import settings
 
+from fleet.agent import queues
 from fleet.health import remediation
-from fleet.polling import poller, queues
+from fleet.polling import poller
 
 
 @shared_task(ignore_result=True)
