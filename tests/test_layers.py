@@ -1,7 +1,9 @@
 """The layers stay where the README says: the Django-free libraries load no Django, Celery,
 Channels or Redis; the packages import each other only along the edges listed here; no
-module imports itself back through others, not even for type annotations; no module outgrows its room; inside the apps each
-sub-package imports only what its docstring lists, and no package crowds more than 15 modules."""
+module imports itself back through others, not even for type annotations; no module
+outgrows its room; inside the apps each sub-package imports only what its docstring lists,
+two sub-packages never import each other both ways, and no package crowds more than 15
+modules."""
 
 import ast
 import subprocess
