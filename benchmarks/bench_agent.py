@@ -85,10 +85,11 @@ def bench_cycle(specs: Path, hwmon: Path, cycles: int) -> None:
     from django.conf import settings
     from django.test.utils import setup_databases, teardown_databases
 
+    from fleet.agent import queues
     from fleet.agent.discovery import agent_host
     from fleet.agent.registration import register_host
     from fleet.models import Host
-    from fleet.polling import poller, queues
+    from fleet.polling import poller
 
     old = setup_databases(verbosity=0, interactive=False)
     try:

@@ -31,10 +31,12 @@ import hashlib
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +46,22 @@ CHUNK = 16 << 20
 BOUNDARY = "bench-boundary"
 BUSY = collections.Counter()  # 429 answers (each retried after its Retry-After), by client kind
 PHASES: dict[str, float] = {}  # the last send_chunked's seconds: sending the chunks, making the trace of them
+
+
+# moto's S3 server, for runs with the traces in an object store (here and bench_object_store.py)
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def start_moto(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **CREDENTIALS})
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("moto_server did not start")
 
 
 class MultipartFile:
@@ -232,7 +250,6 @@ def main() -> None:
     if args.object_store:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         import boto3
-        from bench_object_store import CREDENTIALS, start_moto
 
         from tests.support.processes import free_port
 

@@ -4,9 +4,10 @@ JSON arguments only."""
 from celery import shared_task
 from django.conf import settings
 
+from fleet.agent import queues
 from fleet.driver_errors import store as driver_error_store
 from fleet.health import remediation
-from fleet.polling import poller, queues
+from fleet.polling import poller
 
 
 @shared_task(ignore_result=True)

@@ -1,7 +1,9 @@
 """The layers stay where the README says: the Django-free libraries load no Django, Celery,
 Channels or Redis; the packages import each other only along the edges listed here; no
-module imports itself back through others; no module outgrows its room; inside the apps each
-sub-package imports only what its docstring lists, and no package crowds more than 15 modules."""
+module imports itself back through others, not even for type annotations; no module
+outgrows its room; inside the apps each sub-package imports only what its docstring lists,
+two sub-packages never import each other both ways, and no package crowds more than 15
+modules."""
 
 import ast
 import subprocess
@@ -168,6 +170,33 @@ def test_no_import_cycle_even_through_imports_inside_functions():
     assert not cycles, f"import cycles through imports inside functions: {cycles}"
 
 
+BENCHMARKS = {f"benchmarks.{path.stem}": path for path in sorted((ROOT / "benchmarks").glob("*.py"))}
+
+
+def _benchmark_imports(path: Path) -> set[str]:
+    """The benchmarks (run as scripts: ``from bench_uploads import ...``) a benchmark imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        for name in names:
+            name = name.removeprefix("benchmarks.")
+            if f"benchmarks.{name}" in BENCHMARKS:
+                found.add(f"benchmarks.{name}")
+    return found
+
+
+def test_no_import_circle_even_for_type_checking():
+    """No circle of modules at all: imports inside functions and under ``if TYPE_CHECKING:``
+    count too (a table that names the class calling it is still tied to it; it depends on a
+    small interface instead), and the benchmarks, which import each other as scripts."""
+    graph = {m: _imports(m, p, top_level_only=False, type_checking=True) for m, p in MODULES.items()}
+    graph |= {m: _benchmark_imports(p) - {m} for m, p in BENCHMARKS.items()}
+    assert sum(map(len, graph.values())) > 1000  # the walk saw the project's imports
+    assert any(graph[m] for m in BENCHMARKS), "the walk saw the benchmarks' imports of each other"
+    circles = [scc for scc in _strongly_connected(graph) if len(scc) > 1]
+    assert not circles, f"import circles (TYPE_CHECKING imports included): {circles}"
+
+
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's algorithm, iteratively."""
     index: dict[str, int] = {}
@@ -272,6 +301,32 @@ def test_each_sub_package_imports_only_what_its_docstring_allows():
     assert not unexpected, f"imports not in the sub-package's 'May import:' line: {unexpected}"
     stale = {unit: sorted(declared[unit] - set(used[unit])) for unit in declared if declared[unit] - set(used[unit])}
     assert not stale, f"'May import:' names that nothing imports any more (remove them): {stale}"
+
+
+def _sub_package_imports() -> dict[str, set[str]]:
+    """Each sub-package and the other sub-packages its modules actually import."""
+    declared = _sub_packages()
+    out: dict[str, set[str]] = {unit: set() for unit in declared}
+    for module, path in MODULES.items():
+        unit = _unit(module)
+        if unit in declared:
+            out[unit] |= {_unit(t) for t in _imports(module, path, top_level_only=False)} & set(declared) - {unit}
+    return out
+
+
+@pytest.mark.parametrize("graph", ["declared", "imported"])
+def test_sub_packages_import_each_other_one_way(graph):
+    """Between two sub-packages one is the lower: no pair may import each other, neither in
+    the 'May import:' lines nor in the code (the same holds for longer rings)."""
+    if graph == "declared":
+        edges = {unit: names & set(_sub_packages()) for unit, names in _sub_packages().items()}
+    else:
+        edges = _sub_package_imports()
+    assert sum(len(targets) for targets in edges.values()) > 20  # the walk saw the apps' edges
+    two_way = sorted({tuple(sorted((a, b))) for a, targets in edges.items() for b in targets if a in edges.get(b, ())})
+    assert not two_way, f"sub-packages that may import each other ({graph}): {two_way}"
+    rings = [ring for ring in _strongly_connected(edges) if len(ring) > 1]
+    assert not rings, f"sub-packages that import each other through others ({graph}): {rings}"
 
 
 def test_no_package_holds_more_than_15_modules_side_by_side():

@@ -16,7 +16,7 @@ class DeviceBusy(TraceRefused):
 
 
 class CaptureUnavailable(TraceRefused):
-    """The device's host cannot capture traces (fleet.polling.queues says why)."""
+    """The device's host cannot capture traces (fleet.agent.queues says why)."""
 
     status = 409
 

@@ -27,9 +27,9 @@ from emulator.serving.engine import SERVING_PROBLEMS
 from emulator.workloads.graph import workload_for
 from emulator.workloads.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from emulator.workloads.tracing import DeviceHung, DeviceNow, capture_live
+from fleet.agent.queues import capture_unavailable_reason
+from fleet.durations import human_duration
 from fleet.hosts.emulated_fleet import fleet_config, state_store
-from fleet.polling.queues import capture_unavailable_reason
-from fleet.reading.durations import human_duration
 from traces import atrace, events, queueing
 from traces.choices import ACTIVE_STATUSES, TraceSource, TraceStatus
 from traces.models import Trace

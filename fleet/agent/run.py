@@ -16,11 +16,11 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from fleet.agent.discovery import agent_discovery, error_state, rediscover
+from fleet.agent.queues import agent_queue_name
 from fleet.agent.registration import HostNameTaken, Registration, register_host
 from fleet.asicmon.errors.pump import KernelLogPump
 from fleet.asicmon.errors.sources import KMSG
 from fleet.models import Host
-from fleet.polling.queues import agent_queue_name
 
 log = logging.getLogger("fleet.agent")
 

@@ -3,10 +3,10 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import serializers
 
+from fleet.agent import queues
 from fleet.health.assessing import current_health
 from fleet.health.detection import Assessment
 from fleet.models import Action, Automation, Counter, Device, HealthEvent, Host
-from fleet.polling import queues
 
 
 class HostSerializer(serializers.ModelSerializer):

@@ -1,8 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from fleet.api import remediation_views, views
-from fleet.driver_errors import api as driver_errors
+from fleet.api import driver_errors, remediation_views, views
 
 router = DefaultRouter()
 router.register("hosts", views.HostViewSet)

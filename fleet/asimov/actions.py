@@ -19,14 +19,14 @@ from fleet.asimov.checking.values import Value
 from fleet.asimov.language.nodes import Action, Call, Name, Node, Number, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["action_stmt"]
 
 _SHAPES = 'a driver call: write("path", "value") or lib.function(handle, ...)'
 
 
-def action_stmt(c: Checker, stmt: Action, index: int) -> None:
+def action_stmt(c: CheckerInterface, stmt: Action, index: int) -> None:
     where, name = stmt.name, stmt.name.text
     if name not in CONTROL_ACTIONS:
         raise c.error(where, f"unknown control action {name!r}", suggest(name, CONTROL_ACTIONS, "a control action"))
@@ -50,7 +50,7 @@ def action_stmt(c: Checker, stmt: Action, index: int) -> None:
     c.actions.append(name)
 
 
-def _argument(c: Checker, node: Node) -> None:
+def _argument(c: CheckerInterface, node: Node) -> None:
     """An argument must be known before the action is called: the symbol a name stands for
     is kept for code generation."""
     if isinstance(node, (String, Number)):

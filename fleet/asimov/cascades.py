@@ -26,7 +26,7 @@ from fleet.asimov.checking.checks import suggest
 from fleet.asimov.language.nodes import Call, Keyword, Neg, Number, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
     from fleet.asimov.language.nodes import Cascade
 
 __all__ = ["EFFECTS", "RUNGS", "VENDORS", "cascade_stmt"]
@@ -39,7 +39,7 @@ _FORM = 'kmsg("nvidia" or "amd", RUNG, step(AFTER_S, CODE, TEXT[, "hang"]), ...)
 _STEP = 'step(AFTER_S, "CODE", "TEXT") or step(AFTER_S, "CODE", "TEXT", "hang")'
 
 
-def cascade_stmt(c: Checker, stmt: Cascade, index: int) -> None:
+def cascade_stmt(c: CheckerInterface, stmt: Cascade, index: int) -> None:
     """Checks one ``cascade FAULT = kmsg(...)`` and records the cascade."""
     name = stmt.fault.text
     if name in c.cascades:
@@ -71,14 +71,14 @@ def cascade_stmt(c: Checker, stmt: Cascade, index: int) -> None:
     c.cascades[name] = cascade
 
 
-def _string(c: Checker, node, allowed: tuple[str, ...], what: str) -> str:
+def _string(c: CheckerInterface, node, allowed: tuple[str, ...], what: str) -> str:
     if not isinstance(node, String) or node.value not in allowed:
         shown = repr(node.value) if isinstance(node, String) else "this"
         raise c.error(node, f"{shown} is no {what}", " or ".join(f'"{a}"' for a in allowed if a))
     return node.value
 
 
-def _step(c: Checker, node) -> tuple:
+def _step(c: CheckerInterface, node) -> tuple:
     if not isinstance(node, Call) or node.function_name != "step":
         raise c.error(node, "a cascade's steps are step(...)", _STEP)
     args = node.args

@@ -29,7 +29,7 @@ from fleet.asimov.checking.checks import check_relative_path
 from fleet.asimov.language.nodes import Call, Discover, Keyword, ListExpr, Node, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["check_discovery_fits", "discover_stmt"]
 
@@ -39,7 +39,7 @@ SERIAL_RULES = {"file": "a file in the folder holding the device's serial",
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def discover_stmt(c: Checker, stmt: Discover, index: int) -> None:
+def discover_stmt(c: CheckerInterface, stmt: Discover, index: int) -> None:
     call = stmt.rule
     if c.discovery is not None:
         raise c.error(stmt, f"a spec has one discover statement (the first is on line {c.discovery['line']})",
@@ -57,7 +57,7 @@ def discover_stmt(c: Checker, stmt: Discover, index: int) -> None:
     c.discovery = {"rule": "folders", "line": stmt.line, **_folders(c, call, args, kwargs)}
 
 
-def _arguments(c: Checker, call: Call) -> tuple[list, dict[str, Keyword]]:
+def _arguments(c: CheckerInterface, call: Call) -> tuple[list, dict[str, Keyword]]:
     args, kwargs = [], {}
     for arg in call.args:
         if isinstance(arg, Keyword):
@@ -69,7 +69,7 @@ def _arguments(c: Checker, call: Call) -> tuple[list, dict[str, Keyword]]:
     return args, kwargs
 
 
-def _folders(c: Checker, call: Call, args: list, kwargs: dict[str, Keyword]) -> dict:
+def _folders(c: CheckerInterface, call: Call, args: list, kwargs: dict[str, Keyword]) -> dict:
     if len(args) != 1:
         raise c.error(call, "folders() takes one glob pattern", 'folders("/sys/class/…/dev*", …)')
     pattern = _string(c, args[0], "the glob pattern of the device folders")
@@ -83,13 +83,13 @@ def _folders(c: Checker, call: Call, args: list, kwargs: dict[str, Keyword]) -> 
     return {"pattern": pattern, "variables": _VARIABLE.findall(pattern), "requires": requires, "serial": serial}
 
 
-def _string(c: Checker, node: Node, what: str) -> str:
+def _string(c: CheckerInterface, node: Node, what: str) -> str:
     if not isinstance(node, String):
         raise c.error(node, f"expected a string: {what}", "a string literal")
     return node.value
 
 
-def _requires(c: Checker, node: Node) -> list[str]:
+def _requires(c: CheckerInterface, node: Node) -> list[str]:
     if not isinstance(node, ListExpr):
         raise c.error(node, "requires= takes a list of file names", '["name", "temp1_input"]')
     names = [_string(c, item, "a file name in the folder") for item in node.items]
@@ -99,7 +99,7 @@ def _requires(c: Checker, node: Node) -> list[str]:
     return names
 
 
-def _serial(c: Checker, node: Node) -> list[str]:
+def _serial(c: CheckerInterface, node: Node) -> list[str]:
     rule = node.function_name if isinstance(node, Call) else None
     if rule not in SERIAL_RULES:
         raise c.error(node, "serial= takes file(\"…\") or link(\"…\")",
@@ -112,7 +112,7 @@ def _serial(c: Checker, node: Node) -> list[str]:
     return [rule, text]
 
 
-def check_discovery_fits(c: Checker) -> None:
+def check_discovery_fits(c: CheckerInterface) -> None:
     """After every statement: the discovery rule must give the device what the spec reads
     through (a folder for ``file()`` and ``write()``, the NVML library for ``lib``)."""
     if c.discovery is None:

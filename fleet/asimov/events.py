@@ -24,7 +24,7 @@ from fleet.asimov.checking.checks import suggest
 from fleet.asimov.language.nodes import Diagnose, Events
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["SOURCES", "diagnose_stmt", "events_stmt", "split_command"]
 
@@ -32,7 +32,7 @@ SOURCES = ("kmsg", "nvml", "ras_sysfs", "emulator")
 _SHELL_OPERATORS = frozenset({"|", "||", "&", "&&", ";", ";;", ">", ">>", "<", "<<", "2>", "2>&1", ">&", "&>", "(", ")"})
 
 
-def events_stmt(c: Checker, stmt: Events, index: int) -> None:
+def events_stmt(c: CheckerInterface, stmt: Events, index: int) -> None:
     if c.events is not None:
         raise c.error(stmt, "events are declared twice", "one events statement per spec")
     name = stmt.catalogue.text
@@ -49,7 +49,7 @@ def events_stmt(c: Checker, stmt: Events, index: int) -> None:
     c.events = {"catalogue": name, "sources": tuple(sources)}
 
 
-def diagnose_stmt(c: Checker, stmt: Diagnose, index: int) -> None:
+def diagnose_stmt(c: CheckerInterface, stmt: Diagnose, index: int) -> None:
     if c.diagnostic:
         raise c.error(stmt, "diagnose is declared twice", "one diagnose statement per spec")
     try:

@@ -25,7 +25,7 @@ from fleet.asimov.checking.checks import suggest
 from fleet.asimov.language.nodes import Call, Keyword, Neg, Number, Performance
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["OP_CLASSES", "PARAMETERS", "performance_stmt", "render_performance", "with_performance"]
 
@@ -46,7 +46,7 @@ MODEL_FORM = "curve"
 HEADER = "# performance model fitted by `python -m emulator fit`"
 
 
-def performance_stmt(c: Checker, stmt: Performance, index: int) -> None:
+def performance_stmt(c: CheckerInterface, stmt: Performance, index: int) -> None:
     """Checks one ``performance CLASS = curve(...)`` statement and records its parameters."""
     name = stmt.op_class.text
     if name not in OP_CLASSES:
@@ -68,7 +68,7 @@ def performance_stmt(c: Checker, stmt: Performance, index: int) -> None:
     c.performance[name] = params
 
 
-def _parameter(c: Checker, arg: Keyword, seen: Mapping[str, float]) -> str:
+def _parameter(c: CheckerInterface, arg: Keyword, seen: Mapping[str, float]) -> str:
     key = arg.name.text
     if key not in PARAMETERS:
         raise c.error(arg.name, f"unknown performance parameter {key!r}", suggest(key, PARAMETERS, "a parameter"))
@@ -77,7 +77,7 @@ def _parameter(c: Checker, arg: Keyword, seen: Mapping[str, float]) -> str:
     return key
 
 
-def _number(c: Checker, arg: Keyword) -> float:
+def _number(c: CheckerInterface, arg: Keyword) -> float:
     key, value = arg.name.text, arg.value
     _, positive, whole = PARAMETERS[key]
     if isinstance(value, Neg) and isinstance(value.operand, Number):

@@ -44,7 +44,7 @@ from fleet.asimov.language import nodes
 from fleet.asimov.state import FAULT_EFFECTS, FIELDS, STEP_RULES
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["COMMANDS", "FUNCTIONS", "INPUTS", "VARIABLES", "emit_machine", "on_stmt", "step_stmt"]
 
@@ -88,7 +88,7 @@ def constants() -> tuple[str, ...]:
 CONSTANTS = frozenset(constants())
 
 
-def step_stmt(c: Checker, stmt: nodes.Rule, index: int) -> None:
+def step_stmt(c: CheckerInterface, stmt: nodes.Rule, index: int) -> None:
     """Checks ``step NAME = expr`` (or ``on COMMAND NAME = expr``) and keeps its code."""
     when = stmt.when.text
     if when not in INPUTS:
@@ -112,7 +112,7 @@ def step_stmt(c: Checker, stmt: nodes.Rule, index: int) -> None:
 on_stmt = step_stmt
 
 
-def _expr(c: Checker, node: nodes.Expr, when: str, local: set[str], loops: tuple[str, ...]) -> str:
+def _expr(c: CheckerInterface, node: nodes.Expr, when: str, local: set[str], loops: tuple[str, ...]) -> str:
     """The Python of a rule's expression; raises at the first part that is not allowed."""
     def sub(n: nodes.Expr) -> str:
         return _expr(c, n, when, local, loops)
@@ -151,7 +151,7 @@ _FORMS = {
 }
 
 
-def _name(c: Checker, node: nodes.Name, when: str, local: set[str], loops: tuple[str, ...]) -> str:
+def _name(c: CheckerInterface, node: nodes.Name, when: str, local: set[str], loops: tuple[str, ...]) -> str:
     name = node.id
     if name in loops:
         return f"l_{name}"
@@ -171,7 +171,7 @@ def _name(c: Checker, node: nodes.Name, when: str, local: set[str], loops: tuple
     raise c.error(node, f"unknown name '{name}' in an update rule", suggest(name, known, "a state variable, constant or input"))
 
 
-def _call(c: Checker, node: nodes.Call, sub, when: str) -> str:
+def _call(c: CheckerInterface, node: nodes.Call, sub, when: str) -> str:
     fn = node.function_name
     if fn not in FUNCTIONS:
         shown = fn or "this call"
@@ -202,7 +202,7 @@ def _call(c: Checker, node: nodes.Call, sub, when: str) -> str:
     return template.format(*codes, all=", ".join(codes))
 
 
-def finish_rules(c: Checker, device: nodes.Node) -> None:
+def finish_rules(c: CheckerInterface, device: nodes.Node) -> None:
     """After every statement: a double needs its step rules."""
     if c.state and not c.rules.get("step"):
         c.error(device, "the device double has no step rules", "step lines: how its state moves each time step")

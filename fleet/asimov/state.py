@@ -31,7 +31,7 @@ from fleet.asimov.checking.values import NO, Ctx
 from fleet.asimov.language.nodes import Call, DictExpr, FaultRule, Neg, Number, StateField, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = [
     "DRIVER_INTERFACES", "FAULT_EFFECTS", "FIELDS", "REQUIRED", "STEP_RULES", "fault_stmt", "finish_state", "state_stmt",
@@ -96,7 +96,7 @@ STEP_RULES: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
 _PREFIX = re.compile(r"^[A-Z][A-Z0-9]{1,5}$")
 
 
-def state_stmt(c: Checker, stmt: StateField, index: int) -> None:
+def state_stmt(c: CheckerInterface, stmt: StateField, index: int) -> None:
     """Checks one ``state FIELD = value`` and records the value."""
     name = stmt.name.text
     if name not in FIELDS:
@@ -120,7 +120,7 @@ _EXPECTED = {
 }
 
 
-def _typed(c: Checker, where, name: str, kind: str, value):
+def _typed(c: CheckerInterface, where, name: str, kind: str, value):
     ok = {
         "str": isinstance(value, str),
         "prefix": isinstance(value, str) and bool(_PREFIX.match(value)),
@@ -136,7 +136,7 @@ def _typed(c: Checker, where, name: str, kind: str, value):
     return value  # as written: 1400 stays an int, 6.0 a float
 
 
-def _firmware(c: Checker, node) -> dict[str, str]:
+def _firmware(c: CheckerInterface, node) -> dict[str, str]:
     if not isinstance(node, DictExpr):
         raise c.error(node, "state firmware must be a dict of strings", _EXPECTED["firmware"])
     out = {}
@@ -148,7 +148,7 @@ def _firmware(c: Checker, node) -> dict[str, str]:
     return out
 
 
-def fault_stmt(c: Checker, stmt: FaultRule, index: int) -> None:
+def fault_stmt(c: CheckerInterface, stmt: FaultRule, index: int) -> None:
     """Checks one ``fault KIND = effect(numbers)`` or ``rule NAME = form(numbers)`` and
     records its numbers."""
     kind, word = stmt.kind.text, stmt.word
@@ -173,7 +173,7 @@ def fault_stmt(c: Checker, stmt: FaultRule, index: int) -> None:
     seen[kind] = tuple(numbers)
 
 
-def finish_state(c: Checker, device) -> None:
+def finish_state(c: CheckerInterface, device) -> None:
     """After every statement: the fields a double needs, and fields that must agree."""
     if not c.state and not c.fault_rules and not c.step_rules:
         return

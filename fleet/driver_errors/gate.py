@@ -44,9 +44,9 @@ from fleet.choices import ActionStatus, DeviceState, Health
 from fleet.driver_errors import ladder
 from fleet.driver_errors.host_commands import argv, masked, masked_text, rung_env
 from fleet.driver_errors.ladder import RULE, climb, perform_or_climb
+from fleet.durations import human_duration
 from fleet.hosts.emulated_fleet import host_monitor
 from fleet.models import Action, Device
-from fleet.reading.durations import human_duration
 from fleet.redis import get_redis, key
 
 log = logging.getLogger(__name__)

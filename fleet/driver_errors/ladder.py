@@ -40,9 +40,9 @@ from django.utils import timezone
 from fleet.asicmon import ladder_rules
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Rung
 from fleet.driver_errors import host_commands, rungs
+from fleet.durations import human_duration
 from fleet.health import control, remediation
 from fleet.models import Action, Automation, Device, DriverError
-from fleet.reading.durations import human_duration
 
 log = logging.getLogger(__name__)
 

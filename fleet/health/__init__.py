@@ -5,6 +5,6 @@ Owns detection (rules over a snapshot and recent polls), the fleet-wide health i
 the actions on a device's hardware (control), remediation with its automation brake
 (remediation) and automatic captures when a device looks wrong (autocapture).
 
-May import: fleet, fleet.agent, fleet.asicmon, fleet.asimov, fleet.hosts, fleet.polling, fleet.reading.
+May import: fleet, fleet.agent, fleet.asicmon, fleet.asimov, fleet.hosts.
 (a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
 """

@@ -6,7 +6,7 @@ leaves its devices to the repair path.
 
 An emulated device reboots in any worker (the emulator's state is shared). A real device
 reboots on its own machine: the call runs in its host's agent (the operator's reboot task is
-sent to the agent's queue, fleet.polling.queues.host_queue; automation reboots in the agent's poll),
+sent to the agent's queue, fleet.agent.queues.host_queue; automation reboots in the agent's poll),
 through the monitor the agent reads the device with.
 """
 

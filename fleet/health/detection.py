@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from fleet.asicmon.limits import DEFAULT_LIMITS, Limits
 from fleet.choices import Health
-from fleet.reading.durations import human_duration
+from fleet.durations import human_duration
 
 _ORDER = [Health.HEALTHY, Health.UNKNOWN, Health.WARNING, Health.CRITICAL]
 

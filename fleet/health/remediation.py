@@ -30,11 +30,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.agent import queues
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Health
+from fleet.durations import human_duration
 from fleet.health import assessing, control
 from fleet.models import Action, Automation, Device
-from fleet.polling import queues
-from fleet.reading.durations import human_duration
 
 log = logging.getLogger(__name__)
 

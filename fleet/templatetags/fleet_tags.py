@@ -5,7 +5,7 @@
 from django import template
 from django.utils.html import json_script
 
-from fleet.polling import queues
+from fleet.agent import queues
 from fleet.reading import key_counters as table
 from fleet.reading.key_counters import NOT_REPORTED, KeyCounter, reported
 

@@ -22,7 +22,8 @@ import websocket
 from django.conf import settings
 from rest_framework.authtoken.models import Token
 
-from fleet.polling import queues, snapshots
+from fleet.agent import queues
+from fleet.polling import snapshots
 from fleet.redis import get_redis
 from tests.support.hwmon import write_hwmon_tree
 from tests.support.processes import ROOT, Service, child_env, start_beat, start_web, start_worker

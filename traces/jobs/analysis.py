@@ -26,7 +26,7 @@ from django.conf import settings
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from fleet.reading.durations import human_duration
+from fleet.durations import human_duration
 from traces import atrace, events, queueing, writers
 from traces.atrace.analysis.job_digest import digest_bytes, rank_digest
 from traces.choices import JOB_ACTIVE_STATUSES, RANK_PENDING_STATUSES, JobStatus, RankStatus

@@ -25,9 +25,9 @@ from emulator.config import find_host
 from emulator.workloads.graph import workload_for
 from emulator.workloads.jobs import JobSpec, Rank, condition_of, run_job_live
 from emulator.workloads.training import PARALLELISMS
+from fleet.agent.queues import capture_unavailable_reason
 from fleet.hosts.emulated_fleet import fleet_config
 from fleet.models import Device
-from fleet.polling.queues import capture_unavailable_reason
 from traces import writers
 from traces.choices import JobStatus, RankStatus, TraceSource, TraceStatus
 from traces.jobs import analysis as job_analysis

@@ -3,8 +3,8 @@ from django.conf import settings
 from django.utils.html import json_script
 
 from emulator.serving.engine import SERVING_PROBLEMS
-from fleet.polling.queues import capture_unavailable_reason
-from fleet.reading.durations import human_duration
+from fleet.agent.queues import capture_unavailable_reason
+from fleet.durations import human_duration
 from traces.choices import TraceStatus
 from traces.models import Job, Trace
 
@@ -43,7 +43,7 @@ def device_straggler_jobs(device, limit: int = 10):
 
 @register.filter
 def duration(seconds):
-    """Seconds as people read them ("1 min 5 s"): fleet.reading.durations.human_duration."""
+    """Seconds as people read them ("1 min 5 s"): fleet.durations.human_duration."""
     return "–" if seconds is None or seconds == "" else human_duration(float(seconds))
 
 

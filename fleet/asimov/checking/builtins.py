@@ -24,7 +24,7 @@ from fleet.asimov.checking.values import ANY, NO, Ctx, Symbol, Value, describe
 from fleet.asimov.language.nodes import Call, Name, Node, String
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["AGGREGATES", "BUILTINS", "PARSERS", "FileParser", "FileRead", "aggregate"]
 
@@ -51,7 +51,7 @@ class FileRead:
     parser: FileParser
 
 
-def aggregate(c: Checker, node: Node, fn: str, seq: Value) -> Value:
+def aggregate(c: CheckerInterface, node: Node, fn: str, seq: Value) -> Value:
     if seq.vtype not in ("list", "any", "range"):
         raise c.error(
             node,
@@ -69,7 +69,7 @@ def aggregate(c: Checker, node: Node, fn: str, seq: Value) -> Value:
     )
 
 
-def file_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def file_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 2)
     if not ctx.reads:
         raise c.error(
@@ -91,7 +91,7 @@ def file_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ct
     return Value(vtype, unit, ref=FileRead(path, parser))
 
 
-def path_template(c: Checker, node: String, ctx: Ctx) -> tuple[tuple[str, Symbol | None], ...]:
+def path_template(c: CheckerInterface, node: String, ctx: Ctx) -> tuple[tuple[str, Symbol | None], ...]:
     """A path with ``{name}`` fields: (literal text, the symbol of the field after it)."""
     try:
         pieces = list(string.Formatter().parse(node.value))
@@ -112,7 +112,7 @@ def path_template(c: Checker, node: String, ctx: Ctx) -> tuple[tuple[str, Symbol
     return tuple(path)
 
 
-def file_parser(c: Checker, node: Node) -> tuple[FileParser, str, Any]:
+def file_parser(c: CheckerInterface, node: Node) -> tuple[FileParser, str, Any]:
     """A file() parser: (the parser, value type, unit)."""
     expected = 'a parser: int, float, hex, str, unit("mW"), regex(r"...", int), field("key", int) or words("key", int)'
     if isinstance(node, Name) and node.id in PARSERS:
@@ -158,7 +158,7 @@ def file_parser(c: Checker, node: Node) -> tuple[FileParser, str, Any]:
     raise c.error(node, "unknown parser", expected)
 
 
-def optional_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def optional_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     raise c.error(
         node,
         "optional() must be the whole right-hand side of a binding",
@@ -166,7 +166,7 @@ def optional_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx
     )
 
 
-def rate_or_delta(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def rate_or_delta(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1, 1, ("wrap",))
     if ctx.once:
         raise c.error(
@@ -203,7 +203,7 @@ def rate_or_delta(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx
     return Value("num", unit, is_rate=True, ref=wrap)
 
 
-def convert_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def convert_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 2)
     value_node, unit_node = args
     val = c.expr(value_node, ctx)
@@ -231,7 +231,7 @@ def convert_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx:
     return Value(val.vtype, target, val.elem, is_rate=val.is_rate, ref=factor)
 
 
-def flags_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def flags_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 2, 3)
     mask_node, names_node, *none_node = args
     c.expr(mask_node, ctx)
@@ -255,21 +255,21 @@ def flags_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: C
     return Value("str", ANY, ref=(names.const, none))
 
 
-def clamp_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def clamp_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 3)
     vals = [c.expr(a, ctx) for a in args]
     unit = same_unit(c, node, vals, "clamp() arguments")
     return Value("num", unit, is_rate=vals[0].is_rate)
 
 
-def range_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def range_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1, 2)
     for a in args:
         c.expr(a, ctx)
     return Value("range", None, "num")
 
 
-def min_or_max(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def min_or_max(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1, 16)
     vals = [c.expr(a, ctx) for a in args]
     if len(vals) == 1:
@@ -278,26 +278,26 @@ def min_or_max(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: C
     return Value("num", unit, is_rate=any(v.is_rate for v in vals))
 
 
-def over_sequence(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def over_sequence(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1)
     (sequence,) = args
     return aggregate(c, node, fn, c.expr(sequence, ctx))
 
 
-def abs_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def abs_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1)
     (arg,) = args
     v = c.expr(arg, ctx)
     return Value("num", v.unit, is_rate=v.is_rate)
 
 
-def round_call(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def round_call(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     check_arity(c, node, fn, args, kwargs, 1, 2)
     vals = [c.expr(a, ctx) for a in args]
     return Value("num", vals[0].unit, is_rate=vals[0].is_rate)
 
 
-def conversion(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
+def conversion(c: CheckerInterface, fn: str, node: Call, args: list, kwargs: dict, ctx: Ctx) -> Value:
     vtype = CONVERSIONS[fn]
     check_arity(c, node, fn, args, kwargs, 1)
     (arg,) = args
@@ -307,7 +307,7 @@ def conversion(c: Checker, fn: str, node: Call, args: list, kwargs: dict, ctx: C
     return Value(vtype, unit, is_rate=v.is_rate and vtype == "num", literals=literals)
 
 
-Handler = Callable[["Checker", str, Call, list, dict, Ctx], Value]
+Handler = Callable[["CheckerInterface", str, Call, list, dict, Ctx], Value]
 
 BUILTINS: dict[str, Handler] = {
     "abs": abs_call,

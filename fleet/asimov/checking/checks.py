@@ -14,7 +14,7 @@ from fleet.asimov.checking.values import ANY, Value, describe
 from fleet.asimov.language.nodes import Node
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = [
     "check_arity",
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-def check_counter(c: Checker, counter: CounterDef, val: Value, node: Node) -> None:
+def check_counter(c: CheckerInterface, counter: CounterDef, val: Value, node: Node) -> None:
     name = counter.name
     if counter.is_numeric:
         want = "list" if counter.per_core else "num"
@@ -100,7 +100,7 @@ FORBIDDEN_LIB_NAMES = frozenset(n for n in dir(ctypes) if not n.startswith("_"))
 })
 
 
-def check_attribute(c: Checker, name: Node) -> None:
+def check_attribute(c: CheckerInterface, name: Node) -> None:
     """An attribute (``obj.name``) a spec may read: never one of Python's own (``_...``)."""
     if name.text.startswith("_"):
         raise c.error(
@@ -110,7 +110,7 @@ def check_attribute(c: Checker, name: Node) -> None:
         )
 
 
-def check_lib_function(c: Checker, name: Node, constant: bool = False) -> None:
+def check_lib_function(c: CheckerInterface, name: Node, constant: bool = False) -> None:
     """``lib.name``: a function of the driver library, nothing else it exposes (or, where
     ``constant``, read not called, one of its ALL_CAPS constants)."""
     check_attribute(c, name)
@@ -129,7 +129,7 @@ def check_lib_function(c: Checker, name: Node, constant: bool = False) -> None:
         )
 
 
-def check_relative_path(c: Checker, node: Node, path: str, what: str) -> None:
+def check_relative_path(c: CheckerInterface, node: Node, path: str, what: str) -> None:
     """A path a spec reads or writes: inside the device's folder (no ``/...``, no ``..``)."""
     if path.startswith(("/", "~")) or ".." in path.split("/") or "\\" in path:
         raise c.error(
@@ -139,13 +139,13 @@ def check_relative_path(c: Checker, node: Node, path: str, what: str) -> None:
         )
 
 
-def check_iterable(c: Checker, node: Node, it: Value) -> None:
+def check_iterable(c: CheckerInterface, node: Node, it: Value) -> None:
     if it.vtype not in ("range", "list", "any"):
         raise c.error(node, f"cannot iterate over {describe(it.vtype)}", "range(n) or a list")
 
 
 def check_arity(
-    c: Checker,
+    c: CheckerInterface,
     node: Node,
     fn: str,
     args: list,
@@ -171,7 +171,7 @@ def check_arity(
         )
 
 
-def same_unit(c: Checker, node: Node, vals: list[Value], what: str) -> Any:
+def same_unit(c: CheckerInterface, node: Node, vals: list[Value], what: str) -> Any:
     known = [v.unit for v in vals if v.unit is not ANY and v.unit is not None]
     for u in known[1:]:
         if not u.same(known[0]):
@@ -185,7 +185,7 @@ def same_unit(c: Checker, node: Node, vals: list[Value], what: str) -> Any:
     return None if all(v.unit is None for v in vals) else ANY
 
 
-def require_numbers(c: Checker, operands: list[Node], vals: list[Value], op: str) -> None:
+def require_numbers(c: CheckerInterface, operands: list[Node], vals: list[Value], op: str) -> None:
     for v, operand in zip(vals, operands, strict=True):
         if v.vtype not in ("num", "bool", "any"):
             raise c.error(operand, f"'{op}' needs numbers, not {describe(v.vtype)}", "a number")

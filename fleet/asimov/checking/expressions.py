@@ -24,33 +24,33 @@ from fleet.asimov.checking.values import ANY, NO, Ctx, Value, describe, fold, mu
 from fleet.asimov.language import nodes
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["EXPRESSIONS"]
 
 
-def number(c: Checker, node: nodes.Number, ctx: Ctx) -> Value:
+def number(c: CheckerInterface, node: nodes.Number, ctx: Ctx) -> Value:
     return Value("num", None, const=node.value)
 
 
-def string(c: Checker, node: nodes.String, ctx: Ctx) -> Value:
+def string(c: CheckerInterface, node: nodes.String, ctx: Ctx) -> Value:
     return Value("str", ANY, literals=(node.value,), const=node.value)
 
 
-def boolean(c: Checker, node: nodes.Boolean, ctx: Ctx) -> Value:
+def boolean(c: CheckerInterface, node: nodes.Boolean, ctx: Ctx) -> Value:
     return Value("bool", None, const=node.value)
 
 
-def none(c: Checker, node: nodes.NoneLiteral, ctx: Ctx) -> Value:
+def none(c: CheckerInterface, node: nodes.NoneLiteral, ctx: Ctx) -> Value:
     return Value("none", ANY, const=None)
 
 
-def name(c: Checker, node: nodes.Name, ctx: Ctx) -> Value:
+def name(c: CheckerInterface, node: nodes.Name, ctx: Ctx) -> Value:
     sym = c.resolve(node.id, node, ctx)
     return Value(sym.vtype, sym.unit, sym.elem, const=sym.value, ref=sym)
 
 
-def stat(c: Checker, node: nodes.Stat, ctx: Ctx) -> Value:
+def stat(c: CheckerInterface, node: nodes.Stat, ctx: Ctx) -> Value:
     where, name = node.counter, node.counter.text
     if name not in CATALOGUE:
         raise c.error(
@@ -78,7 +78,7 @@ def stat(c: Checker, node: nodes.Stat, ctx: Ctx) -> Value:
     return Value(sym.vtype, sym.unit, sym.elem, stat_kind=CATALOGUE[name].kind, ref=sym)
 
 
-def attr(c: Checker, node: nodes.Attr, ctx: Ctx) -> Value:
+def attr(c: CheckerInterface, node: nodes.Attr, ctx: Ctx) -> Value:
     obj = c.expr(node.obj, ctx)
     if obj.vtype == "lib":
         check_lib_function(c, node.attr, constant=True)
@@ -93,7 +93,7 @@ def attr(c: Checker, node: nodes.Attr, ctx: Ctx) -> Value:
     return Value("any", ANY)
 
 
-def subscript(c: Checker, node: nodes.Subscript, ctx: Ctx) -> Value:
+def subscript(c: CheckerInterface, node: nodes.Subscript, ctx: Ctx) -> Value:
     obj = c.expr(node.obj, ctx)
     idx = c.expr(node.index, ctx)
     if obj.vtype not in ("any", "list", "dict"):
@@ -105,14 +105,14 @@ def subscript(c: Checker, node: nodes.Subscript, ctx: Ctx) -> Value:
     return Value(obj.elem if obj.vtype == "list" else "any", obj.unit, stat_kind=obj.stat_kind)
 
 
-def list_display(c: Checker, node: nodes.ListExpr, ctx: Ctx) -> Value:
+def list_display(c: CheckerInterface, node: nodes.ListExpr, ctx: Ctx) -> Value:
     items = [c.expr(item, ctx) for item in node.items]
     unit = same_unit(c, node, items, "list items") if items else ANY
     elem = items[0].vtype if items and all(i.vtype == items[0].vtype for i in items) else "any"
     return Value("list", unit, elem)
 
 
-def dict_display(c: Checker, node: nodes.DictExpr, ctx: Ctx) -> Value:
+def dict_display(c: CheckerInterface, node: nodes.DictExpr, ctx: Ctx) -> Value:
     const: dict | None = {}
     for pair in node.pairs:
         key = c.expr(pair.key, ctx)
@@ -130,7 +130,7 @@ def dict_display(c: Checker, node: nodes.DictExpr, ctx: Ctx) -> Value:
     return Value("dict", ANY, const=const if const is not None else NO)
 
 
-def comprehension(c: Checker, element: nodes.Expr, loop: nodes.For, ctx: Ctx) -> Value:
+def comprehension(c: CheckerInterface, element: nodes.Expr, loop: nodes.For, ctx: Ctx) -> Value:
     """``element for var in iterable``: what is known of the element."""
     it = c.expr(loop.iterable, ctx)
     check_iterable(c, loop.iterable, it)
@@ -145,12 +145,12 @@ def comprehension(c: Checker, element: nodes.Expr, loop: nodes.For, ctx: Ctx) ->
     return elem
 
 
-def list_comprehension(c: Checker, node: nodes.ListComp, ctx: Ctx) -> Value:
+def list_comprehension(c: CheckerInterface, node: nodes.ListComp, ctx: Ctx) -> Value:
     elem = comprehension(c, node.element, node.loop, ctx)
     return Value("list", elem.unit, elem.vtype, is_rate=elem.is_rate)
 
 
-def call_generator(c: Checker, node: nodes.CallGen, ctx: Ctx) -> Value:
+def call_generator(c: CheckerInterface, node: nodes.CallGen, ctx: Ctx) -> Value:
     fn = node.func.id if isinstance(node.func, nodes.Name) else None
     if fn not in AGGREGATES:
         raise c.error(
@@ -162,7 +162,7 @@ def call_generator(c: Checker, node: nodes.CallGen, ctx: Ctx) -> Value:
     return aggregate(c, node, fn, Value("list", elem.unit, elem.vtype, is_rate=elem.is_rate))
 
 
-def call(c: Checker, node: nodes.Call, ctx: Ctx) -> Value:
+def call(c: CheckerInterface, node: nodes.Call, ctx: Ctx) -> Value:
     if node.lib_function is not None:
         check_lib_function(c, node.func.attr)
         if not ctx.reads:
@@ -208,7 +208,7 @@ def call(c: Checker, node: nodes.Call, ctx: Ctx) -> Value:
     return handler(c, fn, node, node.positional, keywords, ctx)
 
 
-def binary(c: Checker, node: nodes.BinOp, ctx: Ctx) -> Value:
+def binary(c: CheckerInterface, node: nodes.BinOp, ctx: Ctx) -> Value:
     op = node.op
     left, right = c.expr(node.left, ctx), c.expr(node.right, ctx)
     if op == "+" and left.vtype == "str" and right.vtype == "str":
@@ -234,32 +234,32 @@ def binary(c: Checker, node: nodes.BinOp, ctx: Ctx) -> Value:
     return Value("num", unit, is_rate=left.is_rate or right.is_rate, const=const)
 
 
-def neg(c: Checker, node: nodes.Neg, ctx: Ctx) -> Value:
+def neg(c: CheckerInterface, node: nodes.Neg, ctx: Ctx) -> Value:
     v = c.expr(node.operand, ctx)
     require_numbers(c, [node.operand], [v], "-")
     const = -v.const if v.const is not NO else NO
     return Value("num", v.unit, is_rate=v.is_rate, const=const)
 
 
-def comparison(c: Checker, node: nodes.Compare, ctx: Ctx) -> Value:
+def comparison(c: CheckerInterface, node: nodes.Compare, ctx: Ctx) -> Value:
     left, right = c.expr(node.left, ctx), c.expr(node.right, ctx)
     if {left.vtype, right.vtype} <= {"num", "bool", "any"}:
         same_unit(c, node, [left, right], f"the operands of '{node.op}'")
     return Value("bool", None)
 
 
-def not_(c: Checker, node: nodes.Not, ctx: Ctx) -> Value:
+def not_(c: CheckerInterface, node: nodes.Not, ctx: Ctx) -> Value:
     c.expr(node.operand, ctx)
     return Value("bool", None)
 
 
-def logic(c: Checker, node: nodes.BoolOp, ctx: Ctx) -> Value:
+def logic(c: CheckerInterface, node: nodes.BoolOp, ctx: Ctx) -> Value:
     left, right = c.expr(node.left, ctx), c.expr(node.right, ctx)
     vtype = left.vtype if left.vtype == right.vtype else "any"
     return Value(vtype, left.unit if left.unit == right.unit else ANY)
 
 
-def if_else(c: Checker, node: nodes.IfElse, ctx: Ctx) -> Value:
+def if_else(c: CheckerInterface, node: nodes.IfElse, ctx: Ctx) -> Value:
     a, _, b = c.expr(node.body, ctx), c.expr(node.test, ctx), c.expr(node.orelse, ctx)
     if a.vtype in ("num", "any") and b.vtype in ("num", "any"):
         unit = same_unit(c, node, [a, b], "the two branches")
@@ -277,7 +277,7 @@ def if_else(c: Checker, node: nodes.IfElse, ctx: Ctx) -> Value:
     return Value(vtype, unit, a.elem, a.is_rate or b.is_rate, literals)
 
 
-Expression = Callable[["Checker", nodes.Expr, Ctx], Value]
+Expression = Callable[["CheckerInterface", nodes.Expr, Ctx], Value]
 
 EXPRESSIONS: dict[type, Expression] = {
     nodes.Number: number,

@@ -25,12 +25,12 @@ from fleet.asimov.language.nodes import (
 )
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["binding", "call_stmt"]
 
 
-def call_stmt(c: Checker, stmt: CallStatement, index: int) -> None:
+def call_stmt(c: CheckerInterface, stmt: CallStatement, index: int) -> None:
     node = stmt.value
     if not (isinstance(node, Call) and node.lib_function is not None):
         raise c.error(
@@ -45,7 +45,7 @@ def call_stmt(c: Checker, stmt: CallStatement, index: int) -> None:
         c.expr(node, ctx)
 
 
-def binding(c: Checker, stmt: Binding, index: int) -> None:
+def binding(c: CheckerInterface, stmt: Binding, index: int) -> None:
     names = stmt.targets
     unit = ANY
     if stmt.annotation is not None:
@@ -87,7 +87,7 @@ def binding(c: Checker, stmt: Binding, index: int) -> None:
         )
 
 
-def read_source(c: Checker, node: Expr, ctx: Ctx, targets: int) -> Value:
+def read_source(c: CheckerInterface, node: Expr, ctx: Ctx, targets: int) -> Value:
     """Checks what a binding reads into its ``targets`` names."""
     form = read_form(node)
     if form == "optional":
@@ -115,7 +115,7 @@ def read_source(c: Checker, node: Expr, ctx: Ctx, targets: int) -> Value:
     return c.expr(node, ctx)
 
 
-def out_call(c: Checker, node: Call, ctx: Ctx) -> int:
+def out_call(c: CheckerInterface, node: Call, ctx: Ctx) -> int:
     """A C-style call: returns a status, fills out-parameters. The number of them."""
     if node.lib_function is None:
         raise c.error(
@@ -133,7 +133,7 @@ def out_call(c: Checker, node: Call, ctx: Ctx) -> int:
     return node.out_count
 
 
-def out_call_loop(c: Checker, node: ListComp, ctx: Ctx, targets: int) -> Value:
+def out_call_loop(c: CheckerInterface, node: ListComp, ctx: Ctx, targets: int) -> Value:
     it = c.expr(node.loop.iterable, ctx)
     check_iterable(c, node.loop.iterable, it)
     with c.loop_var(node.loop.var):

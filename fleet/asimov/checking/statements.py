@@ -5,7 +5,7 @@ A statement function takes ``(c, stmt, index)``: the checker, the statement's no
 position in the spec. To add a statement kind or a top-level section, add its rule to
 ``grammar.lark`` (in ``_stmt``), its node class to `fleet.asimov.language.nodes` and its rule to
 `fleet.asimov.language.builder`, a function here (or in a module of its own) that checks it and
-records what code generation needs on the `Checker` (then on `CheckedSpec`), a line in
+records what code generation needs on the checker (then on `CheckedSpec`), a line in
 `STATEMENTS`, and its code in `fleet.asimov.codegen`. Driver reads (bindings and bare
 library calls) live in `fleet.asimov.checking.reads`.
 """
@@ -49,12 +49,12 @@ from fleet.asimov.rules import step_stmt
 from fleet.asimov.state import fault_stmt, state_stmt
 
 if TYPE_CHECKING:
-    from fleet.asimov.checking.checker import Checker
+    from fleet.asimov.checking.interface import CheckerInterface
 
 __all__ = ["STATEMENTS"]
 
 
-def device_stmt(c: Checker, stmt: Device, index: int) -> None:
+def device_stmt(c: CheckerInterface, stmt: Device, index: int) -> None:
     if index != 0:
         raise c.error(
             stmt,
@@ -64,7 +64,7 @@ def device_stmt(c: Checker, stmt: Device, index: int) -> None:
     c.device = stmt.name.text
 
 
-def const_stmt(c: Checker, stmt: Const, index: int) -> None:
+def const_stmt(c: CheckerInterface, stmt: Const, index: int) -> None:
     val = c.expr(stmt.value, Ctx())
     if val.const is NO:
         raise c.error(
@@ -79,7 +79,7 @@ def const_stmt(c: Checker, stmt: Const, index: int) -> None:
     c.use(symbol)
 
 
-def error_stmt(c: Checker, stmt: ErrorCode, index: int) -> None:
+def error_stmt(c: CheckerInterface, stmt: ErrorCode, index: int) -> None:
     val = c.expr(stmt.code, Ctx())
     if not isinstance(val.const, int):
         raise c.error(
@@ -96,7 +96,7 @@ def error_stmt(c: Checker, stmt: ErrorCode, index: int) -> None:
     c.error_status[val.const] = status
 
 
-def stats_stmt(c: Checker, stmt: StatsAssign, index: int) -> None:
+def stats_stmt(c: CheckerInterface, stmt: StatsAssign, index: int) -> None:
     where, name = stmt.counter, stmt.counter.text
     counter = CATALOGUE.get(name)
     if counter is None:
@@ -125,7 +125,7 @@ def stats_stmt(c: Checker, stmt: StatsAssign, index: int) -> None:
     c.stats[name] = Symbol(name, "stat", vtype, unit, elem, where=where)
 
 
-def health_stmt(c: Checker, stmt: Health, index: int) -> None:
+def health_stmt(c: CheckerInterface, stmt: Health, index: int) -> None:
     """``health NAME = value``: a threshold of Asicmon's health rules for this device type."""
     where, name = stmt.limit, stmt.limit.text
     default = getattr(DEFAULT_LIMITS, name, None) if name in LIMIT_NAMES else None
@@ -146,7 +146,7 @@ def health_stmt(c: Checker, stmt: Health, index: int) -> None:
     c.health[name] = val.const
 
 
-Check = Callable[["Checker", Statement, int], None]
+Check = Callable[["CheckerInterface", Statement, int], None]
 
 STATEMENTS: dict[type, Check] = {
     Device: device_stmt,

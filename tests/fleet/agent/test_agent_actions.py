@@ -5,11 +5,12 @@ import time
 
 import pytest
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, DeviceState
 from fleet.models import Action, Device, Host
-from fleet.polling import poller, queues
+from fleet.polling import poller
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

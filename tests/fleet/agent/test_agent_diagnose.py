@@ -7,13 +7,13 @@ import time
 import pytest
 from django.utils import timezone
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, ActionStatus
 from fleet.driver_errors.gate import run_check
 from fleet.driver_errors.ladder import RULE
 from fleet.models import Action, Device
-from fleet.polling import queues
 from tests.support.sysfs import materialise, user_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)

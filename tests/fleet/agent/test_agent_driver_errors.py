@@ -6,11 +6,12 @@ import time
 
 import pytest
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host, forget
 from fleet.agent.registration import register_host
 from fleet.agent.run import save_error_state, start_kernel_log
 from fleet.models import DriverError, Host
-from fleet.polling import poller, queues
+from fleet.polling import poller
 from tests.support.hwmon import PCI_GPU
 
 pytestmark = pytest.mark.django_db

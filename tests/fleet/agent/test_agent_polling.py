@@ -2,10 +2,11 @@
 
 import pytest
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.models import Device, Host
-from fleet.polling import poller, queues, snapshots
+from fleet.polling import poller, snapshots
 from fleet.redis import get_redis
 from fleet.tasks import poll_fleet
 from fleet.tsdb.series import series_name

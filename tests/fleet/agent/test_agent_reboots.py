@@ -7,12 +7,13 @@ import time
 
 import pytest
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, ActionStatus, DeviceState
 from fleet.health import control
 from fleet.models import Action, Device, Host
-from fleet.polling import poller, queues
+from fleet.polling import poller
 from tests.support.sysfs import materialise, user_spec, without_reboot
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,13 +11,14 @@ import time
 
 import pytest
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.agent.run import start_kernel_log
 from fleet.choices import ActionStatus, DeviceState, Rung
 from fleet.driver_errors.host_commands import NotConfigured, RungCommandFailed, run_rung_command
 from fleet.models import Action, Device, Host
-from fleet.polling import poller, queues
+from fleet.polling import poller
 from tests.support.hwmon import PCI_GPU
 
 pytestmark = pytest.mark.django_db

@@ -5,11 +5,12 @@ import sys
 
 import pytest
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.hosts import emulated_fleet
 from fleet.models import Device, Host
-from fleet.polling import poller, queues
+from fleet.polling import poller
 from tests.support.processes import ROOT, child_env
 
 pytestmark = pytest.mark.django_db

@@ -13,12 +13,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from fleet.agent import queues
 from fleet.agent.discovery import agent_host
 from fleet.agent.registration import register_host
 from fleet.choices import ActionKind, ActionStatus, DeviceState, Rung
 from fleet.driver_errors import gate
 from fleet.models import Action, Device
-from fleet.polling import queues
 from tests.fleet.agent.conftest import agent_settings  # noqa: F401 - the fixture, here too
 
 pytestmark = pytest.mark.django_db

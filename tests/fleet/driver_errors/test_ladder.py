@@ -179,10 +179,10 @@ def test_a_host_reboot_counts_every_device_of_its_host_against_the_blast_radius(
 ])
 def test_each_rung_is_tried_where_it_can_run_and_skipped_where_it_cannot(
         agent_settings, seeded_fleet, restart, reset, reboot, rung, skipped):  # noqa: F811
+    from fleet.agent import queues
     from fleet.agent.discovery import agent_host
     from fleet.agent.registration import register_host
     from fleet.driver_errors.ladder import decide
-    from fleet.polling import queues
 
     register_host("node-a", queues.agent_queue_name("node-a"), agent_host().devices)
     agent_settings.AGENT_RESTART_APP_COMMAND, agent_settings.AGENT_REBOOT_COMMAND = restart, reboot

@@ -9,13 +9,30 @@ the last slice opened one level up before it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # annotations only: trace.py loads this module lazily
-    from .trace import Trace
+
+class _Lane(Protocol):
+    ordered: bool  # events on it run one after another (False: independent lanes)
+
+
+class TimedEvents(Protocol):
+    """What nesting reads of a trace (`traces.atrace.model.trace.Trace` has it): this module
+    imports nothing of trace.py, which calls it."""
+
+    ts: np.ndarray
+    dur: np.ndarray
+    track: np.ndarray
+
+    @property
+    def tracks(self) -> Sequence[_Lane]: ...
+
+    @property
+    def end(self) -> np.ndarray: ...
 
 
 @dataclass
@@ -34,7 +51,7 @@ class Points:
     end_pos: np.ndarray  # per selected event: position of its end point in the order
 
 
-def chain_ids(trace: Trace, sel: np.ndarray) -> np.ndarray:
+def chain_ids(trace: TimedEvents, sel: np.ndarray) -> np.ndarray:
     """Chains are tracks, except on unordered tracks where each event is its own chain."""
     chain = trace.track[sel].astype(np.int64)
     unordered = [i for i, t in enumerate(trace.tracks) if not t.ordered]
@@ -44,7 +61,7 @@ def chain_ids(trace: Trace, sel: np.ndarray) -> np.ndarray:
     return chain
 
 
-def order_points(trace: Trace, sel: np.ndarray, chain: np.ndarray | None = None, *, full: bool = True) -> Points:
+def order_points(trace: TimedEvents, sel: np.ndarray, chain: np.ndarray | None = None, *, full: bool = True) -> Points:
     """The points of the slices ``sel``, ordered; ``full=False`` gives only the nesting
     (depth, parent, start and end positions), not the per-point arrays, in less memory."""
     sel = np.asarray(sel, np.int64)
@@ -218,7 +235,7 @@ def _stretches(members: np.ndarray, chain: np.ndarray, ts: np.ndarray, end: np.n
     return np.cumsum(new) - 1
 
 
-def compute_nesting(trace: Trace, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def compute_nesting(trace: TimedEvents, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(parent, depth) for every event; events outside ``mask`` get (-1, 0)."""
     n = len(trace)
     parent = np.full(n, -1, np.int64)
@@ -231,7 +248,7 @@ def compute_nesting(trace: Trace, mask: np.ndarray) -> tuple[np.ndarray, np.ndar
     return parent, depth
 
 
-def self_times(trace: Trace, parent: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def self_times(trace: TimedEvents, parent: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Duration minus the (clipped) durations of direct children, per event."""
     n = len(trace)
     child = np.flatnonzero(mask & (parent >= 0))

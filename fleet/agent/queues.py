@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
+from fleet.durations import human_duration
 from fleet.models import Host
-from fleet.reading.durations import human_duration
 
 # An agent that has not said it is alive for this many poll intervals (and at least
 # AGENT_ALIVE_MIN_S) gets no more polls: they would only pile up in its queue.

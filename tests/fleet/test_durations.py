@@ -1,14 +1,14 @@
 """Ages and durations read as people say them ("55 min 53 s"), not as raw seconds ("3353 s"):
-one formatter (fleet.reading.durations) behind every one the pages and the API show."""
+one formatter (fleet.durations) behind every one the pages and the API show."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from fleet.agent.queues import agent_status
+from fleet.durations import human_duration
 from fleet.health.detection import assess_with_reasons
 from fleet.models import Host
-from fleet.polling.queues import agent_status
-from fleet.reading.durations import human_duration
 
 
 @pytest.mark.parametrize(
