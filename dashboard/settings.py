@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.env import (
     env_bool,
+    env_exporters,
     env_float,
     env_host_name,
     env_int,
@@ -231,6 +232,7 @@ HWMON_ROOT = Path(env_str("HWMON_ROOT", "/sys/class/hwmon"))
 ASIMOV_SPEC_DIRS = env_paths("ASIMOV_SPEC_DIRS")
 # Seconds between a running agent's looks for devices that came or went.
 AGENT_REDISCOVER_S = env_float("AGENT_REDISCOVER_S", 60.0, minimum=1.0)
+EXPORTER_URLS = env_exporters("EXPORTER_URLS")  # dcgm-/AMD exporters polled as hosts (README)
 # How long an emulated device's reboot takes it away (short in tests).
 EMULATOR_REBOOT_S = env_float("EMULATOR_REBOOT_S", 60.0, minimum=0.1)
 
