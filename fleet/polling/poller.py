@@ -25,7 +25,7 @@ from fleet.hosts import exporter_fleet
 from fleet.hosts.emulated_fleet import host_monitor
 from fleet.hosts.polled_host import PolledHost
 from fleet.models import Device, Host
-from fleet.polling import snapshots
+from fleet.polling import otlp_export, snapshots
 from fleet.polling.sharding import shard_of_host
 from fleet.tsdb.series import DeviceKey
 from fleet.tsdb.writes import Encoder, WriteResult
@@ -134,6 +134,8 @@ def _poll_hosts(
     except SlotPassed as exc:
         return _gap(shard, cycle, label, started, exc)
     written = write_samples(cycle, scope, keyed)
+    if settings.OTLP_METRICS_ENDPOINT:  # off by default; sent beside the next poll
+        otlp_export.sender(settings.OTLP_METRICS_ENDPOINT).submit(cycle, keyed)
     result = ShardPollResult(shard, cycle, len(polled), written.kept, time.perf_counter() - started,
                              waiting=written.waiting)
     log.info(
