@@ -11,6 +11,7 @@ import pytest
 
 from fleet.polling import otlp_export, poller, snapshots
 from fleet.tsdb.series import DeviceKey
+from tests.support.otlp_receiver import decode
 from tests.support.processes import ROOT
 from tests.support.tsdb import flush, samples_at
 
@@ -108,13 +109,21 @@ def test_a_receiver_that_refuses_holds_up_nothing(seeded_fleet, fleet_settings, 
     otlp_export.sender.cache_clear()
 
 
-def test_per_core_values_and_missing_values():
+def test_per_core_values_missing_values_and_changed_attributes():
+    encoder = otlp_export.Encoder()
     key = DeviceKey("node-1", 7, "GPU-1", "gpu", "H100", 0)
-    snap = {"sample_ts": 100.0, "core_utilization": [0.5, 0.25], "power_w": None, "temperature_c": 40}
-    data = otlp_export.metrics_data(100.0, [(key, snap)])
-    (scope,) = data.resource_metrics[0].scope_metrics
-    by_name = {m.name: m for m in scope.metrics}
-    assert "hw.power" not in by_name  # no value, no point
-    cores = by_name["hw.gpu.utilization"].data.data_points
-    assert [(p.attributes["hw.id"], p.value) for p in cores] == [("GPU-1/core0", 0.5), ("GPU-1/core1", 0.25)]
-    assert all(p.time_unix_nano == 100 * 10**9 for p in cores)
+    snap = {"sample_ts": 100.0, "core_utilization": [0.5, 0.25], "power_w": None, "temperature_c": 40,
+            "driver_version": "550.54.15", "ecc_corrected_total": 3}
+    request, count = encoder.request(100.0, [(key, snap)])
+    points = decode(request.SerializeToString())
+    assert count == len(points) == 4  # two cores, the temperature, the ECC count; no power: no point
+    cores = [(p["attributes"]["hw.id"], p["value"]) for p in points if p["name"] == "hw.gpu.utilization"]
+    assert cores == [("GPU-1/core0", 0.5), ("GPU-1/core1", 0.25)]
+    assert all(p["time_unix_nano"] == 100 * 10**9 for p in points)
+    (ecc,) = (p for p in points if p["name"] == "hw.errors")
+    assert (ecc["kind"], ecc["monotonic"], ecc["unit"], ecc["attributes"]["error.type"]) == (
+        "sum", True, "{count}", "ecc_corrected")
+    assert ecc["attributes"]["hw.driver_version"] == "550.54.15"
+    request, _ = encoder.request(105.0, [(key, {**snap, "sample_ts": 105.0, "driver_version": "560.1"})])
+    (ecc,) = (p for p in decode(request.SerializeToString()) if p["name"] == "hw.errors")
+    assert ecc["attributes"]["hw.driver_version"] == "560.1"  # a new driver: new attributes
