@@ -2,10 +2,10 @@
 
     python -m tests.support.otlp_receiver      # prints its port, then serves
 
-POST /v1/metrics (an ExportMetricsServiceRequest in protobuf, gzip or not) records every data
-point: metric name, unit, kind (gauge or sum, monotonic or not), attributes, value and time,
-and the request's headers; GET /points returns them as JSON. Anything it cannot decode gets
-HTTP 400, as a collector answers.
+POST /v1/metrics (an ExportMetricsServiceRequest in protobuf, gzip or not) is parsed and kept;
+GET /points returns every data point kept (metric name, unit, kind: gauge or sum, monotonic
+or not, attributes, value and time) and each request's headers, as JSON. A body it cannot
+parse gets HTTP 400, as a collector answers.
 """
 
 from __future__ import annotations
@@ -27,9 +27,14 @@ def _value(any_value: AnyValue):
     return getattr(any_value, any_value.WhichOneof("value")) if any_value.WhichOneof("value") else None
 
 
-def decode(body: bytes) -> list[dict]:
+def parse(body: bytes) -> ExportMetricsServiceRequest:
     request = ExportMetricsServiceRequest()
     request.ParseFromString(body)
+    return request
+
+
+def decode(body: bytes | ExportMetricsServiceRequest) -> list[dict]:
+    request = parse(body) if isinstance(body, bytes) else body
     points = []
     for resource_metrics in request.resource_metrics:
         resource = {a.key: _value(a.value) for a in resource_metrics.resource.attributes}
@@ -52,7 +57,7 @@ def decode(body: bytes) -> list[dict]:
 
 def main() -> None:
     lock = threading.Lock()
-    points: list[dict] = []
+    requests: list[ExportMetricsServiceRequest] = []  # decoded into points when asked for
     headers: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -63,17 +68,18 @@ def main() -> None:
                     body = gzip.decompress(body)
                 if self.path != "/v1/metrics":
                     raise ValueError(f"no such path {self.path}")
-                found = decode(body)
+                found = parse(body)
             except Exception as exc:  # noqa: BLE001 - any undecodable body is the sender's fault
                 self._answer(400, str(exc).encode(), "text/plain")
                 return
             with lock:
-                points.extend(found)
+                requests.append(found)
                 headers.append({k.lower(): v for k, v in self.headers.items()})
             self._answer(200, ExportMetricsServiceResponse().SerializeToString(), "application/x-protobuf")
 
         def do_GET(self):  # noqa: N802
             with lock:
+                points = [point for request in requests for point in decode(request)]
                 body = json.dumps({"points": points, "headers": headers}).encode()
             self._answer(200, body, "application/json")
 
