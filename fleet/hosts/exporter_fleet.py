@@ -65,6 +65,14 @@ def monitor_of(host_name: str, emulated):
     return emulated(host_name)
 
 
+def read_only_reason(host_name: str) -> str | None:
+    """Why Asicmon cannot act on the devices of ``host_name`` (read through an exporter), or
+    None: an exporter publishes metrics and takes no commands."""
+    if host_name in endpoints():
+        return f"{host_name} is read through its metrics exporter, which takes no commands"
+    return None
+
+
 _registered: set[tuple[str, str, str]] = set()
 _lock = threading.Lock()
 

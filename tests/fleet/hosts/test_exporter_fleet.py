@@ -7,8 +7,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.env import env_exporters
+from fleet.health import control
 from fleet.hosts import emulated_fleet, exporter_fleet
-from fleet.models import Device, DriverError, Host
+from fleet.models import Action, Device, DriverError, Host
 from fleet.polling import poller, snapshots
 from fleet.tsdb.series import series_name
 from tests.fleet.hosts.test_exporters import UUIDS, Exporter, payload
@@ -72,6 +73,10 @@ def test_an_exporter_joins_by_url_and_its_xids_become_error_events(exporter_sett
     (error,) = DriverError.objects.all()
     assert (error.device_id, error.serial, error.host) == (devices[UUIDS[1]].id, UUIDS[1], name)
     assert (error.vendor, error.code, error.source) == ("nvidia", "79", "dcgm_exporter")
+    # XID 79 asks for a host reboot: an exporter takes no commands, so the rung is skipped, saying why
+    reboot = Action.objects.get(device=devices[UUIDS[1]], rung="reboot_host")
+    assert reboot.status == "skipped" and "takes no commands" in reboot.outcome
+    assert "takes no commands" in control.reboot_unavailable_reason(devices[UUIDS[0]])  # nor an operator's reboot
 
     poll_all(cycle + 2 * exporter_settings.POLL_INTERVAL)  # a registered fleet is not registered twice
     assert Device.objects.filter(host=host).count() == 2 and Host.objects.count() == 1
