@@ -13,12 +13,14 @@ from fleet.polling import otlp_export, poller, snapshots
 from fleet.tsdb.series import DeviceKey
 from tests.support.otlp_receiver import decode
 from tests.support.processes import ROOT
+from tests.support.tiers import starts_processes
 from tests.support.tsdb import flush, samples_at
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
+@starts_processes
 def receiver():
     process = subprocess.Popen([sys.executable, "-m", "tests.support.otlp_receiver"], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True)
@@ -48,7 +50,6 @@ def poll_all(cycle: float) -> list[poller.ShardPollResult]:
     return [poller.poll_shard(shard, cycle) for shard in poller.shards()]
 
 
-@pytest.mark.integration
 def test_samples_reach_an_otlp_receiver_with_hw_gpu_names_units_and_attributes(otlp_on, seeded_fleet,
                                                                                 fleet_settings):
     cycle = poller.current_cycle()
@@ -96,7 +97,6 @@ def test_off_by_default(seeded_fleet, fleet_settings):
     assert otlp_export.sender.cache_info().currsize == 0
 
 
-@pytest.mark.integration
 def test_a_receiver_that_refuses_holds_up_nothing(seeded_fleet, fleet_settings, receiver):
     fleet_settings.OTLP_METRICS_ENDPOINT = f"{receiver}/v1/elsewhere"  # answered 400
     otlp_export.sender.cache_clear()
