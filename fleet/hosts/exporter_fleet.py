@@ -7,7 +7,6 @@ process, that the shard poll reads like an emulated host's monitor. No agent run
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 
@@ -39,23 +38,38 @@ class Unreachable(DeviceMonitors):
         return {}
 
 
-@functools.cache
-def _open(name: str, spec: str, url: str) -> ExporterHost:
-    return exporter_host(url, name=name, spec=spec, probe_timeout=settings.PROBE_TIMEOUT)
+_hosts: dict[tuple[str, str, str], ExporterHost] = {}  # (name, spec, url) -> its host, per process
 
 
-def exporter_monitor(name: str) -> ExporterHost | Unreachable:
+def exporter_monitor(name: str, seen_xids: dict[str, int] | None = None) -> ExporterHost | Unreachable:
     """The host of the exporter ``name``, kept for the life of the process
-    (``exporter_monitor.cache_clear()`` forgets them)."""
+    (``exporter_monitor.cache_clear()`` forgets them); ``seen_xids`` as `exporter_host` says."""
     spec, url = endpoints()[name]
+    host = _hosts.get((name, spec, url))
+    if host is not None:
+        return host
     try:
-        return _open(name, spec, url)
+        host = exporter_host(url, name=name, spec=spec, probe_timeout=settings.PROBE_TIMEOUT, seen_xids=seen_xids)
     except OSError as exc:
         log.warning("exporter %s (%s) did not answer: %s", name, url, exc)
         return Unreachable(name, settings.PROBE_TIMEOUT)
+    return _hosts.setdefault((name, spec, url), host)
 
 
-exporter_monitor.cache_clear = _open.cache_clear  # type: ignore[attr-defined]
+def _reopen_if_grown(name: str) -> bool:
+    """Forgets the host of exporter ``name`` when its last page showed GPUs it does not have
+    (a GPU added, or the exporter restarted with more); True if so. The XIDs it had seen are
+    kept, so none is reported twice."""
+    spec, url = endpoints()[name]
+    old = _hosts.get((name, spec, url))
+    if old is None or not set(old.lib._page) - set(old.keys.values()):
+        return False
+    del _hosts[(name, spec, url)]
+    exporter_monitor(name, seen_xids=old.lib._last_xid)
+    return True
+
+
+exporter_monitor.cache_clear = _hosts.clear  # type: ignore[attr-defined]
 
 
 def monitor_of(host_name: str, emulated):
@@ -79,9 +93,12 @@ _lock = threading.Lock()
 
 def ensure_registered() -> None:
     """Registers each exporter of EXPORTER_URLS not yet registered by this process (once
-    per process; one that does not answer is tried again at the next call)."""
+    per process; one that does not answer is tried again at the next call), and the GPUs
+    that appeared on an exporter's page since."""
     with _lock:
         for entry in settings.EXPORTER_URLS:
+            if entry in _registered and _reopen_if_grown(entry[2]):
+                _registered.discard(entry)  # its new GPUs are registered now
             if entry not in _registered and register_exporter(entry[2]) is not None:
                 _registered.add(entry)
 

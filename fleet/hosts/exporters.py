@@ -168,7 +168,8 @@ class ExporterHost(DeviceMonitors):
 
 
 def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
-                  probe_timeout: float = DEFAULT_TIMEOUT_S, timeout: float = 2.0) -> ExporterHost:
+                  probe_timeout: float = DEFAULT_TIMEOUT_S, timeout: float = 2.0,
+                  seen_xids: dict[str, int] | None = None) -> ExporterHost:
     """A host for one exporter endpoint: one monitor per GPU its page shows, named by the
     GPU's UUID, its XID errors routed to that monitor as classified error events."""
     monitors = {}
@@ -187,7 +188,10 @@ def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
         unique = any(gpu.labels.get(k) == key for k in UNIQUE_KEYS)
         serial = key if unique else f"{name or url}#gpu{key}"  # an index names it only on its host
         monitors[key] = klass(index=index, lib=lib, serial=serial, timeout=probe_timeout)
-    lib._last_xid.clear()  # XIDs already on the page when joining are reported at the first poll
+    # XIDs already on the page when joining are events now (drained at the first poll), but
+    # those in ``seen_xids`` (the GPU key's last XID, from an earlier host of the endpoint)
+    lib._last_xid = dict(seen_xids or {})
+    lib._xids()
     host = ExporterHost(name or url, {m.serial: m for m in monitors.values()}, lib, probe_timeout)
     host.keys = {m.serial: key for key, m in monitors.items()}
     return host

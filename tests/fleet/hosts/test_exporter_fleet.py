@@ -83,7 +83,7 @@ def test_an_exporter_joins_by_url_and_its_xids_become_error_events(exporter_sett
 
 
 @pytest.mark.django_db
-def test_an_exporter_that_does_not_answer_joins_when_it_does(exporter_settings, exporter):
+def test_an_exporter_that_does_not_answer_registers_nothing_and_holds_up_no_shard(exporter_settings, exporter):
     exporter.close()
     results = poll_all(poller.current_cycle())
     assert all(not r.gap for r in results) and Device.objects.count() == 0
@@ -109,3 +109,29 @@ def test_the_setting_names_one_host_per_endpoint(monkeypatch):
         ("dcgm_exporter", "http://node-1:9400/metrics", "node-1-9400"),
         ("amd_exporter", "https://10.0.0.2/metrics", "10.0.0.2-443"),
     )
+
+
+def with_third_gpu(page: str, uuid: str) -> str:
+    """The page with a third GPU, a copy of the second under its own UUID, index and bus."""
+    copies = [line.replace(UUIDS[1], uuid).replace('gpu="1"', 'gpu="2"').replace(":19:00.0", ":1A:00.0")
+              for line in page.splitlines() if UUIDS[1] in line]
+    return page + "\n".join(copies) + "\n"
+
+
+@pytest.mark.django_db
+def test_a_gpu_that_appears_on_the_page_later_joins_and_no_xid_is_reported_twice(exporter_settings, exporter):
+    ((_, _, name),) = exporter_settings.EXPORTER_URLS
+    interval = exporter_settings.POLL_INTERVAL
+    cycle = poller.current_cycle()
+    exporter.page = payload(values={("DCGM_FI_DEV_XID_ERRORS", 0): 48})
+    poll_all(cycle)
+    assert DriverError.objects.filter(serial=UUIDS[0], code="48").count() == 1
+    new = "GPU-77777777-0000-4000-8000-000000000003"
+    exporter.page = with_third_gpu(payload(values={("DCGM_FI_DEV_XID_ERRORS", 0): 48}), new)
+    exporter_fleet.exporter_monitor(name).lib._at = -1e18
+    poll_all(cycle + interval)  # reads the page that shows it
+    poll_all(cycle + 2 * interval)  # registers it and polls it
+    device = Device.objects.get(serial=new)
+    assert device.host.name == name and device.index == 2
+    assert snapshots.read_snapshots()[device.id]["driver_status"] == "ok"
+    assert DriverError.objects.filter(serial=UUIDS[0], code="48").count() == 1  # the XID still on the page
