@@ -11,7 +11,7 @@ import logging
 import threading
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from fleet.hosts.exporters import ExporterHost, exporter_host
 from fleet.hosts.polled_host import DeviceMonitors, Snapshots
@@ -50,8 +50,8 @@ def exporter_monitor(name: str, seen_xids: dict[str, int] | None = None) -> Expo
         return host
     try:
         host = exporter_host(url, name=name, spec=spec, probe_timeout=settings.PROBE_TIMEOUT, seen_xids=seen_xids)
-    except OSError as exc:
-        log.warning("exporter %s (%s) did not answer: %s", name, url, exc)
+    except Exception as exc:  # no answer, or a page or spec that cannot be read: no devices this cycle
+        log.warning("exporter %s (%s) not read: %s: %s", name, url, type(exc).__name__, exc)
         return Unreachable(name, settings.PROBE_TIMEOUT)
     return _hosts.setdefault((name, spec, url), host)
 
@@ -97,10 +97,15 @@ def ensure_registered() -> None:
     that appeared on an exporter's page since."""
     with _lock:
         for entry in settings.EXPORTER_URLS:
-            if entry in _registered and _reopen_if_grown(entry[2]):
-                _registered.discard(entry)  # its new GPUs are registered now
-            if entry not in _registered and register_exporter(entry[2]) is not None:
-                _registered.add(entry)
+            try:
+                if entry in _registered and _reopen_if_grown(entry[2]):
+                    _registered.discard(entry)  # its new GPUs are registered now
+                if entry not in _registered and register_exporter(entry[2]) is not None:
+                    _registered.add(entry)
+            except DatabaseError:
+                raise  # the poll retries it
+            except Exception:  # a page the spec cannot read: this exporter waits, the shard goes on
+                log.exception("exporter %s (%s) not registered", entry[2], entry[1])
 
 
 def forget_registrations() -> None:

@@ -135,3 +135,13 @@ def test_a_gpu_that_appears_on_the_page_later_joins_and_no_xid_is_reported_twice
     assert device.host.name == name and device.index == 2
     assert snapshots.read_snapshots()[device.id]["driver_status"] == "ok"
     assert DriverError.objects.filter(serial=UUIDS[0], code="48").count() == 1  # the XID still on the page
+
+
+@pytest.mark.django_db
+def test_an_exporter_its_spec_cannot_read_holds_up_no_shard(exporter_settings, exporter, fleet_settings):
+    emulated_fleet.seed_fleet()  # emulated hosts share the shards with it
+    exporter_settings.EXPORTER_URLS = (("no_such_spec", exporter.url, "broken-9400"),)
+    results = poll_all(poller.current_cycle())
+    assert all(not r.gap for r in results)
+    assert sum(r.devices for r in results) == Device.objects.count() > 0  # the emulated ones, polled
+    assert not Host.objects.filter(name="broken-9400").exists()
