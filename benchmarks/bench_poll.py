@@ -1,11 +1,13 @@
 """Poll-cycle figures: how long one cycle of the whole fleet takes, and its parts.
 
-    python benchmarks/bench_poll.py [--hosts 4] [--devices-per-host 8] [--cycles 20] [--emulator-state redis]
+    python benchmarks/bench_poll.py [--hosts 4] [--devices-per-host 8] [--cycles 20] [--emulator-state redis] [--otlp]
 
 Runs against the database and Redis that the environment names (DATABASE_URL,
 REDIS_URL), on a throwaway database it creates and drops, and the time-series store at
 TSDB_URL (a throwaway VictoriaMetrics when none answers there), under a label of its own;
-prints medians.
+prints medians. With ``--otlp`` the samples are also sent as OTLP metrics
+(OTLP_METRICS_ENDPOINT) to a receiver process (tests/support/otlp_receiver.py), and the
+sender's data points a second are printed: compare the cycle with a run without it.
 """
 
 import argparse
@@ -29,9 +31,18 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--emulator-state", choices=("file", "redis"), default="file",
                         help="where the emulated hosts keep their state (EMULATOR_STATE)")
+    parser.add_argument("--otlp", action="store_true", help="also send the samples as OTLP metrics")
     args = parser.parse_args()
 
     from dashboard.backing_services import resolve_tsdb, stop
+
+    receiver = None
+    if args.otlp:
+        import subprocess
+
+        receiver = subprocess.Popen([sys.executable, "-m", "tests.support.otlp_receiver"], cwd=ROOT,
+                                    stdout=subprocess.PIPE, text=True)
+        os.environ["OTLP_METRICS_ENDPOINT"] = f"http://127.0.0.1:{int(receiver.stdout.readline())}/v1/metrics"
 
     state = tempfile.mkdtemp(prefix="asicmon-bench-")
     os.environ.update(
@@ -112,6 +123,15 @@ def main() -> None:
         print(f"  write {n} samples to the time-series store in one batch:     median {ms(writes):7.2f} ms ({n / statistics.median(writes):,.0f} samples/s)")
         print(f"  store {devices} snapshots in Redis:                              median {ms(caches):7.2f} ms")
         print(f"  fleet page data (summary + first table page):             mean   {overview_ms:7.2f} ms")
+        if args.otlp:
+            from fleet.polling import otlp_export
+
+            sender = otlp_export.sender(settings.OTLP_METRICS_ENDPOINT)
+            sender.flush(60)
+            print(f"  OTLP metrics: {sender.sent} cycles, {sender.points:,} data points sent in {sender.busy_s:.2f} s"
+                  f" of the sender's time ({sender.points / max(sender.busy_s, 1e-9):,.0f} points/s),"
+                  f" {sender.failed} failed, {sender.dropped} dropped; building the requests alone:"
+                  f" {sender.points / max(sender.encode_s, 1e-9):,.0f} points/s")
         with contextlib.suppress(OSError):  # VictoriaMetrics: what was just written, readable now
             urllib.request.urlopen(f"{settings.TSDB_URL}/internal/force_flush", timeout=30).close()
         time.sleep(1.1)
@@ -127,6 +147,8 @@ def main() -> None:
             get_redis().delete(*stale)
         teardown_databases(old, verbosity=0)
         stop(helpers)
+        if receiver is not None:
+            receiver.terminate()
 
 
 if __name__ == "__main__":

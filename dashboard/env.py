@@ -6,6 +6,7 @@ import json
 import os
 import re
 import secrets
+import urllib.parse
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -142,3 +143,32 @@ def secret_key_file(path: Path) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
+
+
+EXPORTER_SPECS = {"dcgm": "dcgm_exporter", "amd": "amd_exporter"}
+
+
+def env_exporters(name: str) -> tuple[tuple[str, str, str], ...]:
+    """Metrics exporters a fleet already runs, joined by URL: comma-separated ``KIND=URL``
+    entries, KIND ``dcgm`` (NVIDIA dcgm-exporter) or ``amd`` (AMD device-metrics-exporter),
+    e.g. "dcgm=http://node-1:9400/metrics,amd=http://node-2:5000/metrics". Each is one host,
+    named ``<address>-<port>`` of its URL; as (spec, url, host name)."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for item in env_list(name, []):
+        kind, sep, url = (part.strip() for part in item.partition("="))
+        if not sep or kind not in EXPORTER_SPECS:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not KIND=URL with KIND one of {', '.join(EXPORTER_SPECS)}"
+            )
+        parts = urllib.parse.urlsplit(url)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            port = None
+        if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
+            raise ImproperlyConfigured(f"{name}: {url!r} is not an http(s) URL with a host")
+        host = re.sub(r"[^A-Za-z0-9._-]", "-", f"{parts.hostname}-{port}")[:128]
+        if host in found:
+            raise ImproperlyConfigured(f"{name}: two exporters at {parts.hostname}:{port}")
+        found[host] = (EXPORTER_SPECS[kind], url, host)
+    return tuple(found.values())

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.env import (
     env_bool,
+    env_exporters,
     env_float,
     env_host_name,
     env_int,
@@ -229,8 +230,9 @@ if EMULATOR_STATE not in ("file", "redis"):
 AGENT_HOST = env_host_name("AGENT_HOST", socket.gethostname())
 HWMON_ROOT = Path(env_str("HWMON_ROOT", "/sys/class/hwmon"))
 ASIMOV_SPEC_DIRS = env_paths("ASIMOV_SPEC_DIRS")
-# Seconds between a running agent's looks for devices that came or went.
-AGENT_REDISCOVER_S = env_float("AGENT_REDISCOVER_S", 60.0, minimum=1.0)
+AGENT_REDISCOVER_S = env_float("AGENT_REDISCOVER_S", 60.0, minimum=1.0)  # s between looks for devices
+EXPORTER_URLS = env_exporters("EXPORTER_URLS")  # dcgm-/AMD exporters polled as hosts (README)
+OTLP_METRICS_ENDPOINT = env_str("OTLP_METRICS_ENDPOINT", "")  # samples out as OTLP hw.gpu.* (README)
 # How long an emulated device's reboot takes it away (short in tests).
 EMULATOR_REBOOT_S = env_float("EMULATOR_REBOOT_S", 60.0, minimum=0.1)
 

@@ -22,6 +22,7 @@ from fleet.choices import ActionStatus, Rung
 from fleet.driver_errors.host_commands import NotConfigured, command_for, masked, run_rung_command
 from fleet.health import assessing, control
 from fleet.hosts.emulated_fleet import host_monitor
+from fleet.hosts.exporter_fleet import read_only_reason
 from fleet.models import Action, Device
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ def perform(action: Action) -> tuple[str, bool] | None:
 
 
 def _do(rung: str, device: Device) -> str:
+    if reason := read_only_reason(device.host.name):
+        raise control.NotSupported(reason)
     emulated = not device.host.has_agent
     if rung == Rung.RESTART_APPLICATION:
         if emulated:

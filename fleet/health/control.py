@@ -11,6 +11,7 @@ through the monitor the agent reads the device with.
 """
 
 from fleet.hosts.emulated_fleet import host_monitor
+from fleet.hosts.exporter_fleet import read_only_reason
 from fleet.models import Device
 
 
@@ -30,6 +31,8 @@ def reboot_unavailable_reason(device: Device) -> str | None:
     the spec may live only in that machine's ASIMOV_SPEC_DIRS; the built-in nvml and hwmon
     specs declare none. For an emulated device, the spec of its type here.
     """
+    if reason := read_only_reason(device.host.name):
+        return reason
     if device.host.has_agent:
         declared = tuple(device.control_actions or ())
     else:

@@ -17,6 +17,7 @@ event on the GPU's monitor, classified by NVIDIA's catalogue.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -37,6 +38,7 @@ XID_SERIES = "DCGM_FI_DEV_XID_ERRORS"
 # the exporters' indexes (gpu, gpu_id), which name it only on its own host.
 GPU_KEYS = ("UUID", "serial_number", "gpu", "gpu_id")
 UNIQUE_KEYS = ("UUID", "serial_number")
+MODEL_LABELS = ("modelName", "card_model")  # dcgm-exporter's, AMD's
 MAX_AGE_S = 1.0  # a page this young serves the next GPU's refresh too
 
 
@@ -139,6 +141,11 @@ class PromLib:
                 return page.values[candidate]
         raise MissingSeries(f"no series {' or '.join((name, *aliases))} for GPU {page.key}")
 
+    def model(self, key: str) -> str:
+        """The GPU's model as its labels on the last page give it ("" when they do not)."""
+        labels = self._page[key].labels if key in self._page else {}
+        return next((labels[k] for k in MODEL_LABELS if labels.get(k)), "")
+
     def promLabel(self, page: GpuPage, label: str) -> str:  # noqa: N802
         if label not in page.labels:
             raise MissingSeries(f"no label {label} on GPU {page.key}")
@@ -151,14 +158,18 @@ class ExporterHost(DeviceMonitors):
     def __init__(self, name: str, monitors: dict, lib: PromLib, probe_timeout: float) -> None:
         super().__init__(name, monitors, probe_timeout)
         self.lib = lib
+        self.keys: dict[str, str] = {}  # each device's serial -> the GPU's key on the page
 
     def poll(self, now: float | None = None) -> dict[str, dict]:
+        with contextlib.suppress(OSError):  # each probe then fails, and says why
+            self.lib.page()  # one GET for all, outside the probes' time budgets
         self.refresh(time.time() if now is None else now)
         return self.snapshots()
 
 
 def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
-                  probe_timeout: float = DEFAULT_TIMEOUT_S) -> ExporterHost:
+                  probe_timeout: float = DEFAULT_TIMEOUT_S, timeout: float = 2.0,
+                  seen_xids: dict[str, int] | None = None) -> ExporterHost:
     """A host for one exporter endpoint: one monitor per GPU its page shows, named by the
     GPU's UUID, its XID errors routed to that monitor as classified error events."""
     monitors = {}
@@ -171,11 +182,16 @@ def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
                                source="dcgm_exporter", address=labels.get("pci_bus_id", "").lower())
             monitor.events.put(classify(event, "nvidia_xid"))
 
-    lib = PromLib(url, on_xid=on_xid)
+    lib = PromLib(url, timeout=timeout, on_xid=on_xid)
     klass = monitor_class(spec)
     for index, (key, gpu) in enumerate(lib.page().items()):
         unique = any(gpu.labels.get(k) == key for k in UNIQUE_KEYS)
         serial = key if unique else f"{name or url}#gpu{key}"  # an index names it only on its host
         monitors[key] = klass(index=index, lib=lib, serial=serial, timeout=probe_timeout)
-    lib._last_xid.clear()  # XIDs already on the page when joining are reported at the first poll
-    return ExporterHost(name or url, {m.serial: m for m in monitors.values()}, lib, probe_timeout)
+    # XIDs already on the page when joining are events now (drained at the first poll), but
+    # those in ``seen_xids`` (the GPU key's last XID, from an earlier host of the endpoint)
+    lib._last_xid = dict(seen_xids or {})
+    lib._xids()
+    host = ExporterHost(name or url, {m.serial: m for m in monitors.values()}, lib, probe_timeout)
+    host.keys = {m.serial: key for key, m in monitors.items()}
+    return host

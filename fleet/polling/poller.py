@@ -1,5 +1,5 @@
-"""Polling: every cycle, each shard of emulated hosts (and each host with an agent) is
-probed, and its health, snapshots, health index, one message and its samples are written
+"""Polling: every cycle, each shard of emulated hosts and exporters (EXPORTER_URLS), and
+each host with an agent, is probed, and its health, snapshots, health index, one message and its samples are written
 (the samples to the time-series store, fleet/tsdb).
 
 Celery tasks (fleet/tasks.py) are thin wrappers over these functions; tests call them too.
@@ -21,10 +21,11 @@ from fleet import events, tsdb
 from fleet.driver_errors import poll as driver_errors
 from fleet.health import assessing, remediation
 from fleet.health import index as health_index
+from fleet.hosts import exporter_fleet
 from fleet.hosts.emulated_fleet import host_monitor
 from fleet.hosts.polled_host import PolledHost
 from fleet.models import Device, Host
-from fleet.polling import snapshots
+from fleet.polling import otlp_export, snapshots
 from fleet.polling.sharding import shard_of_host
 from fleet.tsdb.series import DeviceKey
 from fleet.tsdb.writes import Encoder, WriteResult
@@ -63,6 +64,8 @@ def poll_shard(shard: int, cycle: float) -> ShardPollResult:
     """
     deadline = cycle + settings.POLL_INTERVAL
     try:
+        if settings.EXPORTER_URLS:
+            retry_transient(exporter_fleet.ensure_registered, deadline)
         hosts = retry_transient(
             lambda: list(Host.objects.emulated().in_shard(shard, settings.POLL_SHARDS).values_list("id", "name")),
             deadline,
@@ -70,7 +73,7 @@ def poll_shard(shard: int, cycle: float) -> ShardPollResult:
     except SlotPassed as exc:
         return _gap(shard, cycle, f"shard {shard}", time.perf_counter(), exc)
     return _poll_hosts(
-        shard, cycle, hosts, host_monitor, label=f"shard {shard}", scope=f"shard:{shard}/{settings.POLL_SHARDS}"
+        shard, cycle, hosts, lambda name: exporter_fleet.monitor_of(name, host_monitor), label=f"shard {shard}", scope=f"shard:{shard}/{settings.POLL_SHARDS}"
     )
 
 
@@ -131,6 +134,8 @@ def _poll_hosts(
     except SlotPassed as exc:
         return _gap(shard, cycle, label, started, exc)
     written = write_samples(cycle, scope, keyed)
+    if settings.OTLP_METRICS_ENDPOINT:  # off by default; sent beside the next poll
+        otlp_export.sender(settings.OTLP_METRICS_ENDPOINT).submit(cycle, keyed)
     result = ShardPollResult(shard, cycle, len(polled), written.kept, time.perf_counter() - started,
                              waiting=written.waiting)
     log.info(
