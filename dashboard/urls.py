@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path
+from django.views.decorators.http import require_safe
 from django.views.generic import RedirectView
 
 from dashboard.signin import SignInView
@@ -9,7 +10,7 @@ from fleet.api.schema import DocsView, SchemaView
 
 urlpatterns = [
     # Browsers and tools ask for /favicon.ico whatever the page links: the icon we serve.
-    path("favicon.ico", RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True)),
+    path("favicon.ico", require_safe(RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True))),
     path("", include("fleet.urls")),
     path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
