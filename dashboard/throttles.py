@@ -16,7 +16,9 @@ A user's calls are counted by DRF's throttle check (after the permission check).
 anonymous call is refused by the permission check (401) before DRF would count it, so its
 address is counted by :class:`AnonymousAddressRate`, the last authentication class: it is
 reached only when no credentials signed the call in. When Redis cannot be reached the
-call is let through (said in the log): a rate limit must not take the API down with Redis.
+call is let through (said in the log) at once: the counters' client tries once with short
+timeouts, where the shared client retries with back-off (seconds a call while Redis is down).
+A rate limit must not take the API down, or slow it, with Redis.
 """
 
 from __future__ import annotations
@@ -26,16 +28,29 @@ import time
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import Throttled
 from rest_framework.throttling import BaseThrottle
 
 from dashboard.env import parse_rate
 from dashboard.signin import client_address
-from fleet.redis import get_redis, key
+from fleet.redis import key
 
 log = logging.getLogger(__name__)
 clock = time.time  # the windows' clock (a test holds it still)
+COUNTER_TIMEOUT_S = 0.5
+_clients: dict[str, redis.Redis] = {}
+
+
+def counters() -> redis.Redis:
+    """The counters' Redis client (REDIS_URL): one try, half a second at most."""
+    url = settings.REDIS_URL
+    if url not in _clients:
+        _clients[url] = redis.Redis.from_url(url, socket_timeout=COUNTER_TIMEOUT_S,
+                                             socket_connect_timeout=COUNTER_TIMEOUT_S, retry=Retry(NoBackoff(), 0))
+    return _clients[url]
 
 
 def seconds_to_wait(scope: str, ident: str, rate: str | None, now: float | None = None) -> float | None:
@@ -49,7 +64,7 @@ def seconds_to_wait(scope: str, ident: str, rate: str | None, now: float | None 
     window = int(now // period)
     counter = key("throttle", scope, ident, str(window))
     try:
-        pipe = get_redis().pipeline(transaction=False)  # one round trip
+        pipe = counters().pipeline(transaction=False)  # one round trip
         pipe.incr(counter)
         pipe.expireat(counter, (window + 1) * period + 1)
         calls = pipe.execute()[0]

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from emulator.config import FleetConfig, fleet_layout
 from tests.support.processes import ROOT
 
@@ -17,6 +19,7 @@ def emulator(*args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # runs the emulator's command line several times: seconds of CPU (make test runs it, make test-fast does not)
 def test_the_cli_follows_the_fleet_settings(tmp_path):
     env = dict(FLEET_SEED="7", FLEET_HOSTS="6", FLEET_DEVICES_PER_HOST="2", FLEET_TYPES="gpu,video",
                EMULATOR_STATE_DIR=str(tmp_path))

@@ -35,6 +35,7 @@ def test_live_capture_takes_its_wall_clock_time_and_covers_it():
     assert seen[-1][0] == 1.0 and [f for f, _ in seen] == sorted(f for f, _ in seen)
 
 
+@pytest.mark.slow  # a real-time capture: seconds of CPU (make test runs it, make test-fast does not)
 def test_live_capture_keeps_whole_iterations_within_the_event_budget():
     live = capture_live("inference", 1.0, lambda t: DeviceNow(load=1.0), max_events=5000)
     assert len(live.trace) <= 5000

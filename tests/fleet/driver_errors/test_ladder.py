@@ -76,6 +76,7 @@ def test_a_failed_check_climbs_until_the_fault_is_gone(gpu_ladder_fleet):
     assert all(a.check_passed is not None for a in actions if a.status != ActionStatus.PENDING)
 
 
+@pytest.mark.slow  # climbs the whole ladder poll by poll: seconds of CPU (make test runs it, make test-fast does not)
 def test_remap_past_the_spare_rows_goes_to_inspection(gpu_ladder_fleet):
     gpu = gpu_ladder_fleet[0]
     for _ in range(3):  # two spare rows: the third remap fails (48 then 64)
@@ -149,6 +150,7 @@ def test_two_xids_on_one_host_of_sixteen_gpus_do_not_pause_automation(sixteen_gp
     assert [x.rung for x in _actions(a)] == [x.rung for x in _actions(b)] == ["reset_device"]
 
 
+@pytest.mark.slow  # reboots a whole emulated host poll by poll: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_host_reboot_counts_every_device_of_its_host_against_the_blast_radius(gpu_ladder_fleet, settings):
     settings.LADDER_MAX_PER_WORKLOAD = 2
     settings.REMEDIATION_DRY_RUN = True  # the health rules leave the held device alone

@@ -52,6 +52,7 @@ def state_of(device):
     return Device.objects.get(id=device.id).state
 
 
+@pytest.mark.slow  # polls the fleet until hangs, reboots and repairs play out: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_hung_device_is_rebooted_once_and_back_in_service_when_healthy(fleet):
     poll_all()
     hung = fleet[1]
@@ -75,6 +76,7 @@ def test_a_hung_device_is_rebooted_once_and_back_in_service_when_healthy(fleet):
     assert set(others.values_list("state", flat=True)) == {DeviceState.IN_SERVICE}, touched
 
 
+@pytest.mark.slow  # polls the fleet until hangs, reboots and repairs play out: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_device_still_failing_after_its_reboot_goes_to_repair(fleet):
     poll_all()
     broken = fleet[2]
@@ -88,6 +90,7 @@ def test_a_device_still_failing_after_its_reboot_goes_to_repair(fleet):
     assert Action.objects.filter(device=broken).count() == 2
 
 
+@pytest.mark.slow  # polls the fleet until hangs, reboots and repairs play out: seconds of CPU (make test runs it, make test-fast does not)
 def test_more_reboots_than_allowed_in_the_window_send_a_device_to_repair(fleet):
     poll_all()
     flaky = fleet[0]
@@ -113,6 +116,7 @@ def test_the_brake_holds_automation_to_its_limits(fleet, fleet_settings):
     assert Action.objects.filter(kind=ActionKind.REBOOT).count() == 1
 
 
+@pytest.mark.slow  # polls the fleet until hangs, reboots and repairs play out: seconds of CPU (make test runs it, make test-fast does not)
 def test_too_many_critical_at_once_pauses_automation_until_resumed(fleet, fleet_settings):
     from fleet.health.remediation import set_paused
 
@@ -182,6 +186,7 @@ def test_a_reboot_left_pending_by_a_dead_worker_is_completed_by_the_next_poll(fl
     assert action.status == ActionStatus.SUCCEEDED
 
 
+@pytest.mark.slow  # polls the fleet until hangs, reboots and repairs play out: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_device_in_maintenance_is_not_remediated_and_returns_when_it_ends(fleet):
     from datetime import timedelta
 

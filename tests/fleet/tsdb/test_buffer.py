@@ -141,6 +141,7 @@ def small_disk(path, size: str):
         subprocess.run(["umount", "-l", str(path)], check=True)
 
 
+@pytest.mark.slow  # fills a disk-sized spool: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_full_disk_loses_only_what_does_not_fit_counts_it_exactly_and_leaves_nothing_half_written(
     tmp_path, caplog
 ):

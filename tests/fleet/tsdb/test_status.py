@@ -93,6 +93,7 @@ def test_samples_lost_to_a_full_disk_are_counted_in_metrics_and_named_on_the_ban
     assert "Samples lost from" in page and "No space left on device" in page
 
 
+@pytest.mark.slow  # polls a fleet through a refusing proxy, then through a mended one: seconds of CPU (make test runs it, make test-fast does not)
 @pytest.mark.django_db(transaction=True)
 def test_a_polling_fleet_behind_a_store_answering_401_loses_nothing_once_the_credential_is_fixed(
     store_proxy, seeded_fleet, settings  # noqa: F811 (fixture)

@@ -27,6 +27,7 @@ def test_lines_come_whole_across_blocks_and_the_last_needs_no_newline():
     assert list(bounded_lines(io.BytesIO(b""), 10)) == []
 
 
+@pytest.mark.slow  # inflates a gzip bomb up to the limit: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_gzip_bomb_stops_at_the_limit_having_inflated_little_more():
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip
     zeros = bytes(1 << 20)

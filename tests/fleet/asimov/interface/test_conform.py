@@ -101,6 +101,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # runs the conformance command line several times: seconds of CPU (make test runs it, make test-fast does not)
 def test_command_line_table_json_and_exit_statuses(tmp_path):
     good = _cli(str(SPECS / "video.asimov"))
     assert good.returncode == 0, good.stderr
