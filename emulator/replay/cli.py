@@ -35,16 +35,21 @@ def parse_jobs(raw: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def _read_json(path: str):
+    """A JSON file's value; ValueError saying where it cannot be read."""
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+
+
 def settings_from(path: str | None, **overrides) -> Settings:
     s = Settings()
     names = {f.name for f in dataclasses.fields(Settings)}
     if path:
-        try:
-            data = json.loads(Path(path).read_text())
-        except OSError as exc:
-            raise ValueError(f"{path}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+        data = _read_json(path)
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"{path}: unknown settings {', '.join(unknown)} (known: {', '.join(sorted(names))})")
@@ -114,12 +119,7 @@ def replay_command(args: argparse.Namespace) -> int:
 def _grid(raw: str) -> dict | None:
     if raw == "default":
         return None
-    try:
-        data = json.loads(Path(raw).read_text())
-    except OSError as exc:
-        raise ValueError(f"{raw}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{raw}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+    data = _read_json(raw)
     if not isinstance(data, dict):
         raise ValueError(f"{raw}: expected {{setting: [values]}}")
     return data
