@@ -1,9 +1,11 @@
 """The REST API: auth, listing, filters, time ranges and bad input."""
 
+import time
 from datetime import UTC, datetime
 
 import pytest
 
+from fleet.api.params import DEFAULT_WINDOW
 from tests.support.fleet import POLLED_CYCLE
 
 pytestmark = pytest.mark.django_db
@@ -76,6 +78,11 @@ def test_device_detail_and_unknown_device(api_client, viewer, polled_fleet):
     body = api_client.get(f"/api/devices/{device.id}/").json()
     assert body["serial"] == device.serial and body["latest"]["cycle"] == POLLED_CYCLE
     assert api_client.get("/api/devices/999999/").status_code == 404
+
+
+def test_the_polled_slot_lies_outside_the_default_window_at_any_hour():
+    # CI failed at 00:05 UTC when the slot was today's midnight: the "old" samples were new.
+    assert time.time() - POLLED_CYCLE > DEFAULT_WINDOW.total_seconds() + 3600
 
 
 def test_samples_in_a_range(api_client, viewer, polled_fleet):
