@@ -127,3 +127,28 @@ def test_per_core_values_missing_values_and_changed_attributes():
     request, _ = encoder.request(105.0, [(key, {**snap, "sample_ts": 105.0, "driver_version": "560.1"})])
     (ecc,) = (p for p in decode(request.SerializeToString()) if p["name"] == "hw.errors")
     assert ecc["attributes"]["hw.driver_version"] == "560.1"  # a new driver: new attributes
+
+
+def test_the_hand_written_wire_format_is_what_the_protobuf_library_reads():
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
+    keyed = [(DeviceKey(f"node-{d // 2}", d, f"GPU-{d}", "gpu", "H100", d % 2),
+              {"sample_ts": 100.0 + d, "core_utilization": [0.5, 0.75], "temperature_c": 40 + d,
+               "ecc_corrected_total": 2**40 + d, "power_w": 1e-3})
+             for d in range(3)]
+    request, count = otlp_export.Encoder().request(100.0, keyed)
+    message = ExportMetricsServiceRequest.FromString(request.SerializeToString())
+    (resource,) = message.resource_metrics
+    assert [(a.key, a.value.string_value) for a in resource.resource.attributes] == [("service.name", "asicmon")]
+    (scope,) = resource.scope_metrics
+    assert (scope.scope.name, scope.scope.version) == otlp_export.SCOPE
+    by_name = {m.name: m for m in scope.metrics}
+    points = {name: list(getattr(m, m.WhichOneof("data")).data_points) for name, m in by_name.items()}
+    assert count == sum(len(p) for p in points.values()) == 3 * 5
+    assert [p.as_double for p in points["hw.errors"]] == [2**40, 2**40 + 1, 2**40 + 2]
+    assert [p.time_unix_nano for p in points["hw.temperature"]] == [100 * 10**9, 101 * 10**9, 102 * 10**9]
+    assert by_name["hw.errors"].sum.is_monotonic and by_name["hw.errors"].unit == "{count}"
+    assert by_name["hw.temperature"].HasField("gauge") and by_name["hw.temperature"].unit == "Cel"
+    assert [p.as_double for p in points["hw.power"]] == [1e-3] * 3
