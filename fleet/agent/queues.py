@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 
 from fleet.durations import human_duration
+from fleet.hosts.exporter_fleet import read_only_reason
 from fleet.models import Host
 
 # An agent that has not said it is alive for this many poll intervals (and at least
@@ -62,8 +63,11 @@ def capture_unavailable_reason(host: Host) -> str | None:
     """Why a trace cannot be captured on this host, or None where it can.
 
     Captures run the emulator's traced workloads; an agent's real devices have no tracer
-    in Asicmon yet, so a host with an agent says so instead of offering a Capture button.
+    in Asicmon yet, so a host with an agent says so instead of offering a Capture button;
+    nor do the GPUs read through a metrics exporter.
     """
+    if reason := read_only_reason(host.name):
+        return f"{reason}; Asicmon cannot capture traces there (upload a PyTorch profiler or Chakra trace instead)"
     if host.has_agent:
         return (
             f"{host.name} is a real machine polled by its agent; Asicmon cannot capture traces "

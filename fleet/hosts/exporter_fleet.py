@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
@@ -102,10 +103,33 @@ def ensure_registered() -> None:
                     _registered.discard(entry)  # its new GPUs are registered now
                 if entry not in _registered and register_exporter(entry[2]) is not None:
                     _registered.add(entry)
+                if entry in _registered:
+                    mark_presence(entry[2])
             except DatabaseError:
                 raise  # the poll retries it
             except Exception:  # a page the spec cannot read: this exporter waits, the shard goes on
                 log.exception("exporter %s (%s) not registered", entry[2], entry[1])
+
+
+def mark_presence(name: str) -> tuple[list[str], list[str]]:
+    """Marks absent the devices of exporter ``name`` its last page no longer shows (their
+    history stays; an exporter lists only the GPUs its driver still sees) and present again
+    those it shows again; (serials gone, serials back). Writes only what changed."""
+    monitor = exporter_monitor(name)
+    if isinstance(monitor, Unreachable):
+        return [], []  # no page, no news: an unanswered exporter is not a host without GPUs
+    shown = set(monitor.shown())
+    now = datetime.now(tz=UTC)
+    devices = Device.objects.filter(host__name=name)
+    gone = list(devices.filter(absent_since__isnull=True).exclude(serial__in=shown).values_list("serial", flat=True))
+    back = list(devices.filter(absent_since__isnull=False, serial__in=shown).values_list("serial", flat=True))
+    if gone:
+        Device.objects.filter(serial__in=gone).update(absent_since=now)
+        log.warning("exporter %s no longer publishes %s: marked absent (their history stays)", name, ", ".join(gone))
+    if back:
+        Device.objects.filter(serial__in=back).update(absent_since=None)
+        log.info("exporter %s publishes %s again: present", name, ", ".join(back))
+    return gone, back
 
 
 def forget_registrations() -> None:

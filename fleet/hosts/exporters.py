@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from fleet.asicmon.errors.catalogue import classify
 from fleet.asicmon.errors.events import ErrorEvent
-from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S
+from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, refresh_together
 from fleet.asimov.loader import monitor_class
 from fleet.hosts.polled_host import DeviceMonitors
 
@@ -160,10 +160,21 @@ class ExporterHost(DeviceMonitors):
         self.lib = lib
         self.keys: dict[str, str] = {}  # each device's serial -> the GPU's key on the page
 
+    def shown(self) -> list[str]:
+        """The serials of the GPUs the last page showed: one gone from it (pulled, or fallen
+        off the bus and no longer in the exporter's list) is neither probed nor reported."""
+        page = self.lib._page
+        return [serial for serial, key in self.keys.items() if key in page]
+
+    def snapshots(self) -> dict[str, dict]:
+        shown = set(self.shown())
+        return {serial: snap for serial, snap in super().snapshots().items() if serial in shown}
+
     def poll(self, now: float | None = None) -> dict[str, dict]:
         with contextlib.suppress(OSError):  # each probe then fails, and says why
             self.lib.page()  # one GET for all, outside the probes' time budgets
-        self.refresh(time.time() if now is None else now)
+        shown = self.shown()
+        refresh_together([self.monitor(s) for s in shown], time.time() if now is None else now, self.probe_timeout)
         return self.snapshots()
 
 

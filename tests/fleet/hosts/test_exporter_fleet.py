@@ -145,3 +145,50 @@ def test_an_exporter_its_spec_cannot_read_holds_up_no_shard(exporter_settings, e
     assert all(not r.gap for r in results)
     assert sum(r.devices for r in results) == Device.objects.count() > 0  # the emulated ones, polled
     assert not Host.objects.filter(name="broken-9400").exists()
+
+
+def without_gpu(page: str, uuid: str) -> str:
+    return "".join(line for line in page.splitlines(keepends=True) if uuid not in line)
+
+
+@pytest.mark.django_db
+def test_a_gpu_gone_from_the_page_is_absent_unprobed_and_present_again_when_it_returns(exporter_settings, exporter):
+    ((_, _, name),) = exporter_settings.EXPORTER_URLS
+    interval = exporter_settings.POLL_INTERVAL
+    cycle = poller.current_cycle()
+    poll_all(cycle)
+    gone = Device.objects.get(serial=UUIDS[1])
+    before = snapshots.read_snapshots()[gone.id]["sample_ts"]
+
+    exporter.page = without_gpu(payload(), UUIDS[1])  # the driver lost it: dcgm-exporter lists it no more
+    exporter_fleet.exporter_monitor(name).lib._at = -1e18
+    poll_all(cycle + interval)  # reads the page without it
+    poll_all(cycle + 2 * interval)  # registration sees it gone
+    gone.refresh_from_db()
+    assert gone.absent_since is not None
+    assert Device.objects.get(serial=UUIDS[0]).absent_since is None
+    latest = snapshots.read_snapshots()
+    assert latest[gone.id]["sample_ts"] == before  # not probed: no failing snapshot, no health verdict on it
+    assert latest[Device.objects.get(serial=UUIDS[0]).id]["sample_ts"] > before
+    assert not DriverError.objects.exists() and not Action.objects.filter(device=gone).exists()
+
+    exporter.page = payload()
+    exporter_fleet.exporter_monitor(name).lib._at = -1e18
+    poll_all(cycle + 3 * interval)
+    poll_all(cycle + 4 * interval)
+    gone.refresh_from_db()
+    assert gone.absent_since is None
+    assert snapshots.read_snapshots()[gone.id]["sample_ts"] > before
+
+
+@pytest.mark.django_db
+def test_no_trace_is_captured_on_an_exporter_s_gpus(exporter_settings, exporter, admin_user):
+    from traces.writers import CaptureUnavailable, request_capture
+
+    poll_all(poller.current_cycle())
+    device = Device.objects.get(serial=UUIDS[0])
+    with pytest.raises(CaptureUnavailable, match="metrics exporter.*cannot capture traces"):
+        request_capture(device, admin_user, 2.0)
+    from traces.models import Trace
+
+    assert not Trace.objects.exists()
