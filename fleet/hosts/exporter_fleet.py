@@ -42,15 +42,18 @@ class Unreachable(DeviceMonitors):
 _hosts: dict[tuple[str, str, str], ExporterHost] = {}  # (name, spec, url) -> its host, per process
 
 
-def exporter_monitor(name: str, seen_xids: dict[str, int] | None = None) -> ExporterHost | Unreachable:
+def exporter_monitor(name: str, seen_xids: dict[str, int] | None = None,
+                     seen_ras: dict | None = None) -> ExporterHost | Unreachable:
     """The host of the exporter ``name``, kept for the life of the process
-    (``exporter_monitor.cache_clear()`` forgets them); ``seen_xids`` as `exporter_host` says."""
+    (``exporter_monitor.cache_clear()`` forgets them); ``seen_xids``, ``seen_ras`` as
+    `exporter_host` says."""
     spec, url = endpoints()[name]
     host = _hosts.get((name, spec, url))
     if host is not None:
         return host
     try:
-        host = exporter_host(url, name=name, spec=spec, probe_timeout=settings.PROBE_TIMEOUT, seen_xids=seen_xids)
+        host = exporter_host(url, name=name, spec=spec, probe_timeout=settings.PROBE_TIMEOUT, seen_xids=seen_xids,
+                             seen_ras=seen_ras)
     except Exception as exc:  # no answer, or a page or spec that cannot be read: no devices this cycle
         log.warning("exporter %s (%s) not read: %s: %s", name, url, type(exc).__name__, exc)
         return Unreachable(name, settings.PROBE_TIMEOUT)
@@ -66,7 +69,7 @@ def _reopen_if_grown(name: str) -> bool:
     if old is None or not set(old.lib._page) - set(old.keys.values()):
         return False
     del _hosts[(name, spec, url)]
-    exporter_monitor(name, seen_xids=old.lib._last_xid)
+    exporter_monitor(name, seen_xids=old.lib._last_xid, seen_ras=old.lib._last_ras)
     return True
 
 

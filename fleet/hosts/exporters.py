@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from fleet.asicmon.errors.catalogue import classify
 from fleet.asicmon.errors.events import ErrorEvent
+from fleet.asicmon.errors.sources import RAS_BLOCKS
 from fleet.asicmon.monitor import DEFAULT_TIMEOUT_S, refresh_together
 from fleet.asimov.loader import monitor_class
 from fleet.hosts.polled_host import DeviceMonitors
@@ -44,6 +45,19 @@ MAX_AGE_S = 1.0  # a page this young serves the next GPU's refresh too
 
 class MissingSeries(LookupError):
     """The exporter publishes no such series for this GPU."""
+
+
+_RAS_SERIES = re.compile(r"(?:amd_)?gpu_ecc_(correct|uncorrect|deferred)_([a-z0-9_]+)$")
+_RAS_KINDS = {"correct": "ce", "uncorrect": "ue", "deferred": "de"}
+
+
+def _ras_slot(series: str) -> str | None:
+    """``umc.ue`` for ``gpu_ecc_uncorrect_umc`` (or ``amd_gpu_ecc_uncorrect_umc``); None for
+    any other series, the totals included."""
+    match = _RAS_SERIES.match(series)
+    if match is None or match.group(2) not in RAS_BLOCKS:
+        return None
+    return f"{match.group(2)}.{_RAS_KINDS[match.group(1)]}"
 
 
 @dataclass
@@ -95,15 +109,18 @@ class PromLib:
     """One exporter endpoint as a driver library (thread-safe; one GET per `MAX_AGE_S`)."""
 
     def __init__(self, url: str, timeout: float = 2.0,
-                 on_xid: Callable[[str, int, dict], None] | None = None) -> None:
+                 on_xid: Callable[[str, int, dict], None] | None = None,
+                 on_ras: Callable[[str, ErrorEvent], None] | None = None) -> None:
         self.url = url
         self.timeout = timeout
         self.on_xid = on_xid
+        self.on_ras = on_ras
         self.fetches = 0
         self._lock = threading.Lock()
         self._page: dict[str, GpuPage] = {}
         self._at = -1e18
         self._last_xid: dict[str, int] = {}
+        self._last_ras: dict[tuple[str, str], int] = {}  # (GPU key, "umc.ue") -> its last count
 
     def page(self) -> dict[str, GpuPage]:
         with self._lock:
@@ -113,6 +130,7 @@ class PromLib:
                 self._page, self._at = parse_page(text), time.monotonic()
                 self.fetches += 1
                 self._xids()
+                self._ras_counts()
             return self._page
 
     def _xids(self) -> None:
@@ -121,6 +139,26 @@ class PromLib:
             if xid and xid != self._last_xid.get(key) and self.on_xid is not None:
                 self.on_xid(key, xid, gpu.labels)
             self._last_xid[key] = xid
+
+    def _ras_counts(self) -> None:
+        """AMD's per-block ECC counts (``gpu_ecc_uncorrect_umc``...): an increase is an event,
+        as amdgpu's sysfs counters are (code ``umc.ue``); the first reading of a count is
+        where counting starts (a restart of the exporter or of Asicmon reports nothing old)."""
+        now = time.time()
+        for key, gpu in self._page.items():
+            for name, value in gpu.values.items():
+                slot = _ras_slot(name)
+                if slot is None:
+                    continue
+                before, self._last_ras[(key, slot)] = self._last_ras.get((key, slot)), int(value)
+                if before is None or value <= before or self.on_ras is None:
+                    continue
+                block, kind = slot.split(".")
+                self.on_ras(key, ErrorEvent(
+                    "amd", slot, f"{int(value) - before} {kind} errors in {block} block (total {int(value)})", now,
+                    raw=f"{name}={value:g}", source="amd_exporter", count=int(value) - before,
+                    address=gpu.labels.get("pcie_bus_id", gpu.labels.get("pci_bus_id", "")).lower(),
+                ))
 
     # -- the spec's driver functions ------------------------------------------------------------
     def promDevice(self, index: int) -> str:  # noqa: N802 - a driver function, named as specs call it
@@ -180,7 +218,8 @@ class ExporterHost(DeviceMonitors):
 
 def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
                   probe_timeout: float = DEFAULT_TIMEOUT_S, timeout: float = 2.0,
-                  seen_xids: dict[str, int] | None = None) -> ExporterHost:
+                  seen_xids: dict[str, int] | None = None,
+                  seen_ras: dict[tuple[str, str], int] | None = None) -> ExporterHost:
     """A host for one exporter endpoint: one monitor per GPU its page shows, named by the
     GPU's UUID, its XID errors routed to that monitor as classified error events."""
     monitors = {}
@@ -193,7 +232,12 @@ def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
                                source="dcgm_exporter", address=labels.get("pci_bus_id", "").lower())
             monitor.events.put(classify(event, "nvidia_xid"))
 
-    lib = PromLib(url, timeout=timeout, on_xid=on_xid)
+    def on_ras(key: str, event: ErrorEvent) -> None:
+        monitor = monitors.get(key)
+        if monitor is not None:
+            monitor.events.put(classify(event, "amd_ras"))
+
+    lib = PromLib(url, timeout=timeout, on_xid=on_xid, on_ras=on_ras)
     klass = monitor_class(spec)
     for index, (key, gpu) in enumerate(lib.page().items()):
         unique = any(gpu.labels.get(k) == key for k in UNIQUE_KEYS)
@@ -203,6 +247,9 @@ def exporter_host(url: str, name: str = "", spec: str = "dcgm_exporter",
     # those in ``seen_xids`` (the GPU key's last XID, from an earlier host of the endpoint)
     lib._last_xid = dict(seen_xids or {})
     lib._xids()
+    if seen_ras is not None:  # per-block ECC counts as an earlier host of the endpoint last read them
+        lib._last_ras = dict(seen_ras)
+        lib._ras_counts()
     host = ExporterHost(name or url, {m.serial: m for m in monitors.values()}, lib, probe_timeout)
     host.keys = {m.serial: key for key, m in monitors.items()}
     return host

@@ -183,9 +183,9 @@ AMD = [
 ]
 
 
-def amd_payload(drop: tuple[str, ...] = ()) -> str:
+def amd_payload(drop: tuple[str, ...] = (), extra: tuple = ()) -> str:
     lines = []
-    for name, *values in AMD:
+    for name, *values in (*AMD, *extra):
         if name in drop:
             continue
         lines += [f"# HELP {name} {name}", f"# TYPE {name} gauge"]
@@ -216,3 +216,28 @@ def test_gpus_named_only_by_an_index_get_their_host_in_the_serial(exporter):
     host = exporter_host(exporter.url, name="node-1", probe_timeout=2.0)
     assert host.serials == ["node-1#gpu0", "node-1#gpu1"]
     assert host.poll(1_700_000_000.0)["node-1#gpu1"]["temperature_c"] == 63
+
+
+def test_an_amd_gpu_s_per_block_ecc_counts_become_events_when_they_climb(exporter):
+    blocks = (("amd_gpu_ecc_uncorrect_umc", 2.0, 0.0), ("amd_gpu_ecc_correct_gfx", 10.0, 0.0),
+              ("gpu_ecc_deferred_sdma", 0.0, 0.0))
+    exporter.page = amd_payload(extra=blocks)
+    host = exporter_host(exporter.url, spec="amd_exporter", probe_timeout=2.0)
+    host.poll(1_700_000_000.0)
+    assert host.drain_events() == {}  # counts already there at joining are where counting starts
+
+    climbed = (("amd_gpu_ecc_uncorrect_umc", 5.0, 0.0), ("amd_gpu_ecc_correct_gfx", 10.0, 1.0),
+               ("gpu_ecc_deferred_sdma", 0.0, 0.0))
+    exporter.page = amd_payload(extra=climbed)
+    host.lib._at = -1e18  # the next refresh reads a fresh page
+    host.poll(1_700_000_005.0)
+    events = host.drain_events()
+    (umc,) = events["692251001000"]
+    assert (umc.vendor, umc.code, umc.count, umc.source) == ("amd", "umc.ue", 3, "amd_exporter")
+    assert (umc.action, umc.severity, umc.known) == ("reset_device", "critical", True)
+    assert umc.raw == "amd_gpu_ecc_uncorrect_umc=5"
+    (gfx,) = events["692251001001"]
+    assert (gfx.code, gfx.action) == ("gfx.ce", "ignore")
+    host.lib._at = -1e18
+    host.poll(1_700_000_010.0)
+    assert host.drain_events() == {}  # no new errors, no new events
