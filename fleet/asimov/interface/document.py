@@ -298,6 +298,24 @@ def interface_md() -> str:
         "|---|---|---|",
         *(f"| `{k}` | {lo:g} | {hi:g} |" for k, (lo, hi) in RANGES.items()),
         "",
+        "## 6. Exporters in, OpenTelemetry out",
+        "",
+        "A fleet that already runs a metrics exporter joins without an agent: `EXPORTER_URLS` "
+        "(`KIND=URL` pairs, comma-separated; KIND `dcgm` for NVIDIA dcgm-exporter, `amd` for AMD "
+        "device-metrics-exporter) makes each endpoint a host whose GPUs are read through the specs "
+        "`dcgm_exporter.asimov` and `amd_exporter.asimov` (their `/metrics` page as the driver). "
+        "A new value of `DCGM_FI_DEV_XID_ERRORS` is an `nvidia_xid` error event; a climbing per-block "
+        "count `gpu_ecc_{correct,uncorrect,deferred}_BLOCK` is an `amd_ras` event (`BLOCK.ce`, `.ue`, `.de`). "
+        "A GPU gone from its exporter's page is marked absent (its history stays) and present again "
+        "when it returns. An exporter takes no commands: the repair rungs and trace captures of its GPUs "
+        "are refused, saying why.",
+        "",
+        "With `OTLP_METRICS_ENDPOINT` set (an OTLP/HTTP metrics URL; headers from "
+        "`OTEL_EXPORTER_OTLP_METRICS_HEADERS`), every poll's samples are also sent as OTLP metrics under "
+        "the OpenTelemetry names and attributes of section 1.1: gauges as gauges, `_total` counters as "
+        "cumulative monotonic sums, one data point per device (or core) and cycle at the time of the "
+        "device's refresh. Off by default; the Prometheus path is unchanged.",
+        "",
     ]
     return "\n".join(lines)
 
