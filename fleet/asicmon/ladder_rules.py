@@ -7,9 +7,11 @@ with what its virtual fleet holds: the same rules decide in production and in a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 
-__all__ = ["LADDER", "REPAIRS", "breaker_trips", "next_rung", "recommends_pull", "rung_index"]
+__all__ = ["GATE_CLIMB", "GATE_RETURN", "GATE_WAIT", "LADDER", "REPAIRS", "blast_radius_holds", "breaker_trips",
+           "check_on_health", "gate_step", "next_rung", "recommends_pull", "rung_index"]
 
 RESTART_APPLICATION, RESET_DEVICE, REBOOT_HOST = "restart_application", "reset_device", "reboot_host"
 INSPECT_HARDWARE, NEEDS_PERSON = "inspect_hardware", "needs_person"
@@ -55,3 +57,43 @@ def recommends_pull(hardware_incidents_in_window: int, threshold: int) -> bool:
     """A repeat offender: this many hardware incidents within the offender window."""
     return hardware_incidents_in_window >= threshold
 
+
+
+def blast_radius_holds(taken: Iterable[str], under_repair: Mapping[str, int], limit: int) -> tuple[str, int, int] | None:
+    """Whether a rung that takes devices running the workloads ``taken`` (one entry per
+    device; "" for none) must wait: the first workload (by name) with ``under_repair[w]``
+    other devices already under repair and more than ``limit`` with these, as (workload,
+    already under repair, taken now); None when it may go. A host reboot alone may take more
+    than the limit (there is no smaller way to do it), never on top of other repairs of the
+    same workload."""
+    counts = Counter(w for w in taken if w)
+    for workload, n in sorted(counts.items()):
+        busy = under_repair.get(workload, 0)
+        if busy and busy + n > limit:
+            return workload, busy, n
+    return None
+
+
+GATE_WAIT, GATE_CLIMB, GATE_RETURN = "wait", "climb", "return"
+HEALTHY_ENOUGH = ("healthy", "warning")  # the health a device may return on, unvalidated
+
+
+def gate_step(back: bool, waited_s: float, check_timeout_s: float, verdict: tuple[bool | None, str] | None) -> str:
+    """What the validation gate does with a device under repair ``waited_s`` after its rung:
+    GATE_RETURN to service once it answers again and its check passed, or it has no check
+    (``verdict`` (None, ...): not validated); GATE_CLIMB when the check failed, or when it has
+    not answered within ``check_timeout_s``; GATE_WAIT otherwise (not back yet, or its check,
+    ``verdict`` None, still running)."""
+    if back:
+        if verdict is None:
+            return GATE_WAIT
+        return GATE_CLIMB if verdict[0] is False else GATE_RETURN
+    return GATE_CLIMB if waited_s > check_timeout_s else GATE_WAIT
+
+
+def check_on_health(health: str | None, what: str) -> tuple[bool | None, str]:
+    """The verdict on a device with no diagnostic (``what`` says why none ran): returned,
+    not validated, on a health that allows it; failed otherwise."""
+    if health in HEALTHY_ENOUGH:
+        return None, f"not validated: {what}; back on health {health}"
+    return False, f"{what}; health {health}"

@@ -39,8 +39,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.asicmon import ladder_rules
 from fleet.asimov.loader import diagnostic_argv
-from fleet.choices import ActionStatus, DeviceState, Health
+from fleet.choices import ActionStatus, DeviceState
 from fleet.driver_errors import ladder
 from fleet.driver_errors.host_commands import argv, masked, masked_text, rung_env
 from fleet.driver_errors.ladder import RULE, climb, perform_or_climb
@@ -104,17 +105,14 @@ def follow_up(polled: dict[int, dict]) -> None:
 def _follow(device: Device, action: Action, snapshot: dict, now) -> None:
     waited = (now - action.issued_at).total_seconds()
     back = (snapshot.get("sample_ts") or 0.0) > action.issued_at.timestamp() and snapshot.get("driver_status") == "ok"
-    if back:
-        verdict = run_check(device, action, snapshot)
-        if verdict is None:
-            return  # the check is still running, or waits for the host's diagnostic
-        passed, detail = verdict
-        if passed is False:
-            _record(action, ActionStatus.FAILED, False, detail, f"check failed after {human_duration(waited)}")
-            climb(action, detail)
-        else:
-            _returned(device, action, passed, detail, waited)
-    elif waited > settings.LADDER_CHECK_TIMEOUT_S:
+    verdict = run_check(device, action, snapshot) if back else None  # None: still running, or waiting its turn
+    step = ladder_rules.gate_step(back, waited, settings.LADDER_CHECK_TIMEOUT_S, verdict)
+    if step == ladder_rules.GATE_RETURN:
+        _returned(device, action, verdict[0], verdict[1], waited)
+    elif step == ladder_rules.GATE_CLIMB and back:
+        _record(action, ActionStatus.FAILED, False, verdict[1], f"check failed after {human_duration(waited)}")
+        climb(action, verdict[1])
+    elif step == ladder_rules.GATE_CLIMB:
         detail = f"not answering {human_duration(waited)} after {action.get_kind_display().lower()}"
         _record(action, ActionStatus.FAILED, False, detail, detail)
         climb(action, detail)
@@ -144,10 +142,7 @@ def run_check(device: Device, action: Action, snapshot: dict) -> Verdict | None:
         what = f"{Path(argv(command)[0]).name} not installed"
     else:
         what = refused or f"no diagnostic for {device.device_type}"
-    health = snapshot.get("health")
-    if health in (Health.HEALTHY, Health.WARNING):
-        return None, f"not validated: {what}; back on health {health}"
-    return False, f"{what}; health {health}"
+    return ladder_rules.check_on_health(snapshot.get("health"), what)
 
 
 def _lock_key(host: str) -> str:

@@ -233,13 +233,13 @@ def _held_back(device: Device, rung: str) -> str | None:
     taken = taken_by(device, rung)
     others = Device.objects.filter(state=DeviceState.UNDER_REPAIR).exclude(id__in=[d.id for d in taken])
     limit = settings.LADDER_MAX_PER_WORKLOAD
-    for workload, n in sorted(Counter(d.workload for d in taken if d.workload).items()):
-        busy = others.filter(workload=workload).count()
-        # A host reboot alone may take more than the limit (there is no smaller way to do
-        # it), never on top of other repairs of the same workload.
-        if busy and busy + n > limit:
-            what = f"{rung.replace('_', ' ')} of {device.host.name} takes {n}" if rung == Rung.REBOOT_HOST else "1 more"
-            return f"{busy} devices of workload {workload} already under repair, {what} (at most {limit})"
+    workloads = [d.workload for d in taken]
+    under_repair = Counter(others.filter(workload__in=[w for w in workloads if w]).values_list("workload", flat=True))
+    held = ladder_rules.blast_radius_holds(workloads, under_repair, limit)
+    if held:
+        workload, busy, n = held
+        what = f"{rung.replace('_', ' ')} of {device.host.name} takes {n}" if rung == Rung.REBOOT_HOST else "1 more"
+        return f"{busy} devices of workload {workload} already under repair, {what} (at most {limit})"
     return _breaker(device)
 
 

@@ -39,3 +39,33 @@ def test_breaker_needs_both_the_minimum_and_the_share():
 
 def test_recommends_pull_at_the_threshold():
     assert lr.recommends_pull(3, 3) and not lr.recommends_pull(2, 3)
+
+
+def test_the_blast_radius_holds_a_repair_on_top_of_another_of_the_same_workload():
+    assert lr.blast_radius_holds(["job-a"], {}, 1) is None  # nothing else under repair
+    assert lr.blast_radius_holds(["job-a"], {"job-b": 3}, 1) is None  # other workloads do not count
+    assert lr.blast_radius_holds(["job-a"], {"job-a": 1}, 1) == ("job-a", 1, 1)
+    assert lr.blast_radius_holds(["job-a"], {"job-a": 1}, 2) is None
+    # a host reboot taking eight devices of one job goes alone, never on top of another repair of it
+    assert lr.blast_radius_holds(["job-a"] * 8, {}, 1) is None
+    assert lr.blast_radius_holds(["job-a"] * 8 + ["", "job-b"], {"job-b": 1, "job-a": 1}, 1) == ("job-a", 1, 8)
+    assert lr.blast_radius_holds(["", ""], {"": 5}, 1) is None  # no workload, no radius
+
+
+def test_the_gate_waits_climbs_or_returns():
+    assert lr.gate_step(False, 10.0, 300.0, None) == lr.GATE_WAIT  # not back yet
+    assert lr.gate_step(False, 301.0, 300.0, None) == lr.GATE_CLIMB  # not back in time
+    assert lr.gate_step(True, 20.0, 300.0, None) == lr.GATE_WAIT  # its check still runs
+    assert lr.gate_step(True, 20.0, 300.0, (False, "dcgmi diag failed")) == lr.GATE_CLIMB
+    assert lr.gate_step(True, 999.0, 300.0, (True, "passed")) == lr.GATE_RETURN
+    assert lr.gate_step(True, 20.0, 300.0, (None, "not validated")) == lr.GATE_RETURN
+
+
+def test_without_a_diagnostic_a_device_returns_unvalidated_on_its_health_alone():
+    from fleet.choices import Health
+
+    passed, detail = lr.check_on_health(Health.WARNING, "no diagnostic for gpu")
+    assert passed is None and detail == "not validated: no diagnostic for gpu; back on health warning"
+    assert lr.check_on_health(Health.HEALTHY, "x")[0] is None
+    assert lr.check_on_health(Health.CRITICAL, "x")[0] is False
+    assert lr.check_on_health(None, "x") == (False, "x; health None")
