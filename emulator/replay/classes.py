@@ -28,6 +28,7 @@ class Signal:
     cured_by: str | None
     node_wide: bool  # takes the whole server out (nothing on one device shows it)
     shows: str | dict | None = None  # the kernel-log line, or the polled fields, the device shows
+    answers_uncured: bool = True  # whether the device answers after a rung that did not cure it
 
     @property
     def visible(self) -> bool:
@@ -45,13 +46,15 @@ def _signal(row: dict, where: str) -> Signal:
         if parsed is None or parsed[1] != detail:
             raise ValueError(f"{where}: {row['signal']!r} is no Xid the kernel-log reader reads")
         entry = catalogue("nvidia_xid").lookup(parsed[1])
-        return Signal(kind, detail, entry.action, entry.cause, entry.hardware, cured, False, line)
+        return Signal(kind, detail, entry.action, entry.cause, entry.hardware, cured, False, line,
+                      bool(row.get("answers_uncured", True)))
     if kind not in VISIBLE + ("diagnostic", "invisible"):
         raise ValueError(f"{where}: unknown signal {row['signal']!r}")
     if kind in ("metric", "hung") and not isinstance(row.get("shows"), dict):
         raise ValueError(f"{where}: a {kind} signal says what a poll shows ('shows')")
     return Signal(kind, detail, row.get("start", "inspect_hardware"), row.get("cause", "unknown"),
-                  bool(row.get("hardware")), cured, kind == "invisible", row.get("shows"))
+                  bool(row.get("hardware")), cured, kind == "invisible", row.get("shows"),
+                  bool(row.get("answers_uncured", kind != "hung")))
 
 
 def xid_line(code: str) -> str:

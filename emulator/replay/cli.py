@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from emulator.replay import tuning
 from emulator.replay.engine import POLICIES, Settings, replay
 from emulator.replay.history import DAY, HistoryError, load_history
 from emulator.replay.html import write_html
+from emulator.replay.model import settings_with
 from emulator.replay.rates import BUILT_IN, draw_history, load_rates
 from emulator.replay.report import summarise, text
 
@@ -46,15 +46,7 @@ def _read_json(path: str):
 
 
 def settings_from(path: str | None, **overrides) -> Settings:
-    s = Settings()
-    names = {f.name for f in dataclasses.fields(Settings)}
-    if path:
-        data = _read_json(path)
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"{path}: unknown settings {', '.join(unknown)} (known: {', '.join(sorted(names))})")
-        for k, v in data.items():
-            setattr(s, k, tuple(v) if isinstance(getattr(s, k), tuple) else v)
+    s = settings_with(_read_json(path), path) if path else Settings()
     for k, v in overrides.items():
         if v is not None:
             setattr(s, k, v)

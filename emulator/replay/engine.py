@@ -18,93 +18,15 @@ from __future__ import annotations
 import heapq
 import zlib
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 
 from emulator.replay.classes import Signal, load_classes, signal_for
 from emulator.replay.history import Fault
-from fleet.asicmon import ladder_rules as lr
+from emulator.replay.model import JobResult, Outcome, PolicyResult, Settings, VirtualClock
+from emulator.replay.policy import AsicmonPolicy, wait_for_person
 
 __all__ = ["POLICIES", "JobResult", "Outcome", "PolicyResult", "Settings", "VirtualClock", "replay"]
 
 POLICIES = ("asicmon", "none", "reboot")
-
-
-@dataclass
-class Settings:
-    nodes: int = 400
-    devices_per_node: int = 8  # an assumption for the shared history: it does not say
-    horizon_s: float | None = None  # default: the history's last end
-    # Detection (virtual seconds from the fault's start to the event that shows it).
-    xid_detect_s: float = 2.0  # the kernel-log follower reads the Xid line
-    poll_s: float = 15.0  # a health rule on a polled metric fires on the next poll
-    hung_detect_s: float = 30.0  # a read that does not answer times out
-    person_delay_s: float = 4 * 3600.0  # a person notices (no automation; invisible faults)
-    # The ladder (defaults: dashboard/settings.py's).
-    max_attempts: int = 3
-    window_s: float = 86400.0
-    breaker_share: float = 0.1
-    breaker_min_devices: int = 3
-    breaker_window_s: float = 600.0
-    offender_incidents: int = 3
-    offender_window_s: float = 30 * 86400.0
-    unavailable_rungs: tuple[str, ...] = ()  # rungs no host can run (skipped)
-    rung_s: dict = field(default_factory=lambda: {"restart_application": 60.0, "reset_device": 120.0,
-                                                  "reboot_host": 600.0})
-    check_s: float = 120.0  # the gate's check after a repair
-    # Jobs: sizes in servers; the rest of the fleet is the spare pool.
-    jobs: tuple[int, ...] = (128,) + (8,) * 30
-    checkpoint_s: float = 1800.0
-    restart_s: float = 600.0
-    # A job's own watchdog (e.g. NCCL's timeout) that restarts it without the failed server
-    # whatever the policy does; None: a job waits for the policy to take the server out.
-    job_watchdog_s: float | None = None
-
-
-class VirtualClock:
-    """The replay's only clock: it moves when the replay says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def advance(self, to: float) -> float:
-        self.now = max(self.now, to)
-        return self.now
-
-
-@dataclass
-class Outcome:
-    fault: Fault
-    signal: Signal
-    device: int  # the device index on its server (-1: the whole server)
-    detect_s: float  # absolute virtual time
-    isolate_s: float
-    back_s: float
-    rungs: list[tuple[str, str]] = field(default_factory=list)  # (rung, outcome)
-    person: bool = False
-    seen_by_monitor: bool = False
-
-
-@dataclass
-class JobResult:
-    size: int
-    productive_s: float = 0.0
-    interruptions: int = 0
-    lost_s: Counter = field(default_factory=Counter)  # by reason: checkpoint, detection, restart, capacity
-
-    def ettr(self, horizon: float) -> float:
-        return self.productive_s / horizon if horizon else 1.0
-
-
-@dataclass
-class PolicyResult:
-    policy: str
-    outcomes: list[Outcome]
-    device_out_s: dict[tuple[str, int], float]  # (server, device) -> seconds out of service
-    device_spans: dict[tuple[str, int], list[tuple[float, float]]]  # when, merged
-    flagged: dict[tuple[str, int], float]  # repeat offenders -> when flagged
-    breaker_trips: int
-    jobs: list[JobResult]
-    lost_by_class: Counter  # GPU-seconds lost to jobs, by fault class
 
 
 def _device(fault: Fault, sig: Signal, per_node: int) -> int:
@@ -117,83 +39,10 @@ def _detect_after(sig: Signal, s: Settings) -> float | None:
     return {"xid": s.xid_detect_s, "metric": s.poll_s, "hung": s.hung_detect_s}.get(sig.kind)
 
 
-class _Asicmon:
-    """The ladder's rules on the replay's clock."""
-
-    def __init__(self, s: Settings, fleet_devices: int) -> None:
-        self.s, self.fleet = s, fleet_devices
-        self.tried: dict[tuple, list[tuple[float, str]]] = defaultdict(list)  # (device, cause) -> (t, rung)
-        self.taken: list[tuple[float, tuple]] = []  # repairs the breaker counts
-        self.paused_until = -1.0
-        self.trips = 0
-        self.hardware: dict[tuple, list[float]] = defaultdict(list)
-        self.flagged: dict[tuple, float] = {}
-
-    def _unavailable(self, rung: str) -> str | None:
-        return "not available on these hosts (setting)" if rung in self.s.unavailable_rungs else None
-
-    def _breaker_holds(self, t: float, dev: tuple) -> bool:
-        if t < self.paused_until:
-            return True
-        recent = {d for when, d in self.taken if t - self.s.breaker_window_s <= when <= t} | {dev}
-        if lr.breaker_trips(len(recent), self.fleet, self.s.breaker_min_devices, self.s.breaker_share):
-            self.trips += 1
-            self.paused_until = t + self.s.person_delay_s  # until an operator resumes it
-            return True
-        return False
-
-    def handle(self, o: Outcome, dev: tuple) -> None:
-        s, sig, t = self.s, o.signal, o.detect_s
-        if sig.hardware:
-            seen = [w for w in self.hardware[dev] if w >= t - s.offender_window_s] + [t]
-            self.hardware[dev].append(t)
-            if dev not in self.flagged and lr.recommends_pull(len(seen), s.offender_incidents):
-                self.flagged[dev] = t
-        if sig.start == "ignore":
-            o.rungs.append(("ignore", "the catalogue asks for no action"))
-            _person(o, s)
-            return
-        o.isolate_s = t
-        start = sig.start
-        climbing = False
-        while True:
-            # Repairs already started by now (an earlier fault's climb may still be ahead).
-            done = [(w, r) for w, r in self.tried[(dev, sig.cause)] if t - s.window_s <= w <= t]
-            rung, spent, skipped = lr.next_rung(start, len(done), done[-1][1] if done else None, s.max_attempts,
-                                                self._unavailable)
-            o.rungs.extend((r, "skipped") for r, _ in skipped)
-            if rung not in lr.REPAIRS:
-                why = "budget spent" if spent else "climbed" if climbing else "came back" if done else "first rung"
-                o.rungs.append((rung, why))
-                o.person = True
-                o.back_s = max(o.fault.end_s, t)
-                return
-            if self._breaker_holds(t, dev):
-                o.rungs.append((rung, "held: breaker"))  # it stays in service, its errors pending
-                _person(o, s)
-                return
-            self.tried[(dev, sig.cause)].append((t, rung))
-            self.taken.append((t, dev))
-            t += s.rung_s[rung] + s.check_s
-            if sig.cured_by is not None and lr.rung_index(rung) >= lr.rung_index(sig.cured_by):
-                o.rungs.append((rung, "cured"))
-                o.back_s = t
-                return
-            o.rungs.append((rung, "check failed"))
-            start, climbing = lr.LADDER[min(lr.rung_index(rung) + 1, len(lr.LADDER) - 1)], True
-
-
-def _person(o: Outcome, s: Settings, *, isolated: bool = False) -> None:
-    noticed = o.fault.start_s + s.person_delay_s
-    if not isolated:
-        o.isolate_s = max(noticed, o.detect_s)
-    o.person = True
-    o.back_s = max(o.fault.end_s, noticed)
-
-
-def _policy(name: str, faults: list[Fault], s: Settings, classes: dict[str, Signal], nodes: list[str]) -> PolicyResult:
+def _policy(name: str, faults: list[Fault], s: Settings, classes: dict[str, Signal],
+            workload_of: dict[str, str]) -> PolicyResult:
     clock = VirtualClock()
-    brain = _Asicmon(s, s.nodes * s.devices_per_node)
+    brain = AsicmonPolicy(s, s.nodes * s.devices_per_node, workload_of)
     outcomes = []
     for f in faults:
         clock.advance(f.start_s)
@@ -203,42 +52,43 @@ def _policy(name: str, faults: list[Fault], s: Settings, classes: dict[str, Sign
         o = Outcome(f, sig, dev, f.start_s, f.start_s, f.end_s, seen_by_monitor=after is not None)
         if name == "none" or after is None:
             o.detect_s = f.start_s + s.person_delay_s
-            _person(o, s)
+            wait_for_person(o, s)
         elif name == "reboot":
             o.detect_s = o.isolate_s = f.start_s + after
-            cured = sig.cured_by is not None
-            if cured:
+            period = s.rung_s["reboot_host"] + after
+            if sig.cured_by is not None:
                 o.rungs.append(("reboot_host", "cured"))
                 o.back_s = o.detect_s + s.rung_s["reboot_host"]
+                o.reboots.append(o.detect_s)
             else:
-                loops = max(1, int(max(0.0, s.person_delay_s - after) // (s.rung_s["reboot_host"] + after)) + 1)
+                loops = max(1, int(max(0.0, s.person_delay_s - after) // period) + 1)
                 o.rungs.extend([("reboot_host", "not cured")] * loops)
-                _person(o, s, isolated=True)
+                o.reboots.extend(o.detect_s + k * period for k in range(loops))
+                wait_for_person(o, s, isolated=True)
         else:
             o.detect_s = f.start_s + after
             brain.handle(o, (f.node, dev))
         outcomes.append(o)
-    spans = _device_time(outcomes, s, name)
+    pulls = brain.pulls if name == "asicmon" else []
+    spans = _device_time(outcomes + pulls, s, _horizon(outcomes, s))
     out = {k: sum(b - a for a, b in v) for k, v in spans.items()}
-    return PolicyResult(name, outcomes, out, spans, brain.flagged if name == "asicmon" else {}, brain.trips, [], Counter())
+    return PolicyResult(name, outcomes, out, spans, brain.flagged if name == "asicmon" else {}, brain.trips, [],
+                        Counter(), pulls)
 
 
-def _device_time(outcomes: list[Outcome], s: Settings, policy: str) -> dict[tuple[str, int], list]:
+def _device_time(outcomes: list[Outcome], s: Settings, horizon: float) -> dict[tuple[str, int], list]:
     """Each device's spans out of service, merged and cut at the horizon."""
     spans: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
     for o in outcomes:
         devices = range(s.devices_per_node) if o.device < 0 else [o.device]
         for d in devices:
             spans[(o.fault.node, d)].append((o.fault.start_s, o.back_s))
-        t = o.detect_s
-        for rung, result in o.rungs:  # a host reboot takes the server's other devices too
-            if rung == "reboot_host" and result in ("cured", "check failed", "not cured") and o.device >= 0:
-                for d in range(s.devices_per_node):
-                    if d != o.device:
-                        spans[(o.fault.node, d)].append((t, t + s.rung_s["reboot_host"]))
-            if rung in s.rung_s:
-                t += s.rung_s[rung] + (s.check_s if policy == "asicmon" else 0)
-    horizon = _horizon(outcomes, s)
+        if o.device < 0:
+            continue
+        for t in o.reboots:  # a host reboot takes the server's other devices too
+            for d in range(s.devices_per_node):
+                if d != o.device:
+                    spans[(o.fault.node, d)].append((t, t + s.rung_s["reboot_host"]))
     return {k: _merge(v, horizon) for k, v in spans.items()}
 
 
@@ -259,6 +109,13 @@ def _horizon(outcomes, s: Settings) -> float:
     if s.horizon_s is not None:
         return s.horizon_s
     return max((o.fault.end_s for o in outcomes), default=0.0)
+
+
+def first_placement(order: list[str], jobs: tuple[int, ...]) -> dict[str, str]:
+    """Each server's job as the jobs are first placed (servers taken in ``order``): the
+    workload of its devices, which the blast radius counts."""
+    it = iter(order)
+    return {next(it): f"job-{j}" for j, size in enumerate(jobs) for _ in range(size)}
 
 
 class _Jobs:
@@ -363,7 +220,7 @@ class _Jobs:
             self.state[j], self.since[j] = "running", t
 
     def run(self) -> list[JobResult]:
-        for o in self.r.outcomes:
+        for o in self.r.outcomes + self.r.pulls:
             self.push(o.fault.start_s, 0, o)  # down
             self.push(max(o.detect_s, o.isolate_s), 1, o)  # the policy took it out (the job learns)
             self.push(o.back_s, 2, o)  # up
@@ -391,11 +248,13 @@ def replay(faults: list[Fault], settings: Settings | None = None, policies=POLIC
     # Servers that never failed keep names of their own; the jobs take servers in this order.
     nodes = nodes_seen + [f"spare-{i:04d}" for i in range(s.nodes - len(nodes_seen))]
     order = sorted(nodes, key=lambda n: zlib.crc32(n.encode()))
+    if sum(s.jobs) > len(nodes):
+        raise ValueError(f"jobs need {sum(s.jobs)} servers, the fleet has {len(nodes)}")
     out = {}
     for name in policies:
         if name not in POLICIES:
             raise ValueError(f"no policy {name!r} (known: {', '.join(POLICIES)})")
-        result = _policy(name, faults, s, classes, nodes)
+        result = _policy(name, faults, s, classes, first_placement(order, s.jobs))
         horizon = _horizon(result.outcomes, s)
         result.jobs = _Jobs(result, s, order, horizon).run()
         out[name] = result

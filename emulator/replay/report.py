@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 
 from emulator.replay.engine import PolicyResult, Settings
 from emulator.replay.history import DAY, Fault
+from emulator.replay.policy import PULL_KIND
 
 __all__ = ["in_service_by_day", "percentile", "summarise", "text"]
 
@@ -114,6 +115,9 @@ def summarise(results: dict[str, PolicyResult], faults: list[Fault], s: Settings
             "false_pulls": len(false_pulls), "false_pull_servers": false_pulls[:20],
             "breaker_trips": r.breaker_trips,
             "offenders": _offenders(r, faults, s.offender_incidents) if name == "asicmon" else None,
+            "offender_pulls": len(r.pulls),
+            "offender_pull_device_hours": sum(min(p.back_s, horizon) - p.fault.start_s for p in r.pulls) / 3600,
+            "offender_pull_job_gpu_hours_lost": r.lost_by_class.get(PULL_KIND, 0.0) / 3600,
             "in_service_by_day": in_service_by_day(r, devices, horizon),
             "by_class": dict(sorted(classes.items(), key=lambda kv: -kv[1]["faults"])),
         }
@@ -166,7 +170,10 @@ def text(summary: dict) -> str:
             o = p["offenders"]
             lines.append(f"[{n}] repeat offenders: {o['flagged']} servers flagged "
                          f"({o['flagged_that_are_history_repeat_offenders']} of the history's {o['history_repeat_offenders']} "
-                         f"with 3+ faults), {o['faults_after_flag']} faults came after a flag")
+                         f"with 3+ faults), {o['faults_after_flag']} faults came after a flag; "
+                         f"{p['offender_pulls']} devices pulled for inspection "
+                         f"({p['offender_pull_device_hours']:,.0f} device-hours, "
+                         f"{p['offender_pull_job_gpu_hours_lost']:,.0f} job GPU-hours lost to the pulls)")
     lines += ["", "Per fault class (asicmon): faults, signal, device-hours out, job GPU-hours lost, detect p95 s"]
     first = summary["policies"][names[0]]
     for kind, row in first["by_class"].items():

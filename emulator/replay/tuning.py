@@ -9,6 +9,7 @@ import itertools
 
 from emulator.replay.engine import Settings, replay
 from emulator.replay.history import Fault
+from emulator.replay.model import settings_with
 from emulator.replay.report import summarise
 
 __all__ = ["DEFAULT_GRID", "best", "text", "tune"]
@@ -31,7 +32,7 @@ def tune(faults: list[Fault], base: Settings, grid: dict[str, list] | None = Non
     rows = []
     for values in itertools.product(*grid.values()):
         chosen = dict(zip(grid, values, strict=True))
-        s = dataclasses.replace(base, **chosen)
+        s = settings_with(chosen, "grid", base)
         p = summarise(replay(faults, s, ["asicmon"]), faults, s)["policies"]["asicmon"]
         rows.append({"settings": chosen, "ettr": p["ettr"], "device_hours_in_service": p["device_hours_in_service"],
                      "false_pulls": p["false_pulls"], "pulled_devices": p["pulled_devices"],
@@ -50,10 +51,11 @@ def best(rows: list[dict]) -> dict:
 
 def text(rows: list[dict]) -> str:
     keys = list(rows[0]["settings"]) if rows else []
-    lines = ["  ".join(f"{k:>18}" for k in keys) + f"{'ETTR %':>10}{'pulled':>8}{'false':>7}{'person':>8}{'trips':>7}{'flagged':>9}"]
+    lines = ["  ".join(f"{k:>18}" for k in keys) + f"{'ETTR %':>10}{'device-h in service':>21}{'pulled':>8}"
+             f"{'false':>7}{'person':>8}{'trips':>7}{'flagged':>9}"]
     for r in rows:
         lines.append("  ".join(f"{r['settings'][k]!s:>18}" for k in keys)
-                     + f"{100 * r['ettr']:>10.3f}{r['pulled_devices']:>8}{r['false_pulls']:>7}"
+                     + f"{100 * r['ettr']:>10.3f}{r['device_hours_in_service']:>21,.0f}{r['pulled_devices']:>8}{r['false_pulls']:>7}"
                      + f"{r['escalations_to_person']:>8}{r['breaker_trips']:>7}{r['flagged']:>9}")
     if rows:
         b = best(rows)

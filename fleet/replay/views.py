@@ -43,9 +43,10 @@ def replay_page(request):
             if upload.size > replays.MAX_BYTES:
                 raise replays.ReplayError(f"{upload.name}: {upload.size:,} bytes, at most {replays.MAX_BYTES:,}")
             rid = replays.start(upload.name, upload.read(), _int(request, "nodes", 400),
-                                _int(request, "devices_per_node", 8), request.POST.get("jobs", "").strip() or "128,8x30")
+                                _int(request, "devices_per_node", 8), request.POST.get("jobs", "").strip() or "128,8x30",
+                                settings=request.POST.get("settings", ""), tune=request.POST.get("tune") == "on")
         except (HistoryError, ValueError) as exc:
-            return render(request, "fleet/replay.html", {**context, "error": str(exc)}, status=400)
+            return render(request, "fleet/replay.html", {**context, "error": str(exc), "form": request.POST}, status=400)
         return redirect(f"{reverse('fleet:replay')}?id={rid}")
     return render(request, "fleet/replay.html", context)
 

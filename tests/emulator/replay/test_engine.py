@@ -127,10 +127,11 @@ def test_the_replays_ladder_defaults_are_the_fleets_settings():
 
     s = Settings()
     assert (s.max_attempts, s.window_s, s.breaker_share, s.breaker_min_devices, s.breaker_window_s,
-            s.offender_incidents, s.offender_window_s) == (
+            s.offender_incidents, s.offender_window_s, s.check_timeout_s, s.max_per_workload) == (
         settings.LADDER_MAX_ATTEMPTS, settings.LADDER_WINDOW_S, settings.LADDER_BREAKER_SHARE,
         settings.LADDER_BREAKER_MIN_DEVICES, settings.LADDER_BREAKER_WINDOW_S,
-        settings.OFFENDER_HARDWARE_INCIDENTS, settings.OFFENDER_WINDOW_S)
+        settings.OFFENDER_HARDWARE_INCIDENTS, settings.OFFENDER_WINDOW_S, settings.LADDER_CHECK_TIMEOUT_S,
+        settings.LADDER_MAX_PER_WORKLOAD)
 
 
 def test_a_waiting_job_does_not_restart_on_a_server_that_failed_while_it_waited():
