@@ -1,14 +1,11 @@
-"""No password printed: URLs' passwords masked in the runner's lines, log records and error
-pages; the administrator's password from the environment passes the validators."""
+"""No password printed: URLs' passwords masked in the runner's lines and log records (error
+pages: test_reporting.py; the administrator's password: management/commands/test_ensure_admin.py)."""
 
 import logging
 import logging.config
 from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
-from django.test import RequestFactory
-from django.views.debug import get_exception_reporter_filter
 
 from dashboard import backing_services
 from dashboard.redaction import RedactingFilter, logging_config, redact_text, redact_url
@@ -64,52 +61,6 @@ def test_the_projects_logging_masks_passwords():
     from django.conf import settings
 
     assert "redact" in settings.LOGGING["handlers"]["console"]["filters"]
-
-
-def test_error_pages_mask_the_passwords_in_settings_and_variables(settings):
-    settings.DATABASE_URL = "postgres://app:pg-pass-3@db/asicmon"
-    settings.CELERY_BROKER_URL = "amqp://app:amqp-pass-4@rabbit//"
-    settings.CACHES = {"default": {"BACKEND": "x", "LOCATION": "redis://:redis-pass-5@cache:6379/0"}}
-    request = RequestFactory().get("/")
-    reporter = get_exception_reporter_filter(request)
-    shown = repr(reporter.get_safe_settings())
-    for secret in ("pg-pass-3", "amqp-pass-4", "redis-pass-5"):
-        assert secret not in shown
-    assert "amqp://app:***@rabbit//" in shown
-
-    def failing(url):
-        raise RuntimeError("cannot connect")
-
-    try:
-        failing("redis://:redis-pass-6@cache:6379/0")
-    except RuntimeError as exc:
-        frame = exc.__traceback__.tb_next.tb_frame
-    assert dict(reporter.get_traceback_frame_variables(request, frame))["url"] == "redis://:***@cache:6379/0"
-
-
-@pytest.mark.django_db
-def test_a_weak_admin_password_from_the_environment_is_refused_with_the_validators_reasons(monkeypatch):
-    from django.contrib.auth.models import User
-
-    monkeypatch.setenv("ASICMON_ADMIN_PASSWORD", "secret")
-    with pytest.raises(CommandError) as refused:
-        call_command("ensure_admin", "--username", "weak-admin", stdout=StringIO())
-    message = str(refused.value)
-    assert "ASICMON_ADMIN_PASSWORD is refused by the password validators" in message
-    assert "too common" in message and "too short" in message
-    assert not User.objects.filter(username="weak-admin").exists()
-
-
-@pytest.mark.django_db
-def test_a_strong_admin_password_from_the_environment_is_used_and_not_printed(monkeypatch):
-    from django.contrib.auth import authenticate
-
-    monkeypatch.setenv("ASICMON_ADMIN_PASSWORD", "correct-horse-battery-77")
-    out = StringIO()
-    call_command("ensure_admin", "--username", "strong-admin", stdout=out)
-    assert "with the password from ASICMON_ADMIN_PASSWORD" in out.getvalue()
-    assert "correct-horse-battery-77" not in out.getvalue()
-    assert authenticate(username="strong-admin", password="correct-horse-battery-77") is not None
 
 
 def test_log_records_go_out_at_the_level_with_urls_passwords_masked(capsys):

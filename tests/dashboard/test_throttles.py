@@ -5,11 +5,9 @@ import time
 from ipaddress import ip_network
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 from rest_framework.authtoken.models import Token
 
 from dashboard import throttles
-from dashboard.env import env_rate, parse_rate
 from tests.support.otlp import protobuf_body, sdk_spans
 
 pytestmark = pytest.mark.django_db
@@ -22,21 +20,6 @@ NOW = 1_800_000_010.0
 def still_clock(monkeypatch, clean_redis):
     monkeypatch.setattr(throttles, "clock", lambda: NOW)
     return clean_redis
-
-
-def test_rates_are_read_as_count_per_period_or_off(monkeypatch):
-    assert parse_rate("600/min") == (600, 60)
-    assert parse_rate(" 5/S ") == (5, 1)
-    assert parse_rate("100/hour") == (100, 3600) and parse_rate("1/day") == (1, 86400)
-    assert parse_rate("off") is None
-    for bad in ("600", "x/min", "0/min", "-1/min", "10/week", ""):
-        with pytest.raises(ValueError, match="is not a rate"):
-            parse_rate(bad)
-    monkeypatch.setenv("API_THROTTLE_USER", "lots")
-    with pytest.raises(ImproperlyConfigured, match="API_THROTTLE_USER: 'lots' is not a rate"):
-        env_rate("API_THROTTLE_USER", "1200/min")
-    monkeypatch.delenv("API_THROTTLE_USER")
-    assert env_rate("API_THROTTLE_USER", "1200/min") == "1200/min"
 
 
 def test_a_user_past_the_rate_gets_429_with_retry_after_and_others_do_not(api_client, viewer, operator, settings,
