@@ -60,16 +60,6 @@ def test_plotly_is_served_from_our_static_files(client):
     assert b"plotly.js v3" in body[:200]
 
 
-@pytest.mark.parametrize(
-    ("value", "shown"),
-    [(None, "–"), (0.30195473427, "0.302"), ([0.5, 0.25], "0.5, 0.25"), (1400, 1400), ("ok", "ok")],
-)
-def test_counter_values_are_shown_readably(value, shown):
-    from fleet.templatetags.fleet_tags import counter_value
-
-    assert counter_value(value) == shown
-
-
 def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer, seeded_fleet, fleet_settings):
     fleet_settings.PROBE_TIMEOUT = 0.2
     emulated_fleet.host_monitor.cache_clear()

@@ -117,3 +117,19 @@ def test_xid_154_that_cannot_be_read_goes_to_a_person():
     assert odd.action == "inspect" and odd.name.startswith(UNKNOWN) and "0x9 (Something)" in odd.meaning
     bare = classify(ErrorEvent("nvidia", "154", "NVML critical XID event", 1.0, source="nvml"))
     assert bare.action == "inspect"
+
+
+def test_catalogue_lookups_and_unknown_codes_kept_with_their_raw_line():
+    xid = catalogue("nvidia_xid")
+    assert xid.lookup("79").action == "reboot_host" and xid.lookup("79").hardware
+    assert xid.lookup("13").action == "restart_application"
+    assert xid.lookup("43").action == "ignore"
+    assert xid.lookup("94").action == "restart_application" and xid.lookup("95").action == "reset_device"
+    unknown = classify(ErrorEvent("nvidia", "999", "Something new", 1.0, raw="NVRM: Xid (PCI:0000:3b:00): 999, Something new"))
+    assert not unknown.known and unknown.name == "unknown: inspect: nvidia 999" and unknown.raw.endswith("Something new")
+    assert unknown.action == "inspect"
+    amd = catalogue("amd_ras")
+    assert amd.lookup("umc.ue").action == "reset_device"
+    assert amd.lookup("vpe.ue").name == "Uncorrectable RAS error"  # a block by the wildcard
+    with pytest.raises(LookupError, match="no error catalogue 'intel'"):
+        catalogue("intel")
