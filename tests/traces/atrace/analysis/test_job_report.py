@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import numpy as np
 import pytest
 
 from emulator import EmulatedHost, FleetConfig
@@ -15,13 +14,10 @@ from emulator.workloads.jobs import emulated_conditions, make_job, run_job, sele
 from tests.support.traces import real_trace
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
 from traces.atrace.analysis.advice.job import straggler_rule
-from traces.atrace.analysis.job_digest import digest_bytes, rank_digest, read_digest, slim_trace
+from traces.atrace.analysis.job_digest import digest_bytes, rank_digest, read_digest
 from traces.atrace.analysis.job_report import job_report, timeline_arrays
 from traces.atrace.analysis.multirank import analyse_job
-from traces.atrace.errors import TraceFormatError
 from traces.atrace.io.jobs import read_job
-from traces.atrace.io.npz import npz_bytes, read_npz
-from traces.atrace.model.trace import Kind
 
 SHARED = ("multirank_sampled_rank0.json.gz", "multirank_sampled_rank1.json.gz", "ddp_nccl_rank0.json.gz")
 T0 = 1_700_000_000.0
@@ -50,39 +46,6 @@ def test_digests_give_the_same_answers_as_the_whole_traces(shared):
     assert report["side_by_side"] == whole["side_by_side"]
     assert report["stragglers"] == whole["stragglers"]
     json.dumps(report)
-
-
-def test_the_ddp_rank_splits_its_time_as_its_kernels_say(shared):
-    (ddp,) = read_job([shared[2]])
-    figures = rank_digest(ddp).figures
-    # README: NCCL kernels are about 28 % of the summed device-operator time.
-    assert figures["communication"]["communication"] == pytest.approx(0.28, abs=0.01)
-    t0, t1 = ddp.span()
-    split = figures["time_us"]
-    assert sum(split.values()) == pytest.approx((t1 - t0) / 1000, rel=1e-6)
-    assert 0 < split["communication"] < split["busy"] + split["communication"]
-
-
-def test_a_slim_trace_keeps_device_work_steps_and_collective_args_only(shared):
-    (trace,) = read_job([shared[2]])
-    slim = slim_trace(trace)
-    device = trace.on_device & np.isin(trace.kind, [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM])
-    assert len(slim) == int(device.sum()) + sum(n.startswith("ProfilerStep#") for n in slim.names()) < len(trace)
-    comm = np.flatnonzero(slim.kind == Kind.COMM)
-    assert slim.args.get(int(comm[0]))["Collective name"] == "allreduce"
-    assert all(slim.args.get(int(e)) == {} for e in np.flatnonzero(slim.kind == Kind.KERNEL)[:50])
-
-
-def test_npz_round_trip_keeps_everything_and_refuses_other_bytes(shared):
-    (trace,) = read_job([shared[0]])
-    back = read_npz(npz_bytes(trace))
-    for column in ("name", "cat", "op", "kind", "ph", "ts", "dur", "track", "corr", "ext", "flags", "edge_src"):
-        assert np.array_equal(getattr(back, column), getattr(trace, column)), column
-    assert back.strings.strings == trace.strings.strings and back.tracks == trace.tracks
-    assert back.meta["distributedInfo"] == trace.meta["distributedInfo"]
-    assert [back.args.get(i) for i in range(0, len(trace), 97)] == [trace.args.get(i) for i in range(0, len(trace), 97)]
-    with pytest.raises(TraceFormatError, match="not an Atrace npz trace"):
-        read_npz(b"PK\x03\x04 not a zip at all")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 
 import orjson
@@ -13,7 +12,6 @@ from traces.atrace import (
     TraceError,
     TraceFormatError,
     TraceGraphError,
-    TraceTooLargeError,
     read_trace,
 )
 from traces.atrace.io.chrome.reader import read_chrome
@@ -104,37 +102,12 @@ def test_chakra_negative_duration_and_cycle():
         read_trace(b'{"nodes": [{"id": 1, "data_deps": [2]}, {"id": 2, "data_deps": [1]}]}')
 
 
-@pytest.mark.slow  # inflates a gzip bomb up to the parse limit: seconds of CPU (make test runs it, make test-fast does not)
-def test_gzip_bomb():
-    bomb = gzip.compress(b'{"traceEvents": [' + b" " * (300 << 20), compresslevel=9)
-    assert len(bomb) < 1 << 20
-    with pytest.raises(TraceTooLargeError) as exc:
-        read_trace(bomb)
-    assert "gzip bomb" in str(exc.value)
-
-
-def test_size_limit():
-    with pytest.raises(TraceTooLargeError):
-        read_trace(gzip.compress(_doc(GOOD * 1000)), max_bytes=10_000)
-
-
-def test_truncated_gzip():
-    data = gzip.compress(_doc(GOOD * 1000))
-    with pytest.raises(TraceFormatError, match="gzip"):
-        read_trace(data[: len(data) // 2])
-
-
 @pytest.mark.parametrize("data", [b"", b"   \n", _doc([]), b"[]", b'{"nodes": []}',
                                   _doc([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}])])
 def test_empty_trace(data):
     with pytest.raises(TraceError) as exc:
         read_trace(data)
     assert isinstance(exc.value, EmptyTraceError | TraceFormatError)
-
-
-def test_missing_file(tmp_path):
-    with pytest.raises(TraceFormatError, match="cannot open"):
-        read_trace(tmp_path / "nope.json")
 
 
 def test_bare_array_without_closing_bracket_is_allowed():
