@@ -31,14 +31,12 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import django_env, load_average, throwaway_database
 
 HOSTS_DEVICES = 8
 
@@ -72,10 +70,7 @@ def setup(args, redis_url: str) -> None:
         REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url, REDIS_KEY_PREFIX="asicmon-bench-live",
         POLL_SHARDS=str(args.shards), POLL_INTERVAL=str(args.interval), LOG_LEVEL="WARNING",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
     from django.test.utils import setup_test_environment
 
     setup_test_environment()
@@ -324,7 +319,7 @@ def report(devices: int, count: int, shards: int, figures: dict, idle: dict) -> 
           f"updates; delay p50 {percentile(delays, 0.5) * 1000:5.0f} ms p99 {percentile(delays, 0.99) * 1000:5.0f} ms "
           f"max {max(delays, default=float('nan')) * 1000:5.0f} ms; web CPU s/cycle {cpu}; "
           f"Redis per cycle: {live_commands:7.0f} commands ({live_commands / shards:6.0f} per shard poll), "
-          f"{live_in:5.2f} MB in, {live_out:5.2f} MB out; load {os.getloadavg()[0]:.1f}")
+          f"{live_in:5.2f} MB in, {live_out:5.2f} MB out; load average {load_average()}")
     top = sorted(((v - idle["calls"].get(k, 0)) / CYCLES[0], k) for k, v in figures["calls"].items())[-5:]
     print("      live path's commands per cycle: " + ", ".join(f"{k} {v:.0f}" for v, k in reversed(top)))
     if figures["errors"]:
@@ -349,45 +344,43 @@ def main() -> None:
     webs = []
     try:
         setup(args, redis_url)
-        from django.test.utils import setup_databases, teardown_databases
 
         from fleet.redis import get_redis
         from tests.support.processes import child_env, start_web
 
-        old = setup_databases(verbosity=0, interactive=False)
-        try:
-            most = max(int(p) for p in args.pages.split(","))
-            cookies = signed_in_cookies(-(-most // args.tabs))
-            env = child_env(LOG_LEVEL="WARNING")
-            webs, bases = zip(*(start_web(env) for _ in range(2)), strict=True)
-            snaps = real_snapshots()
-            print(f"Live path benchmark: 2 web processes (Daphne), {args.shards} poll shards, a cycle every "
-                  f"{args.interval:g} s, {args.cycles} cycles measured, {args.tabs} page(s) per signed-in viewer; "
-                  f"{os.cpu_count()} CPUs, "
-                  f"load {os.getloadavg()[0]:.1f}")
-            for devices in (int(d) for d in args.devices.split(",")):
-                fleet = Fleet(devices, snaps, args.shards)
-                run_cycles(fleet, args.shards, 1, 0.0, time.time() // args.interval * args.interval)
-                idle = measure(fleet, list(webs), [], args, get_redis())
-                print(f"  {devices:6,d} devices, no page open: the poll's own writes {idle['commands']:.0f} Redis "
-                      f"commands per cycle; web CPU s/cycle {' + '.join(f'{c:.2f}' for c in idle['cpu'])}")
-                for count in (int(p) for p in args.pages.split(",")):
-                    pages = open_pages(count, devices, list(bases), cookies, args.tabs)
-                    try:
-                        report(devices, count, args.shards, measure(fleet, list(webs), pages, args, get_redis()), idle)
-                    finally:
-                        for page in pages:
-                            page.stopping.set()
-                        for page in pages:
-                            page.stop()
-                    time.sleep(1)
-        finally:
-            for web in webs:
-                web.stop()
-            from django.db import connections
+        with throwaway_database():
+            try:
+                most = max(int(p) for p in args.pages.split(","))
+                cookies = signed_in_cookies(-(-most // args.tabs))
+                env = child_env(LOG_LEVEL="WARNING")
+                webs, bases = zip(*(start_web(env) for _ in range(2)), strict=True)
+                snaps = real_snapshots()
+                print(f"Live path benchmark: 2 web processes (Daphne), {args.shards} poll shards, a cycle every "
+                      f"{args.interval:g} s, {args.cycles} cycles measured, {args.tabs} page(s) per signed-in viewer; "
+                      f"{os.cpu_count()} CPUs, "
+                      f"load average {load_average()}")
+                for devices in (int(d) for d in args.devices.split(",")):
+                    fleet = Fleet(devices, snaps, args.shards)
+                    run_cycles(fleet, args.shards, 1, 0.0, time.time() // args.interval * args.interval)
+                    idle = measure(fleet, list(webs), [], args, get_redis())
+                    print(f"  {devices:6,d} devices, no page open: the poll's own writes {idle['commands']:.0f} Redis "
+                          f"commands per cycle; web CPU s/cycle {' + '.join(f'{c:.2f}' for c in idle['cpu'])}")
+                    for count in (int(p) for p in args.pages.split(",")):
+                        pages = open_pages(count, devices, list(bases), cookies, args.tabs)
+                        try:
+                            report(devices, count, args.shards, measure(fleet, list(webs), pages, args, get_redis()), idle)
+                        finally:
+                            for page in pages:
+                                page.stopping.set()
+                            for page in pages:
+                                page.stop()
+                        time.sleep(1)
+            finally:
+                for web in webs:
+                    web.stop()
+                from django.db import connections
 
-            connections.close_all()
-            teardown_databases(old, verbosity=0)
+                connections.close_all()
     finally:
         redis_server.terminate()
         redis_server.wait(timeout=10)
