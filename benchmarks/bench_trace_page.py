@@ -17,13 +17,12 @@ on a device page and prints the time from the click to the first progress shown
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from harness import django_env, median, throwaway_database
+from harness import Report, median, seeded_superuser, throwaway_database, trace_env
 
 WRITTEN_PER_EVENT = 1.53  # the generator's flow and metadata records: this many make one read event
 PASSWORD = "bench-password-123"
@@ -124,18 +123,8 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-trace-page-"))
-    os.environ.update(
-        EMULATOR_STATE_DIR=str(workdir / "emulator"), TRACE_STORAGE_DIR=str(workdir / "traces"),
-        REDIS_KEY_PREFIX="asicmon-bench-trace-page", CELERY_QUEUE="asicmon-bench-trace-page",
-        FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3", LOG_LEVEL="WARNING", TRACE_STORAGE_MAX_GB="50",
-        ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
-    )
-    django_env()
-    from django.contrib.auth.models import User
-
-    from fleet.hosts.emulated_fleet import seed_fleet
+    trace_env(workdir, "asicmon-bench-trace-page")
     from fleet.models import Device
-    from fleet.roles import ensure_roles
     from tests.support.processes import child_env, start_web, start_worker
     from traces.tasks import trace_queue
 
@@ -143,16 +132,14 @@ def main() -> None:
         services_started, driver = [], None
         with throwaway_database():
             try:
-                seed_fleet()
-                ensure_roles()
-                user = User.objects.create_superuser("bench", password=PASSWORD)
+                user = seeded_superuser(password=PASSWORD)
                 trace = prepare_trace(user, args.events, workdir)
                 env = child_env(TRACE_STORAGE_DIR=workdir / "traces")
                 web, url = start_web(env)
                 services_started.append(web)
                 driver = browser()
                 sign_in(driver, url, "bench")
-                print(f"trace page, {trace.events:,} events (ms since navigation start; run 1 with an empty cache):")
+                Report(f"trace page, {trace.events:,} events (ms since navigation start; run 1 with an empty cache)")
                 runs = []
                 for k in range(args.repeat):
                     if k == 0:

@@ -20,12 +20,13 @@ from pathlib import Path
 from harness import (
     Report,
     cpu_seconds,
-    django_env,
     peak_rss_mb,
     reset_peak,
+    seeded_superuser,
     stop_all,
     throwaway_database,
     timed,
+    trace_env,
     trace_worker,
     wait_for,
 )
@@ -133,26 +134,16 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-traces-"))
-    django_env(
-        EMULATOR_STATE_DIR=workdir / "emulator", TRACE_STORAGE_DIR=workdir / "traces",
-        REDIS_KEY_PREFIX="asicmon-bench-traces", CELERY_QUEUE="asicmon-bench-traces",
-        FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3", LOG_LEVEL="WARNING", TRACE_STORAGE_MAX_GB="50",
-        ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
-    )
-    from django.contrib.auth.models import User
+    trace_env(workdir, "asicmon-bench-traces")
     from django.test import Client
 
-    from fleet.hosts.emulated_fleet import seed_fleet
-    from fleet.roles import ensure_roles
     from traces.tasks import trace_queue
 
     workers = []
     try:
         with throwaway_database():
             try:
-                seed_fleet()
-                ensure_roles()
-                user = User.objects.create_superuser("bench", password="bench-password-123")
+                user = seeded_superuser()
                 client = Client()
                 client.force_login(user)
                 workers.append(trace_worker(trace_queue(), "bench-traces"))

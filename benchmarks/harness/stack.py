@@ -161,3 +161,26 @@ def fleet_keys(devices: int, first_snapshots: list[dict]):
             )
         )
     return keys
+
+
+def trace_env(workdir, prefix: str, **env: Any):
+    """`django_env` as the trace benchmarks run it: emulator state and trace storage under
+    `workdir`, Redis keys and the Celery queue named `prefix`, one host of three devices,
+    50 GB of trace storage, the test client's and local hosts allowed."""
+    return django_env(
+        EMULATOR_STATE_DIR=workdir / "emulator", TRACE_STORAGE_DIR=workdir / "traces", REDIS_KEY_PREFIX=prefix,
+        CELERY_QUEUE=prefix, FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3", LOG_LEVEL="WARNING",
+        TRACE_STORAGE_MAX_GB="50", ALLOWED_HOSTS="testserver,127.0.0.1,localhost", **env,
+    )
+
+
+def seeded_superuser(username: str = "bench", password: str = "bench-password-123"):
+    """The emulated fleet in the database, the roles, and a superuser: the user."""
+    from django.contrib.auth.models import User
+
+    from fleet.hosts.emulated_fleet import seed_fleet
+    from fleet.roles import ensure_roles
+
+    seed_fleet()
+    ensure_roles()
+    return User.objects.create_superuser(username, password=password)
