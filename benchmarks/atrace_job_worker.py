@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from traces.atrace import analyse_job, cross_rank_critical_path, operator_breakdown, read_job  # noqa: E402
+from traces.atrace import analyse_job, cross_rank_critical_path, operator_breakdown, read_job
 
 
 def main() -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import orjson  # noqa: E402
+import orjson
 
-from traces.atrace import critical_path, operator_breakdown, read_trace  # noqa: E402
+from traces.atrace import critical_path, operator_breakdown, read_trace
 
 
 def _rss_mb() -> float:

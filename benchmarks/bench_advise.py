@@ -25,20 +25,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
+from harness import ROOT, median
 
-import numpy as np  # noqa: E402
-
-from tests.support.tracegen import write_kineto_trace  # noqa: E402
-from tests.support.tracegen.problems import write_problem_trace  # noqa: E402
-from traces.atrace import TraceBuilder, advise, read_trace, write_chrome_trace  # noqa: E402
-from traces.atrace.model.trace import Kind  # noqa: E402
+from tests.support.tracegen import write_kineto_trace
+from tests.support.tracegen.problems import write_problem_trace
+from traces.atrace import TraceBuilder, advise, read_trace, write_chrome_trace
+from traces.atrace.model.trace import Kind
 
 EVENTS_PER_LAYER_STEP = 43  # events read per layer of one step of a problem trace
 STEPS = 20
@@ -111,8 +107,8 @@ def measure(path: Path, repeat: int, host_only: bool = False) -> dict:
         found = advise(trace)
         walls.append(time.perf_counter() - w)
         cpus.append(time.process_time() - c)
-    return {"events": len(trace), "load_s": load, "wall_s": statistics.median(walls),
-            "cpu_s": statistics.median(cpus), "found": found}
+    return {"events": len(trace), "load_s": load, "wall_s": median(walls),
+            "cpu_s": median(cpus), "found": found}
 
 
 def main() -> None:

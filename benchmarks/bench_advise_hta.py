@@ -19,19 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+from harness import HERE, hta_python
 
-from bench_atrace import hta_python  # noqa: E402  (the HTA virtualenv, made on first use)
-
-from tests.support.traces import REAL_TRACES  # noqa: E402  (ASICMON_REAL_TRACES)
-from traces.atrace import advise, read_trace  # noqa: E402
+from tests.support.traces import REAL_TRACES  # (ASICMON_REAL_TRACES)
+from traces.atrace import advise, read_trace
 
 
 def kineto_files() -> list[Path]:

@@ -11,21 +11,15 @@ on a throwaway database on the server DATABASE_URL names and the Redis REDIS_URL
 """
 
 import argparse
-import os
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import Report, django_env, summary, throwaway_database, timed
 
 
-def ms(values: list[float]) -> str:
-    values = sorted(values)
-    p95 = values[min(len(values) - 1, int(len(values) * 0.95))]
-    return f"median {statistics.median(values) * 1000:8.2f} ms   p95 {p95 * 1000:8.2f} ms"
+def ms(seconds: list[float]) -> str:
+    return summary(seconds, (95,), spec="8.2f")
 
 
 def make_machine(root: Path, devices: int) -> tuple[Path, Path]:
@@ -49,41 +43,25 @@ def make_machine(root: Path, devices: int) -> tuple[Path, Path]:
     return specs, write_hwmon_tree(root / "sys")
 
 
-def bench_local(specs: Path, hwmon: Path, cycles: int) -> None:
+def bench_local(report: Report, specs: Path, hwmon: Path, cycles: int) -> None:
     from fleet.hosts.local import discover
 
     found = discover("bench-node", hwmon_root=hwmon, spec_dirs=[specs])
     assert not found.errors, found.errors
-    discoveries = []
-    for _ in range(10):
-        t0 = time.perf_counter()
-        discover("bench-node", hwmon_root=hwmon, spec_dirs=[specs])
-        discoveries.append(time.perf_counter() - t0)
+    discoveries = timed(lambda: discover("bench-node", hwmon_root=hwmon, spec_dirs=[specs]), 10)
     local = found.host
-    local.poll()
-    polls = []
-    for _ in range(cycles):
-        t0 = time.perf_counter()
-        local.poll()
-        polls.append(time.perf_counter() - t0)
+    polls = timed(local.poll, cycles, warmup=1)
     n = len(local.devices)
-    print(f"devices found                     {n}")
-    print(f"discovery (specs compiled, cached) {ms(discoveries)}")
-    print(f"LocalHost.poll, all {n} devices      {ms(polls)}")
-    print(f"  per device                      {statistics.median(polls) / n * 1e6:8.1f} µs")
+    report.line(f"devices found                     {n}")
+    report.line(f"discovery (specs compiled, cached) {ms(discoveries.wall)}")
+    report.line(f"LocalHost.poll, all {n} devices      {ms(polls.wall)}")
+    report.line(f"  per device                      {polls.median / n * 1e6:8.1f} µs")
 
 
-def bench_cycle(specs: Path, hwmon: Path, cycles: int) -> None:
-    os.environ.update(
-        AGENT_HOST="bench-node", HWMON_ROOT=str(hwmon), ASIMOV_SPEC_DIRS=str(specs), FLEET_HOSTS="0",
-        REDIS_KEY_PREFIX="asicmon-bench-agent", LOG_LEVEL="WARNING",
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+def bench_cycle(report: Report, specs: Path, hwmon: Path, cycles: int) -> None:
+    django_env(AGENT_HOST="bench-node", HWMON_ROOT=hwmon, ASIMOV_SPEC_DIRS=specs, FLEET_HOSTS="0",
+               REDIS_KEY_PREFIX="asicmon-bench-agent", LOG_LEVEL="WARNING")
     from django.conf import settings
-    from django.test.utils import setup_databases, teardown_databases
 
     from fleet.agent import queues
     from fleet.agent.discovery import agent_host
@@ -91,8 +69,7 @@ def bench_cycle(specs: Path, hwmon: Path, cycles: int) -> None:
     from fleet.models import Host
     from fleet.polling import poller
 
-    old = setup_databases(verbosity=0, interactive=False)
-    try:
+    with throwaway_database():
         register_host("bench-node", queues.agent_queue_name("bench-node"), agent_host().devices)
         host_id = Host.objects.get(name="bench-node").id
         cycle = poller.current_cycle()
@@ -103,10 +80,8 @@ def bench_cycle(specs: Path, hwmon: Path, cycles: int) -> None:
             result = poller.poll_agent_host(host_id, cycle + i * settings.POLL_INTERVAL)
             totals.append(time.perf_counter() - t0)
             samples = result.samples
-        print(f"agent poll cycle (poll service)    {ms(totals)}   {samples} samples a cycle")
-        print(f"  database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}")
-    finally:
-        teardown_databases(old, verbosity=0)
+        report.line(f"agent poll cycle (poll service)    {ms(totals)}   {samples} samples a cycle")
+        report.line(f"  database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}")
 
 
 def main() -> None:
@@ -116,8 +91,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="asicmon-bench-agent-") as tmp:
         specs, hwmon = make_machine(Path(tmp), args.devices)
-        bench_local(specs, hwmon, args.cycles)
-        bench_cycle(specs, hwmon, args.cycles)
+        report = Report("Host-agent figures")
+        bench_local(report, specs, hwmon, args.cycles)
+        bench_cycle(report, specs, hwmon, args.cycles)
 
 
 if __name__ == "__main__":

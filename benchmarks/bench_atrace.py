@@ -22,17 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import venv
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-OUT = HERE / "out"
-HTA_VENV = HERE / ".venv-hta"
-sys.path.insert(0, str(ROOT))
+from harness import HERE, OUT, hta_python, load_average, run_json
 
 ASICMON_STEPS = ["load", "load_1core", "orjson", "breakdown_device", "breakdown_host", "breakdown", "cp_step",
                  "cp_whole", "all"]
@@ -49,16 +42,6 @@ ROWS = [
     ("critical path, whole trace", "cp_whole", "cp_whole"),
     ("load + breakdown + whole critical path", "all", None),
 ]
-
-
-def hta_python() -> Path:
-    python = HTA_VENV / "bin" / "python"
-    if not python.exists():
-        print("creating the HTA virtualenv (holistictraceanalysis 0.5.0, pandas<3) ...", flush=True)
-        venv.create(HTA_VENV, with_pip=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "holistictraceanalysis==0.5.0", "pandas<3"],
-                       check=True)
-    return python
 
 
 def trace_for(n: int, shape: str = "kineto") -> Path:
@@ -90,7 +73,7 @@ def job_for(ranks: int, per_rank: int) -> Path:
 def run_job(ranks: int, per_rank: int, timeout: int) -> None:
     folder = job_for(ranks, per_rank)
     r = run_step(Path(sys.executable), "atrace_job_worker.py", None, folder, timeout)
-    print(f"\nMulti-rank: {ranks} ranks x {per_rank:,} events (target: <= 10 s, <= 2 GB); load average {_load()}")
+    print(f"\nMulti-rank: {ranks} ranks x {per_rank:,} events (target: <= 10 s, <= 2 GB); load average {load_average()}")
     if "error" in r:
         print(f"  error: {r['error']}")
         return
@@ -116,15 +99,7 @@ def run_step(python: Path, worker: str, step: str | None, target: Path, timeout:
 
 
 def _run_once(python: Path, worker: str, step: str | None, target: Path, timeout: int) -> dict:
-    cmd = [str(python), str(HERE / worker), *([step] if step else []), str(target)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout}s"}
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
-    if proc.returncode or not lines:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]}
-    return json.loads(lines[-1])
+    return run_json([python, HERE / worker, *([step] if step else []), target], timeout)
 
 
 def main() -> None:
@@ -159,10 +134,6 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2))
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def _fmt(r: dict | None, key: str) -> str:
     if r is None:
         return "-"
@@ -182,7 +153,7 @@ def print_table(label: str, res: dict) -> None:
     (HTA / Asicmon) of wall time, CPU time and memory."""
     ours, theirs = res["asicmon"], res["hta"]
     events = ours["load"].get("events", "?")
-    print(f"\n{label} trace events ({res['file_mb']} MB; {events:,} events after load); load average {_load()}")
+    print(f"\n{label} trace events ({res['file_mb']} MB; {events:,} events after load); load average {load_average()}")
     head = (f"{'step':40} {'Asicmon s':>10} {'cpu s':>7} {'MB':>6} {'HTA s':>8} {'cpu s':>7} {'MB':>6} "
             f"{'speed-up':>9} {'cpu':>6} {'memory':>7}")
     print(head)
@@ -219,7 +190,7 @@ def print_targets(label: str, res: dict) -> None:
         if a and h and "error" not in a and "error" not in h:
             rows.append((f"{name} against HTA", f"{h['wall_s'] / a['wall_s']:.1f}x", f">= {floor}x",
                          h["wall_s"] / a["wall_s"] >= floor))
-    print(f"\nTargets, {label} events (load average {_load()}):")
+    print(f"\nTargets, {label} events (load average {load_average()}):")
     for name, value, target, met in rows:
         verdict = "" if met is None else ("met" if met else "NOT met")
         print(f"  {name:36} {value:>36}   target {target:>11}   {verdict}")

@@ -24,9 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
+from harness import HERE, ROOT, load_average, peak_rss_mb
 
 
 def trace_for(events: int) -> Path:
@@ -45,7 +43,7 @@ def trace_for(events: int) -> Path:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mb()
 
 
 def _children_peak_mb() -> float:
@@ -96,7 +94,7 @@ def main() -> None:
         print(json.dumps(run(args.in_process, args.workers)))
         return
     path = trace_for(args.events)
-    print(f"{path.stat().st_size / 1e9:.2f} GB trace, load average {os.getloadavg()[0]:.1f}; "
+    print(f"{path.stat().st_size / 1e9:.2f} GB trace, load average {load_average()}; "
           f"each step in one fresh process (peak: resident memory so far)", flush=True)
     proc = subprocess.run([sys.executable, __file__, "--in-process", str(path), "--workers", str(args.workers)],
                           stdout=subprocess.PIPE, text=True, cwd=ROOT)

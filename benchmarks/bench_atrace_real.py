@@ -18,19 +18,16 @@ import gzip
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections import defaultdict
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
+from harness import HERE
 
-from tests.support.traces import REAL_TRACES as REAL  # noqa: E402  (ASICMON_REAL_TRACES)
-from traces.atrace import communication, critical_path, read_trace  # noqa: E402
-from traces.atrace.model.trace import DEVICE_KINDS  # noqa: E402
+from tests.support.traces import REAL_TRACES as REAL  # (ASICMON_REAL_TRACES)
+from traces.atrace import communication, critical_path, read_trace
+from traces.atrace.model.trace import DEVICE_KINDS
 
 
 def _read(path: Path) -> bytes:

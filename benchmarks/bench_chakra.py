@@ -12,16 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-OUT = ROOT / "benchmarks" / "out"
-
+from harness import OUT, Report, peak_rss_mb, run_json, timed
 
 CPU: dict[str, float] = {}
 
@@ -29,10 +22,9 @@ CPU: dict[str, float] = {}
 def _timed(fn, name: str = ""):
     """(value, wall seconds); the process's CPU seconds go to CPU[name] (on a shared machine
     wall time includes waiting for a core, CPU time does not)."""
-    t, c = time.perf_counter(), time.process_time()
-    value = fn()
-    CPU[name] = round(time.process_time() - c, 3)
-    return value, time.perf_counter() - t
+    timing = timed(fn, 1)
+    CPU[name] = round(timing.cpu[0], 3)
+    return timing.value, timing.wall[0]
 
 
 def run_one(size: int) -> dict:
@@ -66,7 +58,7 @@ def run_one(size: int) -> dict:
         "write_et_nodes_per_cpu_s": round(nodes / max(CPU["write_et"], 1e-9)),
         "et_mb": round(et.stat().st_size / 1e6, 1),
         "json_mb": round(js.stat().st_size / 1e6, 1),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mb": round(peak_rss_mb()),
     }
 
 
@@ -81,17 +73,16 @@ def main() -> None:
         return
     rows = []
     for size in args.sizes:
-        done = subprocess.run([sys.executable, __file__, "--one", str(size)], check=True,
-                              capture_output=True, text=True)
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        row = run_json([sys.executable, __file__, "--one", str(size)])
+        if "error" in row:
+            raise SystemExit(f"size {size}: {row['error']}")
+        rows.append(row)
     columns = ["nodes", "edges", "write_et_s", "write_et_cpu_s", "read_et_s", "read_et_cpu_s",
                "write_json_s", "read_json_s", "read_et_nodes_per_cpu_s", "et_mb", "json_mb", "peak_rss_mb"]
-    print("Chakra export/import of synthetic Kineto traces (one process per size)")
-    width = max(len(c) for c in columns)
-    for c in columns:
-        print(f"  {c:<{width}}  " + "  ".join(f"{row[c]:>10}" for row in rows))
+    report = Report("Chakra export/import of synthetic Kineto traces (one process per size)")
+    report.table(["figure", *(f"{row['events']:,} events" for row in rows)], [[c, *(row[c] for row in rows)] for c in columns])
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        report.write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,11 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import load_average, median
 
 UNITS = ["FBHUB", "SM (0x1)", "SM (0x2)", "SM (0x4)", "HSHUB", "L2", "LTC", "NVLINK", "PCIE", "MMU",
          "CE0", "CE1", "CE2", "CE3", "NVDEC0", "NVJPG0", "GSP", "PMU", "SEC2", "FSP", "XAL", "XTL",
@@ -175,10 +173,10 @@ def interleaved(lines: list[str], cycles: int, interval: float, limit_s: float,
     stored = sum(len(v) for v in host.drain_events().values())
     for duty, (pump, _) in pumps.items():
         print(f"duty {duty:g}: {len(floods[duty])} floods of {len(lines):,} lines, each followed in "
-              f"{statistics.median(floods[duty]):.1f} s (median) by the pump's child process ({how[duty]}): "
+              f"{median(floods[duty]):.1f} s (median) by the pump's child process ({how[duty]}): "
               f"{pump.stats.matched:,} driver-error lines -> {pump.stats.events} events routed")
     print(f"  {stored} events left to store from all the floods")
-    print(f"load average (1 min) over the A/B blocks: median {statistics.median(loads):.2f}, "
+    print(f"load average (1 min) over the A/B blocks: median {median(loads):.2f}, "
           f"min {min(loads):.2f}, max {max(loads):.2f} ({os.cpu_count()} cores)")
     return quiet, loud
 
@@ -207,7 +205,7 @@ def main() -> None:
     parser.add_argument("--duties", default="1,0.5", help="the followers' duties, one pump each, floods in turn")
     args = parser.parse_args()
     lines = flood(args.lines)
-    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    print(f"load average at the start: {load_average()} ({os.cpu_count()} cores)")
     parse_rate(lines)
     duties = tuple(float(d) for d in args.duties.split(","))
     quiet, loud = interleaved(lines, args.cycles, args.interval, args.limit_s, duties)

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import Report, load_average, median, percentile, wipe_redis
 
-from emulator import FleetConfig  # noqa: E402
-from emulator.state_store import FileStateStore, RedisStateStore  # noqa: E402
-from fleet.hosts.emulated_monitors import HostMonitor  # noqa: E402
+from emulator import FleetConfig
+from emulator.state_store import FileStateStore, RedisStateStore
+from fleet.hosts.emulated_monitors import HostMonitor
 
 T0 = 1_700_000_000.0
 
@@ -56,8 +54,8 @@ def main() -> None:
         "file": lambda case: FileStateStore(Path(folder) / case),
         "redis": lambda case: RedisStateStore.from_url(url, f"{prefix}:{case}"),
     }
-    print(f"HostMonitor.poll of one host of {args.devices} devices ({args.types}), median of {args.polls} polls a case, the cases in turn")
-    print(f"  load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    report = Report(f"HostMonitor.poll of one host of {args.devices} devices ({args.types}), median of {args.polls} "
+                    "polls a case, the cases in turn")
     cases = {}
     for name, make in stores.items():
         for pollers in (1, 2):
@@ -75,17 +73,13 @@ def main() -> None:
             for case, monitors in cases.items():
                 times[case] += timed_polls(monitors, r * (args.polls // rounds), args.polls // rounds)
         for (name, pollers), found in times.items():
-            median = statistics.median(found)
-            p90 = sorted(found)[int(0.9 * len(found))]
+            mid, p90 = median(found), percentile(found, 90)
             case = "one poller" if pollers == 1 else "two pollers in turn (each poll re-reads)"
-            print(f"  {name:6s} {case:42s} median {median * 1e3:6.2f} ms ({median * 1e6 / args.devices:5.0f} us a"
-                  f" device), p90 {p90 * 1e3:6.2f} ms")
+            report.line(f"  {name:6s} {case:42s} median {mid * 1e3:6.2f} ms ({mid * 1e6 / args.devices:5.0f} us a"
+                        f" device), p90 {p90 * 1e3:6.2f} ms")
     finally:
-        client = RedisStateStore.from_url(url, prefix).client
-        keys = list(client.scan_iter(f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-    print(f"  load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        wipe_redis(f"{prefix}:*", RedisStateStore.from_url(url, prefix).client)
+    report.line(f"  load average after:  {load_average()}")
 
 
 if __name__ == "__main__":

@@ -13,15 +13,10 @@ counted) of a cycle, and the per-GPU cost.
 
 import argparse
 import multiprocessing
-import statistics
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import Report, Stopwatch, Timing
 
 
 def page(endpoint: int, gpus: int) -> bytes:
@@ -78,31 +73,29 @@ def main() -> None:
     port = ours.recv()
     try:
         urls = [f"http://127.0.0.1:{port}/{n}/metrics" for n in range(args.endpoints)]
-        started = time.perf_counter()
-        with ThreadPoolExecutor(args.threads) as pool:
+        with Stopwatch() as joined, ThreadPoolExecutor(args.threads) as pool:
             hosts = list(pool.map(lambda url: exporter_host(url, probe_timeout=2.0), urls))
-        joined = time.perf_counter() - started
         gpus = sum(len(h.serials) for h in hosts)
-        walls, cpus = [], []
+        cycles = Timing()
         with ThreadPoolExecutor(args.threads) as pool:
             for cycle in range(args.cycles):
                 for host in hosts:
                     host.lib._at = -1e18  # a fresh page each cycle, as at a 5 s interval
                 now = 1_700_000_000.0 + 5 * cycle
-                wall, cpu = time.perf_counter(), time.process_time()
-                snaps = list(pool.map(lambda h: h.poll(now), hosts))  # noqa: B023 - used at once
-                cpus.append(time.process_time() - cpu)
-                walls.append(time.perf_counter() - wall)
+                with Stopwatch() as watch:
+                    snaps = list(pool.map(lambda h: h.poll(now), hosts))  # noqa: B023 - used at once
+                cycles.cpu.append(watch.cpu)
+                cycles.wall.append(watch.wall)
                 ok = sum(s["driver_status"] == "ok" for per_host in snaps for s in per_host.values())
                 if ok != gpus:
                     raise SystemExit(f"cycle {cycle}: {ok} of {gpus} GPUs read")
         fetches = sum(h.lib.fetches for h in hosts)
     finally:
         server.terminate()
-    wall, cpu = statistics.median(walls), statistics.median(cpus)
-    print(f"{gpus} GPUs behind {args.endpoints} endpoints, {args.cycles} cycles "
-          f"({fetches} GETs in all, one per endpoint per cycle plus the join); joined in {joined:.2f} s")
-    print(f"cycle: median wall {wall:.3f} s, median worker CPU {cpu:.3f} s "
+    wall, cpu = cycles.median, cycles.cpu_median
+    report = Report(f"{gpus} GPUs behind {args.endpoints} endpoints, {args.cycles} cycles "
+                    f"({fetches} GETs in all, one per endpoint per cycle plus the join); joined in {joined.wall:.2f} s")
+    report.line(f"cycle: median wall {wall:.3f} s, median worker CPU {cpu:.3f} s "
           f"({cpu / gpus * 1e6:.0f} us per GPU); target <= 2 s: {'met' if max(wall, cpu) <= 2 else 'MISSED'}")
 
 

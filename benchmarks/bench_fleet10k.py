@@ -23,15 +23,17 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import (
+    django_env,
+    load_average,
+    median,
+    throwaway_database,
+)
 
 
 def setup(args) -> list:
@@ -47,10 +49,7 @@ def setup(args) -> list:
     env = dict(os.environ)
     helpers = resolve_tsdb(env, Path(state) / "tsdb")
     os.environ.update({k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
     return helpers
 
 
@@ -69,7 +68,7 @@ def probe_figures(args) -> tuple[float, list[dict]]:
         t0 = time.perf_counter()
         snaps = [s for m in monitors for s in m.poll(now + 5 * cycle).values()]
         per_cycle.append(time.perf_counter() - t0)
-    return statistics.median(per_cycle) / len(snaps), snaps
+    return median(per_cycle) / len(snaps), snaps
 
 
 def fleet_keys(snaps: list[dict], devices: int) -> list[tuple]:
@@ -107,10 +106,10 @@ def ingestion(args, snaps) -> None:
         if any(r.buffered or r.rejected for r in results):
             print(f"  write: the store did not take cycle {i} ({results}): see {settings.TSDB_URL}")
             return
-    n, median = counts[0], statistics.median(seconds)
+    n, mid = counts[0], median(seconds)
     print(f"  write one cycle to the store ({n:,} samples, {devices:,} devices, {args.shards} batches), median of "
-          f"{args.write_cycles}, load {os.getloadavg()[0]:.1f}: {median * 1000:.0f} ms, {n / median:,.0f} samples/s; "
-          f"writer CPU {statistics.median(cpu) * 1000:.0f} ms ({statistics.median(cpu) / devices * 1e6:.1f} µs/device)")
+          f"{args.write_cycles}, load average {load_average()}: {mid * 1000:.0f} ms, {n / mid:,.0f} samples/s; "
+          f"writer CPU {median(cpu) * 1000:.0f} ms ({median(cpu) / devices * 1e6:.1f} µs/device)")
     with contextlib.suppress(OSError):  # VictoriaMetrics: what was just written, readable now
         urllib.request.urlopen(f"{settings.TSDB_URL}/internal/force_flush", timeout=60).close()
     time.sleep(1.1)
@@ -149,24 +148,22 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=2, help="batches a cycle (POLL_SHARDS)")
     args = parser.parse_args()
     helpers = setup(args)
-    from django.test.utils import setup_databases, teardown_databases
 
     from dashboard.backing_services import stop
 
-    old = setup_databases(verbosity=0, interactive=False)
     try:
-        devices = args.hosts * 8
-        per_device, snaps = probe_figures(args)
-        cycle_cpu = per_device * devices
-        print(f"Asicmon fleet benchmark — {devices:,} devices ({args.hosts:,} hosts x 8), interval {args.interval:g} s")
-        print(f"  probe (emulator + Asicmon refresh): {per_device * 1e6:.0f} µs/device, measured on {len(snaps)} devices "
-              f"→ {cycle_cpu:.1f} CPU-s per cycle of the fleet")
-        print(f"    worker processes needed to keep up (probe only): {cycle_cpu / args.interval:.1f}; "
-              f"one process keeps up with {int(args.interval / per_device):,} devices")
-        ingestion(args, snaps)
-        push_figures(args, snaps)
+        with throwaway_database():
+            devices = args.hosts * 8
+            per_device, snaps = probe_figures(args)
+            cycle_cpu = per_device * devices
+            print(f"Asicmon fleet benchmark — {devices:,} devices ({args.hosts:,} hosts x 8), interval {args.interval:g} s")
+            print(f"  probe (emulator + Asicmon refresh): {per_device * 1e6:.0f} µs/device, measured on {len(snaps)} devices "
+                  f"→ {cycle_cpu:.1f} CPU-s per cycle of the fleet")
+            print(f"    worker processes needed to keep up (probe only): {cycle_cpu / args.interval:.1f}; "
+                  f"one process keeps up with {int(args.interval / per_device):,} devices")
+            ingestion(args, snaps)
+            push_figures(args, snaps)
     finally:
-        teardown_databases(old, verbosity=0)
         stop(helpers)
 
 

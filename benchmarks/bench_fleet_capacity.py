@@ -23,10 +23,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 

@@ -19,14 +19,10 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import django_env, load_average, median, throwaway_database
 
 SHARDS = 4
 
@@ -36,10 +32,7 @@ def setup(args) -> None:
         FLEET_HOSTS="4", FLEET_DEVICES_PER_HOST="8", EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-benchpage-"),
         REDIS_KEY_PREFIX="asicmon-bench-page", POLL_SHARDS=str(SHARDS), LOG_LEVEL="WARNING",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
     from django.test.utils import setup_test_environment
 
     setup_test_environment()
@@ -124,7 +117,7 @@ def time_page(client, url: str, params: dict, repeat: int) -> dict:
     with CaptureQueriesContext(connection) as captured:
         response = client.get(url, params)
     return {
-        "wall_ms": statistics.median(walls) * 1000, "cpu_ms": statistics.median(cpus) * 1000,
+        "wall_ms": median(walls) * 1000, "cpu_ms": median(cpus) * 1000,
         "queries": len(captured.captured_queries), "bytes": len(response.content),
     }
 
@@ -193,7 +186,7 @@ def socket_figures(client, lines: dict[int, list[dict]]) -> None:
     for label, ids in cases:
         per_cycle = asyncio.run(socket_bytes(cookie, ids, lines, cycles=3))
         print(f"    {label:48s} first cycle {per_cycle[0] / 1000:6.1f} kB (with the summary), "
-              f"next cycles {statistics.median(per_cycle[1:]) / 1000:6.1f} kB")
+              f"next cycles {median(per_cycle[1:]) / 1000:6.1f} kB")
 
 
 def publish_figures(lines: dict[int, list[dict]], listeners: int = 10) -> None:
@@ -239,7 +232,7 @@ def summary_figures(repeat: int) -> None:
         walls.append(time.perf_counter() - t0)
     size = len(json.dumps(queries.fleet_summary(read()).to_json()))
     print(f"  summary (health index + 2 queries), computed once per poll message per web process: "
-          f"{statistics.median(walls) * 1000:.1f} ms, {size / 1000:.1f} kB as JSON")
+          f"{median(walls) * 1000:.1f} ms, {size / 1000:.1f} kB as JSON")
 
 
 def profile() -> None:
@@ -254,7 +247,7 @@ def profile() -> None:
             t0 = time.perf_counter()
             result = step()
             walls.append(time.perf_counter() - t0)
-        print(f"    {label:40s} {statistics.median(walls) * 1000:7.1f} ms")
+        print(f"    {label:40s} {median(walls) * 1000:7.1f} ms")
         return result
 
     healths = timed("health index read", health_index.read)
@@ -274,23 +267,21 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="time the parts of a page instead")
     args = parser.parse_args()
     setup(args)
-    from django.test.utils import setup_databases, teardown_databases
 
-    old = setup_databases(verbosity=0, interactive=False)
     wipe_redis()
-    try:
-        lines = build_fleet(args.hosts, real_snapshots())
-        if args.profile:
-            return profile()
-        print(f"Fleet page benchmark — {args.hosts * 8:,} devices ({args.hosts:,} hosts x 8), load {os.getloadavg()[0]:.1f}")
-        client = viewer_client()
-        page_figures(client, args.repeat)
-        summary_figures(args.repeat)
-        publish_figures(lines)
-        socket_figures(client, lines)
-    finally:
-        wipe_redis()
-        teardown_databases(old, verbosity=0)
+    with throwaway_database():
+        try:
+            lines = build_fleet(args.hosts, real_snapshots())
+            if args.profile:
+                return profile()
+            print(f"Fleet page benchmark — {args.hosts * 8:,} devices ({args.hosts:,} hosts x 8), load average {load_average()}")
+            client = viewer_client()
+            page_figures(client, args.repeat)
+            summary_figures(args.repeat)
+            publish_figures(lines)
+            socket_figures(client, lines)
+        finally:
+            wipe_redis()
 
 
 if __name__ == "__main__":

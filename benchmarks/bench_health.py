@@ -15,16 +15,13 @@ Redis key prefix of its own. Medians of several runs; say whether the machine wa
 """
 
 import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import orjson
+from harness import Report, django_env, median, throwaway_database, timed, wipe_redis
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+NEWLINE = b"\n"
 
 
 def sample_snapshots(polls: int) -> list[tuple[str, list[dict]]]:
@@ -43,7 +40,7 @@ def sample_snapshots(polls: int) -> list[tuple[str, list[dict]]]:
     return [(types[s], run) for s, run in runs.items()]
 
 
-def bench_rules(polls: int, devices: int) -> None:
+def bench_rules(report: Report, polls: int, devices: int) -> None:
     from fleet.health.assessing import spec_health
     from fleet.health.detection import limits_for, observe
 
@@ -62,65 +59,50 @@ def bench_rules(polls: int, devices: int) -> None:
             stored = orjson.dumps(window)
         per_device.append((time.process_time() - t0) / polls)
     mean = statistics.mean(per_device)
-    print(f"rules, full window, JSON in and out: {mean * 1e6:.1f} µs CPU per device per poll "
-          f"({', '.join(f'{t}: {c * 1e6:.1f}' for (t, _), c in zip(runs, per_device, strict=True))})")
-    print(f"  for {devices} devices: {mean * devices * 1000:.0f} ms of CPU per poll cycle, spread over the shards")
+    report.line(f"rules, full window, JSON in and out: {mean * 1e6:.1f} µs CPU per device per poll "
+                f"({', '.join(f'{t}: {c * 1e6:.1f}' for (t, _), c in zip(runs, per_device, strict=True))})")
+    report.line(f"  for {devices} devices: {mean * devices * 1000:.0f} ms of CPU per poll cycle, spread over the shards")
 
 
-def bench_storage_and_metrics(devices: int) -> None:
-    os.environ.update(REDIS_KEY_PREFIX="asicmon-bench-health", LOG_LEVEL="WARNING", METRICS_TOKEN="bench")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-    from django.test.utils import setup_databases, teardown_databases
-
+def bench_storage_and_metrics(report: Report, devices: int) -> None:
+    django_env(REDIS_KEY_PREFIX="asicmon-bench-health", LOG_LEVEL="WARNING", METRICS_TOKEN="bench")
     from fleet.health import assessing
     from fleet.models import Device, Host
     from fleet.polling import snapshots
     from fleet.reading import metrics
-    from fleet.redis import get_redis, key
+    from fleet.redis import key
 
     runs = sample_snapshots(30)
-    old = setup_databases(verbosity=0, interactive=False)
-    client = get_redis()
-    try:
-        per_host = 8
-        hosts = Host.objects.bulk_create([Host(name=f"bench-{h:05d}") for h in range(devices // per_host)])
-        rows = []
-        for i in range(devices):
-            device_type, _ = runs[i % 3]
-            rows.append(Device(host=hosts[i // per_host], serial=f"BENCH-{i:06d}", device_type=device_type,
-                               model=device_type, index=i % per_host))
-        Device.objects.bulk_create(rows, batch_size=2000)
-        ids = list(Device.objects.order_by("id").values_list("id", "device_type"))
-        kinds = {i: (t, "in_service") for i, t in ids}
+    with throwaway_database():
+        try:
+            per_host = 8
+            hosts = Host.objects.bulk_create([Host(name=f"bench-{h:05d}") for h in range(devices // per_host)])
+            rows = []
+            for i in range(devices):
+                device_type, _ = runs[i % 3]
+                rows.append(Device(host=hosts[i // per_host], serial=f"BENCH-{i:06d}", device_type=device_type,
+                                   model=device_type, index=i % per_host))
+            Device.objects.bulk_create(rows, batch_size=2000)
+            ids = list(Device.objects.order_by("id").values_list("id", "device_type"))
+            kinds = {i: (t, "in_service") for i, t in ids}
 
-        times = []
-        for poll in range(10):
-            polled = {i: dict(runs[n % 3][1][poll]) for n, (i, _) in enumerate(ids)}
-            t0 = time.perf_counter()
-            assessing.assess_polled(polled, kinds, time.time())
-            times.append(time.perf_counter() - t0)
-            snapshots.write_snapshots(float(poll), polled)
-        median = statistics.median(times[2:])
-        print(f"assess_polled with Redis windows, {devices} devices: {median * 1000:.0f} ms "
-              f"({median / devices * 1e6:.1f} µs per device, health events included)")
+            times = []
+            for poll in range(10):
+                polled = {i: dict(runs[n % 3][1][poll]) for n, (i, _) in enumerate(ids)}
+                t0 = time.perf_counter()
+                assessing.assess_polled(polled, kinds, time.time())
+                times.append(time.perf_counter() - t0)
+                snapshots.write_snapshots(float(poll), polled)
+            assess = median(times[2:])
+            report.line(f"assess_polled with Redis windows, {devices} devices: {assess * 1000:.0f} ms "
+                        f"({assess / devices * 1e6:.1f} µs per device, health events included)")
 
-        sizes, renders = [], []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            body = metrics.render()
-            renders.append(time.perf_counter() - t0)
-            sizes.append(len(body))
-        lines = body.count(b"\n")
-        print(f"/metrics for {devices} devices: {statistics.median(renders) * 1000:.0f} ms server time, "
-              f"{sizes[-1] / 1e6:.1f} MB ({lines} lines)")
-    finally:
-        keys = list(client.scan_iter(f"{key('')}*", count=1000))
-        if keys:
-            client.delete(*keys)
-        teardown_databases(old, verbosity=0)
+            render = timed(metrics.render, 5)
+            body = render.value
+            report.line(f"/metrics for {devices} devices: {render.median * 1000:.0f} ms server time, "
+                        f"{len(body) / 1e6:.1f} MB ({body.count(NEWLINE)} lines)")
+        finally:
+            wipe_redis(f"{key('')}*")
 
 
 def main() -> None:
@@ -128,12 +110,10 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=10_000)
     parser.add_argument("--polls", type=int, default=30)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-    bench_rules(args.polls, args.devices)
-    bench_storage_and_metrics(args.devices)
+    django_env()
+    report = Report("Health figures")
+    bench_rules(report, args.polls, args.devices)
+    bench_storage_and_metrics(report, args.devices)
 
 
 if __name__ == "__main__":

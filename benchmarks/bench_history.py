@@ -18,16 +18,13 @@ Targets (issue 17): 8 counters over 2 h <= 30 ms, over 30 days <= 150 ms; p95 by
 import argparse
 import os
 import shutil
-import statistics
-import sys
 import tempfile
 import time
 import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import load_average, median
 
 INTERVAL = 5.0
 LABELS = "asicmon_bench=history"
@@ -69,7 +66,7 @@ def timed(read, runs: int = 5) -> tuple[float, object]:
         t0 = time.perf_counter()
         result = read()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000, result
+    return median(times) * 1000, result
 
 
 def main() -> None:
@@ -101,7 +98,7 @@ def main() -> None:
         written = write(client, (({"__name__": series_name(c), **device, **extra},
                                   [(round((end - INTERVAL * (count - i)) * 1000), 40.0 + (i * 7 + n) % 23) for i in range(count)])
                                  for n, c in enumerate(COUNTERS)))
-        print(f"VictoriaMetrics {url}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+        print(f"VictoriaMetrics {url}, {os.cpu_count()} cores, load average {load_average()}")
         print(f"history: {written:,} samples of one device ({len(COUNTERS)} counters, {args.days:g} days every "
               f"{INTERVAL:g} s) written in {time.perf_counter() - t0:.1f} s")
         types = ("gpu", "inference", "video")

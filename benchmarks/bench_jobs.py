@@ -26,70 +26,50 @@ import argparse
 import dataclasses
 import os
 import shutil
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from harness import (
+    ROOT,
+    Report,
+    cpu_seconds,
+    django_env,
+    median,
+    peak_rss_mb,
+    reset_peak,
+    stop_all,
+    throwaway_database,
+    trace_worker,
+    wait_for,
+)
+from harness import wipe_redis as wipe
 
-from bench_traces import cpu_seconds, database_url, peak_rss_mb, reset_peak  # noqa: E402
-
-BIN = Path(sys.executable).parent
 PREFIX = "asicmon-bench-jobs"
 FAULTS = ("overheat", "pcie_degraded", "ecc_storm", "software")
 REASON_KIND = {"overheat": "throttled", "pcie_degraded": "pcie", "ecc_storm": "ecc", "software": "software"}
 
 
-def start_worker(queue: str, name: str, pool: str = "solo", concurrency: int = 1) -> subprocess.Popen:
-    from django.db import connection
-
-    env = dict(os.environ, DATABASE_URL=database_url(connection), PYTHONUNBUFFERED="1", LOG_LEVEL="INFO")
-    argv = [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "-Q", queue, "--without-gossip",
-            "--without-mingle", "-n", f"{name}-{os.getpid()}@%h", "--pool", pool]
-    if pool != "solo":
-        argv += ["--concurrency", str(concurrency)]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        if "ready." in line:
-            break
-    # Keep draining its output so that the worker never blocks on a full pipe.
-    import threading
-
-    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-    return proc
+def start_worker(queue: str, name: str, pool: str = "solo", concurrency: int = 1):
+    return trace_worker(queue, name, pool=pool, concurrency=concurrency, LOG_LEVEL="INFO")
 
 
 def stop(procs) -> None:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.wait(timeout=60)
+    stop_all(procs)
 
 
 def wipe_redis() -> None:
-    from fleet.redis import get_redis
-
-    client = get_redis()
-    keys = list(client.scan_iter(f"{PREFIX}*", count=1000))
-    if keys:
-        client.delete(*keys)
+    wipe(f"{PREFIX}*")
 
 
 def wait_job(job_id: int, timeout: float = 900):
     from traces.models import Job
 
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def done():
         job = Job.objects.get(pk=job_id)
-        if job.status in ("ready", "failed"):
-            return job
-        time.sleep(0.05)
-    raise SystemExit(f"job {job_id} not done after {timeout} s")
+        return job if job.status in ("ready", "failed") else None
+
+    return wait_for(done, timeout, f"job {job_id} not done")
 
 
 # -- the fleet --------------------------------------------------------------------------------
@@ -208,7 +188,7 @@ def bench_latency(client, workdir: Path, repeat: int = 3) -> None:
             after.append(job.ready_at.timestamp() - window_end)
             print(f"latency: 16-rank 5 s capture: window end → ready {after[-1]:.1f} s "
                   f"(capture stored {job.capture_ended_at.timestamp() - window_end:.1f} s after the window)")
-        print(f"latency: median {statistics.median(after):.1f} s after the capture window (target ≤ 30 s)")
+        print(f"latency: median {median(after):.1f} s after the capture window (target ≤ 30 s)")
     finally:
         stop([worker])
 
@@ -299,45 +279,40 @@ def main() -> None:
         return
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-jobs-"))
-    os.environ.update(
-        EMULATOR_STATE_DIR=str(workdir / "emulator"), TRACE_STORAGE_DIR=str(workdir / "traces"),
+    django_env(
+        EMULATOR_STATE_DIR=workdir / "emulator", TRACE_STORAGE_DIR=workdir / "traces",
         REDIS_KEY_PREFIX=PREFIX, CELERY_QUEUE=PREFIX, FLEET_HOSTS="5", FLEET_DEVICES_PER_HOST="8",
         FLEET_TYPES="gpu", FLEET_SEED="5", POLL_SHARDS="1", LOG_LEVEL="WARNING", TRACE_STORAGE_MAX_GB="50",
         ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
     from django.conf import settings
     from django.contrib.auth.models import User
     from django.test import Client
-    from django.test.utils import setup_databases, teardown_databases
 
     from fleet.hosts.emulated_fleet import seed_fleet
     from fleet.roles import ensure_roles
 
     # Its own throwaway database: never the test suite's, which may be running too.
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"asicmon_bench_jobs_{os.getpid()}"
-    old = setup_databases(verbosity=0, interactive=False)
     try:
-        seed_fleet()
-        ensure_roles()
-        user = User.objects.create_superuser("bench", password="bench-password-123")
-        client = Client()
-        client.force_login(user)
-        print("Job figures (the machine may be shared and loaded)")
-        if "accuracy" in sections:
-            bench_accuracy(user, args.runs, workdir)
-        if "latency" in sections:
-            bench_latency(client, workdir)
-        if "scale" in sections:
-            bench_scale(user, workdir, args.ranks, args.events)
+        with throwaway_database():
+            try:
+                seed_fleet()
+                ensure_roles()
+                user = User.objects.create_superuser("bench", password="bench-password-123")
+                client = Client()
+                client.force_login(user)
+                Report("Job figures (the machine may be shared and loaded)")
+                if "accuracy" in sections:
+                    bench_accuracy(user, args.runs, workdir)
+                if "latency" in sections:
+                    bench_latency(client, workdir)
+                if "scale" in sections:
+                    bench_scale(user, workdir, args.ranks, args.events)
+            finally:
+                wipe_redis()
     finally:
-        wipe_redis()
-        teardown_databases(old, verbosity=0)
         shutil.rmtree(workdir, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -31,8 +31,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import django_env, throwaway_database
 
 FAKE_DCGMI = """#!{python}
 import json, os, sys, time
@@ -75,10 +74,7 @@ def setup(tmp: str) -> None:
     )
     for name in [n for n in os.environ if n.startswith("LADDER_")]:
         del os.environ[name]  # the defaults
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
 
 
 def cascades() -> list[tuple[str, list[str]]]:
@@ -301,15 +297,13 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         setup(tmp)
-        from django.test.utils import setup_databases, teardown_databases
 
         from fleet.redis import get_redis, key
 
-        old = setup_databases(verbosity=0, interactive=False)
         try:
-            results = [run_default(args), run_configured(args, Path(tmp)), run_breaker(Path(tmp))]
+            with throwaway_database():
+                results = [run_default(args), run_configured(args, Path(tmp)), run_breaker(Path(tmp))]
         finally:
-            teardown_databases(old, verbosity=0)
             keys = list(get_redis().scan_iter(key("*")))
             if keys:
                 get_redis().delete(*keys)

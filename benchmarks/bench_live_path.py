@@ -25,45 +25,26 @@ and its load: the load average is printed with them.
 """
 
 import argparse
-import json
 import os
 import random
-import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import (
+    FleetSocket,
+    Report,
+    cpu_seconds,
+    django_env,
+    load_average,
+    percentile,
+    real_snapshots,
+    signed_in_cookie,
+    start_redis,
+    start_web,
+    throwaway_database,
+)
 
 HOSTS_DEVICES = 8
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_redis() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-    )
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return server, f"redis://127.0.0.1:{port}/0"
-        except OSError:
-            time.sleep(0.05)
-    server.kill()
-    raise RuntimeError("redis-server did not start")
 
 
 def setup(args, redis_url: str) -> None:
@@ -72,24 +53,10 @@ def setup(args, redis_url: str) -> None:
         REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url, REDIS_KEY_PREFIX="asicmon-bench-live",
         POLL_SHARDS=str(args.shards), POLL_INTERVAL=str(args.interval), LOG_LEVEL="WARNING",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
     from django.test.utils import setup_test_environment
 
     setup_test_environment()
-
-
-def real_snapshots() -> list[dict]:
-    from emulator import fleet_layout
-    from fleet.hosts import emulated_fleet
-
-    monitors = [emulated_fleet.host_monitor(h.name) for h in fleet_layout(emulated_fleet.fleet_config())]
-    now = time.time()
-    for m in monitors:
-        m.poll(now - 5)
-    return [s for m in monitors for s in m.poll(now).values()]
 
 
 class Fleet:
@@ -164,9 +131,7 @@ def page_queries(count: int, devices: int) -> list:
 
 def signed_in_cookies(count: int) -> list[str]:
     """Session cookies of `count` viewers, each signed in once (a browser's tabs share one)."""
-    from django.conf import settings
     from django.contrib.auth.models import Group, User
-    from django.test import Client
 
     from fleet.roles import ensure_roles
 
@@ -176,64 +141,8 @@ def signed_in_cookies(count: int) -> list[str]:
     for n in range(count):
         user, _ = User.objects.get_or_create(username=f"bench-viewer-{n}")
         user.groups.add(viewers)
-        client = Client()
-        client.force_login(user)
-        cookies.append(f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}")
+        cookies.append(signed_in_cookie(user))
     return cookies
-
-
-class Page(threading.Thread):
-    """One fleet page's websocket: subscribes to its rows, records what arrives and when."""
-
-    def __init__(self, url: str, origin: str, cookie: str, rows: list[int]):
-        import websocket
-
-        super().__init__(daemon=True)
-        self.rows = rows
-        self.socket = websocket.create_connection(url, timeout=30, cookie=cookie, origin=origin)
-        self.socket.send(json.dumps({"type": "subscribe", "devices": rows}))
-        answer = json.loads(self.socket.recv())
-        assert answer == {"type": "subscribed", "devices": len(set(rows))}, answer
-        self.received: dict[tuple[int, int], tuple[float, set[int]]] = {}
-        self.errors: list[str] = []
-        self.stopping = threading.Event()
-
-    def run(self):
-        import websocket
-
-        self.socket.settimeout(0.5)
-        while not self.stopping.is_set():
-            try:
-                frame = self.socket.recv()
-            except websocket.WebSocketTimeoutException:
-                continue
-            except (websocket.WebSocketException, OSError) as exc:
-                if not self.stopping.is_set():
-                    self.errors.append(f"{type(exc).__name__}: {exc}")
-                return
-            at = time.time()
-            if not frame:
-                self.errors.append("closed by the server")
-                return
-            message = json.loads(frame)
-            if message.get("type") != "fleet.polled":
-                self.errors.append(f"unexpected {message}")
-                continue
-            key = (message["shard"], round(message["cycle"]))
-            _, ids = self.received.setdefault(key, (at, set()))
-            ids.update(line["id"] for line in message["devices"])
-
-    def stop(self):
-        """Ends the socket without the closing handshake (the server sees it gone at once)."""
-        self.stopping.set()
-        self.join(timeout=5)
-        self.socket.shutdown()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process and its children so far (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def redis_counts(client) -> tuple[dict[str, int], int, int]:
@@ -262,15 +171,15 @@ def run_cycles(fleet: Fleet, shards: int, cycles: int, interval: float, cycle_ba
     return published
 
 
-def measure(fleet: Fleet, webs: list, pages: list[Page], args, redis_client) -> dict:
+def measure(fleet: Fleet, webs: list, pages: list[FleetSocket], args, redis_client) -> dict:
     """Warm-up cycle, then `args.cycles` measured ones; the figures of the measured ones."""
     cycle_base = time.time() // args.interval * args.interval
     run_cycles(fleet, args.shards, 1, args.interval, cycle_base)
-    cpu0 = [cpu_seconds(w.proc.pid) for w in webs]
+    cpu0 = [cpu_seconds(w.proc.pid, children=True) for w in webs]
     redis0 = redis_counts(redis_client)
     published = run_cycles(fleet, args.shards, args.cycles, args.interval, cycle_base + args.interval)
     time.sleep(1.0)  # lets the last cycle's deliveries end within the window
-    cpu = [(cpu_seconds(w.proc.pid) - c) / args.cycles for w, c in zip(webs, cpu0, strict=True)]
+    cpu = [(cpu_seconds(w.proc.pid, children=True) - c) / args.cycles for w, c in zip(webs, cpu0, strict=True)]
     calls, bytes_in, bytes_out = redis_delta(redis0, redis_counts(redis_client))
     expected = received = 0
     delays = []
@@ -293,11 +202,7 @@ def measure(fleet: Fleet, webs: list, pages: list[Page], args, redis_client) -> 
     }
 
 
-def percentile(values: list[float], q: float) -> float:
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-def open_pages(count: int, devices: int, bases: list[str], cookies: list[str], tabs: int) -> list[Page]:
+def open_pages(count: int, devices: int, bases: list[str], cookies: list[str], tabs: int) -> list[FleetSocket]:
     from fleet.health import index as health_index
     from fleet.reading import queries
 
@@ -307,7 +212,7 @@ def open_pages(count: int, devices: int, bases: list[str], cookies: list[str], t
         rows = [r.device.id for r in queries.table_page(ask, healths).rows]
         base = bases[n % len(bases)]
         cookie = cookies[n // tabs]
-        pages.append(Page(base.replace("http://", "ws://") + "/ws/fleet/", base, cookie, rows))
+        pages.append(FleetSocket(base.replace("http://", "ws://") + "/ws/fleet/", base, cookie, rows))
     for page in pages:
         page.start()
     return pages
@@ -321,10 +226,10 @@ def report(devices: int, count: int, shards: int, figures: dict, idle: dict) -> 
     live_in = (figures["bytes_in"] - idle["bytes_in"]) / 1e6
     cpu = " + ".join(f"{c:.2f}" for c in figures["cpu"])
     print(f"  {devices:6,d} devices {count:4d} pages: received {share:7.2%} of {figures['expected']:,} "
-          f"updates; delay p50 {percentile(delays, 0.5) * 1000:5.0f} ms p99 {percentile(delays, 0.99) * 1000:5.0f} ms "
+          f"updates; delay p50 {percentile(delays, 50) * 1000:5.0f} ms p99 {percentile(delays, 99) * 1000:5.0f} ms "
           f"max {max(delays, default=float('nan')) * 1000:5.0f} ms; web CPU s/cycle {cpu}; "
           f"Redis per cycle: {live_commands:7.0f} commands ({live_commands / shards:6.0f} per shard poll), "
-          f"{live_in:5.2f} MB in, {live_out:5.2f} MB out; load {os.getloadavg()[0]:.1f}")
+          f"{live_in:5.2f} MB in, {live_out:5.2f} MB out; load average {load_average()}")
     top = sorted(((v - idle["calls"].get(k, 0)) / CYCLES[0], k) for k, v in figures["calls"].items())[-5:]
     print("      live path's commands per cycle: " + ", ".join(f"{k} {v:.0f}" for v, k in reversed(top)))
     if figures["errors"]:
@@ -349,45 +254,39 @@ def main() -> None:
     webs = []
     try:
         setup(args, redis_url)
-        from django.test.utils import setup_databases, teardown_databases
 
         from fleet.redis import get_redis
-        from tests.support.processes import child_env, start_web
 
-        old = setup_databases(verbosity=0, interactive=False)
-        try:
-            most = max(int(p) for p in args.pages.split(","))
-            cookies = signed_in_cookies(-(-most // args.tabs))
-            env = child_env(LOG_LEVEL="WARNING")
-            webs, bases = zip(*(start_web(env) for _ in range(2)), strict=True)
-            snaps = real_snapshots()
-            print(f"Live path benchmark: 2 web processes (Daphne), {args.shards} poll shards, a cycle every "
-                  f"{args.interval:g} s, {args.cycles} cycles measured, {args.tabs} page(s) per signed-in viewer; "
-                  f"{os.cpu_count()} CPUs, "
-                  f"load {os.getloadavg()[0]:.1f}")
-            for devices in (int(d) for d in args.devices.split(",")):
-                fleet = Fleet(devices, snaps, args.shards)
-                run_cycles(fleet, args.shards, 1, 0.0, time.time() // args.interval * args.interval)
-                idle = measure(fleet, list(webs), [], args, get_redis())
-                print(f"  {devices:6,d} devices, no page open: the poll's own writes {idle['commands']:.0f} Redis "
-                      f"commands per cycle; web CPU s/cycle {' + '.join(f'{c:.2f}' for c in idle['cpu'])}")
-                for count in (int(p) for p in args.pages.split(",")):
-                    pages = open_pages(count, devices, list(bases), cookies, args.tabs)
-                    try:
-                        report(devices, count, args.shards, measure(fleet, list(webs), pages, args, get_redis()), idle)
-                    finally:
-                        for page in pages:
-                            page.stopping.set()
-                        for page in pages:
-                            page.stop()
-                    time.sleep(1)
-        finally:
-            for web in webs:
-                web.stop()
-            from django.db import connections
+        with throwaway_database():
+            try:
+                most = max(int(p) for p in args.pages.split(","))
+                cookies = signed_in_cookies(-(-most // args.tabs))
+                webs, bases = zip(*(start_web(LOG_LEVEL="WARNING") for _ in range(2)), strict=True)
+                snaps = real_snapshots()
+                Report(f"Live path benchmark: 2 web processes (Daphne), {args.shards} poll shards, a cycle every "
+                       f"{args.interval:g} s, {args.cycles} cycles measured, {args.tabs} page(s) per signed-in viewer")
+                for devices in (int(d) for d in args.devices.split(",")):
+                    fleet = Fleet(devices, snaps, args.shards)
+                    run_cycles(fleet, args.shards, 1, 0.0, time.time() // args.interval * args.interval)
+                    idle = measure(fleet, list(webs), [], args, get_redis())
+                    print(f"  {devices:6,d} devices, no page open: the poll's own writes {idle['commands']:.0f} Redis "
+                          f"commands per cycle; web CPU s/cycle {' + '.join(f'{c:.2f}' for c in idle['cpu'])}")
+                    for count in (int(p) for p in args.pages.split(",")):
+                        pages = open_pages(count, devices, list(bases), cookies, args.tabs)
+                        try:
+                            report(devices, count, args.shards, measure(fleet, list(webs), pages, args, get_redis()), idle)
+                        finally:
+                            for page in pages:
+                                page.stopping.set()
+                            for page in pages:
+                                page.stop()
+                        time.sleep(1)
+            finally:
+                for web in webs:
+                    web.stop()
+                from django.db import connections
 
-            connections.close_all()
-            teardown_databases(old, verbosity=0)
+                connections.close_all()
     finally:
         redis_server.terminate()
         redis_server.wait(timeout=10)

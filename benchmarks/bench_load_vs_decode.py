@@ -27,17 +27,14 @@ import gc
 import io
 import os
 import pstats
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+import msgspec
+import orjson
+from harness import HERE, load_average
 
-import msgspec  # noqa: E402
-import orjson  # noqa: E402
-
-from traces.atrace import read_trace  # noqa: E402
+from traces.atrace import read_trace
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -99,7 +96,7 @@ def main() -> None:
 
     path = args.trace or trace_for(args.events, args.shape)
     data = path.read_bytes()
-    print(f"{path}: {len(data) / 1e6:.0f} MB; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"{path}: {len(data) / 1e6:.0f} MB; load average {load_average()} on {os.cpu_count()} CPUs")
 
     events = len(_DECODER.decode(data).traceEvents)
     figures = {

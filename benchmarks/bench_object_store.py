@@ -23,32 +23,30 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_uploads import CREDENTIALS, PHASES, send_chunked, send_plain, start_moto  # noqa: E402
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+from harness import (
+    CREDENTIALS,
+    PHASES,
+    Report,
+    free_port,
+    load_average,
+    median,
+    peak_rss_mb,
+    send_chunked,
+    send_plain,
+    start_moto,
+    start_web,
+    throwaway_database,
+)
 
 
 def upload_through_web(label: str, env: dict, path: Path, token: str, resumable: bool) -> dict:
     """One run on a fresh web process: {how: seconds}, its idle and peak RSS (MB)."""
-    from tests.support.processes import child_env, start_web
-
-    web, url = start_web(child_env(**env))
+    web, url = start_web(**env)
     try:
         time.sleep(1)
         idle = peak_rss_mb(web.proc.pid)
@@ -67,7 +65,7 @@ def upload_through_web(label: str, env: dict, path: Path, token: str, resumable:
         peak = peak_rss_mb(web.proc.pid)
         print(f"  {label}: {size_mb:.0f} MB " + ", ".join(f"{how} {t:.1f} s ({size_mb / t:.0f} MB/s)" for how, t in took.items())
               + f"; web RSS {idle:.0f} MB idle, peak " + ", ".join(f"{p:.0f} MB after {how}" for how, p in peaks.items())
-              + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+              + f"; load average {load_average()}", flush=True)
         return {**took, "idle": idle, "peak": peak}
     finally:
         web.stop()
@@ -97,7 +95,7 @@ def moto_ingest(endpoint: str, mb: int, threads: int) -> float:
 
 def medians(label: str, runs: list[dict], unit: str = "s") -> str:
     keys = runs[0].keys()
-    return f"  {label}: " + ", ".join(f"{k} {statistics.median(r[k] for r in runs):.1f}{' MB' if k in ('idle', 'peak') else ' ' + unit}"
+    return f"  {label}: " + ", ".join(f"{k} {median(r[k] for r in runs):.1f}{' MB' if k in ('idle', 'peak') else ' ' + unit}"
                                       for k in keys)
 
 
@@ -135,8 +133,6 @@ def main() -> None:  # noqa: PLR0915
     parser.add_argument("--skip-upload", action="store_true")
     parser.add_argument("--skip-analysis", action="store_true")
     args = parser.parse_args()
-    from tests.support.processes import free_port
-
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-s3-"))
     port = free_port()
     moto = start_moto(port)
@@ -154,7 +150,6 @@ def main() -> None:  # noqa: PLR0915
 
     django.setup()
     from django.contrib.auth.models import Group, User
-    from django.test.utils import setup_databases, teardown_databases
     from rest_framework.authtoken.models import Token
 
     from dashboard.settings import trace_storage
@@ -163,58 +158,57 @@ def main() -> None:  # noqa: PLR0915
 
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench-traces")
     s3_env = {"TRACE_STORAGE": "s3://bench-traces/t", "AWS_S3_ENDPOINT_URL": endpoint, **CREDENTIALS}
-    old = setup_databases(verbosity=0, interactive=False)
     try:
-        ensure_roles()
-        user = User.objects.create_user("operator", password="bench-password-123")
-        user.groups.add(*Group.objects.filter(name__in=["viewers", "operators"]))
-        token = Token.objects.create(user=user).key
-        print(f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}; moto_server at {endpoint} (same machine)")
-        loads = [os.getloadavg()[0]]
-        floor = {t: [] for t in (1, 2, 4)}
-        uploads = {"local folder": [], "object store": []}
-        if not args.skip_upload:
-            big = workdir / "big.trace.json"
-            write_kineto_trace(big, int(args.mb * (1 << 20) / 270), seed=11)
-            print(f"0./1. moto's ingest, and the upload of a {big.stat().st_size / (1 << 20):.0f} MB trace through Daphne:", flush=True)
-            for _run in range(args.runs):
-                for threads in floor:
-                    floor[threads].append(moto_ingest(endpoint, args.mb, threads))
-                print("  moto ingest (boto3 straight to it): " + ", ".join(
-                    f"{t} at once {floor[t][-1]:.1f} s ({args.mb / floor[t][-1]:.0f} MB/s)" for t in floor), flush=True)
-                uploads["local folder"].append(upload_through_web(
-                    "local folder", {"TRACE_STORAGE_DIR": workdir / "traces", "TMPDIR": workdir}, big, token, args.resumable))
-                uploads["object store"].append(upload_through_web(
-                    "object store", {**s3_env, "TMPDIR": workdir}, big, token, args.resumable))
-                loads.append(os.getloadavg()[0])
-            big.unlink()
-        analyses = {"local folder": [], "object store": []}
-        if not args.skip_analysis:
-            trace = workdir / "m.trace.json"
-            count = write_kineto_trace(trace, args.events, seed=5)
-            print(f"2. analysis of a {count:,}-event trace ({trace.stat().st_size / 1e6:.0f} MB):", flush=True)
-            s3 = trace_storage("s3://bench-traces/a")
-            s3["OPTIONS"]["endpoint_url"] = endpoint
-            local = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(workdir / "a")}}
-            for _run in range(args.runs):
-                for label, config in (("local folder", local), ("object store", s3)):
-                    analyses[label].append(analysis_time(config, trace, user))
-                    print(f"  {label}: {analyses[label][-1]:.1f} s; load {os.getloadavg()[0]:.1f}", flush=True)
-                loads.append(os.getloadavg()[0])
-        print(f"Medians of {args.runs} runs (load average 1 min over the runs: {min(loads):.1f}-{max(loads):.1f}, "
-              f"median {statistics.median(loads):.1f}):")
-        if floor[1]:
-            print("  moto ingest: " + ", ".join(f"{t} at once {statistics.median(v):.1f} s" for t, v in floor.items()))
-            for label, runs in uploads.items():
-                print(medians(label, runs))
-            ratio = statistics.median(r["POST"] for r in uploads["object store"]) / statistics.median(
-                r["POST"] for r in uploads["local folder"])
-            print(f"  POST object store / local folder: {ratio:.2f}x")
-        if analyses["local folder"]:
-            local_s, s3_s = (statistics.median(v) for v in analyses.values())
-            print(f"  analysis: local folder {local_s:.1f} s, object store {s3_s:.1f} s ({s3_s / local_s:.2f}x)")
+        with throwaway_database():
+            ensure_roles()
+            user = User.objects.create_user("operator", password="bench-password-123")
+            user.groups.add(*Group.objects.filter(name__in=["viewers", "operators"]))
+            token = Token.objects.create(user=user).key
+            Report(f"moto_server at {endpoint} (same machine)")
+            loads = [os.getloadavg()[0]]
+            floor = {t: [] for t in (1, 2, 4)}
+            uploads = {"local folder": [], "object store": []}
+            if not args.skip_upload:
+                big = workdir / "big.trace.json"
+                write_kineto_trace(big, int(args.mb * (1 << 20) / 270), seed=11)
+                print(f"0./1. moto's ingest, and the upload of a {big.stat().st_size / (1 << 20):.0f} MB trace through Daphne:", flush=True)
+                for _run in range(args.runs):
+                    for threads in floor:
+                        floor[threads].append(moto_ingest(endpoint, args.mb, threads))
+                    print("  moto ingest (boto3 straight to it): " + ", ".join(
+                        f"{t} at once {floor[t][-1]:.1f} s ({args.mb / floor[t][-1]:.0f} MB/s)" for t in floor), flush=True)
+                    uploads["local folder"].append(upload_through_web(
+                        "local folder", {"TRACE_STORAGE_DIR": workdir / "traces", "TMPDIR": workdir}, big, token, args.resumable))
+                    uploads["object store"].append(upload_through_web(
+                        "object store", {**s3_env, "TMPDIR": workdir}, big, token, args.resumable))
+                    loads.append(os.getloadavg()[0])
+                big.unlink()
+            analyses = {"local folder": [], "object store": []}
+            if not args.skip_analysis:
+                trace = workdir / "m.trace.json"
+                count = write_kineto_trace(trace, args.events, seed=5)
+                print(f"2. analysis of a {count:,}-event trace ({trace.stat().st_size / 1e6:.0f} MB):", flush=True)
+                s3 = trace_storage("s3://bench-traces/a")
+                s3["OPTIONS"]["endpoint_url"] = endpoint
+                local = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(workdir / "a")}}
+                for _run in range(args.runs):
+                    for label, config in (("local folder", local), ("object store", s3)):
+                        analyses[label].append(analysis_time(config, trace, user))
+                        print(f"  {label}: {analyses[label][-1]:.1f} s; load average {load_average()}", flush=True)
+                    loads.append(os.getloadavg()[0])
+            print(f"Medians of {args.runs} runs (load average 1 min over the runs: {min(loads):.1f}-{max(loads):.1f}, "
+                  f"median {median(loads):.1f}):")
+            if floor[1]:
+                print("  moto ingest: " + ", ".join(f"{t} at once {median(v):.1f} s" for t, v in floor.items()))
+                for label, runs in uploads.items():
+                    print(medians(label, runs))
+                ratio = median(r["POST"] for r in uploads["object store"]) / median(
+                    r["POST"] for r in uploads["local folder"])
+                print(f"  POST object store / local folder: {ratio:.2f}x")
+            if analyses["local folder"]:
+                local_s, s3_s = (median(v) for v in analyses.values())
+                print(f"  analysis: local folder {local_s:.1f} s, object store {s3_s:.1f} s ({s3_s / local_s:.2f}x)")
     finally:
-        teardown_databases(old, verbosity=0)
         moto.terminate()
         moto.wait()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -19,15 +19,11 @@ import argparse
 import hashlib
 import os
 import random
-import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import django_env, load_average, median, throwaway_database
 
 MIX = [  # (code, share)
     ("43", 0.20), ("45", 0.15), ("63", 0.08), ("92", 0.07), ("S11012", 0.03), ("13", 0.15), ("31", 0.12),
@@ -38,10 +34,7 @@ MIX = [  # (code, share)
 def setup() -> None:
     os.environ.update(FLEET_HOSTS="0", REDIS_KEY_PREFIX="asicmon-bench-offenders", LOG_LEVEL="WARNING",
                       ASICMON_VAR_DIR=os.environ.get("ASICMON_VAR_DIR") or tempfile.mkdtemp(prefix="asicmon-bench-offenders-"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
     from django.test.utils import setup_test_environment
 
     setup_test_environment()
@@ -131,10 +124,8 @@ def main() -> None:
     setup()
     from django.conf import settings
     from django.db import connection
-    from django.test.utils import setup_databases, teardown_databases
 
-    old = setup_databases(verbosity=0, interactive=False)
-    try:
+    with throwaway_database():
         build(args.rows, args.days, args.hosts)
         with connection.cursor() as cursor:  # statistics and (PostgreSQL) the visibility map, as autovacuum keeps them
             cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
@@ -148,14 +139,12 @@ def main() -> None:
         in_window = window.exclude(action="ignore").exclude(serial="").count()
         client = viewer_client()
         print(f"Offenders benchmark — {connection.vendor}, {args.rows:,} errors over {args.days:g} days, window "
-              f"{settings.OFFENDER_WINDOW_S / 86400:g} days ({in_window:,} incident rows read), load {os.getloadavg()[0]:.1f}")
+              f"{settings.OFFENDER_WINDOW_S / 86400:g} days ({in_window:,} incident rows read), load average {load_average()}")
         for name, url in (("page", "/offenders/"), ("API ", "/api/driver-errors/offenders/")):
             times, queries = measure(client, url, args.repeat)
-            verdict = "ok" if statistics.median(times) <= 300 else "OVER 300 ms"
-            print(f"  {name} {url:32} median {statistics.median(times):6.0f} ms, worst {max(times):6.0f} ms, "
+            verdict = "ok" if median(times) <= 300 else "OVER 300 ms"
+            print(f"  {name} {url:32} median {median(times):6.0f} ms, worst {max(times):6.0f} ms, "
                   f"{queries} queries  [{verdict}]")
-    finally:
-        teardown_databases(old, verbosity=0)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
-import statistics
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from harness import django_env, median, throwaway_database
 
 TOKEN = "bench-otlp-token"
 PASSWORD = "bench-password-123"
@@ -120,7 +117,7 @@ def receiver(base: str, opener, seconds: float, clients: int, batch: int) -> Non
     stored = RequestSpan.objects.count() - base_count
     print(f"receiver: {sum(sent):,} spans posted in {elapsed:.1f} s by {clients} clients, batches of {batch}: "
           f"{sum(sent) / elapsed:,.0f} spans/s accepted and stored ({stored:,} rows)")
-    print(f"  traces catalogue meanwhile: median {statistics.median(loaded):.0f} ms (idle {statistics.median(idle):.0f} ms), "
+    print(f"  traces catalogue meanwhile: median {median(loaded):.0f} ms (idle {median(idle):.0f} ms), "
           f"worst {max(loaded):.0f} ms")
 
 
@@ -156,7 +153,7 @@ def request_view(base: str, opener, user, n_requests: int, repeat: int, workdir:
                        ("request page", f"{base}/traces/{row.pk}/requests/{rid}/"),
                        ("request API (spans + timeline)", f"{base}/api/traces/{row.pk}/requests/{rid}/?width_px=1200")):
         times = page_ms(opener, url, repeat)
-        print(f"  {label}: median {statistics.median(times):.0f} ms, worst {max(times):.0f} ms over {repeat}")
+        print(f"  {label}: median {median(times):.0f} ms, worst {max(times):.0f} ms over {repeat}")
 
 
 def main() -> None:
@@ -174,29 +171,24 @@ def main() -> None:
         FLEET_DEVICES_PER_HOST="3", LOG_LEVEL="WARNING", OTLP_TOKEN=TOKEN,
         ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
     from django.contrib.auth.models import User
-    from django.test.utils import setup_databases, teardown_databases
 
     from fleet.roles import ensure_roles
     from tests.support.processes import child_env, start_web
 
-    old = setup_databases(verbosity=0, interactive=False)
     web = None
-    try:
-        ensure_roles()
-        user = User.objects.create_superuser("bench", password=PASSWORD)
-        web, base = start_web(child_env(TRACE_STORAGE_DIR=workdir / "traces", OTLP_TOKEN=TOKEN))
-        opener = signed_in(base)
-        receiver(base, opener, args.seconds, args.clients, args.batch)
-        request_view(base, opener, user, args.requests, args.repeat, workdir)
-    finally:
-        if web is not None:
-            web.stop()
-        teardown_databases(old, verbosity=0)
+    with throwaway_database():
+        try:
+            ensure_roles()
+            user = User.objects.create_superuser("bench", password=PASSWORD)
+            web, base = start_web(child_env(TRACE_STORAGE_DIR=workdir / "traces", OTLP_TOKEN=TOKEN))
+            opener = signed_in(base)
+            receiver(base, opener, args.seconds, args.clients, args.batch)
+            request_view(base, opener, user, args.requests, args.repeat, workdir)
+        finally:
+            if web is not None:
+                web.stop()
 
 
 if __name__ == "__main__":

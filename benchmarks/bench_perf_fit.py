@@ -31,19 +31,16 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from harness import Stopwatch
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-
-from emulator.perf import model as perf_model  # noqa: E402
-from emulator.workloads.graph import WORKLOADS  # noqa: E402
-from emulator.workloads.tracing import capture  # noqa: E402
-from fleet.asimov.loader import SPECS_DIR  # noqa: E402
-from fleet.asimov.performance import with_performance  # noqa: E402
-from tests.support.traces import REAL_TRACES as REAL  # noqa: E402  (ASICMON_REAL_TRACES)
-from traces.atrace import read_trace  # noqa: E402
-from traces.atrace.analysis.kernel_model import (  # noqa: E402
+from emulator.perf import model as perf_model
+from emulator.workloads.graph import WORKLOADS
+from emulator.workloads.tracing import capture
+from fleet.asimov.loader import SPECS_DIR
+from fleet.asimov.performance import with_performance
+from tests.support.traces import REAL_TRACES as REAL  # (ASICMON_REAL_TRACES)
+from traces.atrace import read_trace
+from traces.atrace.analysis.kernel_model import (
     FALLBACK_WHY,
     MODEL_FORM,
     fit,
@@ -53,8 +50,8 @@ from traces.atrace.analysis.kernel_model import (  # noqa: E402
     predict_how,
     predict_trace,
 )
-from traces.atrace.analysis.kernel_sizes import OP_CLASSES  # noqa: E402
-from traces.atrace.model.trace import Kind  # noqa: E402
+from traces.atrace.analysis.kernel_sizes import OP_CLASSES
+from traces.atrace.model.trace import Kind
 
 VENDOR = {
     "a100_alexnet_train": "NVIDIA A100", "h100_bert_infer": "NVIDIA H100",
@@ -196,9 +193,9 @@ def pooled(traces: dict) -> None:
 
 def main() -> None:
     names = [*VENDOR, *OTHERS]
-    started = time.perf_counter()
-    traces = {n: read_trace(REAL / f"{n}.json.gz") for n in names}
-    print(f"read {len(traces)} traces in {time.perf_counter() - started:.2f} s (not counted in fit times)\n")
+    with Stopwatch() as watch:
+        traces = {n: read_trace(REAL / f"{n}.json.gz") for n in names}
+    print(f"read {len(traces)} traces in {watch.wall:.2f} s (not counted in fit times)\n")
     per_trace(traces)
     across(traces)
     if "--all" in sys.argv:

@@ -13,15 +13,13 @@ sender's data points a second are printed: compare the cycle with a run without 
 import argparse
 import contextlib
 import os
-import statistics
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import ROOT, Report, django_env, median, throwaway_database, wipe_redis
 
 
 def main() -> None:
@@ -58,13 +56,8 @@ def main() -> None:
     )
     env = dict(os.environ)
     helpers = resolve_tsdb(env, Path(state) / "tsdb")
-    os.environ.update({k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django = django_env(**{k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
     from django.conf import settings
-    from django.test.utils import setup_databases, teardown_databases
 
     from fleet import tsdb
     from fleet.hosts import emulated_fleet
@@ -73,79 +66,79 @@ def main() -> None:
     from fleet.reading import queries
     from fleet.tsdb.series import DeviceKey, selector
 
-    old = setup_databases(verbosity=0, interactive=False)
     try:
-        emulated_fleet.seed_fleet()
-        devices = args.hosts * args.devices_per_host
-        cycle = poller.current_cycle()
-        poller.poll_shard(0, cycle)  # warm: opens monitors, mirrors the catalogue
+        with throwaway_database():
+            try:
+                emulated_fleet.seed_fleet()
+                devices = args.hosts * args.devices_per_host
+                cycle = poller.current_cycle()
+                poller.poll_shard(0, cycle)  # warm: opens monitors, mirrors the catalogue
 
-        totals, probes, writes, caches = [], [], [], []
-        for i in range(1, args.cycles + 1):
-            c = cycle + i * settings.POLL_INTERVAL
-            t0 = time.perf_counter()
-            poller.poll_shard(0, c)
-            totals.append(time.perf_counter() - t0)
+                totals, probes, writes, caches = [], [], [], []
+                for i in range(1, args.cycles + 1):
+                    c = cycle + i * settings.POLL_INTERVAL
+                    t0 = time.perf_counter()
+                    poller.poll_shard(0, c)
+                    totals.append(time.perf_counter() - t0)
 
-            # The parts, timed alone on the next cycle's data.
-            t0 = time.perf_counter()
-            polled = {}
-            for name in Host.objects.values_list("name", flat=True):
-                polled.update(emulated_fleet.host_monitor(name).poll())
-            probes.append(time.perf_counter() - t0)
-            ids = dict(Device.objects.values_list("serial", "id"))
-            keys = {d.serial: DeviceKey(d.host.name, d.id, d.serial, d.device_type, d.model, d.index)
-                    for d in Device.objects.select_related("host")}
-            keyed = [(keys[serial], snap) for serial, snap in polled.items()]
-            t0 = time.perf_counter()
-            written = poller.write_samples(c + 0.5, "bench", keyed)  # encoded and sent as a poll does
-            writes.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            snapshots.write_snapshots(c + 0.5, {ids[s]: v for s, v in polled.items()})
-            caches.append(time.perf_counter() - t0)
+                    # The parts, timed alone on the next cycle's data.
+                    t0 = time.perf_counter()
+                    polled = {}
+                    for name in Host.objects.values_list("name", flat=True):
+                        polled.update(emulated_fleet.host_monitor(name).poll())
+                    probes.append(time.perf_counter() - t0)
+                    ids = dict(Device.objects.values_list("serial", "id"))
+                    keys = {d.serial: DeviceKey(d.host.name, d.id, d.serial, d.device_type, d.model, d.index)
+                            for d in Device.objects.select_related("host")}
+                    keyed = [(keys[serial], snap) for serial, snap in polled.items()]
+                    t0 = time.perf_counter()
+                    written = poller.write_samples(c + 0.5, "bench", keyed)  # encoded and sent as a poll does
+                    writes.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    snapshots.write_snapshots(c + 0.5, {ids[s]: v for s, v in polled.items()})
+                    caches.append(time.perf_counter() - t0)
 
-        from fleet.health import index as health_index
+                from fleet.health import index as health_index
 
-        t0 = time.perf_counter()
-        for _ in range(20):
-            healths = health_index.read()
-            queries.fleet_summary(healths)
-            queries.table_page(queries.TableQuery(), healths)
-        overview_ms = (time.perf_counter() - t0) / 20 * 1000
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    healths = health_index.read()
+                    queries.fleet_summary(healths)
+                    queries.table_page(queries.TableQuery(), healths)
+                overview_ms = (time.perf_counter() - t0) / 20 * 1000
 
-        ms = lambda xs: statistics.median(xs) * 1000  # noqa: E731
-        vendor = django.db.connection.vendor
-        print(f"Asicmon poll cycle — {devices} devices ({args.hosts} hosts), {vendor}, {args.cycles} cycles,"
-              f" emulator state in {args.emulator_state}; load average {os.getloadavg()[0]:.2f}")
-        print(f"  full shard cycle (probe + samples + snapshots + publish): median {ms(totals):7.2f} ms, max {max(totals) * 1000:.2f} ms")
-        print(f"  probe all devices through Asicmon:                         median {ms(probes):7.2f} ms ({ms(probes) * 1000 / devices:.0f} µs/device)")
-        n = written.written + written.buffered
-        print(f"  write {n} samples to the time-series store in one batch:     median {ms(writes):7.2f} ms ({n / statistics.median(writes):,.0f} samples/s)")
-        print(f"  store {devices} snapshots in Redis:                              median {ms(caches):7.2f} ms")
-        print(f"  fleet page data (summary + first table page):             mean   {overview_ms:7.2f} ms")
-        if args.otlp:
-            from fleet.polling import otlp_export
+                ms = lambda xs: median(xs) * 1000  # noqa: E731
+                vendor = django.db.connection.vendor
+                report = Report(f"Asicmon poll cycle — {devices} devices ({args.hosts} hosts), {vendor}, {args.cycles} cycles,"
+                                f" emulator state in {args.emulator_state}")
+                report.line(f"  full shard cycle (probe + samples + snapshots + publish): median {ms(totals):7.2f} ms, max {max(totals) * 1000:.2f} ms")
+                report.line(f"  probe all devices through Asicmon:                         median {ms(probes):7.2f} ms ({ms(probes) * 1000 / devices:.0f} µs/device)")
+                n = written.written + written.buffered
+                report.line(f"  write {n} samples to the time-series store in one batch:     median {ms(writes):7.2f} ms ({n / median(writes):,.0f} samples/s)")
+                report.line(f"  store {devices} snapshots in Redis:                              median {ms(caches):7.2f} ms")
+                report.line(f"  fleet page data (summary + first table page):             mean   {overview_ms:7.2f} ms")
+                if args.otlp:
+                    from fleet.polling import otlp_export
 
-            sender = otlp_export.sender(settings.OTLP_METRICS_ENDPOINT)
-            sender.flush(60)
-            print(f"  OTLP metrics: {sender.sent} cycles, {sender.points:,} data points sent in {sender.busy_s:.2f} s"
-                  f" of the sender's time ({sender.points / max(sender.busy_s, 1e-9):,.0f} points/s),"
-                  f" {sender.failed} failed, {sender.dropped} dropped; building the requests alone:"
-                  f" {sender.points / max(sender.encode_s, 1e-9):,.0f} points/s")
-        with contextlib.suppress(OSError):  # VictoriaMetrics: what was just written, readable now
-            urllib.request.urlopen(f"{settings.TSDB_URL}/internal/force_flush", timeout=30).close()
-        time.sleep(1.1)
-        last = cycle + (args.cycles + 1) * settings.POLL_INTERVAL  # the cycles ran ahead of the clock
-        stored = tsdb.client().query(f"sum(count_over_time({selector('asicmon_temperature_c')}[1h]))", at=last)
-        print(f"  temperature samples in the store ({settings.TSDB_URL}): {int(stored[0].points[0][1]) if stored else 0:,}"
-              f" ({devices} devices x {args.cycles * 2 + 1} cycles written)")
+                    sender = otlp_export.sender(settings.OTLP_METRICS_ENDPOINT)
+                    sender.flush(60)
+                    report.line(f"  OTLP metrics: {sender.sent} cycles, {sender.points:,} data points sent in {sender.busy_s:.2f} s"
+                                f" of the sender's time ({sender.points / max(sender.busy_s, 1e-9):,.0f} points/s),"
+                                f" {sender.failed} failed, {sender.dropped} dropped; building the requests alone:"
+                                f" {sender.points / max(sender.encode_s, 1e-9):,.0f} points/s")
+                with contextlib.suppress(OSError):  # VictoriaMetrics: what was just written, readable now
+                    urllib.request.urlopen(f"{settings.TSDB_URL}/internal/force_flush", timeout=30).close()
+                time.sleep(1.1)
+                last = cycle + (args.cycles + 1) * settings.POLL_INTERVAL  # the cycles ran ahead of the clock
+                stored = tsdb.client().query(f"sum(count_over_time({selector('asicmon_temperature_c')}[1h]))", at=last)
+                report.line(f"  temperature samples in the store ({settings.TSDB_URL}): {int(stored[0].points[0][1]) if stored else 0:,}"
+                            f" ({devices} devices x {args.cycles * 2 + 1} cycles written)")
+            finally:
+                snapshots.forget_snapshots(list(Device.objects.values_list("id", flat=True)))
+                from fleet.redis import key
+
+                wipe_redis(key("emulator", "*"))
     finally:
-        snapshots.forget_snapshots(list(Device.objects.values_list("id", flat=True)))
-        from fleet.redis import get_redis, key
-
-        if stale := list(get_redis().scan_iter(key("emulator", "*"))):
-            get_redis().delete(*stale)
-        teardown_databases(old, verbosity=0)
         stop(helpers)
         if receiver is not None:
             receiver.terminate()

@@ -7,15 +7,12 @@ counter query, and devices refreshed per second on one core. Prints figures.
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import Report, median, percentile
 
-from emulator import EmulatedHost, FleetConfig  # noqa: E402
-from fleet.hosts.emulated_monitors import HostMonitor, device_monitor  # noqa: E402
+from emulator import EmulatedHost, FleetConfig
+from fleet.hosts.emulated_monitors import HostMonitor, device_monitor
 
 T0 = 1_700_000_000.0
 
@@ -33,7 +30,7 @@ def main() -> None:
     host.sync(T0)
     host.advance(T0 + 60)
     monitors = []
-    print(f"full refresh of one device through its compiled spec (median of {n}; target <= 50 us)")
+    report = Report(f"full refresh of one device through its compiled spec (median of {n}; target <= 50 us)")
     for d in host.spec.devices:
         m = device_monitor(host, d.serial)
         m.refresh(T0)
@@ -43,10 +40,7 @@ def main() -> None:
             t = time.perf_counter()
             m.refresh(T0 + i + 1)
             times.append(time.perf_counter() - t)
-        times.sort()
-        print(
-            f"  {d.type:10s} median {statistics.median(times) * 1e6:6.1f} us   p99 {times[int(0.99 * n)] * 1e6:6.1f} us"
-        )
+        report.line(f"  {d.type:10s} median {median(times) * 1e6:6.1f} us   p99 {percentile(times, 99) * 1e6:6.1f} us")
 
     m = monitors[0]
     q = 200_000
@@ -58,7 +52,7 @@ def main() -> None:
     for _ in range(q // 10):
         m.snapshot()
     snap_us = (time.perf_counter() - t) / (q // 10) * 1e6
-    print(
+    report.line(
         f"cached counter query get(): {get_us:.3f} us (target <= 2 us); snapshot() copy: {snap_us:.2f} us"
     )
 
@@ -68,7 +62,7 @@ def main() -> None:
         for m in monitors:
             m.refresh(T0 + 10_000 + i)
     rate = rounds * len(monitors) / (time.perf_counter() - t)
-    print(
+    report.line(
         f"devices refreshed per second on one core (mixed types, inline): {rate:,.0f} (target >= 10,000)"
     )
 
@@ -82,7 +76,7 @@ def main() -> None:
     for i in range(polls):
         hm.poll(T0 + 10 * (i + 1))
     per_poll = (time.perf_counter() - t) / polls
-    print(
+    report.line(
         f"HostMonitor.poll of {args.devices} devices ({','.join(types)}; emulator advance 10 s + budgeted parallel"
         f" probes, no disk): {per_poll * 1e3:.2f} ms, {per_poll * 1e6 / args.devices:.0f} us a device"
     )

@@ -9,20 +9,15 @@ A loaded machine stretches wall time; CPU time is what the process itself spent.
 from __future__ import annotations
 
 import argparse
-import resource
-import statistics
-import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import ROOT, Report, peak_rss_mb, timed
 
-from emulator.replay.cli import parse_jobs  # noqa: E402
-from emulator.replay.engine import Settings, replay  # noqa: E402
-from emulator.replay.history import load_history  # noqa: E402
-from emulator.replay.report import summarise  # noqa: E402
+from emulator.replay.cli import parse_jobs
+from emulator.replay.engine import Settings, replay
+from emulator.replay.history import load_history
+from emulator.replay.report import summarise
 
-SHARED = Path(__file__).resolve().parents[1] / "../shared/data/fault-traces/infinitehbd_fault_trace.json"
+SHARED = ROOT / "../shared/data/fault-traces/infinitehbd_fault_trace.json"
 
 
 def main() -> int:
@@ -32,20 +27,19 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     s = Settings(jobs=parse_jobs(args.jobs))
-    walls, cpus = [], []
-    for _ in range(args.repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
+
+    def run() -> tuple[list, dict]:
         faults = load_history(args.history)
-        summary = summarise(replay(faults, s), faults, s)
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{len(faults)} faults, {s.nodes} x {s.devices_per_node} devices, {len(s.jobs)} jobs "
-          f"({sum(s.jobs)} servers), 3 policies")
-    print(f"wall {statistics.median(walls):.3f} s, cpu {statistics.median(cpus):.3f} s (median of {args.repeat}); "
-          f"peak memory {peak_mb:.0f} MB (process)")
+        return faults, summarise(replay(faults, s), faults, s)
+
+    timing = timed(run, args.repeat)
+    faults, summary = timing.value
+    report = Report(f"{len(faults)} faults, {s.nodes} x {s.devices_per_node} devices, {len(s.jobs)} jobs "
+                    f"({sum(s.jobs)} servers), 3 policies")
+    report.line(f"wall {timing.median:.3f} s, cpu {timing.cpu_median:.3f} s (median of {args.repeat}); "
+                f"peak memory {peak_rss_mb():.0f} MB (process)")
     for name, p in summary["policies"].items():
-        print(f"  {name:8} ETTR {100 * p['ettr']:.3f} %  device-hours in service {p['device_hours_in_service']:,.0f}")
+        report.line(f"  {name:8} ETTR {100 * p['ettr']:.3f} %  device-hours in service {p['device_hours_in_service']:,.0f}")
     return 0
 
 

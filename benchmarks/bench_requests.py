@@ -28,24 +28,20 @@ the emulator's problems are blamed right.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import tracemalloc
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
+from harness import timed
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-import numpy as np  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-
-from emulator.serving.engine import ServingConfig  # noqa: E402
-from emulator.serving.spans import emit_run, memory_provider, resource_for  # noqa: E402
-from emulator.serving.trace import serve  # noqa: E402
-from traces.atrace.analysis.requests.joining import find_steps, join, requests_from_spans  # noqa: E402
-from traces.atrace.analysis.requests.report import analyse_requests, report  # noqa: E402
-from traces.atrace.io.otlp import read_otlp_json, request_to_json  # noqa: E402
+from emulator.serving.engine import ServingConfig
+from emulator.serving.spans import emit_run, memory_provider, resource_for
+from emulator.serving.trace import serve
+from traces.atrace.analysis.requests.joining import find_steps, join, requests_from_spans
+from traces.atrace.analysis.requests.report import analyse_requests, report
+from traces.atrace.io.otlp import read_otlp_json, request_to_json
 
 T0 = 1_700_000_000_000_000_000
 EXPECT = {"long_prefill": {"prefill_interference", "long_prompt"}, "throttled": {"throttled"},
@@ -75,11 +71,8 @@ def scale(n_requests: int, n_events: int, rate: float | None = None) -> None:
     if len(trace) < n_events * 0.8:
         print(f"  (fewer events than the {n_events:,} asked: the service's steps made {len(trace):,})")
     for mode in ("ids", "time"):
-        best, result = float("inf"), None
-        for _ in range(3):
-            t = time.perf_counter()
-            result = _join(trace, spans, mode)
-            best = min(best, time.perf_counter() - t)
+        timing = timed(lambda: _join(trace, spans, mode), 3)  # noqa: B023 - called at once
+        best, result = timing.best, timing.value
         tracemalloc.start()  # a pass of its own: tracing allocations slows the pass
         _join(trace, spans, mode)
         peak = tracemalloc.get_traced_memory()[1]
@@ -116,11 +109,8 @@ def phase_scale(n_requests: int, n_events: int, rate: float | None = None) -> No
     vllm_names(trace, run)
     truth = {(s.index, rid) for s in run.steps for rid in s.request_ids}
     for label, given in (("phase spans", spans), ("vLLM single spans", single_spans(spans))):
-        best, result = float("inf"), None
-        for _ in range(3):
-            t = time.perf_counter()
-            result = _join(trace, given, "time")
-            best = min(best, time.perf_counter() - t)
+        timing = timed(lambda: _join(trace, given, "time"), 3)  # noqa: B023 - called at once
+        best, result = timing.best, timing.value
         tracemalloc.start()
         _join(trace, given, "time")
         peak = tracemalloc.get_traced_memory()[1]

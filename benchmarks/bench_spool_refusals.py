@@ -18,15 +18,12 @@ The warnings' pace is per minute of wall time, so compressed cycles log fewer of
 import argparse
 import logging
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import INTERVAL, Report, VictoriaMetrics, django_env, fleet_keys, source_snapshots
 
-INTERVAL = 5.0
 SHARDS = 2
 
 
@@ -40,13 +37,12 @@ class Counting(logging.Handler):
 
 
 def run(args) -> dict:
-    from benchmarks.bench_tsdb import Store, fleet_keys, source_snapshots
     from fleet.tsdb.buffer import Spool
     from fleet.tsdb.client import Client
     from fleet.tsdb.writes import Encoder, Writer
     from tests.support.tsdb import StoreProxy
 
-    store = Store()
+    store = VictoriaMetrics()
     proxy = StoreProxy(store.url)
     folder = Path(tempfile.mkdtemp(prefix="asicmon-bench-spool-"))
     warnings = Counting()
@@ -61,7 +57,7 @@ def run(args) -> dict:
         kept = written_at_fix = peak_batches = peak_bytes = 0
         keys = None
         t0 = fixed_at = time.perf_counter()
-        for c, pool in enumerate(source_snapshots(args, cycles, start + cycles * INTERVAL)):
+        for c, pool in enumerate(source_snapshots(args.source_hosts, cycles, start + cycles * INTERVAL)):
             if c == refused_cycles:
                 proxy.status = None  # the credential fixed
                 fixed_at, written_at_fix = time.perf_counter(), kept
@@ -112,11 +108,12 @@ def main() -> None:
     parser.add_argument("--spool-mb", type=int, default=512)
     parser.add_argument("--source-hosts", type=int, default=30, help="emulated hosts whose values the fleet takes")
     args = parser.parse_args()
-    from benchmarks.bench_tsdb import setup
-
-    setup(args)
+    django_env(FLEET_HOSTS=args.source_hosts, FLEET_DEVICES_PER_HOST="8",
+               EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-bench-tsdb-"),
+               REDIS_KEY_PREFIX="asicmon-bench-tsdb", LOG_LEVEL="WARNING")
+    report = Report(f"Samples lost to {args.minutes:g} minutes of refused writes ({args.status})")
     for name, value in run(args).items():
-        print(f"{name}: {value}")
+        report.figure(name, value)
 
 
 if __name__ == "__main__":

@@ -17,16 +17,12 @@ on a device page and prints the time from the click to the first progress shown
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from harness import Report, median, seeded_superuser, throwaway_database, trace_env
 
 WRITTEN_PER_EVENT = 1.53  # the generator's flow and metadata records: this many make one read event
 PASSWORD = "bench-password-123"
@@ -127,69 +123,54 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-trace-page-"))
-    os.environ.update(
-        EMULATOR_STATE_DIR=str(workdir / "emulator"), TRACE_STORAGE_DIR=str(workdir / "traces"),
-        REDIS_KEY_PREFIX="asicmon-bench-trace-page", CELERY_QUEUE="asicmon-bench-trace-page",
-        FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3", LOG_LEVEL="WARNING", TRACE_STORAGE_MAX_GB="50",
-        ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-    from django.contrib.auth.models import User
-    from django.test.utils import setup_databases, teardown_databases
-
-    from fleet.hosts.emulated_fleet import seed_fleet
+    trace_env(workdir, "asicmon-bench-trace-page")
     from fleet.models import Device
-    from fleet.roles import ensure_roles
     from tests.support.processes import child_env, start_web, start_worker
     from traces.tasks import trace_queue
 
-    old = setup_databases(verbosity=0, interactive=False)
-    services_started, driver = [], None
     try:
-        seed_fleet()
-        ensure_roles()
-        user = User.objects.create_superuser("bench", password=PASSWORD)
-        trace = prepare_trace(user, args.events, workdir)
-        env = child_env(TRACE_STORAGE_DIR=workdir / "traces")
-        web, url = start_web(env)
-        services_started.append(web)
-        driver = browser()
-        sign_in(driver, url, "bench")
-        print(f"trace page, {trace.events:,} events (ms since navigation start; run 1 with an empty cache):")
-        runs = []
-        for k in range(args.repeat):
-            if k == 0:
-                driver.execute_cdp_cmd("Network.clearBrowserCache", {})
-            run = page_load(driver, f"{url}/traces/{trace.pk}/")
-            runs.append(run)
-            print(
-                f"  run {k + 1}: FCP {run['fcp']:.0f}  DOMContentLoaded {run['dom']:.0f}  "
-                f"findings drawn {run['findings-drawn']:.0f} (+{run['findings-after-dom']:.0f} after DOMContentLoaded)  "
-                f"breakdown drawn {run['breakdown-drawn']:.0f}  timeline drawn {run['timeline-drawn']:.0f}  "
-                f"all views drawn {run['views-drawn']:.0f}  (Plotly fetched by {run['plotly'] or 0:.0f})",
-                flush=True,
-            )
-        warm = runs[1:] or runs
-        print("  median of warm runs: " + ", ".join(
-            f"{key} {statistics.median(r[key] for r in warm):.0f}" for key in (
-                "fcp", "findings-drawn", "findings-after-dom", "breakdown-drawn", "timeline-drawn", "views-drawn")
-        ))
-        if not args.no_capture:
-            worker = start_worker(env, concurrency=1, queue=trace_queue())
-            services_started.append(worker)
-            device = Device.objects.order_by("id").first()
-            took = [capture_latency(driver, url, device.id) for _ in range(2)]
-            print(f"capture click → first progress on screen: {', '.join(f'{t:.0f}' for t in took)} ms")
+        services_started, driver = [], None
+        with throwaway_database():
+            try:
+                user = seeded_superuser(password=PASSWORD)
+                trace = prepare_trace(user, args.events, workdir)
+                env = child_env(TRACE_STORAGE_DIR=workdir / "traces")
+                web, url = start_web(env)
+                services_started.append(web)
+                driver = browser()
+                sign_in(driver, url, "bench")
+                Report(f"trace page, {trace.events:,} events (ms since navigation start; run 1 with an empty cache)")
+                runs = []
+                for k in range(args.repeat):
+                    if k == 0:
+                        driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+                    run = page_load(driver, f"{url}/traces/{trace.pk}/")
+                    runs.append(run)
+                    print(
+                        f"  run {k + 1}: FCP {run['fcp']:.0f}  DOMContentLoaded {run['dom']:.0f}  "
+                        f"findings drawn {run['findings-drawn']:.0f} (+{run['findings-after-dom']:.0f} after DOMContentLoaded)  "
+                        f"breakdown drawn {run['breakdown-drawn']:.0f}  timeline drawn {run['timeline-drawn']:.0f}  "
+                        f"all views drawn {run['views-drawn']:.0f}  (Plotly fetched by {run['plotly'] or 0:.0f})",
+                        flush=True,
+                    )
+                warm = runs[1:] or runs
+                print("  median of warm runs: " + ", ".join(
+                    f"{key} {median(r[key] for r in warm):.0f}" for key in (
+                        "fcp", "findings-drawn", "findings-after-dom", "breakdown-drawn", "timeline-drawn", "views-drawn")
+                ))
+                if not args.no_capture:
+                    worker = start_worker(env, concurrency=1, queue=trace_queue())
+                    services_started.append(worker)
+                    device = Device.objects.order_by("id").first()
+                    took = [capture_latency(driver, url, device.id) for _ in range(2)]
+                    print(f"capture click → first progress on screen: {', '.join(f'{t:.0f}' for t in took)} ms")
+            finally:
+                if driver is not None:
+                    driver.quit()
+                    shutil.rmtree(driver.profile, ignore_errors=True)
+                for service in reversed(services_started):
+                    service.stop()
     finally:
-        if driver is not None:
-            driver.quit()
-            shutil.rmtree(driver.profile, ignore_errors=True)
-        for service in reversed(services_started):
-            service.stop()
-        teardown_databases(old, verbosity=0)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -21,22 +21,18 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
-import sys
 import time
 from pathlib import Path
 
 import orjson
+from harness import ROOT, median
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.tracegen import write_kineto_trace  # noqa: E402
-from traces.atrace import critical_path, operator_breakdown, read_trace  # noqa: E402
-from traces.atrace.analysis.comparison import compare_tables  # noqa: E402
-from traces.atrace.render.page_data import compute_page_data, load_document, load_timeline  # noqa: E402
-from traces.atrace.render.timeline import window  # noqa: E402
-from traces.store.page_limits import MAX_BARS, MAX_EDGES, STORED  # noqa: E402
+from tests.support.tracegen import write_kineto_trace
+from traces.atrace import critical_path, operator_breakdown, read_trace
+from traces.atrace.analysis.comparison import compare_tables
+from traces.atrace.render.page_data import compute_page_data, load_document, load_timeline
+from traces.atrace.render.timeline import window
+from traces.store.page_limits import MAX_BARS, MAX_EDGES, STORED
 
 # The generator writes flow and metadata records too; this many written make ~1 read.
 WRITTEN_PER_EVENT = 1.53
@@ -53,7 +49,7 @@ def _repeat(fn, n: int) -> tuple[float, float, object]:
     for _ in range(n):
         out, dt = _timed(fn)
         times.append(dt)
-    return statistics.median(times) * 1000, max(times) * 1000, out
+    return median(times) * 1000, max(times) * 1000, out
 
 
 def prepare(directory: Path, events: int, seed: int) -> Path:

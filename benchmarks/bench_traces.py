@@ -12,85 +12,42 @@ from the click (the POST) to the first progress message on the trace's channel g
 """
 
 import argparse
-import os
 import shutil
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-BIN = Path(sys.executable).parent
+from harness import (
+    Report,
+    cpu_seconds,
+    peak_rss_mb,
+    reset_peak,
+    seeded_superuser,
+    stop_all,
+    throwaway_database,
+    timed,
+    trace_env,
+    trace_worker,
+    wait_for,
+)
 
 
-def database_url(connection) -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db.get('USER') or 'postgres'}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
-
-
-def start_worker(queue: str) -> subprocess.Popen:
-    from django.db import connection
-
-    env = dict(os.environ, DATABASE_URL=database_url(connection), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "-Q", queue, "--pool", "solo",
-         "--without-gossip", "--without-mingle", "-n", f"bench-traces-{os.getpid()}@%h"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    for line in proc.stdout:
-        if "ready." in line:
-            break
-    return proc
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process: a figure a loaded machine distorts less than wall time."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def reset_peak(pid: int) -> None:
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
-
-
-def timed(fn, repeat: int) -> tuple[float, float]:
+def cold_warm(fn, repeat: int) -> tuple[float, float]:
     """(cold, median of warm) milliseconds."""
-    t0 = time.perf_counter()
-    fn()
-    cold = (time.perf_counter() - t0) * 1000
-    warm = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        warm.append((time.perf_counter() - t0) * 1000)
-    return cold, statistics.median(warm)
+    timing = timed(fn, repeat, cold=True)
+    return timing.cold * 1000, timing.median * 1000
 
 
 def wait_ready(trace_id: int, timeout: float = 600) -> None:
     from traces.models import Trace
 
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def done() -> bool:
         status, error = Trace.objects.filter(pk=trace_id).values_list("status", "error").get()
-        if status == "ready":
-            return
         if status == "failed":
             raise SystemExit(f"trace {trace_id} failed: {error}")
-        time.sleep(0.02)
-    raise SystemExit(f"trace {trace_id} not ready after {timeout} s")
+        return status == "ready"
+
+    wait_for(done, timeout, f"trace {trace_id} not ready", interval=0.02)
 
 
 def wait_chrome(trace_id: int, timeout: float = 600) -> None:
@@ -103,7 +60,7 @@ def wait_chrome(trace_id: int, timeout: float = 600) -> None:
         time.sleep(0.05)
 
 
-def bench_size(client, worker_pid: int, n: int, workdir: Path, repeat: int) -> None:
+def bench_size(report: Report, client, worker_pid: int, n: int, workdir: Path, repeat: int) -> None:
     from tests.support.tracegen import write_kineto_trace
 
     path = workdir / f"kineto-{n}.json.gz"
@@ -123,20 +80,19 @@ def bench_size(client, worker_pid: int, n: int, workdir: Path, repeat: int) -> N
     rss = peak_rss_mb(worker_pid)
     rows = client.get(f"/api/traces/{trace_id}/breakdown/?side=device").json()["results"]
     busiest = max(rows, key=lambda r: r["count"])
-    page = timed(lambda: client.get(f"/traces/{trace_id}/"), repeat)
-    breakdown = timed(lambda: client.get(f"/api/traces/{trace_id}/breakdown/?side=host"), repeat)
-    drill = timed(lambda: client.get(f"/api/traces/{trace_id}/instances/", {"side": "device", "op": busiest["op"], "limit": 50}), repeat)
-    print(
+    page = cold_warm(lambda: client.get(f"/traces/{trace_id}/"), repeat)
+    breakdown = cold_warm(lambda: client.get(f"/api/traces/{trace_id}/breakdown/?side=host"), repeat)
+    drill = cold_warm(lambda: client.get(f"/api/traces/{trace_id}/instances/", {"side": "device", "op": busiest["op"], "limit": 50}), repeat)
+    report.line(
         f"{events:>9,} events {path.stat().st_size / 1e6:7.1f} MB gz | upload request {upload_s:6.2f} s "
         f"(CPU {upload_cpu:5.2f} s) | upload→ready {ready_s:6.2f} s (worker CPU to ready {analysis_cpu:5.2f} s) | "
         f"worker peak RSS {rss:7.0f} MB | "
         f"page {page[0]:6.1f}/{page[1]:6.1f} ms | breakdown {breakdown[0]:6.1f}/{breakdown[1]:6.1f} ms | "
-        f"drill-down ({busiest['count']:,} instances) {drill[0]:6.1f}/{drill[1]:6.1f} ms",
-        flush=True,
+        f"drill-down ({busiest['count']:,} instances) {drill[0]:6.1f}/{drill[1]:6.1f} ms"
     )
 
 
-def bench_capture(client) -> None:
+def bench_capture(report: Report, client) -> None:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
@@ -165,7 +121,7 @@ def bench_capture(client) -> None:
     seen = async_to_sync(first_progress)(response.json()["id"], clicked)
     wait_ready(response.json()["id"])
     steps = ", ".join(f"{label} {t * 1000:.0f} ms" for label, t in seen.items())
-    print(
+    report.line(
         f"capture click → first progress message: {seen['trace.progress'] * 1000:.0f} ms "
         f"(POST answered {answered * 1000:.0f} ms; then {steps}; 5 s capture, then ready)"
     )
@@ -178,46 +134,29 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-traces-"))
-    os.environ.update(
-        EMULATOR_STATE_DIR=str(workdir / "emulator"), TRACE_STORAGE_DIR=str(workdir / "traces"),
-        REDIS_KEY_PREFIX="asicmon-bench-traces", CELERY_QUEUE="asicmon-bench-traces",
-        FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3", LOG_LEVEL="WARNING", TRACE_STORAGE_MAX_GB="50",
-        ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-    from django.contrib.auth.models import User
+    trace_env(workdir, "asicmon-bench-traces")
     from django.test import Client
-    from django.test.utils import setup_databases, teardown_databases
 
-    from fleet.hosts.emulated_fleet import seed_fleet
-    from fleet.roles import ensure_roles
     from traces.tasks import trace_queue
 
-    old = setup_databases(verbosity=0, interactive=False)
-    worker = None
+    workers = []
     try:
-        seed_fleet()
-        ensure_roles()
-        user = User.objects.create_superuser("bench", password="bench-password-123")
-        client = Client()
-        client.force_login(user)
-        worker = start_worker(trace_queue())
-        print("Trace figures (cold/warm-median server times; the machine may be shared and loaded)")
-        for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
-            bench_size(client, worker.pid, n, workdir, args.repeat)
-        client.get("/api/traces/")  # a served process has its URLs and API loaded already
-        bench_capture(client)  # the first capture this process queues (the broker connection opens)
-        bench_capture(client)
+        with throwaway_database():
+            try:
+                user = seeded_superuser()
+                client = Client()
+                client.force_login(user)
+                workers.append(trace_worker(trace_queue(), "bench-traces"))
+                report = Report("Trace figures (cold/warm-median server times; the machine may be shared and loaded)")
+                for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
+                    bench_size(report, client, workers[0].pid, n, workdir, args.repeat)
+                client.get("/api/traces/")  # a served process has its URLs and API loaded already
+                bench_capture(report, client)  # the first capture this process queues (the broker connection opens)
+                bench_capture(report, client)
+            finally:
+                stop_all(workers, timeout=30)
     finally:
-        if worker is not None:
-            worker.terminate()
-            worker.wait(timeout=30)
-        teardown_databases(old, verbosity=0)
         shutil.rmtree(workdir, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -25,103 +25,32 @@ import argparse
 import json
 import os
 import re
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
+from harness import (
+    INTERVAL,
+    ROOT,
+    VictoriaMetrics,
+    django_env,
+    fleet_keys,
+    load_average,
+    median,
+    source_snapshots,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-INTERVAL = 5.0
 SHARDS = 2
 LABELS = ""  # the store is the benchmark's own: no TSDB_LABELS, as a default installation
 
 
 def setup(args) -> None:
-    state = tempfile.mkdtemp(prefix="asicmon-bench-tsdb-")
-    os.environ.update(
-        FLEET_HOSTS=str(args.source_hosts), FLEET_DEVICES_PER_HOST="8", EMULATOR_STATE_DIR=state,
-        REDIS_KEY_PREFIX="asicmon-bench-tsdb", LOG_LEVEL="WARNING",
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-
-
-class Store:
-    """A VictoriaMetrics as `make run` starts it, in a folder of its own (kept with --keep)."""
-
-    def __init__(self, folder: Path | None = None):
-        from dashboard.backing_services import free_port, tsdb_answers, victoria_metrics_argv
-
-        self.kept = folder is not None
-        self.folder = folder or Path(tempfile.mkdtemp(prefix="asicmon-bench-vm-"))
-        self.url = f"http://127.0.0.1:{free_port()}"
-        port = int(self.url.rsplit(":", 1)[1])
-        self.proc = subprocess.Popen(victoria_metrics_argv(self.folder / "data", port, 40),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        while not tsdb_answers(self.url):
-            time.sleep(0.1)
-
-    def get(self, path: str) -> None:
-        with urllib.request.urlopen(self.url + path, timeout=600) as answer:
-            answer.read()
-
-    def size(self) -> int:
-        return sum(f.stat().st_size for f in (self.folder / "data").rglob("*") if f.is_file())
-
-    def settle(self) -> int:
-        """Flush, merge every partition, and wait until the folder stops changing: its size."""
-        self.get("/internal/force_flush")
-        self.get("/internal/force_merge")
-        last, stable = -1, 0
-        while stable < 5:
-            time.sleep(2)
-            size = self.size()
-            stable = stable + 1 if size == last else 0
-            last = size
-        return last
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(60)
-        if not self.kept:
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def source_snapshots(args, cycles: int, end: float):
-    """Per cycle, the snapshots of the emulated source devices polled at that instant."""
-    from emulator import fleet_layout
-    from fleet.hosts import emulated_fleet
-
-    hosts = fleet_layout(emulated_fleet.fleet_config())[: args.source_hosts]
-    specs = {d.serial: d for h in hosts for d in h.devices}
-    monitors = [emulated_fleet.host_monitor(h.name) for h in hosts]
-    start = end - cycles * INTERVAL
-    for m in monitors:
-        m.poll(start - INTERVAL)  # rates need a previous refresh
-    for c in range(cycles):
-        yield [{**s, "device_type": specs[serial].type, "model": specs[serial].model}
-               for m in monitors for serial, s in m.poll(start + c * INTERVAL).items()]
-
-
-def fleet_keys(devices: int, first_snapshots: list[dict]):
-    from fleet.tsdb.series import DeviceKey
-
-    keys = []
-    for d in range(devices):
-        source = first_snapshots[d % len(first_snapshots)]
-        keys.append(DeviceKey(f"bench-{d // 8:04d}", d + 1, f"BEN-{d + 1:05d}", source["device_type"],
-                              source.get("model") or source["device_type"].upper(), d % 8))
-    return keys
+    django_env(FLEET_HOSTS=args.source_hosts, FLEET_DEVICES_PER_HOST="8",
+               EMULATOR_STATE_DIR=tempfile.mkdtemp(prefix="asicmon-bench-tsdb-"),
+               REDIS_KEY_PREFIX="asicmon-bench-tsdb", LOG_LEVEL="WARNING")
 
 
 def write_hour(args, store) -> dict:
@@ -137,7 +66,7 @@ def write_hour(args, store) -> dict:
     keys = None
     pool_of_cycle = []
     started = time.perf_counter()
-    for c, pool in enumerate(source_snapshots(args, cycles, end)):
+    for c, pool in enumerate(source_snapshots(args.source_hosts, cycles, end)):
         if keys is None:
             keys = fleet_keys(args.devices, pool)
         pool_of_cycle.append([s.get("temperature_c") for s in pool])
@@ -303,7 +232,7 @@ def timed(client, query: str, start: float, end: float, step: float, runs: int =
         series = client.query_range(query, start, end, step)
         times.append(time.perf_counter() - t0)
         points = sum(len(s.points) for s in series)
-    return statistics.median(times) * 1000, points
+    return median(times) * 1000, points
 
 
 def device_reads(client, key, end: float, span: float) -> dict[str, float]:
@@ -425,17 +354,17 @@ def main() -> None:
     parser.add_argument("--reads", type=Path, help="only the reads, on a folder kept by --keep")
     args = parser.parse_args()
     setup(args)
-    store = Store(args.reads or args.keep)
+    store = VictoriaMetrics(args.reads or args.keep)
     try:
         print(f"VictoriaMetrics (victoria-metrics {store.url}), {args.devices} devices, {os.cpu_count()} cores, "
-              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+              f"load average {load_average()}", flush=True)
         if args.reads:
             meta = json.loads((args.reads / "bench.json").read_text())
         else:
             meta = writes(args, store)
             (store.folder / "bench.json").write_text(json.dumps(meta))
         reads(args, store, meta)
-        print(f"(load average {os.getloadavg()[0]:.1f} at the end)")
+        print(f"(load average {load_average()} at the end)")
     finally:
         store.stop()
     if not args.no_outage and not args.reads:

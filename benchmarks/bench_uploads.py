@@ -30,114 +30,28 @@ import collections
 import hashlib
 import os
 import shutil
-import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-CHUNK = 16 << 20
-BOUNDARY = "bench-boundary"
-BUSY = collections.Counter()  # 429 answers (each retried after its Retry-After), by client kind
-PHASES: dict[str, float] = {}  # the last send_chunked's seconds: sending the chunks, making the trace of them
-
-
-# moto's S3 server, for runs with the traces in an object store (here and bench_object_store.py)
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-def start_moto(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **CREDENTIALS})
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("moto_server did not start")
-
-
-class MultipartFile:
-    """A multipart/form-data body of one file, read from disk as it is sent, with a length
-    (so the client declares Content-Length rather than sending it chunked)."""
-
-    def __init__(self, path: Path) -> None:
-        self.head = (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path.name}\"\r\n"
-                     "Content-Type: application/json\r\n\r\n").encode()
-        self.tail = f"\r\n--{BOUNDARY}--\r\n".encode()
-        self.file = path.open("rb")
-        self.size = len(self.head) + path.stat().st_size + len(self.tail)
-        self.parts = [self.head]
-
-    def __len__(self) -> int:
-        return self.size
-
-    def read(self, n: int = -1) -> bytes:
-        if self.parts:
-            return self.parts.pop()
-        data = self.file.read(max(n, 1 << 20))
-        if data:
-            return data
-        tail, self.tail = self.tail, b""
-        return tail
-
-
-def send_plain(url: str, token: str, path: Path) -> tuple[int, str, int | None]:
-    import requests
-
-    for _ in range(120):
-        body = MultipartFile(path)
-        r = requests.post(f"{url}/api/traces/", data=body, timeout=600, headers={
-            "Authorization": f"Token {token}", "Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
-        body.file.close()
-        if r.status_code != 429:
-            return r.status_code, r.text[:200], r.json().get("id") if r.status_code == 201 else None
-        BUSY["send_plain"] += 1
-        time.sleep(float(r.headers.get("Retry-After", 2)))
-    return 429, "still 429 after 120 tries", None
-
-
-def send_chunked(url: str, token: str, path: Path) -> tuple[int, str, int | None]:
-    import requests
-
-    auth = {"Authorization": f"Token {token}"}
-    size = path.stat().st_size
-    r = requests.post(f"{url}/api/uploads/", json={"filename": path.name, "size": size}, headers=auth, timeout=60)
-    if r.status_code != 201:
-        return r.status_code, r.text[:200], None
-    upload = r.json()
-    offset, tries = 0, 0
-    started = time.perf_counter()
-    with path.open("rb") as f:
-        while offset < size:
-            f.seek(offset)
-            r = requests.put(f"{url}{upload['url']}?offset={offset}", data=f.read(CHUNK), headers=auth, timeout=600)
-            if r.status_code == 429 and tries < 600:
-                tries += 1
-                BUSY["send_chunked"] += 1
-                time.sleep(float(r.headers.get("Retry-After", 2)))
-                continue
-            if r.status_code != 200:
-                requests.delete(f"{url}{upload['url']}", headers=auth, timeout=60)
-                return r.status_code, r.text[:200], None
-            offset = r.json()["received"]
-    PHASES["chunks"] = time.perf_counter() - started
-    started = time.perf_counter()
-    r = requests.post(f"{url}{upload['url']}finish/", json={"size": size}, headers=auth, timeout=60)
-    if r.status_code != 200:
-        return r.status_code, r.text[:200], None
-    r = requests.post(f"{url}/api/traces/", json={"upload": upload["id"]}, headers=auth, timeout=600)
-    PHASES["make"] = time.perf_counter() - started
-    if r.status_code != 201:  # drop it: it holds room in the budget
-        requests.delete(f"{url}{upload['url']}", headers=auth, timeout=60)
-    return r.status_code, r.text[:200], r.json().get("id") if r.status_code == 201 else None
+from harness import (
+    BUSY,
+    CREDENTIALS,
+    Report,
+    django_env,
+    free_port,
+    load_average,
+    median,
+    peak_rss_mb,
+    percentile,
+    send_chunked,
+    send_plain,
+    signed_in_cookie,
+    start_moto,
+    start_web,
+    throwaway_database,
+)
 
 
 def poll_page(url: str, cookie: str, stop: threading.Event, latencies: list[float]) -> None:
@@ -248,10 +162,7 @@ def main() -> None:
         os.environ["TRACE_UPLOADS_MAX_ACTIVE"] = str(args.cap)
     moto, store_env = None, {}
     if args.object_store:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
         import boto3
-
-        from tests.support.processes import free_port
 
         port = free_port()
         moto = start_moto(port)
@@ -263,89 +174,73 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="asicmon-bench-uploads-"))
     (workdir / "tmp").mkdir()
-    os.environ.update(
-        TRACE_STORAGE_DIR=str(workdir / "traces"), EMULATOR_STATE_DIR=str(workdir / "emulator"),
+    django_env(
+        TRACE_STORAGE_DIR=workdir / "traces", EMULATOR_STATE_DIR=workdir / "emulator",
         REDIS_KEY_PREFIX="asicmon-bench-uploads", CELERY_QUEUE="asicmon-bench-uploads", LOG_LEVEL="WARNING",
         TRACE_STORAGE_MAX_GB=str(args.budget_gb), FLEET_HOSTS="1", FLEET_DEVICES_PER_HOST="3",
         ALLOWED_HOSTS="testserver,127.0.0.1,localhost",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
     from django.conf import settings
     from django.contrib.auth.models import Group, User
-    from django.test import Client
-    from django.test.utils import setup_databases, teardown_databases
     from rest_framework.authtoken.models import Token
 
     from fleet.roles import ensure_roles
-    from tests.support.processes import child_env, start_web
     from tests.support.tracegen import write_kineto_trace
 
-    old = setup_databases(verbosity=0, interactive=False)
-    web = None
     try:
-        ensure_roles()
-        tokens = []
-        for k in range(5):
-            user = User.objects.create_user(f"operator{k}", password="bench-password-123")
-            user.groups.add(*Group.objects.filter(name__in=["viewers", "operators"]))
-            tokens.append(Token.objects.create(user=user).key)
-        viewer = User.objects.create_user("viewer", password="bench-password-123")
-        viewer.groups.add(Group.objects.get(name="viewers"))
-        client = Client()
-        client.force_login(viewer)
-        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-        path = workdir / "trace.json"
-        write_kineto_trace(path, int(args.mb * (1 << 20) / 270), seed=11)
-        size = path.stat().st_size
-        web, url = start_web(child_env(TMPDIR=workdir / "tmp", TRACE_STORAGE_DIR=workdir / "traces", **store_env))
-        port = int(url.rsplit(":", 1)[1])
-        folders = [workdir / "tmp", workdir / "traces"]
-        print(f"Daphne, one process; traces in {'moto (S3)' if moto else 'a local folder'}; "
-              f"TRACE_UPLOADS_MAX_ACTIVE={settings.TRACE_UPLOADS_MAX_ACTIVE}, "
-              f"budget {args.budget_gb} GB; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
-        idle = page_latencies(url, cookie, 30)
-        print(f"0. catalogue page, no upload running (30 fetches): p50 {statistics.median(idle):.0f} ms, "
-              f"p95 {idle[int(len(idle) * 0.95) - 1]:.0f} ms")
-        print("1. refused from the headers:")
-        stored_before = object_store_bytes()
-        refusals(port, web.proc.pid, folders)
-        if moto:
-            print(f"  bytes added to the object store meanwhile: {object_store_bytes() - stored_before}")
-        print(f"2. {args.uploads} operators upload a {size / (1 << 20):.0f} MB trace at once "
-              "(even: resumable API, odd: multipart POST):", flush=True)
-        results, took, latencies = many_uploads(args, url, tokens, path, cookie)
-        outcomes = collections.Counter((r[0], r[1]) for r in results)
-        for (how, status), count in sorted(outcomes.items()):
-            example = next(r[2] for r in results if (r[0], r[1]) == (how, status))
-            print(f"  {how}: {status} x{count}" + ("" if status == 201 else f"  e.g. {example}"))
-        print(f"  429 answers, each retried after its Retry-After: {dict(BUSY) or 'none'}")
-        stored = sum(1 for r in results if r[1] == 201)
-        print(f"  {took:.0f} s for all; {stored * size / (1 << 20) / took:.0f} MB/s stored; "
-              f"load after {os.getloadavg()[0]:.1f}")
-        check_stored(results, path)
-        left = sum(p.stat().st_size for p in (workdir / "tmp").rglob("*") if p.is_file())
-        print(f"  temporary files left: {left} bytes; web process peak RSS {peak_rss_mb(web.proc.pid):.0f} MB")
-        lat = sorted(latencies)
-        print(f"3. catalogue page meanwhile ({len(lat)} fetches): p50 {statistics.median(lat):.0f} ms, "
-              f"p95 {lat[int(len(lat) * 0.95) - 1]:.0f} ms, max {lat[-1]:.0f} ms")
+        with throwaway_database():
+            web = None
+            try:
+                ensure_roles()
+                tokens = []
+                for k in range(5):
+                    user = User.objects.create_user(f"operator{k}", password="bench-password-123")
+                    user.groups.add(*Group.objects.filter(name__in=["viewers", "operators"]))
+                    tokens.append(Token.objects.create(user=user).key)
+                viewer = User.objects.create_user("viewer", password="bench-password-123")
+                viewer.groups.add(Group.objects.get(name="viewers"))
+                cookie = signed_in_cookie(viewer)
+                path = workdir / "trace.json"
+                write_kineto_trace(path, int(args.mb * (1 << 20) / 270), seed=11)
+                size = path.stat().st_size
+                web, url = start_web(TMPDIR=workdir / "tmp", TRACE_STORAGE_DIR=workdir / "traces", **store_env)
+                port = int(url.rsplit(":", 1)[1])
+                folders = [workdir / "tmp", workdir / "traces"]
+                Report(f"Daphne, one process; traces in {'moto (S3)' if moto else 'a local folder'}; "
+                       f"TRACE_UPLOADS_MAX_ACTIVE={settings.TRACE_UPLOADS_MAX_ACTIVE}, budget {args.budget_gb} GB")
+                idle = page_latencies(url, cookie, 30)
+                print(f"0. catalogue page, no upload running (30 fetches): p50 {median(idle):.0f} ms, "
+                      f"p95 {percentile(idle, 95):.0f} ms")
+                print("1. refused from the headers:")
+                stored_before = object_store_bytes()
+                refusals(port, web.proc.pid, folders)
+                if moto:
+                    print(f"  bytes added to the object store meanwhile: {object_store_bytes() - stored_before}")
+                print(f"2. {args.uploads} operators upload a {size / (1 << 20):.0f} MB trace at once "
+                      "(even: resumable API, odd: multipart POST):", flush=True)
+                results, took, latencies = many_uploads(args, url, tokens, path, cookie)
+                outcomes = collections.Counter((r[0], r[1]) for r in results)
+                for (how, status), count in sorted(outcomes.items()):
+                    example = next(r[2] for r in results if (r[0], r[1]) == (how, status))
+                    print(f"  {how}: {status} x{count}" + ("" if status == 201 else f"  e.g. {example}"))
+                print(f"  429 answers, each retried after its Retry-After: {dict(BUSY) or 'none'}")
+                stored = sum(1 for r in results if r[1] == 201)
+                print(f"  {took:.0f} s for all; {stored * size / (1 << 20) / took:.0f} MB/s stored; "
+                      f"load average after {load_average()}")
+                check_stored(results, path)
+                left = sum(p.stat().st_size for p in (workdir / "tmp").rglob("*") if p.is_file())
+                print(f"  temporary files left: {left} bytes; web process peak RSS {peak_rss_mb(web.proc.pid):.0f} MB")
+                lat = sorted(latencies)
+                print(f"3. catalogue page meanwhile ({len(lat)} fetches): p50 {median(lat):.0f} ms, "
+                      f"p95 {percentile(lat, 95):.0f} ms, max {lat[-1]:.0f} ms")
+            finally:
+                if web is not None:
+                    web.stop()
     finally:
-        if web is not None:
-            web.stop()
-        teardown_databases(old, verbosity=0)
         shutil.rmtree(workdir, ignore_errors=True)
         if moto is not None:
             moto.terminate()
             moto.wait()
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 if __name__ == "__main__":

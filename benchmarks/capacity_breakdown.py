@@ -19,6 +19,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from harness import django_env, throwaway_database
+
 REDIS_PREFIX = "asicmon-bench-capacity"
 _helpers: list = []  # a throwaway store, when none answers at TSDB_URL
 
@@ -51,10 +53,7 @@ def _setup() -> None:
     env = dict(os.environ)
     _helpers.extend(resolve_tsdb(env, Path(tempfile.mkdtemp(prefix="asicmon-capacity-tsdb-"))))
     os.environ.update({k: env[k] for k in ("TSDB_URL", "TSDB_WRITE_URL") if k in env})
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
 
 
 def _poll_host_phases(clock: Clock, monitor, now: float) -> dict:
@@ -235,20 +234,20 @@ def _report(count, clock, polled, share, inline_s, real_cpu, real_wall, interval
 def breakdown(sizes: list[int], cycles: int, shards: int) -> None:
     _setup()
     from django.db import connection
-    from django.test.utils import setup_databases, teardown_databases
 
-    old = setup_databases(verbosity=0, interactive=False)
     try:
-        print(f"Poll-cycle breakdown on {connection.vendor}, {cycles} cycles per size after a warm-up")
-        for devices in sizes:
-            _measure(devices, cycles, shards)
-    finally:
-        from fleet.redis import get_redis
+        with throwaway_database():
+            try:
+                print(f"Poll-cycle breakdown on {connection.vendor}, {cycles} cycles per size after a warm-up")
+                for devices in sizes:
+                    _measure(devices, cycles, shards)
+            finally:
+                from fleet.redis import get_redis
 
-        client = get_redis()
-        for name in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000):
-            client.delete(name)
-        teardown_databases(old, verbosity=0)
+                client = get_redis()
+                for name in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000):
+                    client.delete(name)
+    finally:
         from dashboard.backing_services import stop
 
         stop(_helpers)

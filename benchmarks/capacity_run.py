@@ -27,6 +27,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
+from harness import median
+
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "var" / "capacity"
 SHARD_LINE = re.compile(r"shard (\d+) cycle (\d+): (\d+) devices, \d+ samples in ([\d.]+) ms")
@@ -247,7 +249,7 @@ def _report(args, env, started, stopped, loads, worker_cpu, pages) -> None:
         for k in totals:
             totals[k] += kinds[k]
         secs = seconds.get(shard, [])
-        timing = f"poll {statistics.median(secs):.2f} s median, {max(secs):.2f} s max" if secs else "no poll logged"
+        timing = f"poll {median(secs):.2f} s median, {max(secs):.2f} s max" if secs else "no poll logged"
         print(f"  shard {shard} ({n:,} devices): {kinds['whole']} whole, {kinds['partial']} partial, {kinds['gap']} gaps; {timing}")
     slots = sum(totals.values())
     print(f"  all shards: {totals['whole']}/{slots} slots whole ({100 * totals['whole'] / max(1, slots):.1f} %), "
@@ -259,6 +261,6 @@ def _report(args, env, started, stopped, loads, worker_cpu, pages) -> None:
     if pages.seconds:
         ordered = sorted(pages.seconds)
         print(f"  pages served while polling: {len(ordered)} ok, {len(pages.errors)} failed; "
-              f"median {statistics.median(ordered) * 1000:.0f} ms, p95 {ordered[int(0.95 * (len(ordered) - 1))] * 1000:.0f} ms")
+              f"median {median(ordered) * 1000:.0f} ms, p95 {ordered[int(0.95 * (len(ordered) - 1))] * 1000:.0f} ms")
     for error in pages.errors[:3]:
         print(f"    {error}")

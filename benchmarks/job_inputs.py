@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import ROOT
 
-from emulator import EmulatedHost, FleetConfig  # noqa: E402
-from emulator.workloads.jobs import JobRun, emulated_conditions, make_job, select_devices  # noqa: E402
-from traces.atrace import write_chrome_trace  # noqa: E402
+from emulator import EmulatedHost, FleetConfig
+from emulator.workloads.jobs import JobRun, emulated_conditions, make_job, select_devices
+from traces.atrace import write_chrome_trace
 
 T0 = 1_700_000_000.0
 EVENTS_PER_STEP = 111  # a data-parallel transformer step on a GPU-like device, every rank

@@ -26,8 +26,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import django_env, throwaway_database
 
 FIRST_RUNG = {  # the catalogue's immediate action of each fault's worst error
     "xid_79": "reboot_host", "xid_48": "reset_device", "xid_94": "restart_application", "xid_95": "reset_device",
@@ -53,10 +52,7 @@ def setup(args, tmp: str) -> None:
         LADDER_WINDOW_S=str(86400.0 / args.speed),
         TSDB_URL="http://127.0.0.1:9", TSDB_FLUSH_BUDGET_S="0.1", TSDB_WRITE_TIMEOUT_S="0.2",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
+    django_env()
 
 
 def schedule(devices, minutes: float = 60.0):
@@ -72,7 +68,6 @@ def schedule(devices, minutes: float = 60.0):
 
 def run(args) -> int:  # noqa: C901 - a scenario told step by step
     from django.conf import settings
-    from django.test.utils import setup_databases, teardown_databases
 
     from fleet.choices import ActionStatus, DeviceState
     from fleet.driver_errors.offenders import device_record
@@ -80,8 +75,7 @@ def run(args) -> int:  # noqa: C901 - a scenario told step by step
     from fleet.models import Action, Automation, Device, DriverError
     from fleet.polling import poller
 
-    old = setup_databases(verbosity=0, interactive=False)
-    try:
+    with throwaway_database():
         emulated_fleet.seed_fleet()
         devices = list(Device.objects.for_dashboard())
         plan, offender = schedule(devices)
@@ -157,8 +151,6 @@ def run(args) -> int:  # noqa: C901 - a scenario told step by step
               and not paused.paused)
         print("ALL CHECKS PASS" if ok else "SOME CHECKS FAIL")
         return 0 if ok else 1
-    finally:
-        teardown_databases(old, verbosity=0)
 
 
 def _when(epoch: float):
