@@ -6,6 +6,7 @@ two sub-packages never import each other both ways, and no package crowds more t
 modules."""
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -67,11 +68,18 @@ def _layer(module: str) -> str | None:
     return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
 
 
-def _imports(module: str, path: Path, *, top_level_only: bool, type_checking: bool = True) -> set[str]:
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once per test process (several tests walk them all)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _imports(module: str, path: Path, *, top_level_only: bool, type_checking: bool = True) -> frozenset[str]:
     """Modules of this project that ``module`` imports (``top_level_only``: at import time,
     leaving out function bodies and ``if TYPE_CHECKING:`` blocks; ``type_checking=False``
     leaves those blocks out in any case)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _tree(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
 
@@ -91,7 +99,7 @@ def _imports(module: str, path: Path, *, top_level_only: bool, type_checking: bo
             visit(child, nested)
 
     visit(tree, False)
-    return {m for m in (_known(name) for name in found) if m and m != module}
+    return frozenset(m for m in (_known(name) for name in found) if m and m != module)
 
 
 def _known(name: str) -> str | None:
@@ -176,7 +184,7 @@ BENCHMARKS = {f"benchmarks.{path.stem}": path for path in sorted((ROOT / "benchm
 def _benchmark_imports(path: Path) -> set[str]:
     """The benchmarks (run as scripts: ``from bench_uploads import ...``) a benchmark imports."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
         for name in names:
             name = name.removeprefix("benchmarks.")
@@ -278,7 +286,7 @@ def _sub_packages() -> dict[str, set[str]]:
     for module, path in MODULES.items():
         if path.name != "__init__.py" or module.count(".") != 1 or _unit(module) != module or module in LIBRARIES:
             continue
-        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        doc = ast.get_docstring(_tree(path)) or ""
         line = next((line for line in doc.splitlines() if line.startswith("May import:")), None)
         assert line is not None, f"{path.relative_to(ROOT)}: its docstring says what it owns, then 'May import: ...'"
         names = line.removeprefix("May import:").strip().rstrip(".")

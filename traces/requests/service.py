@@ -167,6 +167,16 @@ def join_requests(trace_id: int) -> None:
         except atrace.TraceError as exc:
             doc["error"] = str(exc)
     files.save(STORED, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
+    from django.core.cache import cache
+
+    # Joined: a page that finds this join unreadable later queues the next one at once.
+    cache.delete_many([_join_key(trace, stamp, False), _join_key(trace, stamp, True)])
+
+
+def _join_key(trace, stamp: str, unreadable: bool) -> str:
+    """One join queued per trace and state of its spans, however often the page asks meanwhile
+    (the trace's creation in the key: a test database that gives an id again is another trace)."""
+    return f"requests-join:{trace.pk}:{trace.created_at.timestamp()}:{stamp}{':unreadable' if unreadable else ''}"
 
 
 def stored_join(trace) -> dict[str, Any]:
@@ -190,10 +200,7 @@ def stored_join(trace) -> dict[str, Any]:
 
     from traces import queueing
 
-    # One join queued per trace and state of its spans, however often the page asks meanwhile
-    # (the trace's creation in the key: a test database that gives an id again is another trace).
-    key = f"requests-join:{trace.pk}:{trace.created_at.timestamp()}:{stamp}{':unreadable' if unreadable else ''}"
-    if cache.add(key, 1, timeout=JOIN_LIMIT_S + 60):
+    if cache.add(_join_key(trace, stamp, unreadable), 1, timeout=JOIN_LIMIT_S + 60):
         queueing.send(JOIN_TASK, trace.pk, JOIN_LIMIT_S)
     if unreadable:
         raise Unreadable("The stored join of this trace's requests could not be read (cut short or damaged); "

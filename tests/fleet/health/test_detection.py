@@ -156,7 +156,7 @@ def missed_after_injecting(fleet: Fleet, fault: str, seconds: float) -> list[str
     return [fleet.types[s] for s in fleet.monitor.serials if s not in found | excused]
 
 
-@pytest.mark.parametrize("hour", HOURS)
+@pytest.mark.parametrize("hour", spread(HOURS, fast=3))  # every hour under make test
 @pytest.mark.parametrize("fault", list(RULE_OF))
 def test_every_fault_is_found_within_a_few_polls_at_any_hour(fault, hour):
     missed = missed_after_injecting(warmed_fleet(hour), fault, WITHIN_POLLS[fault] * POLL)
@@ -188,7 +188,7 @@ def test_a_leak_is_flagged_with_its_time_to_exhaustion_long_before_memory_runs_o
         assert "out of memory in" in finding.reason
 
 
-@pytest.mark.parametrize("hour", [h + 1 for h in HOURS])
+@pytest.mark.parametrize("hour", spread([h + 1 for h in HOURS], fast=3))
 def test_healthy_devices_raise_nothing_over_ten_minutes_at_any_hour(hour):
     fleet = warmed_fleet(hour)
     for _ in range(120):

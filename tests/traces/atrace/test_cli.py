@@ -30,6 +30,7 @@ def test_summary_table_and_json(gpu_trace, capsys):
     assert code == 0 and data["trace"]["events"] > 0 and data["breakdown"]["device"]
 
 
+@pytest.mark.slow  # the recorded PyTorch traces: torch imported and three models profiled
 def test_critical_path_and_diff(gpu_trace, torch_traces, capsys):
     code, out, _ = _run(["critical-path", gpu_trace, "--step", "1"], capsys)
     assert code == 0 and "Critical path" in out and "via" in out

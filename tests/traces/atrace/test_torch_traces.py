@@ -21,6 +21,10 @@ from traces.atrace import (
 from traces.atrace.analysis.paths.graph import EDGE_TYPES
 from traces.atrace.model.trace import FLAG_SYNC, WORK_KINDS
 
+# Recording them imports torch and profiles three models (~15 s of CPU, once per run): the
+# slow tier (make test), not the edit loop (make test-fast).
+pytestmark = pytest.mark.slow
+
 MODELS = ["mlp", "cnn", "transformer"]
 
 

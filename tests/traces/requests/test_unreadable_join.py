@@ -33,28 +33,32 @@ def sent(monkeypatch):
     return queued
 
 
-@pytest.mark.parametrize("damage", ["cut short", "empty", "not JSON", "not a join"])
-def test_an_unreadable_join_is_503_with_retry_after_and_joined_again(api_client, client, viewer, joined, sent, damage):
+DAMAGES = {"cut short": lambda whole: whole[: len(whole) // 2], "empty": lambda whole: b"",
+           "not JSON": lambda whole: b"\x00\xff garbage", "not a join": lambda whole: b"[1, 2]"}
+
+
+def test_an_unreadable_join_is_503_with_retry_after_and_joined_again(api_client, client, viewer, joined, sent):
     trace, worst, stored = joined
     whole = stored.read_bytes()
-    stored.write_bytes({"cut short": whole[: len(whole) // 2], "empty": b"", "not JSON": b"\x00\xff garbage",
-                        "not a join": b"[1, 2]"}[damage])
     client.force_login(viewer)
-    answers = [api_client.get(f"/api/traces/{trace.pk}/requests/"),
-               api_client.get(f"/api/traces/{trace.pk}/requests/{worst}/"),
-               client.get(f"/traces/{trace.pk}/requests/"), client.get(f"/traces/{trace.pk}/requests/{worst}/")]
-    for answer in answers:
-        assert answer.status_code == 503, (answer.request["PATH_INFO"], answer.content[:300])
-        assert answer["Retry-After"] == str(service.RETRY_AFTER_S)
-        assert "could not be read" in answer.content.decode()
-    assert answers[0].data["status"] == "joining"
-    assert 'http-equiv="refresh"' in answers[3].content.decode()  # the page asks again by itself
-    assert sent == [(service.JOIN_TASK, trace.pk, service.JOIN_LIMIT_S)]  # queued once, however often asked
-    service.join_requests(trace.pk)  # what the queued task does
-    assert api_client.get(f"/api/traces/{trace.pk}/requests/").status_code == 200
-    page = client.get(f"/traces/{trace.pk}/requests/{worst}/")
-    assert page.status_code == 200 and 'id="request-reason"' in page.content.decode()
-    assert stored.read_bytes() == whole
+    for damage, damaged in DAMAGES.items():  # one analysed trace, damaged four ways in turn
+        stored.write_bytes(damaged(whole))
+        sent.clear()
+        answers = [api_client.get(f"/api/traces/{trace.pk}/requests/"),
+                   api_client.get(f"/api/traces/{trace.pk}/requests/{worst}/"),
+                   client.get(f"/traces/{trace.pk}/requests/"), client.get(f"/traces/{trace.pk}/requests/{worst}/")]
+        for answer in answers:
+            assert answer.status_code == 503, (damage, answer.request["PATH_INFO"], answer.content[:300])
+            assert answer["Retry-After"] == str(service.RETRY_AFTER_S)
+            assert "could not be read" in answer.content.decode(), damage
+        assert answers[0].data["status"] == "joining"
+        assert 'http-equiv="refresh"' in answers[3].content.decode()  # the page asks again by itself
+        assert sent == [(service.JOIN_TASK, trace.pk, service.JOIN_LIMIT_S)], damage  # queued once, however often asked
+        service.join_requests(trace.pk)  # what the queued task does
+        assert api_client.get(f"/api/traces/{trace.pk}/requests/").status_code == 200
+        page = client.get(f"/traces/{trace.pk}/requests/{worst}/")
+        assert page.status_code == 200 and 'id="request-reason"' in page.content.decode()
+        assert stored.read_bytes() == whole, damage
 
 
 def test_a_join_that_cannot_be_read_from_the_store_is_503_too(api_client, joined, sent, monkeypatch):

@@ -26,6 +26,7 @@ def test_steps_are_listed_in_order_with_their_times(emulated):
     assert all(a["end_us"] <= b["start_us"] for a, b in zip(steps, steps[1:]))
 
 
+@pytest.mark.slow  # a recorded PyTorch trace: torch imported and three models profiled
 def test_a_trace_without_steps_lists_none(torch_traces):
     trace = read_trace(torch_traces["cnn"])
     names = [s["name"] for s in step_list(trace)]
