@@ -14,6 +14,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from emulator import FAULTS, EmulatedHost, FleetConfig
 from emulator.devices.driver_errors import DRIVER_FAULTS
 
@@ -71,6 +73,7 @@ def record() -> dict:
     }
 
 
+@pytest.mark.slow  # an emulated fleet-hour twice over
 def test_fleet_hour_is_the_same_as_the_hand_written_emulator_gave():
     want = json.loads(FIXTURE.read_text())
     got = json.loads(json.dumps(record(), default=repr))
@@ -79,6 +82,7 @@ def test_fleet_hour_is_the_same_as_the_hand_written_emulator_gave():
     assert got["digest"] == want["digest"]
 
 
+@pytest.mark.slow
 def test_every_fault_kind_shows_in_the_hour():
     samples = fleet_hour()
     shown = {fault for _, _, fault, shown in samples["injected"] if shown}

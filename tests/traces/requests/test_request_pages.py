@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def joined(client, api_client, operator, trace_storage, tmp_path):
-    trace, spans, run = uploaded_serving_trace(operator, tmp_path, "full_queue", seed=9)
+    trace, spans, run = uploaded_serving_trace(operator, tmp_path, "full_queue", seed=9, duration=1.5)
     api_client.force_authenticate(operator)
     api_client.post(f"/api/traces/{trace.pk}/spans/", {"file": spans_upload(spans)}, format="multipart")
     service.join_requests(trace.pk)

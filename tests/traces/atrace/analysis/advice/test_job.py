@@ -11,6 +11,7 @@ import pytest
 
 from emulator.workloads.jobs import emulated_conditions, make_job, run_job, select_devices
 from tests.emulator.workloads.test_jobs import FLEET, T0, VICTIM, _analyse, _hosts, _job
+from tests.support.examples import spread
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
 
 
@@ -73,7 +74,7 @@ def _step_ms(capture) -> float:
     return float(np.median(t.dur[steps])) / 1e6
 
 
-@pytest.mark.parametrize("seed", [2, 7])
+@pytest.mark.parametrize("seed", spread([2, 7], fast=1))  # every seed under make test
 def test_a_throttled_device_in_a_tensor_parallel_job_costs_its_lost_compute_and_is_named(tmp_path, seed):
     """Every collective waits for the slowest rank, so a device at 67 % clock costs the job
     its lost compute at every step: the job is several percent slower than its healthy
@@ -90,6 +91,6 @@ def test_a_throttled_device_in_a_tensor_parallel_job_costs_its_lost_compute_and_
     assert f"rank {VICTIM}" in f.title and "per step" in f.title
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", spread([1, 2, 3], fast=1))
 def test_a_fault_free_tensor_parallel_job_names_no_straggler(tmp_path, seed):
     assert advise_job(_analyse(_one_host_job(1.0, seed), tmp_path)).rule("straggler") is None
