@@ -46,11 +46,17 @@ def test_ranks_are_analysed_by_every_worker_and_combined_once(gpu_fleet, two_wor
     response = api_client.post("/api/jobs/capture/", {"devices": [d.pk for d in devices], "duration_s": 2}, format="json")
     assert response.status_code == 202
     job = wait_for(response.data["id"], {JobStatus.READY, JobStatus.FAILED}, 180)
-    logs = [w.output() for w in two_workers]
-    assert job.status == JobStatus.READY, f"{job.error}\n{logs}"
+    assert job.status == JobStatus.READY, f"{job.error}\n{[w.output() for w in two_workers]}"
     assert job.straggler_rank == 4 and job.straggler_device_id == devices[4].pk
     assert any("ECC storm" in r for r in job.summary["straggler"]["reasons"]), job.summary
+    # The workers' log lines reach this process through their pipes a moment after the
+    # database says READY: wait for the combine's line, then a second more for a second one.
+    deadline = time.time() + 10
+    while time.time() < deadline and not any(f"job {job.pk} combined" in w.output() for w in two_workers):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    logs = [w.output() for w in two_workers]
     ranks_done = [len(re.findall(rf"job {job.pk} rank \d+ digested", log)) for log in logs]
     assert sum(ranks_done) == 6 and all(n > 0 for n in ranks_done), ranks_done
     combined = sum(len(re.findall(rf"job {job.pk} combined", log)) for log in logs)
-    assert combined == 1
+    assert combined == 1, logs
