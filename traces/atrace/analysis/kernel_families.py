@@ -1,7 +1,7 @@
 """The per-family tables of a kernel performance model (`kernel_model`): what the fit learns
 per kernel family on top of its class curves, as plain data that goes to and from JSON
 (``python -m emulator fit --json`` prints it as ``families``; ``python -m traces.atrace
-whatif --model`` reads it back).
+whatif --model`` reads it back); and the model itself read back from that JSON.
 """
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Detail"]
+from .kernel_sizes import OP_CLASSES
+
+__all__ = ["Detail", "detail_from_json", "model_from_json"]
 
 
 @dataclass
@@ -53,6 +55,30 @@ class Detail:
             if not x or len(x) != len(y) or any(b <= a for a, b in zip(x, x[1:])):
                 raise ValueError(f"families: the curve of {f!r} needs increasing points, as many x as y")
         return Detail(curves, launches, medians, groups, by_threads)
+
+
+def detail_from_json(data: Any) -> Detail | None:
+    """The family tables of ``fit --json``'s output (its ``families``), None when it has none;
+    ValueError saying what is wrong otherwise."""
+    families = data.get("families") if isinstance(data, dict) else None
+    return None if families is None else Detail.from_dict(families)
+
+
+def model_from_json(data: Any) -> dict[str, dict[str, float]]:
+    """A model from JSON: ``{"model": {class: params}}`` (what ``fit --json`` prints) or the
+    class -> parameters mapping itself; ValueError saying what is wrong otherwise."""
+    model = data.get("model", data) if isinstance(data, dict) else None
+    if not isinstance(model, dict) or not model:
+        raise ValueError("expected a performance model: {class: {latency_us: ..., ...}}")
+    for c, p in model.items():
+        if c not in OP_CLASSES:
+            raise ValueError(f"unknown operator class {c!r} (one of {', '.join(OP_CLASSES)})")
+        if not isinstance(p, dict) or not isinstance(p.get("latency_us"), int | float):
+            raise ValueError(f"class {c!r} needs a numeric latency_us")
+        for key in ("tflops", "gbps", "fallback_us"):
+            if p.get(key) is not None and (not isinstance(p[key], int | float) or p[key] < 0):
+                raise ValueError(f"class {c!r}: {key} must be a number >= 0")
+    return model
 
 
 def _r(v: float) -> float:
