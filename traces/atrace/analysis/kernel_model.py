@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..model.trace import Trace
-from .kernel_families import Detail, detail_from_json, model_from_json
+from .kernel_families import Detail, detail_from_json, model_from_json, stem
 from .kernel_sizes import OP_CLASSES, Kernels, kernels_of
 
 __all__ = ["FALLBACK_WHY", "HOW", "Detail", "FitReport", "Kernels", "detail_from_json", "fit", "fit_detail", "fit_traces", "halves",
@@ -154,8 +154,13 @@ def _size(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
 
 
 # How a kernel's time was predicted, best first; the last three are fallbacks.
-HOW = ("family curve", "class curve", "same launch", "launch curve", "family median", "group curve", "class median", "no model")
+HOW = ("family curve", "class curve", "same launch", "launch curve", "family median", "template median", "tile rate",
+       "group curve", "class median", "no model")
 FALLBACK_WHY = {
+    "template median": "no size recorded and its kernel family not seen in the fit; the median of the families "
+                       "of its template (its name without template arguments)",
+    "tile rate": "no size recorded and its kernel family not seen in the fit; the output its macro tile and grid "
+                 "cover, at its class's median time per output element",
     "group curve": "its class has no kernel in the fit; the curve fitted to its group's classes "
                    "(compute: gemm, conv, attention; bandwidth: elementwise, reduction, memory, other)",
     "family median": "no size recorded; the median of its kernel family",
@@ -192,6 +197,14 @@ def fit_detail(model: Model, kernels: Kernels, groups: dict[str, dict[str, float
         if kernels.launch[i]:
             launches[f"{kernels.family[i]}|{kernels.launch[i]}"].append(float(kernels.dur_us[i]))
     detail.launches = {k: float(np.median(v)) for k, v in launches.items()}
+    stems: dict[str, list[float]] = defaultdict(list)
+    for f, d in zip(kernels.family.tolist(), kernels.dur_us.tolist()):
+        stems[stem(f)].append(d)
+    detail.stems = {k: float(np.median(v)) for k, v in stems.items()}
+    tiled = np.isfinite(kernels.tile_work) & (kernels.tile_work > 0)
+    for c in set(kernels.cls[tiled].tolist()):
+        m = tiled & (kernels.cls == c)
+        detail.tile_rates[c] = float(np.median(kernels.dur_us[m] / kernels.tile_work[m]))
     # unsized kernels of a family launched with several thread counts: time over threads
     loose = ~sized & np.isfinite(kernels.threads) & (kernels.threads > 0)
     for f in set(kernels.family[loose].tolist()):
@@ -241,6 +254,10 @@ def predict_how(model: Model, kernels: Kernels, detail: Detail | None = None) ->
             how[i] = "launch curve"
         elif kernels.family[i] in detail.medians:
             out[i], how[i] = detail.medians[kernels.family[i]], "family median"
+        elif stem(kernels.family[i]) in detail.stems:
+            out[i], how[i] = detail.stems[stem(kernels.family[i])], "template median"
+        elif kernels.cls[i] in detail.tile_rates and np.isfinite(kernels.tile_work[i]) and kernels.tile_work[i] > 0:
+            out[i], how[i] = detail.tile_rates[kernels.cls[i]] * kernels.tile_work[i], "tile rate"
     return out, how
 
 

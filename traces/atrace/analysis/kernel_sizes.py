@@ -18,7 +18,8 @@ whatever the operator). Without shapes a kernel has no size (NaN), except elemen
 reduction kernels, sized by their launch.
 
 The kernel's other features: its family and library (`kernel_family`), the macro tile its
-name gives (`gemm_tile`), and its launch (`launch_key`, `launch_threads`). `kernels_of` gives
+name gives (`gemm_tile`) and the output it covers (`tile_work`), and its launch (`launch_key`,
+`launch_threads`). `kernels_of` gives
 every device kernel of a trace with all of them (`Kernels`).
 """
 
@@ -37,7 +38,7 @@ from ..model.trace import DEVICE_KINDS, Kind, Trace
 from .correlation import host_operator_of
 
 __all__ = ["OP_CLASSES", "Kernels", "classify", "gemm_tile", "kernel_family", "kernel_size", "kernels_of", "launch_key",
-           "launch_threads"]
+           "launch_threads", "tile_work"]
 
 OP_CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "communication", "other")
 
@@ -294,6 +295,24 @@ def launch_key(kernel_args: dict[str, Any] | None) -> str:
     return "|".join(parts)
 
 
+def tile_work(kernel_name: str, kernel_args: dict[str, Any] | None) -> float:
+    """Output elements a GEMM or convolution kernel's tiles cover, an estimate of M·N without
+    shapes: its macro tile (`gemm_tile`: M x N) times the tiles launched (CUPTI's ``grid`` counts
+    thread blocks; roctracer's, ``kind`` "Dispatch Kernel", counts work-items, so divided by
+    the ``block``). Its depth K, hence its FLOPs, stays unknown. NaN without tile or grid."""
+    tile, a = gemm_tile(kernel_name), kernel_args or {}
+    grid, block = a.get("grid"), a.get("block")
+    if not tile or len(tile) < 2 or not isinstance(grid, list):
+        return math.nan
+    try:
+        tiles = math.prod(int(g) for g in grid)
+        if a.get("kind") == "Dispatch Kernel" and isinstance(block, list):
+            tiles = tiles // max(math.prod(int(b) for b in block), 1)
+    except (TypeError, ValueError):
+        return math.nan
+    return float(tiles * tile[0] * tile[1]) if tiles > 0 else math.nan
+
+
 def launch_threads(kernel_args: dict[str, Any] | None) -> float:
     """Threads a kernel launched (grid · block, as CUPTI and roctracer record them); NaN when
     not recorded."""
@@ -319,13 +338,15 @@ class Kernels:
     family: np.ndarray | None = None  # str: `kernel_family`'s library:function ('' when unknown)
     launch: np.ndarray | None = None  # str: `launch_key` ('' when not recorded)
     threads: np.ndarray | None = None  # grid·block threads launched (NaN when not recorded)
+    tile_work: np.ndarray | None = None  # `tile_work`: output elements its tiles cover (NaN when unknown)
 
     def __post_init__(self) -> None:
         for f in ("family", "launch"):
             if getattr(self, f) is None:
                 setattr(self, f, np.full(len(self.dur_us), "", dtype=object))
-        if self.threads is None:
-            self.threads = np.full(len(self.dur_us), np.nan)
+        for f in ("threads", "tile_work"):
+            if getattr(self, f) is None:
+                setattr(self, f, np.full(len(self.dur_us), np.nan))
 
     def __len__(self) -> int:
         return len(self.dur_us)
@@ -338,7 +359,7 @@ class Kernels:
         return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
 
 
-_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch", "threads")
+_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch", "threads", "tile_work")
 
 
 def kernels_of(trace: Trace) -> Kernels:
@@ -362,9 +383,10 @@ def kernels_of(trace: Trace) -> Kernels:
         flops, nbytes = kernel_size(cls, name, kargs, op_name, op_args.get(op))
         library, function = kernel_family(name)
         rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0, f"{library}:{function}", launch_key(kargs),
-                     launch_threads(kargs)))
+                     launch_threads(kargs), tile_work(name, kargs) if cls in ("gemm", "conv") else math.nan))
     if not rows:
         return Kernels(np.zeros(0, "<U16"), *(np.zeros(0) for _ in range(3)))
-    cls, flops, nbytes, dur, family, launch, threads = zip(*rows)
+    cls, flops, nbytes, dur, family, launch, threads, work = zip(*rows)
     return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float),
-                   np.array(family, dtype=object), np.array(launch, dtype=object), np.array(threads, float))
+                   np.array(family, dtype=object), np.array(launch, dtype=object), np.array(threads, float),
+                   np.array(work, float))

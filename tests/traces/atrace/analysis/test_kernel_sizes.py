@@ -14,6 +14,7 @@ from traces.atrace.analysis.kernel_sizes import (
     kernel_size,
     launch_key,
     launch_threads,
+    tile_work,
 )
 from traces.atrace.model.trace import Kind
 
@@ -73,6 +74,16 @@ def test_launch_key_is_what_the_device_recorded():
     assert launch_key({}) == launch_key(None) == ""
     assert launch_threads(args) == 3 * 169 * 128
     assert math.isnan(launch_threads({"kind": "Dispatch Task"}))  # a graph's kernels record no launch
+
+
+def test_tile_work_is_the_macro_tile_times_the_tiles_launched():
+    cuda = {"grid": [3, 169, 1], "block": [128, 1, 1]}  # CUPTI: grid in thread blocks
+    name = "sm80_xmma_fprop_implicit_gemm_tf32_tilesize128x128x16_stage4"
+    assert tile_work(name, cuda) == 3 * 169 * 128 * 128
+    rocm = {"grid": [350208, 1, 1], "block": [256, 1, 1], "kind": "Dispatch Kernel"}  # work-items
+    assert tile_work("Cijk_Alik_Bljk_BBS_MT256x192x64_MI16x16x1", rocm) == 350208 // 256 * 256 * 192
+    assert math.isnan(tile_work("fft2d_r2c_32x32<float>", cuda))  # no GEMM tile in its name
+    assert math.isnan(tile_work(name, {}))  # no grid recorded
 
 
 def _args(dims, types, concrete=None):
