@@ -4,7 +4,8 @@
 
     python benchmarks/bench_perf_fit.py --all    # with the emulated shares (2.)
 
-1. Per trace: a model fitted on its kernels (every fifth held out), the median absolute
+1. Per trace: a model fitted on its kernels (every fifth held out; each kernel in turn,
+   leave-one-out, when the trace has fewer than fifty), the median absolute
    error of predicted kernel times on the held-out kernels, overall and per operator class
    (held-out count in brackets), and the fit's time (reading the trace not included; best
    of 3). Beside it ``curves``: the same held-out kernels by the class curves alone (no
@@ -105,6 +106,7 @@ def per_trace(traces: dict) -> dict[str, dict]:
             verdict += f", {t['held_out']} held out: too few for a median"
         print(f"{name:29s}{label:22s}{t['kernels']:8d}{shapes:7.0%}{t['held_out']:6d}{pct(t['error']):>10s}"
               f"{pct(t['curves_only']):>8s}{pct(t['by_time']['error']):>9s}{best.fit_s * 1000:8.1f}  {verdict}")
+        print(f"    held out: {t['scheme']}; by time: {t['by_time']['scheme']}")
         print(f"    by kernel: {_classes(t['per_class'])}")
         print(f"    by time:   {_classes(t['by_time']['per_class'])}")
         news = [(label, split["new_sizes"]) for label, split in (("by kernel", t), ("by time", t["by_time"]))]

@@ -2,8 +2,8 @@
 model fitted from real traces, written into its spec; a trace's kernels on a fitted type.
 
 The fitting is Atrace's (`traces.atrace.analysis.kernel_model`): a bandwidth--latency curve
-per operator class, its error measured on every fifth kernel held out of the fit. This
-module reads the traces, prints the model and its errors, and with ``--write`` puts the
+per operator class, its error measured on kernels held out of the fit (every fifth; each in
+turn when the traces have fewer than fifty kernels). This module reads the traces, prints the model and its errors, and with ``--write`` puts the
 model into the type's Asimov spec (checked by compiling the new text before the file is
 replaced, so a spec is never left half-written).
 """
@@ -80,8 +80,8 @@ def report_text(report: FitReport, device_type: str) -> str:
                      f"{_pct(p.get('family_error')):>12s}" + ("  (its group's curve)" if p.get("pooled") else ""))
     lines.append(f"then per kernel family: {len(report.detail.curves) if report.detail else 0} efficiency curves "
                  "over the class curve (the spec keeps the class curves; fit --json has both)")
-    lines.append(f"held-out error (median absolute, every 5th kernel of each trace): {_pct(report.error)}; "
-                 f"by time (fitted on each trace's first half, measured on its second): {_pct(report.by_time)}")
+    lines.append(f"held-out error (median absolute; held out: {report.scheme}): {_pct(report.error)}; "
+                 f"by time ({report.time_scheme}): {_pct(report.by_time)}")
     for name, t in report.per_trace.items():
         classes = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in t["per_class"].items())
         later = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in t["by_time"]["per_class"].items())

@@ -21,8 +21,8 @@ def test_the_report_gives_both_splits_both_errors_and_the_fallbacks():
     assert "by time (fitted on each trace's first half" in text
     assert "    by time: " in text
     # the A100 trace records no shapes: its held-out convolutions fall back, and say why
-    assert report.fallbacks.get("class median", 0) > 0
-    assert "fell back (" in text and "no size recorded" in text
+    assert report.fallbacks.get("tile rate", 0) > 0 and report.fallbacks.get("template median", 0) > 0
+    assert "fell back (" in text and "no size recorded" in text and "macro tile" in text
 
 
 def test_fit_json_carries_the_families_and_whatif_the_models_error(tmp_path, capsys, monkeypatch):
@@ -43,3 +43,12 @@ def test_fit_json_carries_the_families_and_whatif_the_models_error(tmp_path, cap
     assert "model error" in out and "fell back" in out
     gemm = next(line for line in out.splitlines() if line.startswith("gemm"))
     assert "%" in gemm  # the class's held-out error beside its prediction
+
+
+def test_a_small_trace_is_reported_as_scored_leave_one_out():
+    trace = read_trace(real_trace("torch_compile_triton.json.gz"))
+    report = fit_traces({"triton": trace})
+    text = report_text(report, "gpu")
+    assert "held out: leave-one-out over 12 kernels" in text
+    assert "a model of every kernel before it" in text
+    assert report.per_trace["triton"]["held_out"] == 12 and report.to_dict()["held_out"] == report.scheme

@@ -17,8 +17,11 @@ over threads launched for kernels without a size, and medians to fall back on. `
 says for each kernel which of `HOW` predicted it; the fallbacks (`FALLBACK_WHY`) are counted.
 
 The error is measured on kernels the fit never saw: every fifth kernel of each trace in start
-order (`split`), and the second half of each trace by a model of the first (`halves`);
-`fit_traces` reports the median absolute percentage error overall, per trace, per class,
+order (`split`), and the second half of each trace by a model of the first (`halves`). A fit
+of fewer than LEAVE_ONE_OUT_BELOW kernels, where every fifth would be fewer than ten, a
+median of nothing, predicts each kernel by a model fitted on all the others instead, and by
+time each kernel of the second half by a model of every kernel before it (`by_kernel`,
+`by_time`; the report says which was done). `fit_traces` reports the median absolute percentage error overall, per trace, per class,
 on sizes a family had not shown, and (several traces) for each trace by a model of the others.
 """
 
@@ -33,88 +36,21 @@ from typing import Any
 
 import numpy as np
 
-from ..model.links import launch_pairs
-from ..model.trace import DEVICE_KINDS, Trace
-from .correlation import host_operator_of
-from .kernel_families import Detail
-from .kernel_sizes import (
-    OP_CLASSES,
-    classify,
-    kernel_family,
-    kernel_size,
-    launch_key,
-    launch_threads,
-)
+from ..model.trace import Trace
+from .kernel_families import Detail, detail_from_json, model_from_json, stem
+from .kernel_sizes import OP_CLASSES, Kernels, kernels_of
 
 __all__ = ["FALLBACK_WHY", "HOW", "Detail", "FitReport", "Kernels", "detail_from_json", "fit", "fit_detail", "fit_traces", "halves",
-           "kernels_of", "model_from_json", "predict", "predict_how", "predict_trace", "split"]
+           "kernels_of", "model_from_json", "predict", "predict_how", "predict_trace", "split", "by_kernel", "by_time",
+           "LEAVE_ONE_OUT_BELOW"]
 
 HOLD_OUT_EVERY = 5
+#: Fewer kernels than this in a fit (every fifth would hold out fewer than ten, no median):
+#: each kernel is predicted by a model fitted on all the others instead.
+LEAVE_ONE_OUT_BELOW = 10 * HOLD_OUT_EVERY
 SIMPLER_BY = 0.01  # a term is kept only if it lowers the fit's summed relative error by 1 %
 MODEL_FORM = "bandwidth-latency curve: time = latency + flops/peak + bytes/bandwidth (NNLS on relative error)"
 Model = dict[str, dict[str, float]]
-
-
-@dataclass
-class Kernels:
-    """The kernels of a trace: class, size, recorded time (µs), in start order."""
-
-    cls: np.ndarray  # str
-    flops: np.ndarray  # NaN when unknown
-    bytes: np.ndarray
-    dur_us: np.ndarray
-    family: np.ndarray | None = None  # str: `kernel_family`'s library:function ('' when unknown)
-    launch: np.ndarray | None = None  # str: `launch_key` ('' when not recorded)
-    threads: np.ndarray | None = None  # grid·block threads launched (NaN when not recorded)
-
-    def __post_init__(self) -> None:
-        for f in ("family", "launch"):
-            if getattr(self, f) is None:
-                setattr(self, f, np.full(len(self.dur_us), "", dtype=object))
-        if self.threads is None:
-            self.threads = np.full(len(self.dur_us), np.nan)
-
-    def __len__(self) -> int:
-        return len(self.dur_us)
-
-    def take(self, mask: np.ndarray) -> Kernels:
-        return Kernels(*(getattr(self, f)[mask] for f in _FIELDS))
-
-    @staticmethod
-    def concat(parts: list[Kernels]) -> Kernels:
-        return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
-
-
-_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch", "threads")
-
-
-def kernels_of(trace: Trace) -> Kernels:
-    """Every device kernel, copy, fill and collective of ``trace`` with its class and size."""
-    dev = np.flatnonzero(trace.on_device & trace.kind_mask(*DEVICE_KINDS) & (trace.dur > 0))
-    dev = dev[np.argsort(trace.ts[dev], kind="stable")]
-    rt, launched = launch_pairs(trace)
-    ops = host_operator_of(trace, rt) if len(rt) else np.zeros(0, np.int64)
-    op_of = dict(zip(launched.tolist(), ops.tolist()))
-    strings = trace.strings.strings
-    op_args: dict[int, dict[str, Any]] = {}
-    rows = []
-    for i in dev.tolist():
-        op = op_of.get(i, -1)
-        op_name = strings[trace.op[op]] if op >= 0 else None
-        name, kind = strings[trace.name[i]], int(trace.kind[i])
-        cls = classify(name, kind, op_name)
-        if op >= 0 and op not in op_args:
-            op_args[op] = trace.args.get(op) or {}
-        kargs = trace.args.get(i)
-        flops, nbytes = kernel_size(cls, name, kargs, op_name, op_args.get(op))
-        library, function = kernel_family(name)
-        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0, f"{library}:{function}", launch_key(kargs),
-                     launch_threads(kargs)))
-    if not rows:
-        return Kernels(np.zeros(0, "<U16"), *(np.zeros(0) for _ in range(3)))
-    cls, flops, nbytes, dur, family, launch, threads = zip(*rows)
-    return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float),
-                   np.array(family, dtype=object), np.array(launch, dtype=object), np.array(threads, float))
 
 
 def split(kernels: Kernels) -> tuple[Kernels, Kernels]:
@@ -218,8 +154,13 @@ def _size(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
 
 
 # How a kernel's time was predicted, best first; the last three are fallbacks.
-HOW = ("family curve", "class curve", "same launch", "launch curve", "family median", "group curve", "class median", "no model")
+HOW = ("family curve", "class curve", "same launch", "launch curve", "family median", "template median", "tile rate",
+       "group curve", "class median", "no model")
 FALLBACK_WHY = {
+    "template median": "no size recorded and its kernel family not seen in the fit; the median of the families "
+                       "of its template (its name without template arguments)",
+    "tile rate": "no size recorded and its kernel family not seen in the fit; the output its macro tile and grid "
+                 "cover, at its class's median time per output element",
     "group curve": "its class has no kernel in the fit; the curve fitted to its group's classes "
                    "(compute: gemm, conv, attention; bandwidth: elementwise, reduction, memory, other)",
     "family median": "no size recorded; the median of its kernel family",
@@ -256,6 +197,14 @@ def fit_detail(model: Model, kernels: Kernels, groups: dict[str, dict[str, float
         if kernels.launch[i]:
             launches[f"{kernels.family[i]}|{kernels.launch[i]}"].append(float(kernels.dur_us[i]))
     detail.launches = {k: float(np.median(v)) for k, v in launches.items()}
+    stems: dict[str, list[float]] = defaultdict(list)
+    for f, d in zip(kernels.family.tolist(), kernels.dur_us.tolist()):
+        stems[stem(f)].append(d)
+    detail.stems = {k: float(np.median(v)) for k, v in stems.items()}
+    tiled = np.isfinite(kernels.tile_work) & (kernels.tile_work > 0)
+    for c in set(kernels.cls[tiled].tolist()):
+        m = tiled & (kernels.cls == c)
+        detail.tile_rates[c] = float(np.median(kernels.dur_us[m] / kernels.tile_work[m]))
     # unsized kernels of a family launched with several thread counts: time over threads
     loose = ~sized & np.isfinite(kernels.threads) & (kernels.threads > 0)
     for f in set(kernels.family[loose].tolist()):
@@ -305,6 +254,10 @@ def predict_how(model: Model, kernels: Kernels, detail: Detail | None = None) ->
             how[i] = "launch curve"
         elif kernels.family[i] in detail.medians:
             out[i], how[i] = detail.medians[kernels.family[i]], "family median"
+        elif stem(kernels.family[i]) in detail.stems:
+            out[i], how[i] = detail.stems[stem(kernels.family[i])], "template median"
+        elif kernels.cls[i] in detail.tile_rates and np.isfinite(kernels.tile_work[i]) and kernels.tile_work[i] > 0:
+            out[i], how[i] = detail.tile_rates[kernels.cls[i]] * kernels.tile_work[i], "tile rate"
     return out, how
 
 
@@ -332,10 +285,13 @@ class FitReport:
     detail: Detail | None = None
     by_time: float | None = None  # the same, fitted on each trace's first half, on its second half
     fallbacks: dict[str, int] = field(default_factory=dict)  # how -> held-out kernels (fallbacks only)
+    scheme: str = ""  # which kernels were held out of which fit (`by_kernel`)
+    time_scheme: str = ""  # the same by time (`by_time`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"form": self.form, "model": self.model, "held_out_error": self.error,
-                "by_time_error": self.by_time, "fallbacks": self.fallbacks,
+                "by_time_error": self.by_time,
+                "held_out": self.scheme, "by_time_held_out": self.time_scheme, "fallbacks": self.fallbacks,
                 "fallback_why": {h: FALLBACK_WHY[h] for h in self.fallbacks},
                 "per_trace": self.per_trace, "fit_s": round(self.fit_s, 4),
                 "families": self.detail.to_dict() if self.detail else None}
@@ -353,98 +309,146 @@ def _fit_both(kernels: Kernels) -> tuple[Model, Detail]:
     return model, fit_detail(model, kernels, groups)
 
 
+@dataclass
+class _Held:
+    """Held-out kernels and what the model that did not see them predicted."""
+
+    kernels: Kernels
+    pred: np.ndarray  # with the family tables
+    how: np.ndarray
+    curves: np.ndarray  # the class curves alone
+    new: np.ndarray  # bool: sized, and a size its family never showed the fit
+
+    @staticmethod
+    def of(model: Model, detail: Detail, held: Kernels, fitted: Kernels) -> _Held:
+        pred, how = predict_how(model, held, detail)
+        seen = _sizes_seen(fitted)
+        keys = zip(held.family.tolist(), np.round(_size(held.flops, held.bytes), 6).tolist())
+        new = np.array([k not in seen for k in keys], bool).reshape(-1)
+        new &= np.isfinite(held.flops) & np.isfinite(held.bytes)
+        return _Held(held, pred, how, predict(model, held), new)
+
+    @staticmethod
+    def concat(parts: list[_Held]) -> _Held:
+        return _Held(Kernels.concat([p.kernels for p in parts]),
+                     *(np.concatenate([getattr(p, f) for p in parts]) for f in ("pred", "how", "curves", "new")))
+
+    def take(self, mask: np.ndarray) -> _Held:
+        return _Held(self.kernels.take(mask), self.pred[mask], self.how[mask], self.curves[mask], self.new[mask])
+
+
+def _offsets(every: dict[str, Kernels]) -> dict[str, np.ndarray]:
+    """Each trace's kernels' positions in the concatenation of ``every``."""
+    out, at = {}, 0
+    for name, k in every.items():
+        out[name] = np.arange(at, at + len(k))
+        at += len(k)
+    return out
+
+
+def _one_out(kernels: Kernels, i: int, before: Kernels | None = None) -> _Held:
+    """Kernel ``i`` predicted by a model fitted on ``before`` when given, else on every other kernel."""
+    mask = np.zeros(len(kernels), bool)
+    mask[i] = True
+    fitted = kernels.take(~mask) if before is None else before
+    return _Held.of(*_fit_both(fitted), kernels.take(mask), fitted)
+
+
+def by_kernel(every: dict[str, Kernels]) -> tuple[Model, Detail, dict[str, _Held], str]:
+    """The model of ``every`` (name -> kernels) and each trace's held-out kernels with their
+    predictions: every fifth kernel of each trace held out of one fit (`split`), or, when the
+    traces have fewer than LEAVE_ONE_OUT_BELOW kernels in all, each kernel predicted by a
+    model fitted on all the others (the model returned is then fitted on every kernel)."""
+    whole = Kernels.concat(list(every.values()))
+    if len(whole) < LEAVE_ONE_OUT_BELOW:
+        model, detail = _fit_both(whole)
+        held = [_one_out(whole, i) for i in range(len(whole))]
+        at = _offsets(every)
+        return model, detail, {n: _Held.concat([held[i] for i in at[n]]) for n in every}, \
+            f"leave-one-out over {len(whole)} kernels"
+    parts = {name: split(k) for name, k in every.items()}
+    fitted = Kernels.concat([f for f, _ in parts.values()])
+    model, detail = _fit_both(fitted)
+    return model, detail, {n: _Held.of(model, detail, h, fitted) for n, (_, h) in parts.items()}, \
+        f"every {HOLD_OUT_EVERY}th kernel of each trace"
+
+
+def by_time(every: dict[str, Kernels]) -> tuple[dict[str, _Held], str]:
+    """Each trace's second half predicted by a model of the first halves (`halves`), or, when
+    the traces have fewer than LEAVE_ONE_OUT_BELOW kernels in all, each kernel of a trace's
+    second half by a model of every kernel before it in its trace and the other traces' first
+    halves (the model never sees a kernel that ran later)."""
+    halved = {name: halves(k) for name, k in every.items()}
+    firsts = Kernels.concat([f for f, _ in halved.values()])
+    if sum(len(k) for k in every.values()) >= LEAVE_ONE_OUT_BELOW:
+        model, detail = _fit_both(firsts)
+        return {n: _Held.of(model, detail, second, firsts) for n, (_, second) in halved.items()}, \
+            "fitted on each trace's first half, measured on its second"
+    out = {}
+    for name, k in every.items():
+        others = [f for n, (f, _) in halved.items() if n != name]
+        out[name] = _Held.concat([_one_out(k, i, Kernels.concat([*others, k.take(np.arange(len(k)) < i)]))
+                                  for i in range(len(k) // 2, len(k))])
+    return out, "each kernel of a trace's second half by a model of every kernel before it"
+
+
 def fit_traces(traces: dict[str, Trace]) -> FitReport:
-    """Fits one model on the kernels of ``traces`` (name -> trace; every fifth kernel of each
-    held out) and measures it on the held-out kernels, per trace and per class; then again
-    fitted on the first half of each trace's kernels and measured on the second (``by_time``);
+    """Fits one model on the kernels of ``traces`` (name -> trace) and measures it on kernels
+    its fit did not see (`by_kernel`), per trace and per class; then by time (`by_time`);
     with several traces (of one device type), each trace whole by a model fitted on the
-    others (``across``). Each class's ``error`` parameter is its class curve's held-out error over all traces (what
-    the model a spec keeps predicts), ``family_error`` the error with the family tables."""
+    others (``across``). Each class's ``error`` parameter is its class curve's held-out error
+    over all traces (what the model a spec keeps predicts), ``family_error`` the error with
+    the family tables."""
     started = time.perf_counter()
     every = {name: kernels_of(tr) for name, tr in traces.items()}
-    parts = {name: split(k) for name, k in every.items()}
-    model, detail = _fit_both(Kernels.concat([fitted for fitted, _ in parts.values()]))
-    halved = {name: halves(k) for name, k in every.items()}
-    model_t, detail_t = _fit_both(Kernels.concat([first for first, _ in halved.values()]))
-    held_all = Kernels.concat([held for _, held in parts.values()])
+    model, detail, held, scheme = by_kernel(every)
+    later, time_scheme = by_time(every)
     per_trace = {}
-    seen = _sizes_seen(Kernels.concat([fitted for fitted, _ in parts.values()]))
-    seen_t = _sizes_seen(Kernels.concat([first for first, _ in halved.values()]))
-    for name, (fitted, held) in parts.items():
-        per_trace[name] = _errors(model, held, detail, seen) | {"kernels": len(fitted) + len(held)}
-        per_trace[name]["curves_only"] = _errors(model, held)["error"]
-        per_trace[name]["by_time"] = _errors(model_t, halved[name][1], detail_t, seen_t)
+    for name, h in held.items():
+        per_trace[name] = _score(h) | {"kernels": len(every[name]), "scheme": scheme}
+        per_trace[name]["curves_only"] = _mdape(h.curves, h.kernels.dur_us)
+        per_trace[name]["by_time"] = _score(later[name]) | {"scheme": time_scheme}
     if len(every) > 1:  # each trace predicted whole by a model of the others (one device type)
         for name, k in every.items():
             others = Kernels.concat([o for n, o in every.items() if n != name])
-            model_o, detail_o = _fit_both(others)
-            per_trace[name]["across"] = _errors(model_o, k, detail_o, _sizes_seen(others))
-    overall = _errors(model, held_all, detail)
+            per_trace[name]["across"] = _score(_Held.of(*_fit_both(others), k, others))
+    held_all = _Held.concat(list(held.values()))
+    overall = _score(held_all)
     # ``error``: the class curve's own (what a spec keeps); ``family_error``: with the families
-    for c, err in _errors(model, held_all)["per_class"].items():
-        if err["error"] is not None and c in model:
-            model[c]["error"] = round(err["error"], 4)
+    for c in model:
+        m = held_all.kernels.cls == c
+        if m.any() and (err := _mdape(held_all.curves[m], held_all.kernels.dur_us[m])) is not None:
+            model[c]["error"] = round(err, 4)
     for c, err in overall["per_class"].items():
         if err["error"] is not None and c in model:
             model[c]["family_error"] = round(err["error"], 4)
-    later = Kernels.concat([second for _, second in halved.values()])
     return FitReport(model, overall["error"], per_trace, time.perf_counter() - started, detail=detail,
-                     by_time=_errors(model_t, later, detail_t)["error"], fallbacks=overall["fallbacks"])
+                     by_time=_score(_Held.concat(list(later.values())))["error"], fallbacks=overall["fallbacks"],
+                     scheme=scheme, time_scheme=time_scheme)
 
 
 def _sizes_seen(kernels: Kernels) -> set[tuple[str, float]]:
     return set(zip(kernels.family.tolist(), np.round(_size(kernels.flops, kernels.bytes), 6).tolist()))
 
 
-def _errors(model: Model, held: Kernels, detail: Detail | None = None,
-            seen: set[tuple[str, float]] | None = None) -> dict[str, Any]:
-    """Errors of ``model`` on ``held``: overall, per class, how each kernel was predicted and
-    which fell back; with ``seen`` (the fit's (family, size) pairs), also on the sized kernels
-    whose size the fit never saw in their family (``new_sizes``: what the curves are worth
-    beyond repeats of a kernel)."""
-    pred, how = predict_how(model, held, detail)
+def _score(h: _Held) -> dict[str, Any]:
+    """Errors of held-out predictions: overall, per class, how each kernel was predicted and
+    which fell back; and on the sized kernels whose size the fit never saw in their family
+    (``new_sizes``: what the curves are worth beyond repeats of a kernel)."""
+    k, pred, how = h.kernels, h.pred, h.how
     per_class = {}
     for c in OP_CLASSES:
-        mask = held.cls == c
+        mask = k.cls == c
         if mask.any():
-            per_class[c] = {"held_out": int(mask.sum()), "error": _mdape(pred[mask], held.dur_us[mask])}
-            fell = {h: int(((how == h) & mask).sum()) for h in FALLBACK_WHY if ((how == h) & mask).any()}
+            per_class[c] = {"held_out": int(mask.sum()), "error": _mdape(pred[mask], k.dur_us[mask])}
+            fell = {f: int(((how == f) & mask).sum()) for f in FALLBACK_WHY if ((how == f) & mask).any()}
             if fell:
                 per_class[c]["fallbacks"] = fell
-    fallbacks = {h: int((how == h).sum()) for h in FALLBACK_WHY if (how == h).any()}
-    out = {"error": _mdape(pred, held.dur_us), "held_out": len(held), "per_class": per_class,
-           "fallbacks": fallbacks, "how": {h: int((how == h).sum()) for h in HOW if (how == h).any()}}
-    if seen is not None:
-        keys = zip(held.family.tolist(), np.round(_size(held.flops, held.bytes), 6).tolist())
-        new = np.array([k not in seen for k in keys], bool) & np.isfinite(held.flops) & np.isfinite(held.bytes)
-        new = new if len(new) else np.zeros(0, bool)
-        out["new_sizes"] = {"held_out": int(new.sum()),
-                            "error": _mdape(pred[new], held.dur_us[new]) if new.any() else None}
-    return out
-
-
-def detail_from_json(data: Any) -> Detail | None:
-    """The family tables of ``fit --json``'s output (its ``families``), None when it has none;
-    ValueError saying what is wrong otherwise."""
-    families = data.get("families") if isinstance(data, dict) else None
-    return None if families is None else Detail.from_dict(families)
-
-
-def model_from_json(data: Any) -> Model:
-    """A model from JSON: ``{"model": {class: params}}`` (what ``fit --json`` prints) or the
-    class -> parameters mapping itself; ValueError saying what is wrong otherwise."""
-    model = data.get("model", data) if isinstance(data, dict) else None
-    if not isinstance(model, dict) or not model:
-        raise ValueError("expected a performance model: {class: {latency_us: ..., ...}}")
-    for c, p in model.items():
-        if c not in OP_CLASSES:
-            raise ValueError(f"unknown operator class {c!r} (one of {', '.join(OP_CLASSES)})")
-        if not isinstance(p, dict) or not isinstance(p.get("latency_us"), int | float):
-            raise ValueError(f"class {c!r} needs a numeric latency_us")
-        for key in ("tflops", "gbps", "fallback_us"):
-            if p.get(key) is not None and (not isinstance(p[key], int | float) or p[key] < 0):
-                raise ValueError(f"class {c!r}: {key} must be a number >= 0")
-    return model
+    return {"error": _mdape(pred, k.dur_us), "held_out": len(k), "per_class": per_class,
+            "fallbacks": {f: int((how == f).sum()) for f in FALLBACK_WHY if (how == f).any()},
+            "how": {f: int((how == f).sum()) for f in HOW if (how == f).any()},
+            "new_sizes": {"held_out": int(h.new.sum()),
+                          "error": _mdape(pred[h.new], k.dur_us[h.new]) if h.new.any() else None}}
 
 
 def predict_trace(trace: Trace, model: Model, detail: Detail | None = None) -> dict[str, dict[str, Any]]:

@@ -18,19 +18,27 @@ whatever the operator). Without shapes a kernel has no size (NaN), except elemen
 reduction kernels, sized by their launch.
 
 The kernel's other features: its family and library (`kernel_family`), the macro tile its
-name gives (`gemm_tile`), and its launch (`launch_key`, `launch_threads`).
+name gives (`gemm_tile`) and the output it covers (`tile_work`), and its launch (`launch_key`,
+`launch_threads`). `kernels_of` gives
+every device kernel of a trace with all of them (`Kernels`).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from ..model.kinds import _DTYPE_BYTES, collective
-from ..model.trace import Kind
+import numpy as np
 
-__all__ = ["OP_CLASSES", "classify", "gemm_tile", "kernel_family", "kernel_size", "launch_key", "launch_threads"]
+from ..model.kinds import _DTYPE_BYTES, collective
+from ..model.links import launch_pairs
+from ..model.trace import DEVICE_KINDS, Kind, Trace
+from .correlation import host_operator_of
+
+__all__ = ["OP_CLASSES", "Kernels", "classify", "gemm_tile", "kernel_family", "kernel_size", "kernels_of", "launch_key",
+           "launch_threads", "tile_work"]
 
 OP_CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "communication", "other")
 
@@ -105,11 +113,24 @@ def _tensors(args: dict[str, Any]) -> list[tuple[list[int], int]]:
     return out
 
 
+_BIAS_FIRST = re.compile(r"^aten::(addmm|baddbmm|addbmm|addmv|_addmm_activation)$")
+
+
 def _gemm(op: str, tensors: list[tuple[list[int], int]]) -> tuple[float, float] | None:
-    mats = [(s, b) for s, b in tensors if len(s) >= 2]
-    if len(mats) < 2:
+    """The product's operands: the second and third inputs of ``addmm`` and its kin (the first
+    is the bias), else the first two matrices (a third is the ``out=`` tensor of ``mm.out``,
+    not an operand); the bytes count the operands, the bias and the output."""
+    if _BIAS_FIRST.match(op):
+        if len(tensors) < 3:
+            return None
+        tensors = tensors[:3]
+        mats = tensors[1:]
+    else:
+        mats = [(s, b) for s, b in tensors if len(s) >= 2][:2]
+        tensors = mats + [(s, b) for s, b in tensors[2:] if len(s) == 1][:1]  # linear's bias
+    if len(mats) < 2 or len(mats[0][0]) < 2:
         return None
-    (a, eb), (w, _) = mats[-2], mats[-1]
+    (a, eb), (w, _) = mats[0], mats[1]
     if op == "aten::linear":  # weight [N, K]
         m, k, n = math.prod(a[:-1]), a[-1], w[0]
         batch = 1
@@ -228,6 +249,11 @@ _LIBRARIES = (  # the library or generator a kernel's name says it comes from
 )
 
 
+#: Operators that Inductor names in a fused kernel but that only re-index (a view, a layout)
+_TRITON_VIEWS = re.compile(r"_(?:_unsafe_view|view|reshape|permute|transpose|t|expand|squeeze|unsqueeze|"
+                           r"slice|select|as_strided|alias)(?=_|$)")
+
+
 def gemm_tile(kernel_name: str) -> tuple[int, ...] | None:
     """The CTA (macro) tile a GEMM or convolution kernel's name gives: ``Cijk_…_MT128x256x32_…``
     (hipBLASLt / Tensile), ``…_tilesize128x128x16_…`` (cuDNN xmma), ``cutlass_…_128x64_32x3_…``,
@@ -243,8 +269,9 @@ def kernel_family(kernel_name: str) -> tuple[str, str]:
     """(library, family) of a kernel. The family names its algorithm: the function without
     template and call arguments (so every instance of ``vectorized_elementwise_kernel<4, …>``
     with the same functor is one family: the functor is kept, the vector width too) and
-    without Triton's trailing instance number. A GEMM's macro tile is part of its name, hence
-    of its family. A copy's family is its whole name: direction and the memories it moves
+    without Triton's trailing instance number and the views Inductor fused in
+    (``triton_red_fused__unsafe_view_add_mean`` is ``triton_red_fused_add_mean``). A GEMM's
+    macro tile is part of its name, hence of its family. A copy's family is its whole name: direction and the memories it moves
     between (pageable host memory is several times slower than pinned)."""
     library = next((lib for lib, pattern in _LIBRARIES if pattern.search(kernel_name)), "other")
     if re.match(r"(Memcpy|Memset)\b", kernel_name):  # 'Memcpy HtoD (Pageable -> Device)': the memories count
@@ -255,6 +282,8 @@ def kernel_family(kernel_name: str) -> tuple[str, str]:
     function = re.split(r"[(]", name, maxsplit=1)[0]
     function = re.sub(r"\s+", " ", function)[:160]
     function = re.sub(r"_\d+$", "", function)  # triton_poi_fused_add_3 -> triton_poi_fused_add
+    if library == "triton":  # the views Inductor fused in move no data: one algorithm with or without them
+        function = _TRITON_VIEWS.sub("", function)
     return library, function
 
 
@@ -264,6 +293,24 @@ def launch_key(kernel_args: dict[str, Any] | None) -> str:
     a = kernel_args or {}
     parts = [str(a.get(k)) for k in ("grid", "block", "registers per thread", "shared memory") if a.get(k) is not None]
     return "|".join(parts)
+
+
+def tile_work(kernel_name: str, kernel_args: dict[str, Any] | None) -> float:
+    """Output elements a GEMM or convolution kernel's tiles cover, an estimate of M·N without
+    shapes: its macro tile (`gemm_tile`: M x N) times the tiles launched (CUPTI's ``grid`` counts
+    thread blocks; roctracer's, ``kind`` "Dispatch Kernel", counts work-items, so divided by
+    the ``block``). Its depth K, hence its FLOPs, stays unknown. NaN without tile or grid."""
+    tile, a = gemm_tile(kernel_name), kernel_args or {}
+    grid, block = a.get("grid"), a.get("block")
+    if not tile or len(tile) < 2 or not isinstance(grid, list):
+        return math.nan
+    try:
+        tiles = math.prod(int(g) for g in grid)
+        if a.get("kind") == "Dispatch Kernel" and isinstance(block, list):
+            tiles = tiles // max(math.prod(int(b) for b in block), 1)
+    except (TypeError, ValueError):
+        return math.nan
+    return float(tiles * tile[0] * tile[1]) if tiles > 0 else math.nan
 
 
 def launch_threads(kernel_args: dict[str, Any] | None) -> float:
@@ -278,3 +325,68 @@ def launch_threads(kernel_args: dict[str, Any] | None) -> float:
     except (TypeError, ValueError):
         return math.nan
     return threads if threads > 0 else math.nan
+
+
+@dataclass
+class Kernels:
+    """The kernels of a trace: class, size, recorded time (µs), in start order."""
+
+    cls: np.ndarray  # str
+    flops: np.ndarray  # NaN when unknown
+    bytes: np.ndarray
+    dur_us: np.ndarray
+    family: np.ndarray | None = None  # str: `kernel_family`'s library:function ('' when unknown)
+    launch: np.ndarray | None = None  # str: `launch_key` ('' when not recorded)
+    threads: np.ndarray | None = None  # grid·block threads launched (NaN when not recorded)
+    tile_work: np.ndarray | None = None  # `tile_work`: output elements its tiles cover (NaN when unknown)
+
+    def __post_init__(self) -> None:
+        for f in ("family", "launch"):
+            if getattr(self, f) is None:
+                setattr(self, f, np.full(len(self.dur_us), "", dtype=object))
+        for f in ("threads", "tile_work"):
+            if getattr(self, f) is None:
+                setattr(self, f, np.full(len(self.dur_us), np.nan))
+
+    def __len__(self) -> int:
+        return len(self.dur_us)
+
+    def take(self, mask: np.ndarray) -> Kernels:
+        return Kernels(*(getattr(self, f)[mask] for f in _FIELDS))
+
+    @staticmethod
+    def concat(parts: list[Kernels]) -> Kernels:
+        return Kernels(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+
+
+_FIELDS = ("cls", "flops", "bytes", "dur_us", "family", "launch", "threads", "tile_work")
+
+
+def kernels_of(trace: Trace) -> Kernels:
+    """Every device kernel, copy, fill and collective of ``trace`` with its class and size."""
+    dev = np.flatnonzero(trace.on_device & trace.kind_mask(*DEVICE_KINDS) & (trace.dur > 0))
+    dev = dev[np.argsort(trace.ts[dev], kind="stable")]
+    rt, launched = launch_pairs(trace)
+    ops = host_operator_of(trace, rt) if len(rt) else np.zeros(0, np.int64)
+    op_of = dict(zip(launched.tolist(), ops.tolist()))
+    strings = trace.strings.strings
+    op_args: dict[int, dict[str, Any]] = {}
+    rows = []
+    for i in dev.tolist():
+        op = op_of.get(i, -1)
+        op_name = strings[trace.op[op]] if op >= 0 else None
+        name, kind = strings[trace.name[i]], int(trace.kind[i])
+        cls = classify(name, kind, op_name)
+        if op >= 0 and op not in op_args:
+            op_args[op] = trace.args.get(op) or {}
+        kargs = trace.args.get(i)
+        flops, nbytes = kernel_size(cls, name, kargs, op_name, op_args.get(op))
+        library, function = kernel_family(name)
+        rows.append((cls, flops, nbytes, int(trace.dur[i]) / 1000.0, f"{library}:{function}", launch_key(kargs),
+                     launch_threads(kargs), tile_work(name, kargs) if cls in ("gemm", "conv") else math.nan))
+    if not rows:
+        return Kernels(np.zeros(0, "<U16"), *(np.zeros(0) for _ in range(3)))
+    cls, flops, nbytes, dur, family, launch, threads, work = zip(*rows)
+    return Kernels(np.array(cls), np.array(flops, float), np.array(nbytes, float), np.array(dur, float),
+                   np.array(family, dtype=object), np.array(launch, dtype=object), np.array(threads, float),
+                   np.array(work, float))

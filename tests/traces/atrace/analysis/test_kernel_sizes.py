@@ -14,6 +14,7 @@ from traces.atrace.analysis.kernel_sizes import (
     kernel_size,
     launch_key,
     launch_threads,
+    tile_work,
 )
 from traces.atrace.model.trace import Kind
 
@@ -47,6 +48,11 @@ def test_a_family_drops_arguments_and_instance_numbers_but_keeps_template_and_ti
         ("triton", "triton_poi_fused_add")
     assert kernel_family("Cijk_A_MT128x128x32_X")[1] != kernel_family("Cijk_A_MT256x128x32_X")[1]
     assert kernel_family("void (anonymous namespace)::k<int>(int)")[1] == "k<int>"
+    # the views Inductor fused into a kernel are not part of its algorithm; a copy (clone) is
+    assert kernel_family("triton_red_fused__unsafe_view_add_mean_mul_pow_rsqrt_1") == \
+        kernel_family("triton_red_fused_add_mean_mul_pow_rsqrt_0")
+    assert kernel_family("triton_poi_fused_permute_view_add_2")[1] == "triton_poi_fused_add"
+    assert kernel_family("triton_poi_fused_clone_view_5")[1] == "triton_poi_fused_clone"
     # a copy's memories are part of its family: pageable and pinned copies differ several-fold
     assert kernel_family("Memcpy HtoD (Pageable -> Device)") != kernel_family("Memcpy HtoD (Pinned -> Device)")
     assert kernel_family("Memset (Device)") == ("copy", "Memset (Device)")
@@ -70,6 +76,16 @@ def test_launch_key_is_what_the_device_recorded():
     assert math.isnan(launch_threads({"kind": "Dispatch Task"}))  # a graph's kernels record no launch
 
 
+def test_tile_work_is_the_macro_tile_times_the_tiles_launched():
+    cuda = {"grid": [3, 169, 1], "block": [128, 1, 1]}  # CUPTI: grid in thread blocks
+    name = "sm80_xmma_fprop_implicit_gemm_tf32_tilesize128x128x16_stage4"
+    assert tile_work(name, cuda) == 3 * 169 * 128 * 128
+    rocm = {"grid": [350208, 1, 1], "block": [256, 1, 1], "kind": "Dispatch Kernel"}  # work-items
+    assert tile_work("Cijk_Alik_Bljk_BBS_MT256x192x64_MI16x16x1", rocm) == 350208 // 256 * 256 * 192
+    assert math.isnan(tile_work("fft2d_r2c_32x32<float>", cuda))  # no GEMM tile in its name
+    assert math.isnan(tile_work(name, {}))  # no grid recorded
+
+
 def _args(dims, types, concrete=None):
     out = {"Input Dims": dims, "Input type": types}
     if concrete is not None:
@@ -87,6 +103,17 @@ def test_gemm_formulas_for_mm_bmm_and_linear():
     flops, nbytes = kernel_size("gemm", "k", None, "aten::linear", linear)
     assert flops == 2 * 40 * 256 * 512
     assert nbytes == 2 * (4 * 10 * 256 + 512 * 256 + 512 + 40 * 512)
+
+
+def test_a_matrix_product_with_an_out_tensor_multiplies_its_first_two_inputs():
+    # aten::mm.out records the output as a third input: [M, K] @ [K, N] -> [M, N]
+    mm_out = _args([[32768, 2048], [2048, 8192], [32768, 8192]], ["c10::BFloat16"] * 3)
+    flops, nbytes = kernel_size("gemm", "k", None, "aten::mm", mm_out)
+    assert flops == 2 * 32768 * 2048 * 8192
+    assert nbytes == 2 * (32768 * 2048 + 2048 * 8192 + 32768 * 8192)
+    # addmm's first input is the bias, also when it is a matrix
+    addmm = _args([[64, 32], [64, 128], [128, 32], [], []], ["float"] * 3 + ["Scalar"] * 2)
+    assert kernel_size("gemm", "k", None, "aten::addmm", addmm)[0] == 2 * 64 * 128 * 32
 
 
 def test_convolution_formula_reads_the_stride():
