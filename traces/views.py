@@ -82,8 +82,8 @@ def _stored_findings(trace: Trace) -> dict | None:
 
 def _pick(request, name: str) -> Trace:
     raw = request.GET.get(name, "")
-    if not raw.isdigit():
-        raise page_data.BadRequest(f"{name}: {'required: a trace id' if not raw else repr(raw) + ' is not a trace id'}")
+    if not raw.isdigit() or len(raw) > 18:  # past 18 digits no database id (SQLite overflows)
+        raise page_data.BadRequest(f"{name}: {'required: a trace id' if not raw else repr(raw[:40]) + ' is not a trace id'}")
     trace = Trace.objects.filter(pk=int(raw)).first()
     if trace is None:
         raise page_data.BadRequest(f"{name}: no trace with id {raw}")

@@ -13,6 +13,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.api import params
 from fleet.api.permissions import CanOperateDevices, CanViewFleet
 from fleet.asicmon.errors.catalogue import ACTIONS
 from fleet.driver_errors.offenders import ranking
@@ -40,10 +41,7 @@ def _int(query, name: str) -> int | None:
     raw = query.get(name)
     if raw in (None, ""):
         return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValidationError({name: f"'{raw}' is not an integer."}) from None
+    return params.database_int(raw, name)
 
 
 @extend_schema(parameters=[

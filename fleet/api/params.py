@@ -50,6 +50,21 @@ def parse_time_range(params) -> tuple[datetime, datetime]:
     return since, until
 
 
+DATABASE_INTS = range(-(2**63), 2**63)  # what a database integer column holds (SQLite, PostgreSQL bigint)
+
+
+def database_int(raw: str, name: str, what: str = "an integer") -> int:
+    """``raw`` as an integer a database query can take; a 400 naming ``name`` when it is not
+    one, or is past what a database integer holds (SQLite raises OverflowError on those)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: f"'{raw[:40]}' is not {what}."}) from None
+    if value not in DATABASE_INTS:
+        raise ValidationError({name: f"'{raw[:40]}' is out of range."})
+    return value
+
+
 def parse_limit(params, *, default: int, maximum: int) -> int:
     raw = params.get("limit")
     if raw in (None, ""):

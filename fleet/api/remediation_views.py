@@ -26,10 +26,7 @@ def parse_device(query) -> int | None:
     raw = query.get("device")
     if raw in (None, ""):
         return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValidationError({"device": f"'{raw}' is not a device id (an integer)."}) from None
+    return params.database_int(raw, "device", "a device id (an integer)")
 
 
 def parse_bool(query, name: str) -> bool | None:

@@ -11,6 +11,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.api import params
 from traces.api.permissions import CanViewTraces
 from traces.api.views import NotReady, ready_trace
 from traces.atrace.analysis.advice import RULES
@@ -136,10 +137,9 @@ class MetricsView(AnalysisView):
 
 def _trace_param(query, name: str) -> Trace:
     raw = query.get(name, "")
-    try:
-        trace_id = int(raw)
-    except ValueError:
-        raise ValidationError({name: f"'{raw}' is not a trace id." if raw else "required: a trace id."}) from None
+    if not raw:
+        raise ValidationError({name: "required: a trace id."})
+    trace_id = params.database_int(raw, name, "a trace id")
     trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None:
         raise NotFound(f"No trace with id {trace_id} ({name}).")

@@ -72,7 +72,7 @@ def parse_offset(query) -> int:
     raw = query.get("offset") or "0"
     if not raw.isdigit():
         raise ValidationError({"offset": f"'{raw}' is not a non-negative integer."})
-    return int(raw)
+    return params.database_int(raw, "offset")
 
 
 def ready_trace(trace: Trace) -> Trace:

@@ -1,6 +1,7 @@
 """Inputs that used to answer 500 (issue 12) get a clear 4xx or 503, and change nothing."""
 
 import pytest
+from rest_framework.exceptions import ValidationError
 
 from fleet.polling import poller
 
@@ -92,3 +93,13 @@ def test_an_empty_limit_is_refused_like_the_schema_says(signed_in):
     response = signed_in.get("/api/devices/?limit=")
     assert response.status_code == 400
     assert "'' is not an integer" in response.json()["limit"][0] or "not an integer" in str(response.json())
+
+
+def test_a_database_int_is_an_integer_a_query_can_take():
+    from fleet.api.params import database_int
+
+    assert database_int("42", "device") == 42 and database_int(str(2**63 - 1), "device") == 2**63 - 1
+    for raw, said in [("x", "is not an integer"), (str(2**63), "out of range"), ("-" + "9" * 30, "out of range")]:
+        with pytest.raises(ValidationError) as caught:
+            database_int(raw, "device")
+        assert said in str(caught.value.detail["device"]), raw

@@ -131,7 +131,8 @@ def test_health_events_filter_by_device_open_and_level(api_client, viewer, polle
     assert reasons(device=a.id, open="true") == ["driver hung"]
     assert reasons(open="false") == ["PCIe link degraded"]
     assert reasons(level="warning", open="true") == ["hot"]
-    for query, field in [({"device": "x"}, "device"), ({"open": "maybe"}, "open"), ({"level": "fine"}, "level")]:
+    for query, field in [({"device": "x"}, "device"), ({"device": "9" * 23}, "device"), ({"open": "maybe"}, "open"),
+                         ({"level": "fine"}, "level")]:
         response = api_client.get("/api/health-events/", query)
         assert response.status_code == 400 and field in response.json()
 

@@ -30,6 +30,10 @@ def test_the_api_lists_filters_and_refuses_bad_input(client, viewer, errors):
     bad = client.get("/api/driver-errors/", {"action": "explode"})
     assert bad.status_code == 400 and "explode" in bad.json()["action"]
     assert client.get("/api/driver-errors/", {"device": "x"}).status_code == 400
+    # an id past what a database integer holds: a 400 saying so (SQLite raised OverflowError: a 500)
+    huge = client.get("/api/driver-errors/", {"device": "-2138416747357572845866313580544"})
+    assert huge.status_code == 400 and "out of range" in huge.json()["device"]
+    assert client.get("/api/driver-errors/", {"device": str(2**63 - 1)}).json()["results"] == []
     offenders = client.get("/api/driver-errors/offenders/").json()["results"]
     assert offenders[0]["serial"] == errors.serial and offenders[0]["hardware_incidents"] == 1
 
