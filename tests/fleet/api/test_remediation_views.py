@@ -124,13 +124,24 @@ def test_health_events_filter_by_device_open_and_level(api_client, viewer, polle
     HealthEvent.objects.create(device=b, rule="cooling", level="warning", reason="hot", started_at=now)
     api_client.force_authenticate(viewer)
 
-    def reasons(**query):
-        return [e["reason"] for e in api_client.get("/api/health-events/", query).json()["results"]]
+    def events(**query):
+        return api_client.get("/api/health-events/", query).json()["results"]
 
+    def reasons(**query):
+        return [e["reason"] for e in events(**query)]
+
+    # The polled fleet may have raised events of its own (a device the emulator made noisy
+    # in these cycles: CI once saw a corrected-ECC warning on another device), so a filter
+    # over the whole fleet is checked by what it keeps and what it must leave out.
     assert reasons(device=a.id) == ["driver hung", "PCIe link degraded"]  # newest first
     assert reasons(device=a.id, open="true") == ["driver hung"]
-    assert reasons(open="false") == ["PCIe link degraded"]
-    assert reasons(level="warning", open="true") == ["hot"]
+    closed = events(open="false")
+    assert "PCIe link degraded" in [e["reason"] for e in closed] and all(e["ended_at"] for e in closed)
+    assert not {"driver hung", "hot"} & {e["reason"] for e in closed}
+    open_warnings = events(level="warning", open="true")
+    assert "hot" in [e["reason"] for e in open_warnings]
+    assert all(e["level"] == "warning" and not e["ended_at"] for e in open_warnings)
+    assert not {"driver hung", "PCIe link degraded"} & {e["reason"] for e in open_warnings}
     for query, field in [({"device": "x"}, "device"), ({"device": "9" * 23}, "device"), ({"open": "maybe"}, "open"),
                          ({"level": "fine"}, "level")]:
         response = api_client.get("/api/health-events/", query)
