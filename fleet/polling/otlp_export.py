@@ -120,9 +120,9 @@ def _metric_header(name: str, unit: str) -> bytes:
     return _field(1, name.encode()) + _field(3, unit.encode())  # Metric.name, Metric.unit
 
 
-def _sum_tail() -> bytes:
-    """Sum.aggregation_temporality (2) cumulative and Sum.is_monotonic (3) true."""
-    return _varint(2 << 3) + _varint(AGGREGATION_TEMPORALITY_CUMULATIVE) + _varint(3 << 3) + b"\x01"
+#: Sum.aggregation_temporality (2) cumulative and Sum.is_monotonic (3) true: the same bytes
+#: after every counter's data points.
+SUM_TAIL = _varint(2 << 3) + _varint(AGGREGATION_TEMPORALITY_CUMULATIVE) + _varint(3 << 3) + b"\x01"
 
 
 def _point_prefix(attributes: dict[str, str]) -> bytes:
@@ -189,7 +189,7 @@ class Encoder:
             unit, is_sum = METRICS[metric]
             data = b"".join(points)  # data_points, each with its field tag and length
             if is_sum:
-                body = _field(7, data + _sum_tail())  # Metric.sum
+                body = _field(7, data + SUM_TAIL)  # Metric.sum
             else:
                 body = _field(5, data)  # Metric.gauge
             metrics.append(_field(2, _metric_header(metric, unit) + body))  # ScopeMetrics.metrics

@@ -11,11 +11,11 @@ import uuid
 from celery import current_app
 
 from emulator.replay import tuning
-from emulator.replay.cli import parse_jobs, settings_from
+from emulator.replay.cli import parse_jobs
 from emulator.replay.engine import POLICIES, replay
 from emulator.replay.history import Fault, HistoryError, parse_csv, parse_json
 from emulator.replay.html import charts
-from emulator.replay.model import settings_with
+from emulator.replay.model import Settings, settings_with
 from emulator.replay.report import summarise
 from fleet.redis import get_redis, key
 
@@ -54,7 +54,7 @@ def _options(nodes: int, devices_per_node: int, jobs: str, settings: str = ""):
         except json.JSONDecodeError as exc:
             raise ReplayError(f"settings:{exc.lineno}:{exc.colno}: {exc.msg}") from None
         base = settings_with(data, "settings")
-    s = base or settings_from(None)
+    s = base or Settings()
     s.nodes, s.devices_per_node, s.jobs = nodes, devices_per_node, parse_jobs(jobs)
     return s
 
