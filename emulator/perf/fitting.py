@@ -86,7 +86,7 @@ def report_text(report: FitReport, device_type: str) -> str:
         classes = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in t["per_class"].items())
         later = ", ".join(f"{c} {_pct(e['error'])} ({e['held_out']})" for c, e in t["by_time"]["per_class"].items())
         lines.append(f"  {name}: {_pct(t['error'])} on {t['held_out']} of {t['kernels']} kernels "
-                     f"(class curves alone {_pct(t['curves_only'])}); {classes}")
+                     f"(class curves alone {_pct(t['curves_only'])}, class medians {_pct(t['class_medians'])}); {classes}")
         lines.append(f"    by time: {_pct(t['by_time']['error'])} on {t['by_time']['held_out']}; {later}")
         if "across" in t:
             a = t["across"]

@@ -134,8 +134,27 @@ def fit(kernels: Kernels, groups: dict[str, dict[str, float]] | None = None) -> 
     for c in few:
         p, group = model[c], (groups or {}).get(_group_of(c) or "")
         if group is not None:
-            p.update({k: group[k] for k in ("latency_us", "tflops", "gbps") if k in group}, pooled=1)
+            p.update(_scaled(group, _level(group, kernels.take((kernels.cls == c) & np.isfinite(kernels.flops)))),
+                     pooled=1)
     return model
+
+
+def _level(curve: dict[str, float], k: Kernels) -> float:
+    """How much slower (> 1) or faster than ``curve`` the kernels ``k`` ran: the median
+    ratio of their times to the curve's. A class with a kernel or two takes its group's
+    curve at its own level: the shape from the many, the height from its own."""
+    predicted = _curve(curve, k.flops, k.bytes)
+    ok = predicted > 0
+    return float(np.median(k.dur_us[ok] / predicted[ok])) if ok.any() else 1.0
+
+
+def _scaled(curve: dict[str, float], level: float) -> dict[str, float]:
+    """``curve``'s terms, every time multiplied by ``level``."""
+    out = {"latency_us": curve["latency_us"] * level}
+    for rate in ("tflops", "gbps"):
+        if curve.get(rate):
+            out[rate] = curve[rate] / level
+    return out
 
 
 def _curve(p: dict[str, float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
@@ -318,6 +337,7 @@ class _Held:
     how: np.ndarray
     curves: np.ndarray  # the class curves alone
     new: np.ndarray  # bool: sized, and a size its family never showed the fit
+    medians: np.ndarray  # the baseline: the median time of the kernel's class in the fit (NaN: none)
 
     @staticmethod
     def of(model: Model, detail: Detail, held: Kernels, fitted: Kernels) -> _Held:
@@ -326,15 +346,27 @@ class _Held:
         keys = zip(held.family.tolist(), np.round(_size(held.flops, held.bytes), 6).tolist())
         new = np.array([k not in seen for k in keys], bool).reshape(-1)
         new &= np.isfinite(held.flops) & np.isfinite(held.bytes)
-        return _Held(held, pred, how, predict(model, held), new)
+        return _Held(held, pred, how, predict(model, held), new, class_medians(fitted, held))
 
     @staticmethod
     def concat(parts: list[_Held]) -> _Held:
         return _Held(Kernels.concat([p.kernels for p in parts]),
-                     *(np.concatenate([getattr(p, f) for p in parts]) for f in ("pred", "how", "curves", "new")))
+                     *(np.concatenate([getattr(p, f) for p in parts]) for f in _HELD_ARRAYS))
 
     def take(self, mask: np.ndarray) -> _Held:
-        return _Held(self.kernels.take(mask), self.pred[mask], self.how[mask], self.curves[mask], self.new[mask])
+        return _Held(self.kernels.take(mask), *(getattr(self, f)[mask] for f in _HELD_ARRAYS))
+
+
+_HELD_ARRAYS = ("pred", "how", "curves", "new", "medians")
+
+
+def class_medians(fitted: Kernels, held: Kernels) -> np.ndarray:
+    """Each held-out kernel's prediction by the baseline that knows only its class: the
+    median recorded time of the class's kernels in the fit (NaN for a class the fit lacks).
+    A model no better than this learnt nothing from sizes or families; a trace where even
+    the model misses by about as much records nothing that tells its kernels apart."""
+    medians = {c: float(np.median(fitted.dur_us[fitted.cls == c])) for c in set(fitted.cls.tolist())}
+    return np.array([medians.get(c, np.nan) for c in held.cls.tolist()], float)
 
 
 def _offsets(every: dict[str, Kernels]) -> dict[str, np.ndarray]:
@@ -407,6 +439,7 @@ def fit_traces(traces: dict[str, Trace]) -> FitReport:
     for name, h in held.items():
         per_trace[name] = _score(h) | {"kernels": len(every[name]), "scheme": scheme}
         per_trace[name]["curves_only"] = _mdape(h.curves, h.kernels.dur_us)
+        per_trace[name]["class_medians"] = _mdape(h.medians, h.kernels.dur_us)
         per_trace[name]["by_time"] = _score(later[name]) | {"scheme": time_scheme}
     if len(every) > 1:  # each trace predicted whole by a model of the others (one device type)
         for name, k in every.items():
