@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import io
 import mmap
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ import numpy as np
 import orjson
 
 from traces import atrace
+from traces.atrace.io import blocks
 from traces.store.files import ARGS, CHROME, INSTANCES, SUMMARY, TraceFiles, reading_result
 
 RECORD = np.dtype(
@@ -105,7 +107,7 @@ def write_results(
     summary = _summary(trace, bd, first, strings)
     sizes = [
         files.save(INSTANCES, records.tobytes()),
-        files.save(ARGS, args_blob),
+        files.save(ARGS, blocks.compress(args_blob)),  # 12-20x smaller; read by block
         files.save(SUMMARY, orjson.dumps(summary)),
     ]
     return Written(
@@ -179,16 +181,34 @@ def read_args(files: TraceFiles, records: np.ndarray) -> list[dict[str, Any]]:
 
 
 def _read_args(files: TraceFiles, offsets: list[int], lengths: list[int]) -> list[dict[str, Any]]:
+    """The args of each (offset, length) of the uncompressed blob. The file is block-compressed
+    (`traces.atrace.io.blocks`): the spans are read in the blob's order, so each block they
+    span is read and decompressed once. A trace stored before the format has the blob plain:
+    memory-mapped where the storage is a local file system, else one ranged read spanning them."""
+    spans = list(zip(offsets, lengths, strict=True))
     folder = files.local_folder()
-    if folder is not None:
-        with (folder / ARGS).open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as blob:
-            return [orjson.loads(blob[o : o + n]) if n else {} for o, n in zip(offsets, lengths, strict=True)]
-    lo = min(offsets)
-    hi = max(o + n for o, n in zip(offsets, lengths, strict=True))
-    with files.open(ARGS) as f:
+    with (folder / ARGS).open("rb") if folder is not None else files.open(ARGS) as f:
+        if blocks.is_blocks(f.read(len(blocks.MAGIC))):
+            blob = blocks.BlockBytes(lambda offset, size: _read_at(f, offset, size))
+            out: list[dict[str, Any]] = [{}] * len(spans)
+            for k in sorted(range(len(spans)), key=offsets.__getitem__):
+                o, n = spans[k]
+                if n:
+                    out[k] = orjson.loads(blob[o : o + n])
+            return out
+        if folder is not None and os.fstat(f.fileno()).st_size:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as plain:
+                return [orjson.loads(plain[o : o + n]) if n else {} for o, n in spans]
+        lo = min(offsets)
+        hi = max(o + n for o, n in spans)
         f.seek(lo)
         blob = f.read(hi - lo)
-    return [orjson.loads(blob[o - lo : o - lo + n]) if n else {} for o, n in zip(offsets, lengths, strict=True)]
+    return [orjson.loads(blob[o - lo : o - lo + n]) if n else {} for o, n in spans]
+
+
+def _read_at(f, offset: int, size: int) -> bytes:
+    f.seek(offset)
+    return f.read(size)
 
 
 def histogram(dur_ns: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.trace_views import emulated_trace
+from traces.atrace.io import blocks
 from traces.store import page_data
 from traces.store.files import SUMMARY, TraceFiles
 
@@ -173,6 +174,7 @@ DAMAGEABLE = [
     ("view.flame.json", "flame/"),
     ("view.timeline.layout.json", "timeline/"),
     ("view.paths.json", "critical-path/"),
+    ("args.bin", "instances/?op={op}&side=device"),
 ]
 
 
@@ -194,6 +196,29 @@ def test_a_result_that_cannot_be_read_whole_is_503_saying_so(api_client, client,
         assert client.get(f"/traces/{trace.pk}/").status_code == 200, file
         path.write_bytes(whole)
         assert api_client.get(f"/api/traces/{trace.pk}/{url}").status_code == 200, file
+
+
+def test_arguments_are_stored_block_compressed_and_a_plain_file_of_before_still_reads(
+        api_client, viewer, operator, trace_storage):
+    """The drill-down's and the timeline's args are one block-compressed file; a trace stored
+    before the format (its args plain) answers the same."""
+    trace = emulated_trace(operator, seed=5)
+    api_client.force_authenticate(viewer)
+    op = api_client.get(f"/api/traces/{trace.pk}/breakdown/?side=host&kind=host_op").data["results"][0]["op"]
+    urls = [f"/api/traces/{trace.pk}/instances/?op={op}&kind=host_op&limit=50", f"/api/traces/{trace.pk}/events/0/"]
+    path = TraceFiles(trace.pk).local_folder() / "args.bin"
+    stored = path.read_bytes()
+    assert blocks.is_blocks(stored)
+    plain = bytes(blocks.open_bytes(stored)[:])
+    assert len(stored) * 4 < len(plain)
+    answers = [api_client.get(url).json() for url in urls]
+    assert any(r["args"] for r in answers[0]["results"])
+    path.write_bytes(plain)
+    assert [api_client.get(url).json() for url in urls] == answers
+    path.write_bytes(stored[:20])  # cut inside its header: every read of args says so
+    for url in urls:
+        answer = api_client.get(url)
+        assert answer.status_code == 503 and "could not be read" in answer.json()["detail"], url
 
 
 def test_a_job_s_results_that_cannot_be_read_whole_say_so(trace_storage):

@@ -140,21 +140,16 @@ def fit(kernels: Kernels, groups: dict[str, dict[str, float]] | None = None) -> 
 
 
 def _level(curve: dict[str, float], k: Kernels) -> float:
-    """How much slower (> 1) or faster than ``curve`` the kernels ``k`` ran: the median
-    ratio of their times to the curve's. A class with a kernel or two takes its group's
-    curve at its own level: the shape from the many, the height from its own."""
+    """How much slower (> 1) than ``curve`` the kernels ``k`` ran (the median ratio): a class
+    of a kernel or two takes its group's curve at its own level (the shape from the many)."""
     predicted = _curve(curve, k.flops, k.bytes)
-    ok = predicted > 0
-    return float(np.median(k.dur_us[ok] / predicted[ok])) if ok.any() else 1.0
+    return float(np.median(k.dur_us[predicted > 0] / predicted[predicted > 0])) if (predicted > 0).any() else 1.0
 
 
 def _scaled(curve: dict[str, float], level: float) -> dict[str, float]:
     """``curve``'s terms, every time multiplied by ``level``."""
-    out = {"latency_us": curve["latency_us"] * level}
-    for rate in ("tflops", "gbps"):
-        if curve.get(rate):
-            out[rate] = curve[rate] / level
-    return out
+    rates = {rate: curve[rate] / level for rate in ("tflops", "gbps") if curve.get(rate)}
+    return {"latency_us": curve["latency_us"] * level, **rates}
 
 
 def _curve(p: dict[str, float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ..io import blocks
 from ..model.links import launch_pairs
 from ..model.stats import us
 from ..model.trace import KIND_NAMES, Kind, Trace
@@ -41,7 +42,7 @@ class TimelineLayout:
     position: np.ndarray  # per original event index: its place in the columns, -1 if none
     edges: dict[str, np.ndarray]  # critical-path cross edges: src, dst, type, src_ns, dst_ns
     edge_types: list[str]
-    args_blob: np.ndarray  # uint8: the events' argument JSON, by original event index
+    args_blob: Any  # the events' argument JSON, by original event index: bytes-like, sliced [a:b]
     args_offsets: np.ndarray
     span_ns: tuple[int, int]
     meta: dict[str, Any] = field(default_factory=dict)
@@ -55,12 +56,16 @@ class TimelineLayout:
 
         ``args_file`` names a file in ``directory`` that already holds the argument bytes
         (the trace's args blob, e.g. written beside it for the drill-down): the layout then
-        refers to it instead of writing them again.
+        refers to it instead of writing them again. Otherwise they are written block-compressed
+        (`traces.atrace.io.blocks`) as ``<prefix>args.bin``.
         """
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         if args_file is not None and not _holds(d / args_file, len(self.args_blob)):
             args_file = None
+        if args_file is None:
+            args_file = f"{prefix}args.bin"
+            (d / args_file).write_bytes(blocks.compress(self.args_blob[:]))
         arrays = {
             **self.columns,
             "row_offsets": self.row_offsets,
@@ -68,8 +73,6 @@ class TimelineLayout:
             "args_offsets": self.args_offsets,
             **{f"edge_{k}": v for k, v in self.edges.items()},
         }
-        if args_file is None:
-            arrays["args_blob"] = self.args_blob
         for name, arr in arrays.items():
             np.save(d / f"{prefix}{name}.npy", np.ascontiguousarray(arr))
         head = {
@@ -112,7 +115,7 @@ class TimelineLayout:
     def _args(self, event: int) -> dict[str, Any]:
         a, b = int(self.args_offsets[event]), int(self.args_offsets[event + 1])
         raw = self.args_blob[a:b]
-        return orjson.loads(raw.tobytes()) if len(raw) else {}
+        return orjson.loads(bytes(raw)) if len(raw) else {}
 
 
 def load_layout(directory: str | Path, prefix: str = "", *, mmap: bool = True) -> TimelineLayout:
@@ -140,14 +143,16 @@ def load_layout(directory: str | Path, prefix: str = "", *, mmap: bool = True) -
 
 
 def _holds(path: Path, size: int) -> bool:
-    return path.is_file() and path.stat().st_size == size
+    """Whether ``path`` holds ``size`` bytes of arguments (plain, or block-compressed)."""
+    return path.is_file() and len(_bytes_of(path, mmap=True)) == size
 
 
-def _bytes_of(path: Path, mmap: bool) -> np.ndarray:
-    """A file's bytes as a uint8 array (memory-mapped unless empty or told not to)."""
+def _bytes_of(path: Path, mmap: bool):
+    """A file's argument bytes, sliceable like ``bytes``: a block file's uncompressed bytes
+    (`blocks.open_bytes`), or a plain file's (memory-mapped unless empty or told not to)."""
     if mmap and path.stat().st_size:
-        return np.memmap(path, np.uint8, mode="r")
-    return np.fromfile(path, np.uint8)
+        return blocks.open_bytes(np.memmap(path, np.uint8, mode="r"))
+    return blocks.open_bytes(np.fromfile(path, np.uint8))
 
 
 # -- building ------------------------------------------------------------------------------

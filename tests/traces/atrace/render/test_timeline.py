@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from emulator.workloads.tracing import capture
 from tests.support.examples import examples
 from traces.atrace import Kind, TraceBuilder, critical_path
+from traces.atrace.io import blocks
 from traces.atrace.render.timeline import timeline, window
 from traces.atrace.render.timeline_layout import build_layout, load_layout
 
@@ -130,21 +131,30 @@ def test_saved_layout_answers_like_the_fresh_one_and_details_an_event(gpu_captur
         loaded.event_detail(len(trace) + 5)
 
 
-def test_saved_layout_reads_args_from_a_blob_already_stored_beside_it(gpu_capture, tmp_path):
+@pytest.mark.parametrize("stored", ["block-compressed", "plain"])
+def test_saved_layout_reads_args_from_a_blob_already_stored_beside_it(gpu_capture, tmp_path, stored):
+    """The drill-down stores the args block-compressed (a trace stored before, plain): the
+    layout refers to that file rather than writing its own copy."""
     trace, path = gpu_capture
     layout = build_layout(trace, path)
     folder = tmp_path / "trace"
     folder.mkdir()
-    (folder / "args.bin").write_bytes(bytes(trace.args.blob))
+    blob = bytes(trace.args.blob)
+    (folder / "args.bin").write_bytes(blocks.compress(blob, block=4096) if stored == "block-compressed" else blob)
     layout.save(folder, "view.timeline.", args_file="args.bin")
-    assert not (folder / "view.timeline.args_blob.npy").exists()
+    assert not {"view.timeline.args_blob.npy", "view.timeline.args.bin"} & {p.name for p in folder.iterdir()}
     loaded = load_layout(folder, "view.timeline.")
     for e in np.flatnonzero(trace.is_slice)[:: max(len(trace) // 50, 1)].tolist():
         assert loaded.event_detail(e)["args"] == trace.args.get(e)
-    # A file that is not the blob (another size) is not trusted: the layout keeps its own copy.
+    # A file that is not the blob (another size) is not trusted: the layout keeps its own
+    # copy, block-compressed, and reads the same args from it.
     (folder / "other.bin").write_bytes(b"{}")
-    layout.save(tmp_path / "copy", args_file="other.bin")
-    assert (tmp_path / "copy" / "args_blob.npy").exists()
+    layout.save(folder, "again.", args_file="other.bin")
+    own = folder / "again.args.bin"
+    assert blocks.is_blocks(own.read_bytes()) and own.stat().st_size < len(blob) / 4
+    again = load_layout(folder, "again.")
+    for e in np.flatnonzero(trace.is_slice)[:: max(len(trace) // 50, 1)].tolist():
+        assert again.event_detail(e)["args"] == trace.args.get(e)
 
 
 @pytest.mark.parametrize(
