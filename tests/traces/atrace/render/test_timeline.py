@@ -119,6 +119,10 @@ def test_saved_layout_answers_like_the_fresh_one_and_details_an_event(gpu_captur
     assert window(loaded, mid, mid + 400_000, 900).to_dict() == window(
         layout, mid, mid + 400_000, 900
     ).to_dict()
+    assert window(loaded, t0, t1, 1600).to_dict() == window(layout, t0, t1, 1600).to_dict()
+    # Indices and ids are stored in 32 bits where they fit; the times stay 64-bit.
+    assert loaded.columns["event"].dtype == np.int32 and loaded.columns["link"].dtype == np.int32
+    assert loaded.position.dtype == np.int32 and loaded.columns["ts"].dtype == np.int64
     kernel = int(np.flatnonzero(trace.kind == Kind.KERNEL)[3])
     detail = loaded.event_detail(kernel)
     assert detail["kind"] == "kernel" and detail["side"] == "device"
@@ -180,3 +184,12 @@ def test_timeline_of_a_loaded_trace_is_its_layouts_window(gpu_capture):
     free = timeline(trace, path=path)
     assert free.merge_px == 1.0 and len(free.edges["src"]) == free.edges_total
 
+
+
+def test_a_column_past_32_bits_is_stored_as_it_is():
+    from traces.atrace.render.timeline_layout import _narrowed
+
+    assert _narrowed(np.array([-1, 5, 2**31 - 1])).dtype == np.int32
+    assert _narrowed(np.array([-1, 2**40])).dtype == np.int64
+    assert _narrowed(np.array([-(2**31) - 1])).dtype == np.int64
+    assert _narrowed(np.zeros(0, np.int64)).dtype == np.int32
