@@ -209,6 +209,7 @@ def test_arguments_are_stored_block_compressed_and_a_plain_file_of_before_still_
     path = TraceFiles(trace.pk).local_folder() / "args.bin"
     stored = path.read_bytes()
     assert blocks.is_blocks(stored)
+    assert not (path.parent / "view.timeline.args.bin").exists()  # the timeline refers to it, no copy
     plain = bytes(blocks.open_bytes(stored)[:])
     assert len(stored) * 4 < len(plain)
     answers = [api_client.get(url).json() for url in urls]
