@@ -72,6 +72,7 @@ def test_a_configured_postgres_that_does_not_answer_stops_the_start_with_its_rea
     assert "pg-secret-9" not in message + said
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_postgres_that_answers_late_is_waited_for(monkeypatch):
     answers = iter(["connection refused", "connection refused", None])
     monkeypatch.setattr(backing_services, "postgres_refusal", lambda url: next(answers))

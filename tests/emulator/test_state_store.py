@@ -81,6 +81,7 @@ for _ in range(int(sys.argv[3])):
 """
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_two_processes_taking_turns_under_the_lock_lose_no_update():
     """Read, add one, write: 2 x 150 times from two processes at once ends at 300, which a
     lock that let both in at once would not."""
@@ -101,6 +102,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_the_lock_of_a_holder_that_died_expires(clean_redis):
     dead = subprocess.run([sys.executable, "-c", HOLD_AND_DIE, settings.REDIS_URL, prefix()], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

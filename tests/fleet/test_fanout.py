@@ -98,6 +98,7 @@ async def test_a_closed_page_stops_receiving_and_a_process_without_pages_reads_n
     assert reads == [] and fanout.fanout().polls_read == before
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 async def test_rows_a_page_shows_since_its_process_read_the_lines_are_read_apart(seeded_fleet):
     """A page that changed its rows after the process read the open pages' lines still gets
     them (read for it alone)."""

@@ -22,6 +22,7 @@ def uploaded(operator, name="simple_add_kineto.json.gz"):
     return writers.accept_upload(SimpleUploadedFile(path.name, path.read_bytes()), operator)
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_live_capture_takes_its_wall_clock_time_and_covers_it():
     started = time.time()
     seen = []

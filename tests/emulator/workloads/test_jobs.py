@@ -86,6 +86,7 @@ def test_a_healthy_job_has_matched_collectives_and_no_straggler(tmp_path):
 
 
 @pytest.mark.parametrize("fault", ["overheat", "pcie_degraded", "ecc_storm", "software 2.1"])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_the_faulty_device_is_named_as_the_straggler(tmp_path, fault):
     slow = fault == "software 2.1"
     spec = _job(8, slow_rank=VICTIM if slow else None)

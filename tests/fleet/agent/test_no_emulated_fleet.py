@@ -16,6 +16,7 @@ from tests.support.processes import ROOT, child_env
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_settings_accept_zero_emulated_hosts_and_refuse_fewer():
     code = "from django.conf import settings; print(settings.FLEET_HOSTS)"
     run = lambda hosts: subprocess.run(  # noqa: E731

@@ -75,5 +75,6 @@ def token(seeded_fleet, operator, keep_test_connection):
 
 @schema.parametrize()
 @hypothesis_settings(max_examples=examples(15), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_api_answers_as_its_schema_says(case, token):
     case.call_and_validate(headers={"Authorization": f"Token {token}"})

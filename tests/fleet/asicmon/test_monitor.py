@@ -232,6 +232,7 @@ print(sum(s["driver_status"] == "ok" for s in snaps.values()))
 """
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_several_worker_processes_poll_different_hosts_of_one_fleet(tmp_path):
     procs = [
         subprocess.Popen(

@@ -32,6 +32,7 @@ def _back(device):
     ("xid_74", "reset_device", "nvlink"),
     ("xid_79", "reboot_host", "bus"),
 ])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_each_fault_gets_its_first_rung_and_returns_only_after_its_check_passes(gpu_ladder_fleet, fault, rung, cause):
     gpu = gpu_ladder_fleet[0]
     poll_until(lambda: True, polls=1)

@@ -202,6 +202,7 @@ def test_healthy_devices_raise_nothing_over_ten_minutes_at_any_hour(hour):
 # a shorter poll is noisier; docs/health.md says so.)
 @pytest.mark.parametrize("poll", spread([0.5, 1.0, 2.0], fast=2))
 @pytest.mark.parametrize("hour", spread([0, 4, 8, 10, 12, 14, 16, 18], fast=3))
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_short_poll_intervals_find_nothing_critical_on_healthy_devices(hour, poll):
     fleet = Fleet(DAY + hour * 3600, poll)
     for _ in range(int(750 / poll)):

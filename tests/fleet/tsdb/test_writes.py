@@ -90,6 +90,7 @@ for n in range(3):
 """
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_batches_waiting_in_the_spool_outlive_the_process_and_reach_the_store_in_order(tmp_path, settings):
     """A process spools while the store is away and ends; a later one sends what it left."""
     start = poller.current_cycle() - 60

@@ -95,6 +95,7 @@ def test_upload_api_takes_one_file_per_rank_and_names_a_bad_one(api_client, oper
 
 
 @pytest.mark.django_db
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_the_job_page_names_the_straggler_its_cost_and_why(client, viewer, ready_job):
     job, victim = ready_job
     client.force_login(viewer)
@@ -111,6 +112,7 @@ def test_the_job_page_names_the_straggler_its_cost_and_why(client, viewer, ready
 
 
 @pytest.mark.django_db
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_job_results_api(api_client, viewer, ready_job):
     job, victim = ready_job
     api_client.force_authenticate(viewer)

@@ -128,6 +128,7 @@ def test_compare_ranks_the_operator_the_new_version_slowed_first(api_client, vie
     assert bad_level.status_code == 400 and "level must be one of" in bad_level.json()["detail"]
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_versions_flag_the_slowed_operator(api_client, viewer, operator, gpu_pair):
     emulated_trace(operator, version="2.0", seed=3)
     emulated_trace(operator, version="2.1", seed=4)

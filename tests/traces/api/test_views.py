@@ -271,6 +271,7 @@ def _bad_past_the_head(case: str) -> bytes:
 
 
 @pytest.mark.parametrize("case", list(BAD_PAST_THE_HEAD))
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_file_bad_past_its_head_is_parsed_only_by_the_worker_which_fails_it(case, api_client, operator, trace_storage):
     """The web process reads the first 64 kB of an upload only (issue 25: a Chakra or a gzip
     was read whole in the request); the worker's parse finds the fault and fails the trace."""
@@ -322,6 +323,7 @@ def test_upload_records_the_format_and_the_metadata_the_scan_found(api_client, o
 
 
 @pytest.mark.parametrize("fmt", ["chrome-json", "chakra-et"])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_upload_of_other_formats_reaches_ready(fmt, api_client, operator, trace_storage):
     import gzip
 

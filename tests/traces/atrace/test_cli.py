@@ -64,6 +64,7 @@ def test_module_entry_point(cmd):
     assert proc.returncode == 0 and "summary" in proc.stdout
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_summary_json_is_complete_and_a_cut_table_says_so(capsys):
     from traces.atrace import operator_breakdown, read_trace
 

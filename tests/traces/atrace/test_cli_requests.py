@@ -67,6 +67,7 @@ def test_runs_as_a_module(serving_files):
     ("sglang_qwen3_prefilldecode.json.gz", "execute-sq-sk+sglang-step", 15),
     ("vllm_prefilldecode_piecewise.json.gz", "execute-sq-sk", 46),
 ])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_real_engine_s_trace_says_its_grammar_join_and_confidence(name, grammar, batch, tmp_path, capsys):
     from tests.support.engine_spans import engine_sdk_spans
     from tests.support.traces import real_trace

@@ -42,6 +42,7 @@ def test_problems_the_device_cannot_play_are_400_and_write_nothing(api_client, o
     assert not Trace.objects.exists()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_viewer_may_not_capture_with_problems(api_client, viewer, seeded_fleet):
     api_client.force_authenticate(viewer)
     body = {"duration_s": 2, "problems": ["full_queue"]}

@@ -61,6 +61,7 @@ def test_pages_need_sign_in_and_the_view_permission(client, outsider, joined):
 
 @pytest.mark.parametrize(("name", "grammar"), [("sglang_qwen3_prefilldecode.json.gz", "execute-sq-sk+sglang-step"),
                                                ("vllm_prefilldecode_piecewise.json.gz", "execute-sq-sk")])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_real_engine_s_requests_page_says_its_grammar_join_and_confidence(
         client, api_client, viewer, operator, trace_storage, tmp_path, name, grammar):
     from django.core.files.uploadedfile import SimpleUploadedFile

@@ -37,6 +37,7 @@ DAMAGES = {"cut short": lambda whole: whole[: len(whole) // 2], "empty": lambda 
            "not JSON": lambda whole: b"\x00\xff garbage", "not a join": lambda whole: b"[1, 2]"}
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_an_unreadable_join_is_503_with_retry_after_and_joined_again(api_client, client, viewer, joined, sent):
     trace, worst, stored = joined
     whole = stored.read_bytes()
@@ -61,6 +62,7 @@ def test_an_unreadable_join_is_503_with_retry_after_and_joined_again(api_client,
         assert stored.read_bytes() == whole, damage
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_join_that_cannot_be_read_from_the_store_is_503_too(api_client, joined, sent, monkeypatch):
     trace, _worst, _stored = joined
 

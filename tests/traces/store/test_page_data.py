@@ -74,6 +74,7 @@ def test_compare_page_says_what_is_wrong_with_its_parameters(client, viewer, que
     assert message in response.content.decode()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_versions_page_flags_the_regression(client, viewer, operator, versions_pair):
     emulated_trace(operator, version="2.0", seed=3)
     emulated_trace(operator, version="2.1", seed=4)

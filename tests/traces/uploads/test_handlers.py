@@ -40,6 +40,7 @@ def _sha(path_or_file) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_large_upload_is_streamed_to_storage_in_bounded_memory(operator, trace_storage, tmp_path):
     source = tmp_path / "large.json"
     write_kineto_trace(source, 150_000, seed=7)

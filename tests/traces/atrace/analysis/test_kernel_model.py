@@ -142,6 +142,7 @@ def test_a_trace_of_fifty_kernels_or_more_holds_out_every_fifth():
 
 
 @pytest.mark.parametrize("name", ["h100_bert_infer.json.gz", "mi300_qwen_infer.json.gz"])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_fit_on_real_traces_predicts_held_out_kernels(name):
     trace = read_trace(real_trace(name))
     kernels = kernels_of(trace)
@@ -161,6 +162,7 @@ def test_fit_on_real_traces_predicts_held_out_kernels(name):
     assert report.model["gemm"]["tflops"] > 10  # a real accelerator's GEMMs
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_whatif_predicts_each_class_of_another_trace():
     h100 = read_trace(real_trace("h100_bert_infer.json.gz"))
     model = fit_traces({"h100": h100}).model
@@ -277,6 +279,7 @@ def test_a_class_of_one_kernel_takes_its_groups_curve_at_its_own_level():
     assert predict(model, elementwise)[0] == pytest.approx(2.0 + 80.0, rel=0.05)
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_trace_that_records_nothing_to_tell_kernels_apart_is_scored_against_its_class_medians():
     """The baseline that knows only a kernel's class (its class's median time in the fit) is
     reported beside the model. On the MI250 trace (16 tiny kernels, most the only one of
@@ -315,9 +318,8 @@ MISSES = {"mi250_minitoy_train"}
 NO_SHAPES = {"a100_alexnet_train", "ddp_nccl_rank0"}
 
 
-# the MTIA trace (82 MiB of JSON) runs in the slow tier, as every real trace that large
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "mtia_rank0" else [])
-                                  for n in sorted(REAL_FIGURES)])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
+@pytest.mark.parametrize("name", sorted(REAL_FIGURES))
 def test_held_out_errors_on_real_traces_by_kernel_and_by_time(name):
     report = fit_traces({name: read_trace(real_trace(f"{name}.json.gz"))})
     t = report.per_trace[name]

@@ -120,6 +120,7 @@ def test_cross_rank_critical_path_of_a_generated_job_is_valid(job):
     assert not np.isin(trace.names(cp.events), ["wait for the last rank"]).any()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_job_reads_from_a_folder_a_list_and_archives(job, tmp_path):
     _, folder, j = job
     files = sorted(folder.glob("*.json"))

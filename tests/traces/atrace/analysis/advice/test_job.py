@@ -75,6 +75,7 @@ def _step_ms(capture) -> float:
 
 
 @pytest.mark.parametrize("seed", spread([2, 7], fast=1))  # every seed under make test
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_a_throttled_device_in_a_tensor_parallel_job_costs_its_lost_compute_and_is_named(tmp_path, seed):
     """Every collective waits for the slowest rank, so a device at 67 % clock costs the job
     its lost compute at every step: the job is several percent slower than its healthy

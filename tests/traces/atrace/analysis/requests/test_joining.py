@@ -105,6 +105,7 @@ def test_the_join_survives_the_chrome_round_trip_of_a_stored_capture():
 
 @pytest.mark.parametrize("problem", sorted(PROBLEM_CAUSE))
 @pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_the_slowest_requests_are_blamed_on_the_problem_played(problem, seed):
     trace, run, spans = emulated(problem, seed=seed)
     result = analyse_requests(trace, spans)

@@ -134,6 +134,7 @@ def test_feeder_collectives(feeder):
         assert table[name]["bytes"] == sum(a["comm_size"] for a in raw)
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_feeder_round_trips_through_protobuf_and_json(feeder, tmp_path):
     trace, _, nodes = feeder
     et = tmp_path / "again.et"
@@ -308,6 +309,7 @@ def test_generated_module_is_current_and_matches_the_runtime_bound(tmp_path):
     assert (SCHEMA / "NOTICE").exists() and "Apache License" in (SCHEMA / "LICENSE").read_text()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_real_nccl_kernels_written_as_collectives_with_size():
     kineto = real_trace("ddp_nccl_rank0.json.gz")
     raw = [e for e in orjson.loads(gzip.decompress(kineto.read_bytes()))["traceEvents"]

@@ -62,6 +62,7 @@ def _counting(calls):
 
 
 @pytest.mark.parametrize("shape", ["kineto", "compact"])
+@pytest.mark.slow  # over 1.5 s on 2 cores: in make test, out of make test-fast
 def test_generated_traces_read_the_same_on_two_processes(shape, tmp_path):
     path = tmp_path / "t.json"
     write_kineto_trace(path, 30_000, seed=4, shape=shape)
