@@ -26,10 +26,17 @@ def same_software(devices, count: int, version: str = "2.0"):
 
 def running_job(devices, fault: str | None = None, victim=None, running_s: float = RUNNING_S) -> float:
     """Make the devices' emulated state that of a job running on them for ``running_s``
-    (``fault`` injected on ``victim`` when it started), then poll the fleet twice; returns now."""
+    (``fault`` injected on ``victim`` when it started), then poll the fleet twice; returns now.
+
+    The fleet's automation is paused first: the polls would otherwise repair the fault they
+    see (an ECC storm's uncorrectable errors get its device rebooted, which ends the storm),
+    and the job the test then captures would have nothing left to find. CI met that once.
+    Remediation has tests of its own."""
+    from fleet.health.remediation import set_paused
     from fleet.hosts.emulated_fleet import host_monitor
     from fleet.polling import poller
 
+    set_paused(True, reason="a test's job runs on these devices with its fault: nothing repairs it")
     now = time.time()
     for name in {d.host.name for d in devices}:
         host = host_monitor(name).host
