@@ -190,7 +190,7 @@ def _read_args(files: TraceFiles, offsets: list[int], lengths: list[int]) -> lis
     with (folder / ARGS).open("rb") if folder is not None else files.open(ARGS) as f:
         if blocks.is_blocks(f.read(len(blocks.MAGIC))):
             blob = blocks.BlockBytes(lambda offset, size: _read_at(f, offset, size))
-            out: list[dict[str, Any]] = [{}] * len(spans)
+            out: list[dict[str, Any]] = [{} for _ in spans]  # one dict each: a caller may fill them
             for k in sorted(range(len(spans)), key=offsets.__getitem__):
                 o, n = spans[k]
                 if n:
