@@ -10,9 +10,9 @@ nanosecond (ties to even), like :func:`round` on the exact decimal value.
 
 The bulk path (:func:`us_texts_to_ns`) checks a whole batch with numpy (only digits and
 at most one point per number, at most three decimals) and converts the digits as one
-JSON array of integers; a batch with anything else (exponents, signs, very long numbers,
-more decimals) goes through :func:`us_text_to_ns`, one number at a time, with Python's
-exact decimals.
+JSON array of integers, epoch microseconds (16 integer digits) included; a batch with
+anything else (exponents, signs, numbers from 9e15 us up, more decimals) goes through
+:func:`us_text_to_ns`, one number at a time, with Python's exact decimals.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ import msgspec
 import numpy as np
 
 _INTEGERS = msgspec.json.Decoder(list[int])
-_MAX_INT_DIGITS = 15  # 1e15 us = 1e18 ns, well inside int64
+# Epoch microseconds have 16 integer digits (1.7e15 us). Every 16-digit number below 9e15 us
+# (9e18 ns) fits int64 with three decimals; one from 9e15 up may not, so it takes the slow,
+# checked path.
+_MAX_INT_DIGITS = 16
+_NINE = ord("9")
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 _NS = Decimal(1000)
 
@@ -107,7 +111,10 @@ def _same_layout(blob: bytes, n: int) -> np.ndarray | None:
     rows = np.lib.stride_tricks.as_strided(arr, (n, width - 1), (width, 1), writeable=False)
     dot = rows[0].tobytes().find(b".")
     decimals = 0 if dot < 0 else width - 2 - dot
-    if dot == 0 or decimals > 3 or (width - 1 - (dot >= 0) - decimals) > _MAX_INT_DIGITS:
+    int_digits = width - 1 - (dot >= 0) - decimals
+    if dot == 0 or decimals > 3 or int_digits > _MAX_INT_DIGITS:
+        return None
+    if int_digits == _MAX_INT_DIGITS and (rows[:, 0] >= _NINE).any():
         return None
     if dot >= 0:
         if (rows[:, dot] != _DOT).any():
@@ -143,6 +150,8 @@ def _common_case(blob: bytes, n: int) -> np.ndarray | None:
     decimals[owner] = ends[owner] - dots - 1
     int_digits = ends - starts - decimals - (per_text > 0)
     if (decimals > 3).any() or (int_digits > _MAX_INT_DIGITS).any():
+        return None
+    if (arr[starts[int_digits == _MAX_INT_DIGITS]] >= _NINE).any():
         return None
     digits = blob.replace(b".", b"") if len(dots) else blob
     try:  # the digits as one JSON array of integers, parsed in C

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from traces.atrace import read_trace
+from traces.atrace.io.chrome import timeparse
 from traces.atrace.io.chrome.timeparse import (
     NotANumber,
     ns_to_us_text,
@@ -51,6 +52,40 @@ def test_bulk_parse_equals_decimal_arithmetic(parts):
         texts.append(f"{whole}.{digits}".encode() if decimals else str(whole).encode())
     expected = [int(Decimal(t.decode()) * 1000) for t in texts]
     assert us_texts_to_ns(texts).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        [b"1695835542514261", b"1695835542515301"],  # epoch us, as older Kineto traces write them
+        [b"1779999999999999.125", b"1780000000000000.5"],  # epoch us with decimals (our captures)
+        [b"1695835542514261", b"12.5", b"8999999999999999.999"],  # mixed widths
+    ],
+)
+def test_epoch_microseconds_of_sixteen_digits_take_the_bulk_path(texts, monkeypatch):
+    # Real traces (A100 AlexNet, multirank, simple_add) and the emulator's captures write
+    # 16-digit epoch microseconds: the bulk path takes them, not one Decimal per event.
+    def one_at_a_time(text):
+        raise AssertionError(f"{text!r} went through the slow path")
+
+    monkeypatch.setattr(timeparse, "us_text_to_ns", one_at_a_time)
+    assert us_texts_to_ns(texts).tolist() == [int(Decimal(t.decode()) * 1000) for t in texts]
+
+
+@pytest.mark.parametrize("big", [b"9223372036854776", b"9999999999999999.5", b"12345678901234567"])
+def test_times_past_int64_nanoseconds_are_refused_not_wrapped(big):
+    with pytest.raises(NotANumber, match="out of range") as info:
+        us_texts_to_ns([b"1.5", big])
+    assert info.value.args[1] == 1
+
+
+@given(st.lists(st.tuples(st.integers(0, 9 * 10**15), st.integers(0, 999), st.integers(0, 3)), max_size=20))
+def test_bulk_parse_of_sixteen_digit_times_equals_decimal_arithmetic(parts):
+    texts = [
+        f"{whole}.{f'{frac:03d}'[:decimals]}".encode() if decimals else str(whole).encode()
+        for whole, frac, decimals in parts
+    ]
+    assert us_texts_to_ns(texts).tolist() == [int(Decimal(t.decode()) * 1000) for t in texts]
 
 
 def test_back_to_back_children_nest_at_epoch_times():
