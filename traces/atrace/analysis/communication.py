@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.kinds import COMMUNICATION, COMPUTATION, WORK_CLASSES, collective, work_classes
+from ..model.kinds import COMMUNICATION, COMPUTATION, WORK_CLASSES, collectives, work_classes
 from ..model.stats import merge_intervals, us
 from ..model.trace import Trace
 
@@ -95,8 +95,9 @@ def collectives_table(trace: Trace, events: np.ndarray) -> list[dict[str, Any]]:
     """Per collective type: count, time, bytes moved and algorithm bandwidth."""
     rows: dict[str, dict[str, Any]] = defaultdict(lambda: {"count": 0, "time_ns": 0, "bytes": 0, "sized": 0})
     strings = trace.strings.strings
-    for e in events.tolist():
-        info = collective(strings[trace.name[e]], trace.args.get(e)) or {"collective": strings[trace.name[e]]}
+    events = events.tolist()
+    for e, info in zip(events, collectives(trace, events)):
+        info = info or {"collective": strings[trace.name[e]]}
         row = rows[info["collective"]]
         row["count"] += 1
         row["time_ns"] += int(trace.dur[e])

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..model.builder import finish_trace
-from ..model.kinds import collective
+from ..model.kinds import collectives
 from ..model.stats import us
 from ..model.trace import ArgStore, EdgeKind, Kind, StringTable, Trace, Track
 from .breakdown import operator_breakdown
@@ -170,11 +170,8 @@ def _comm_events(trace: Trace) -> list[tuple[int, dict]]:
     idx = np.flatnonzero(trace.on_device & (trace.kind == Kind.COMM) & trace.is_slice)
     idx = idx[np.argsort(trace.ts[idx], kind="stable")]
     strings = trace.strings.strings
-    out = []
-    for e in idx.tolist():
-        info = collective(strings[trace.name[e]], trace.args.get(e)) or {"collective": strings[trace.name[e]]}
-        out.append((e, info))
-    return out
+    events = idx.tolist()
+    return [(e, info or {"collective": strings[trace.name[e]]}) for e, info in zip(events, collectives(trace, events))]
 
 
 def _rule(per_rank: list[list[tuple[int, dict]]]) -> str | None:
@@ -205,11 +202,16 @@ def _keys(trace: Trace, events: list[tuple[int, dict]], rule: str) -> list[tuple
 def _match(traces, ranks, offsets, per_rank, rule) -> list[Collective]:
     found: dict[tuple, Collective] = {}
     for r, t, off, events in zip(ranks, traces, offsets, per_rank):
-        for key, (e, info) in zip(_keys(t, events, rule), events):
-            c = found.setdefault(key, Collective(key, info["collective"], {}, {}, {}))
+        at = np.array([e for e, _ in events], np.int64)
+        starts = (t.ts[at] + off).tolist()
+        ends = (t.end[at] + off).tolist()
+        for key, (e, info), start, end in zip(_keys(t, events, rule), events, starts, ends):
+            c = found.get(key)
+            if c is None:
+                c = found[key] = Collective(key, info["collective"], {}, {}, {})
             c.members[r] = e
-            c.start_ns[r] = int(t.ts[e]) + off
-            c.end_ns[r] = int(t.end[e]) + off
+            c.start_ns[r] = start
+            c.end_ns[r] = end
     matched = [c for c in found.values() if len(c.members) >= 2]
     matched.sort(key=lambda c: min(c.start_ns.values()))
     return matched

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from .trace import Kind, Trace
@@ -93,27 +95,79 @@ def collective(name: str, args: dict[str, Any] | None) -> dict[str, Any] | None:
     None when unknown), ``dtype``, ``group`` (process group name), ``group_ranks`` (list),
     ``group_size``, ``seq`` (None when the trace does not say).
     """
-    args = args or {}
-    coll = args.get("Collective name")
+    args = args if isinstance(args, dict) else {}
+    return _facts(name, *(args.get(key) for key in _COLLECTIVE_KEYS))
+
+
+class _CollectiveArgs(msgspec.Struct, gc=False):
+    """The args :func:`collective` reads, and only those (the others are skipped unread)."""
+
+    name: Any = msgspec.field(default=None, name="Collective name")
+    nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
+    group: Any = msgspec.field(default=None, name="Process Group Name")
+    group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    seq: Any = msgspec.field(default=None, name="Seq")
+
+
+_COLLECTIVE_KEYS = [f.encode_name for f in msgspec.structs.fields(_CollectiveArgs)]
+_COLLECTIVE_ARGS = msgspec.json.Decoder(list[_CollectiveArgs])
+_FIELDS = attrgetter(*(f.name for f in msgspec.structs.fields(_CollectiveArgs)))
+
+
+def collectives(trace: Trace, events: list[int]) -> list[dict[str, Any] | None]:
+    """:func:`collective` of each of ``events``, their args decoded in one pass (a job's
+    ranks hold hundreds of thousands of collectives)."""
+    at = np.asarray(events, np.int64)
+    names = [trace.strings.strings[n] for n in trace.name[at].tolist()]
+    offsets, blob = trace.args.offsets, trace.args.blob
+    raws = [blob[a:b] or b"{}" for a, b in zip(offsets[at].tolist(), offsets[at + 1].tolist())]
+    try:
+        decoded = _COLLECTIVE_ARGS.decode(b"[" + b",".join(raws) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):  # args that are not an object: one at a time
+        return [collective(name, trace.args.get(e)) for name, e in zip(names, events)]
+    # A group's collectives repeat their facts but for the sequence number: each distinct set
+    # is worked out once (its lists shared between the answers, which no caller changes).
+    known: dict[tuple, dict[str, Any] | None] = {}
+    out = []
+    for name, a in zip(names, decoded):
+        *same, seq = _FIELDS(a)
+        try:
+            base = known[(name, *same)]
+        except KeyError:
+            base = known[(name, *same)] = _facts(name, *same, None)
+        except TypeError:  # a list or object among them: not a key
+            base = _facts(name, *same, None)
+        out.append(None if base is None else {**base, "seq": seq})
+    return out
+
+
+def _facts(name: str, coll, nelems, out_nelems, dtype, group, group_ranks, group_size, seq) -> dict[str, Any] | None:
     if not coll:
         m = _KERNEL_COLLECTIVE.search(name)
         if not m and not _COMM_NAME.search(name):
             return None
         coll = m.group(1) if m else name
-    nelems = args.get("In msg nelems")
-    dtype = args.get("dtype")
     size = _DTYPE_BYTES.get(str(dtype).lower()) if dtype is not None else None
     return {
         "collective": str(coll).lower().replace("_", ""),
-        "bytes": int(nelems) * size if isinstance(nelems, int) and size else None,
-        "out_bytes": int(args["Out msg nelems"]) * size
-        if isinstance(args.get("Out msg nelems"), int) and size else None,
+        "bytes": _message_bytes(nelems, size),
+        "out_bytes": _message_bytes(out_nelems, size),
         "dtype": dtype,
-        "group": _text_or_none(args.get("Process Group Name")),
-        "group_ranks": _ranks(args.get("Process Group Ranks")),
-        "group_size": args.get("Group size"),
-        "seq": args.get("Seq"),
+        "group": _text_or_none(group),
+        "group_ranks": _ranks(group_ranks),
+        "group_size": group_size,
+        "seq": seq,
     }
+
+
+def _message_bytes(nelems: Any, size: int | None) -> int | None:
+    """A message's size in bytes; None when unknown or past what a report can hold (64 bits)."""
+    if not size or isinstance(nelems, bool) or not isinstance(nelems, int):
+        return None
+    return nelems * size if 0 <= nelems * size < 2**63 else None
 
 
 def _text_or_none(value: Any) -> str | None:

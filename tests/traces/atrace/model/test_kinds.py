@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import numpy as np
 import pytest
 
@@ -9,8 +12,8 @@ from tests.support.traces import each_real_trace, real_trace
 from tests.traces.atrace import exact
 from traces.atrace import operator_breakdown, read_trace
 from traces.atrace.analysis.communication import communication
-from traces.atrace.model.kinds import collective, runtime_name
-from traces.atrace.model.trace import Kind
+from traces.atrace.model.kinds import collective, collectives, runtime_name
+from traces.atrace.model.trace import ArgStore, Kind
 
 FILES = each_real_trace(exact.chrome_trace_files())
 
@@ -55,6 +58,37 @@ def test_collective_facts_from_args_and_from_the_kernel_name():
     bare = collective("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", {})
     assert bare["collective"] == "allgather" and bare["bytes"] is None and bare["seq"] is None
     assert collective("void at::native::vectorized_elementwise_kernel<4>", {}) is None
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_the_bulk_read_of_collectives_equals_one_at_a_time(path):
+    trace = read_trace(path)
+    events = np.flatnonzero(trace.on_device).tolist()
+    names = trace.strings.strings
+    assert collectives(trace, events) == [collective(names[trace.name[e]], trace.args.get(e)) for e in events]
+
+
+def test_the_bulk_read_takes_any_args_a_trace_may_hold():
+    name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+    group = {"Collective name": "allreduce", "In msg nelems": 1024, "dtype": "BFloat16",
+             "Process Group Name": "0", "Process Group Ranks": "[0, 1, 2, 3]"}
+    args = [
+        {**group, "Seq": 0}, {**group, "Seq": 1},  # the same facts but the sequence number
+        {**group, "Process Group Ranks": [0, 1], "Seq": 2},  # a list: not a key for the memo
+        {"Collective name": "allgather", "In msg nelems": 2**70},  # beyond 64 bits
+        {}, None,
+    ]
+    trace = read_trace(io.BytesIO(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": k, "dur": 1, **({"args": a} if a else {})}
+        for k, a in enumerate(args)]}).encode()))
+    events = np.flatnonzero(trace.on_device).tolist()
+    expected = [collective(name, a) for a in args]
+    assert collectives(trace, events) == expected
+    assert [f["seq"] for f in expected[:3]] == [0, 1, 2] and expected[2]["group_ranks"] == [0, 1]
+    assert expected[0]["bytes"] == 2048 and expected[3]["bytes"] is None  # no size past 64 bits
+    trace.args = ArgStore.from_chunks([(b"[1]", np.array([3, 0, 0, 0, 0, 0]))])  # args that are not an object
+    assert collectives(trace, events[:1]) == [collective(name, {})]
+    assert collectives(trace, []) == []
 
 
 def test_sync_annotations_and_dma_are_not_kernels():

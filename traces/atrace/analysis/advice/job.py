@@ -29,7 +29,7 @@ from .words import duration
 from .words import share as share_word
 
 if TYPE_CHECKING:
-    from ..multirank import Job
+    from ..multirank import Collective, Job
 
 
 def advise_job(job: Job, *, limits: AdviceLimits = DEFAULT_ADVICE_LIMITS) -> Findings:
@@ -116,10 +116,9 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
     trace, offset = job.traces[pos], job.offsets_ns[pos]
     steps = _step_windows(trace, offset)
     compute = {r: _compute(t, off) for r, t, off in zip(job.ranks, job.traces, job.offsets_ns)}
-    waiting_total, saving, per_step = 0, 0, defaultdict(int)
-    exposed_wait: dict[int, int] = defaultdict(int)
-    worst: tuple[int, int] | None = None
+    waiting_total, per_step = 0, defaultdict(int)
     rows = []
+    hits: list[tuple[Collective, int, int]] = []  # (collective, its start on the straggler, the last other's)
     for c in job.collectives:
         starts = c.start_ns
         first = min(starts.values())
@@ -128,17 +127,13 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
         if c.last_rank != rank or rank not in starts or len(starts) < 2:
             continue
         mine = starts[rank]
-        second = max(s for r, s in starts.items() if r != rank)
-        waiting = sum(mine - s for r, s in starts.items() if r != rank)
-        exposed = {r: (mine - second) - _covered(compute[r], second, mine) for r in starts if r != rank}
-        gain = max(exposed.values())
-        for r, e in exposed.items():
-            exposed_wait[r] += e
-        waiting_total += waiting
-        saving += gain
-        per_step[_step_of(steps, mine)] += waiting
-        if worst is None or gain > worst[1]:
-            worst = (c.members[rank], gain)
+        hits.append((c, mine, max(s for r, s in starts.items() if r != rank)))
+        waiting_total += sum(mine - s for r, s in starts.items() if r != rank)
+    for (c, mine, _), step in zip(hits, _steps_of(steps, [mine for _, mine, _ in hits])):
+        per_step[step] += sum(mine - s for r, s in c.start_ns.items() if r != rank)
+    gain, exposed_wait = _exposed_waits(hits, rank, compute)
+    saving = int(gain.sum())
+    worst = (hits[int(np.argmax(gain))][0].members[rank], int(gain.max())) if hits else None
     if saving <= 0:
         return None
     share = saving / max(elapsed_ns, 1)
@@ -190,9 +185,41 @@ def _compute(trace, offset: int) -> tuple[np.ndarray, np.ndarray]:
     return merge_intervals(trace.ts[k] + offset, trace.end[k] + offset)
 
 
-def _covered(intervals: tuple[np.ndarray, np.ndarray], a: int, b: int) -> int:
+def _exposed_waits(hits: list[tuple[Collective, int, int]], rank: int,
+                   compute: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, dict[int, int]]:
+    """For the collectives the straggler arrives at last: what waiting for it cost the job
+    (per collective: the most any other rank waited with no computation of its own to
+    overlap), and each other rank's exposed waiting in all (ns)."""
+    gain = np.full(len(hits), np.iinfo(np.int64).min, np.int64)
+    members: dict[int, list[int]] = defaultdict(list)
+    for h, (c, _, _) in enumerate(hits):
+        for r in c.start_ns:
+            if r != rank:
+                members[r].append(h)
+    mine = np.array([m for _, m, _ in hits], np.int64)
+    second = np.array([s for _, _, s in hits], np.int64)
+    exposed_wait: dict[int, int] = {}
+    for r, hs in members.items():
+        hs = np.array(hs, np.int64)
+        a, b = second[hs], mine[hs]
+        exposed = (b - a) - _covered(compute[r], a, b)
+        exposed_wait[r] = int(exposed.sum())
+        gain[hs] = np.maximum(gain[hs], exposed)
+    return gain, exposed_wait
+
+
+def _covered(intervals: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How much of each window [a, b) the sorted, disjoint intervals cover (ns), from the
+    running total of their lengths: two binary searches a window, whatever their number."""
     s, e = intervals
-    return int(np.clip(np.minimum(e, b) - np.maximum(s, a), 0, None).sum())
+    total = np.concatenate([[0], np.cumsum(e - s)])
+
+    def upto(t: np.ndarray) -> np.ndarray:  # covered time before t
+        i = np.searchsorted(s, t, side="right")
+        past = np.where(i > 0, np.maximum(e[np.maximum(i - 1, 0)] - t, 0), 0) if len(s) else 0
+        return total[i] - past
+
+    return np.maximum(upto(b) - upto(a), 0)
 
 
 def _step_windows(trace, offset: int) -> list[tuple[str, int, int]]:
@@ -200,8 +227,14 @@ def _step_windows(trace, offset: int) -> list[tuple[str, int, int]]:
     return [(n, int(a) + offset, int(b) + offset) for n, (a, b) in zip(names, spans.tolist())]
 
 
-def _step_of(steps: list[tuple[str, int, int]], t: int) -> str:
-    for name, a, b in steps:
-        if a <= t < b:
-            return name
-    return ""
+def _steps_of(steps: list[tuple[str, int, int]], times: list[int]) -> list[str]:
+    """The first step (in time order) that each time falls in; "" for none."""
+    starts = np.array([a for _, a, _ in steps], np.int64)
+    ends = np.array([b for _, _, b in steps], np.int64)
+    if not len(steps) or (np.diff(ends) < 0).any():  # nested steps: the first that holds it
+        return [next((n for n, a, b in steps if a <= t < b), "") for t in times]
+    t = np.array(times, np.int64)
+    # Starts and ends both in order: the first step ending after t holds it if it began by t.
+    first = np.searchsorted(ends, t, side="right")
+    inside = first < np.searchsorted(starts, t, side="right")
+    return [steps[j][0] if ok else "" for j, ok in zip(first.tolist(), inside.tolist())]

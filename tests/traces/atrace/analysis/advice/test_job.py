@@ -8,11 +8,15 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emulator.workloads.jobs import emulated_conditions, make_job, run_job, select_devices
 from tests.emulator.workloads.test_jobs import FLEET, T0, VICTIM, _analyse, _hosts, _job
 from tests.support.examples import spread
 from traces.atrace.analysis.advice import DEFAULT_ADVICE_LIMITS, advise_job
+from traces.atrace.analysis.advice.job import _covered, _steps_of
+from traces.atrace.model.stats import merge_intervals
 
 
 def _capture(clock_share: float, tmp_path):
@@ -95,3 +99,25 @@ def test_a_throttled_device_in_a_tensor_parallel_job_costs_its_lost_compute_and_
 @pytest.mark.parametrize("seed", spread([1, 2, 3], fast=1))
 def test_a_fault_free_tensor_parallel_job_names_no_straggler(tmp_path, seed):
     assert advise_job(_analyse(_one_host_job(1.0, seed), tmp_path)).rule("straggler") is None
+
+
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 500)), max_size=40),
+       st.lists(st.tuples(st.integers(-100, 10_500), st.integers(-50, 2_000)), min_size=1, max_size=20))
+def test_the_covered_part_of_each_window_equals_clipping_every_interval(intervals, windows):
+    # The straggler rule asks this once per other rank and collective (290k times for 64 ranks):
+    # running totals and binary search must give what clipping each interval gives.
+    merged = merge_intervals(np.array([s for s, _ in intervals], np.int64),
+                             np.array([s + d for s, d in intervals], np.int64))
+    a = np.array([w for w, _ in windows], np.int64)
+    b = a + np.array([d for _, d in windows], np.int64)
+    s, e = merged
+    expected = [int(np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0, None).sum()) for lo, hi in zip(a, b)]
+    assert _covered(merged, a, b).tolist() == expected
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 300)), max_size=12),
+       st.lists(st.integers(-10, 1400), max_size=30))
+def test_each_time_gets_the_first_step_that_holds_it(spans, times):
+    steps = [(f"ProfilerStep#{k}", a, a + d) for k, (a, d) in enumerate(sorted(spans))]  # nested ones too
+    expected = [next((n for n, a, b in steps if a <= t < b), "") for t in times]
+    assert _steps_of(steps, times) == expected
