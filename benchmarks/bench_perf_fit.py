@@ -48,11 +48,11 @@ from traces.atrace.analysis.kernel_model import (
     MODEL_FORM,
     fit,
     fit_detail,
-    fit_traces,
     kernels_of,
     predict_how,
     predict_trace,
 )
+from traces.atrace.analysis.kernel_scoring import fit_traces
 from traces.atrace.analysis.kernel_sizes import OP_CLASSES
 from traces.atrace.model.trace import Kind
 

@@ -23,13 +23,8 @@ from fleet.asimov.compiler import compile_spec
 from fleet.asimov.errors import AsimovError, SpecErrors
 from fleet.asimov.loader import find_spec
 from fleet.asimov.performance import with_performance
-from traces.atrace.analysis.kernel_model import (
-    FALLBACK_WHY,
-    MODEL_FORM,
-    FitReport,
-    fit_traces,
-    predict_trace,
-)
+from traces.atrace.analysis.kernel_model import FALLBACK_WHY, MODEL_FORM, predict_trace
+from traces.atrace.analysis.kernel_scoring import FitReport, fit_traces
 from traces.atrace.errors import TraceError
 from traces.atrace.io.reader import read_trace
 

@@ -10,7 +10,7 @@ from emulator.perf.fitting import report_text
 from fleet.asimov.loader import SPECS_DIR
 from tests.support.traces import real_trace
 from traces.atrace import read_trace
-from traces.atrace.analysis.kernel_model import fit_traces
+from traces.atrace.analysis.kernel_scoring import fit_traces
 
 
 def test_the_report_gives_both_splits_both_errors_and_the_fallbacks():

@@ -12,20 +12,22 @@ from tests.support.traces import real_trace
 from traces.atrace import cli, read_trace
 from traces.atrace.analysis.kernel_model import (
     FALLBACK_WHY,
-    HOLD_OUT_EVERY,
-    LEAVE_ONE_OUT_BELOW,
     Kernels,
-    by_kernel,
-    by_time,
     detail_from_json,
     fit,
     fit_detail,
-    fit_traces,
     kernels_of,
     model_from_json,
     predict,
     predict_how,
     predict_trace,
+)
+from traces.atrace.analysis.kernel_scoring import (
+    HOLD_OUT_EVERY,
+    LEAVE_ONE_OUT_BELOW,
+    by_kernel,
+    by_time,
+    fit_traces,
     split,
 )
 from traces.atrace.analysis.kernel_sizes import classify, kernel_size
