@@ -134,10 +134,11 @@ def collectives(trace: Trace, events: list[int]) -> list[dict[str, Any] | None]:
     out = []
     for name, a in zip(names, decoded):
         *same, seq = _FIELDS(a)
+        key = (name, *same, *map(type, same))  # with the types: 4 and 4.0 are equal keys
         try:
-            base = known[(name, *same)]
+            base = known[key]
         except KeyError:
-            base = known[(name, *same)] = _facts(name, *same, None)
+            base = known[key] = _facts(name, *same, None)
         except TypeError:  # a list or object among them: not a key
             base = _facts(name, *same, None)
         out.append(None if base is None else {**base, "seq": seq})

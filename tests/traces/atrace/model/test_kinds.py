@@ -76,6 +76,7 @@ def test_the_bulk_read_takes_any_args_a_trace_may_hold():
         {**group, "Seq": 0}, {**group, "Seq": 1},  # the same facts but the sequence number
         {**group, "Process Group Ranks": [0, 1], "Seq": 2},  # a list: not a key for the memo
         {"Collective name": "allgather", "In msg nelems": 2**70},  # beyond 64 bits
+        {**group, "In msg nelems": 1024.0, "Seq": 3},  # equal to 1024 as a key, but no count
         {}, None,
     ]
     trace = read_trace(io.BytesIO(json.dumps({"traceEvents": [
@@ -83,10 +84,12 @@ def test_the_bulk_read_takes_any_args_a_trace_may_hold():
         for k, a in enumerate(args)]}).encode()))
     events = np.flatnonzero(trace.on_device).tolist()
     expected = [collective(name, a) for a in args]
-    assert collectives(trace, events) == expected
+    found = collectives(trace, events)
+    assert found == expected
     assert [f["seq"] for f in expected[:3]] == [0, 1, 2] and expected[2]["group_ranks"] == [0, 1]
+    assert found[0]["bytes"] == 2048 and found[4]["bytes"] is None
     assert expected[0]["bytes"] == 2048 and expected[3]["bytes"] is None  # no size past 64 bits
-    trace.args = ArgStore.from_chunks([(b"[1]", np.array([3, 0, 0, 0, 0, 0]))])  # args that are not an object
+    trace.args = ArgStore.from_chunks([(b"[1]", np.array([3, 0, 0, 0, 0, 0, 0]))])  # args that are not an object
     assert collectives(trace, events[:1]) == [collective(name, {})]
     assert collectives(trace, []) == []
 
