@@ -95,8 +95,8 @@ def collectives_table(trace: Trace, events: np.ndarray) -> list[dict[str, Any]]:
     """Per collective type: count, time, bytes moved and algorithm bandwidth."""
     rows: dict[str, dict[str, Any]] = defaultdict(lambda: {"count": 0, "time_ns": 0, "bytes": 0, "sized": 0})
     strings = trace.strings.strings
-    events = events.tolist()
-    for e, info in zip(events, collectives(trace, events)):
+    ids = events.tolist()
+    for e, info in zip(ids, collectives(trace, ids)):
         info = info or {"collective": strings[trace.name[e]]}
         row = rows[info["collective"]]
         row["count"] += 1

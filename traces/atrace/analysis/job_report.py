@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.stats import merge_intervals, us
+from ..model.stats import covered_before, merge_intervals, us
 from ..model.trace import Kind
 from .job_digest import RankDigest
 from .multirank import Job, analyse_job, side_by_side_rows
@@ -193,14 +193,7 @@ def device_busy_between(trace, a: np.ndarray, b: np.ndarray) -> int:
     s, e = merge_intervals(trace.ts[work], trace.end[work])
     if not len(s):
         return 0
-    cum = np.concatenate([[0], np.cumsum(e - s)])
-
-    def covered_to(x: np.ndarray) -> np.ndarray:  # busy time before x
-        i = np.searchsorted(s, x, "right")
-        over = np.where(i > 0, np.maximum(e[np.maximum(i - 1, 0)] - x, 0), 0)
-        return cum[i] - over
-
-    return int((covered_to(b) - covered_to(a)).sum())
+    return int((covered_before(s, e, b) - covered_before(s, e, a)).sum())
 
 
 def timeline_arrays(job: Job) -> dict[str, np.ndarray]:

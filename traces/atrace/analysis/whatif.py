@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.stats import covered
+from ..model.stats import covered, covered_before
 from ..model.trace import FLAG_LAUNCH, Kind, Trace
 from .paths.critical_path import anchor_path, path_bounds, select_work
 from .paths.graph import LAUNCH, SYNC, PathGraph, build_graph
@@ -250,14 +250,7 @@ def _queued_while_busy(g: PathGraph, hops, busy) -> int:
     a = g.pts.time[g.anchors[path[:-1]][launch]]
     b = g.pts.time[g.anchors[path[1:]][launch]]
     starts, ends = busy
-    cum = np.concatenate([[0], np.cumsum(ends - starts)])
-
-    def before(x):
-        k = np.searchsorted(starts, x, "right") - 1
-        inside = np.clip(x - starts[np.maximum(k, 0)], 0, (ends - starts)[np.maximum(k, 0)])
-        return np.where(k >= 0, cum[np.maximum(k, 0)] + inside, 0)
-
-    return int((before(b) - before(a)).sum())
+    return int((covered_before(starts, ends, b) - covered_before(starts, ends, a)).sum())
 
 
 def _edge_weights(g: PathGraph, weight: np.ndarray, n_along: int) -> np.ndarray:

@@ -87,6 +87,18 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     return rs, e[last].astype(np.int64)
 
 
+def covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For sorted disjoint intervals: per time in ``t``, how much of them lies before it.
+    The time they cover inside a window [a, b) is ``covered_before(b) - covered_before(a)``:
+    two binary searches a window, however many intervals there are."""
+    t = np.asarray(t)
+    if not len(starts):
+        return np.zeros(t.shape, np.int64)
+    total = np.concatenate([[0], np.cumsum(ends - starts)])
+    i = np.searchsorted(starts, t, "right")  # intervals that begin by t
+    return total[i] - np.where(i > 0, np.maximum(ends[np.maximum(i - 1, 0)] - t, 0), 0)
+
+
 def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """For sorted disjoint intervals: whether each time in ``t`` lies inside one."""
     if not len(starts):

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ...model.kinds import collective
-from ...model.stats import merge_intervals, us
+from ...model.stats import covered_before, merge_intervals, us
 from ...model.trace import Kind, Trace
 from .common import Hit, make_finding, op_rows, pct, per_step, spans_of
 from .context import Context
@@ -26,20 +26,6 @@ def _device_numbers(trace: Trace) -> np.ndarray:
                      for t in trace.tracks], np.int64)
 
 
-def _overlap(a: np.ndarray, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per interval [a, b): how much of it sorted disjoint intervals cover."""
-    if not len(starts):
-        return np.zeros(len(a), np.int64)
-    cum = np.concatenate([[0], np.cumsum(ends - starts)])
-
-    def before(x):
-        k = np.searchsorted(starts, x, "right") - 1
-        inside = np.clip(x - starts[np.maximum(k, 0)], 0, (ends - starts)[np.maximum(k, 0)])
-        return np.where(k >= 0, cum[np.maximum(k, 0)] + inside, 0)
-
-    return before(b) - before(a)
-
-
 def exposed_ns(trace: Trace, comm: np.ndarray, compute: np.ndarray) -> np.ndarray:
     """Per collective: its time not overlapped by computation on the same device."""
     device = _device_numbers(trace)
@@ -48,7 +34,7 @@ def exposed_ns(trace: Trace, comm: np.ndarray, compute: np.ndarray) -> np.ndarra
     for d in np.unique(d_comm).tolist():
         c, k = comm[d_comm == d], compute[d_comp == d]
         s, e = merge_intervals(trace.ts[k], trace.end[k])
-        out[d_comm == d] -= _overlap(trace.ts[c], trace.end[c], s, e)
+        out[d_comm == d] -= (covered_before(s, e, trace.end[c]) - covered_before(s, e, trace.ts[c]))
     return out
 
 

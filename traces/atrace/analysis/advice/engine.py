@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from ...model.stats import merge_intervals, us
+from ...model.stats import covered_before, merge_intervals, us
 from ...model.trace import Kind
 from .common import Hit, make_finding, op_rows, pct, spans_of
 from .context import Context, Window, device_work
@@ -65,18 +65,7 @@ def _replays(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _minus(a: np.ndarray, b: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Per interval [a, b): its length outside the merged (sorted, disjoint) intervals [s, e)."""
-    return np.maximum((b - a) - (_covered_upto(s, e, b) - _covered_upto(s, e, a)), 0)
-
-
-def _covered_upto(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Per time in ``x``: how much of the merged intervals [s, e) lies before it."""
-    if not len(s):
-        return np.zeros(len(x), np.int64)
-    before = np.concatenate([[0], np.cumsum(e - s)])
-    k = np.searchsorted(s, x, "right") - 1
-    j = np.maximum(k, 0)
-    part = np.clip(np.minimum(x, e[j]) - s[j], 0, None)
-    return np.where(k >= 0, before[j] + part, 0)
+    return np.maximum((b - a) - (covered_before(s, e, b) - covered_before(s, e, a)), 0)
 
 
 def _late_gaps(ctx: Context, calls, first, last):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...model.stats import merge_intervals, us
+from ...model.stats import covered_before, merge_intervals, us
 from ...model.trace import Kind
 from .context import step_spans
 from .findings import BOUNDS, Evidence, Finding, Findings, severity, summary_line, verdict
@@ -116,9 +116,10 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
     trace, offset = job.traces[pos], job.offsets_ns[pos]
     steps = _step_windows(trace, offset)
     compute = {r: _compute(t, off) for r, t, off in zip(job.ranks, job.traces, job.offsets_ns)}
-    waiting_total, per_step = 0, defaultdict(int)
+    per_step = defaultdict(int)
     rows = []
     hits: list[tuple[Collective, int, int]] = []  # (collective, its start on the straggler, the last other's)
+    waits: list[int] = []  # per hit: the other ranks' waiting for the straggler, summed
     for c in job.collectives:
         starts = c.start_ns
         first = min(starts.values())
@@ -128,9 +129,10 @@ def straggler_rule(job: Job, limits: AdviceLimits, elapsed_ns: int) -> tuple[Fin
             continue
         mine = starts[rank]
         hits.append((c, mine, max(s for r, s in starts.items() if r != rank)))
-        waiting_total += sum(mine - s for r, s in starts.items() if r != rank)
-    for (c, mine, _), step in zip(hits, _steps_of(steps, [mine for _, mine, _ in hits])):
-        per_step[step] += sum(mine - s for r, s in c.start_ns.items() if r != rank)
+        waits.append(sum(mine - s for r, s in starts.items() if r != rank))
+    waiting_total = sum(waits)
+    for step, waiting in zip(_steps_of(steps, [mine for _, mine, _ in hits]), waits):
+        per_step[step] += waiting
     gain, exposed_wait = _exposed_waits(hits, rank, compute)
     saving = int(gain.sum())
     worst = (hits[int(np.argmax(gain))][0].members[rank], int(gain.max())) if hits else None
@@ -209,17 +211,9 @@ def _exposed_waits(hits: list[tuple[Collective, int, int]], rank: int,
 
 
 def _covered(intervals: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """How much of each window [a, b) the sorted, disjoint intervals cover (ns), from the
-    running total of their lengths: two binary searches a window, whatever their number."""
+    """How much of each window [a, b) the sorted, disjoint intervals cover (ns)."""
     s, e = intervals
-    total = np.concatenate([[0], np.cumsum(e - s)])
-
-    def upto(t: np.ndarray) -> np.ndarray:  # covered time before t
-        i = np.searchsorted(s, t, side="right")
-        past = np.where(i > 0, np.maximum(e[np.maximum(i - 1, 0)] - t, 0), 0) if len(s) else 0
-        return total[i] - past
-
-    return np.maximum(upto(b) - upto(a), 0)
+    return np.maximum(covered_before(s, e, b) - covered_before(s, e, a), 0)
 
 
 def _step_windows(trace, offset: int) -> list[tuple[str, int, int]]:

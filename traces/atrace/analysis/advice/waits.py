@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from ...model.stats import us
+from ...model.stats import covered_before, us
 from ...model.trace import FLAG_SYNC, Kind
 from .common import Hit, make_finding, op_rows, per_step
 from .context import Context, Window
@@ -248,14 +248,8 @@ def idle_after(ctx: Context, w: Window, waits: np.ndarray) -> int:
     busy = (k >= 0) & (after < ends[np.maximum(k, 0)])
     later = resume < w.device_end
     idle = np.where(busy | ~later, 0, resume - after)
-    during = (after - before) - (_busy_until(starts, ends, after) - _busy_until(starts, ends, before))
+    during = (after - before) - (covered_before(starts, ends, after) - covered_before(starts, ends, before))
     during = np.where(later | busy, during, 0)  # the device works again after the wait
     return int(np.minimum(np.maximum(idle, 0) + np.maximum(during, 0), t.dur[waits]).sum())
 
 
-def _busy_until(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Per time in ``at``: the device's busy time before it (disjoint sorted intervals)."""
-    done = np.concatenate([[0], np.cumsum(ends - starts)])
-    k = np.searchsorted(starts, at, "right") - 1
-    inside = np.where(k >= 0, np.minimum(at, ends[np.maximum(k, 0)]) - starts[np.maximum(k, 0)], 0)
-    return np.where(k >= 0, done[np.maximum(k, 0)] + inside, 0)
