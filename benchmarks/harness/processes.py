@@ -106,8 +106,22 @@ def start_celery(
     for line in proc.stdout:
         if "ready." in line:
             break
-    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+    threading.Thread(target=_drain, args=(proc, name), daemon=True).start()
     return proc
+
+
+def _drain(proc: subprocess.Popen, name: str) -> None:
+    """Read a worker's output to its end; kept in BENCH_WORKER_LOGS/<name>.log when that
+    folder is set (to see where a figure's time went)."""
+    folder = os.environ.get("BENCH_WORKER_LOGS")
+    if not folder:
+        for _ in proc.stdout:
+            pass
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with (Path(folder) / f"{name}.log").open("a") as log:
+        for line in proc.stdout:
+            log.write(line)
 
 
 def stop_all(procs: Iterable[subprocess.Popen], timeout: float = 60) -> None:

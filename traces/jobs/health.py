@@ -53,8 +53,11 @@ def snapshot_facts(device_id: int) -> dict[str, Any]:
 def last_poll_due(device_id: int, since: datetime, until: datetime) -> float | None:
     """The epoch of the latest poll of the device that the store should hold for [since -
     LEAD, until]: the device's latest poll when it fell in the window, the window's last
-    poll interval when the device was polled after it, None when no poll fell in it."""
-    polled = (snapshots.read_snapshot(device_id) or {}).get("sample_ts")
+    poll interval when the device was polled after it, None when no poll fell in it. A poll
+    is known by its cycle: the poller stamps the cycle's samples in the store with the cycle's
+    slot, a little before the device's refresh in it (``sample_ts``)."""
+    snap = snapshots.read_snapshot(device_id) or {}
+    polled = snap.get("cycle") or snap.get("sample_ts")
     if not polled:
         return None
     start, end = (since - LEAD).timestamp(), until.timestamp()

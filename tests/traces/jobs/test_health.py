@@ -69,6 +69,20 @@ def test_the_wait_ends_when_the_store_holds_the_window_s_last_poll(seeded_fleet)
     assert wait_for_window(device.pk, at(now - 20), at(now), 10) is True
 
 
+def test_the_store_s_stamp_is_the_poll_s_cycle_not_its_refresh_time(seeded_fleet, settings):
+    """The poller stamps a cycle's samples with the cycle's slot; the device's refresh inside
+    that cycle (``sample_ts``) comes a little later. The window is complete once the store
+    holds the cycle's samples: waiting for the refresh time waited out every bound."""
+    device = seeded_fleet[0]
+    now = float(int(time.time()))
+    cycle = now - settings.POLL_INTERVAL - 2  # the device's last poll, before the window's last interval
+    snapshots.write_snapshots(cycle, {device.pk: {"sample_ts": cycle + 0.4, **STORM}})
+    write_points(device, {"temperature_c": [(cycle, 51.0)]})
+    started = time.monotonic()
+    assert wait_for_window(device.pk, at(now - 20), at(now), 5) is True
+    assert time.monotonic() - started < 1
+
+
 def test_a_window_the_device_was_polled_past_waits_for_its_last_interval(seeded_fleet, settings):
     device = seeded_fleet[0]
     now = float(int(time.time()))
