@@ -1,6 +1,6 @@
 """Distributed-job figures: the straggler named with its reason, latency, scale, versions.
 
-    python benchmarks/bench_jobs.py [--runs 20] [--only accuracy,latency,scale,versions]
+    python benchmarks/bench_jobs.py [--runs 20] [--only accuracy,latency,scale,arrivals,versions]
 
 Runs against the PostgreSQL and Redis the environment names (DATABASE_URL, REDIS_URL), on a
 throwaway database it creates and drops.
@@ -16,6 +16,9 @@ throwaway database it creates and drops.
 * scale: a 64-rank job of about 125k events per rank (benchmarks/job_inputs.py; generated
   once), uploaded, then analysed by 2 and by 3 trace worker processes (solo pools): upload →
   ready, and each worker's peak RSS.
+* arrivals: the scale job's ranks sent one at a time over ``--spread`` seconds (each host
+  as it finishes) to a job opened with its world size, 2 trace workers: last rank in →
+  ready (each rank is digested when it arrives).
 * versions: a release whose step is about 5 % slower (one operator 2.4x slower) against its
   predecessor, three captures each; and three captures of one version labelled as two.
 """
@@ -232,6 +235,38 @@ def bench_scale(user, workdir: Path, ranks: int, events: int) -> None:
               f"{done.summary.get('cross_rank_s', 0):.1f} s of it; straggler rank {done.straggler_rank}; {done.status}")
 
 
+def bench_arrivals(user, ranks: int, events: int, spread_s: float, workers: int = 2) -> None:
+    """The scale job's ranks sent one at a time (each host as it finishes), spread evenly over
+    ``spread_s``, to a job opened with its world size: each rank is digested as it arrives,
+    so the findings follow the last rank by about one rank's digest and the cross-rank step."""
+    from django.core.files import File
+    from job_inputs import job_files
+
+    from traces.jobs import arrivals
+    from traces.models import Job
+    from traces.tasks import trace_queue
+    from traces.uploads.sources import Source
+
+    files = job_files(ranks, events, ROOT / "var" / "bench" / "jobs")
+    procs = [start_worker(trace_queue(), f"arrive{k}") for k in range(workers)]
+    try:
+        job = arrivals.open_job(user, len(files), name="arrivals")
+        first = time.time()
+        for k, path in enumerate(files):
+            time.sleep(max(0.0, first + k * spread_s / max(len(files) - 1, 1) - time.time()))
+            with path.open("rb") as handle:
+                arrivals.accept_rank(Job.objects.get(pk=job.pk), Source.of_file(File(handle, name=path.name)), user)
+        last = time.time()
+        done = wait_job(job.pk)
+    finally:
+        stop(procs)
+        wipe_redis()  # the ranks' own trace analyses queued after the job's: not measured here
+    ready = done.ready_at.timestamp() if done.ready_at else float("nan")
+    print(f"arrivals: {ranks} ranks sent one at a time over {last - first:.0f} s, {workers} trace workers: "
+          f"last rank in → ready {ready - last:.1f} s (the cross-rank step {done.summary.get('cross_rank_s', 0):.1f} s "
+          f"of it); first rank in → ready {ready - first:.1f} s; {done.status}")
+
+
 def bench_versions(captures: int = 3) -> None:
     from emulator.workloads import graph as workloads
     from emulator.workloads.tracing import capture
@@ -268,9 +303,10 @@ def bench_versions(captures: int = 3) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", default="accuracy,latency,scale,versions")
+    parser.add_argument("--only", default="accuracy,latency,scale,arrivals,versions")
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--events", type=int, default=125_000)
+    parser.add_argument("--spread", type=float, default=60.0, help="arrivals: seconds from the first rank to the last")
     args = parser.parse_args()
     sections = set(args.only.split(","))
     if "versions" in sections:
@@ -309,6 +345,8 @@ def main() -> None:
                     bench_latency(client, workdir)
                 if "scale" in sections:
                     bench_scale(user, workdir, args.ranks, args.events)
+                if "arrivals" in sections:
+                    bench_arrivals(user, args.ranks, args.events, args.spread)
             finally:
                 wipe_redis()
     finally:

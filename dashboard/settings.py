@@ -365,6 +365,9 @@ TRACE_WORKER_CONCURRENCY = env_int("TRACE_WORKER_CONCURRENCY", 3, minimum=1)
 # Distributed jobs: at most this many ranks, and this many events kept per captured rank.
 JOB_MAX_RANKS = env_int("JOB_MAX_RANKS", 256, minimum=1)
 JOB_RANK_MAX_EVENTS = env_int("JOB_RANK_MAX_EVENTS", 250_000, minimum=1000)
+# A job whose ranks are sent one at a time waits this long for them by default (a request
+# may say otherwise), then is combined with the ranks it has.
+JOB_RANKS_WAIT_S = env_int("JOB_RANKS_WAIT_S", 3600, minimum=10)
 # The cross-rank step waits up to this long for the time-series store to hold the capture
 # window's last poll; a job whose reasons were computed without it has them computed again
 # this many seconds later (up to JOB_HEALTH_RECHECKS times).

@@ -8,6 +8,7 @@ from celery import shared_task
 
 from traces import writers
 from traces.jobs import analysis as job_analysis
+from traces.jobs import arrivals as job_arrivals
 from traces.jobs import capture as job_capture
 from traces.jobs import results as job_results
 from traces.queueing import trace_queue  # noqa: F401  (the queue a trace worker serves)
@@ -46,7 +47,7 @@ def refresh_job_health(job_id: int, attempt: int) -> None:
 
 @shared_task
 def expire_stuck_traces() -> int:
-    return writers.expire_stuck() + job_analysis.expire_stuck_jobs()
+    return writers.expire_stuck() + job_analysis.expire_stuck_jobs() + job_arrivals.close_overdue()
 
 
 @shared_task

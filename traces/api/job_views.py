@@ -1,9 +1,10 @@
 """The jobs API: capture a distributed job, upload one, read its ranks and its results."""
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,12 +15,14 @@ from traces.api.permissions import CanCaptureTraces, CanUploadTraces, CanViewTra
 from traces.api.serializers import (
     CreatedSerializer,
     JobCaptureRequestSerializer,
+    JobRankUploadSerializer,
     JobSerializer,
     JobUploadSerializer,
 )
 from traces.api.upload_views import Refused, UploadCreate
 from traces.api.views import NotReady
-from traces.choices import JobStatus
+from traces.choices import JobStatus, RankStatus
+from traces.jobs import arrivals as job_arrivals
 from traces.jobs import capture as job_capture
 from traces.jobs import results as job_results
 from traces.jobs import uploads as job_uploads
@@ -28,8 +31,9 @@ from traces.models import Job
 MAX_TIMELINE_COLLECTIVES = 500
 
 
-def _created(job: Job) -> Response:
-    return Response({"id": job.pk, "url": job.get_absolute_url(), "status": job.status}, status=status.HTTP_202_ACCEPTED)
+def _created(job: Job, **more) -> Response:
+    return Response({"id": job.pk, "url": job.get_absolute_url(), "status": job.status, **more},
+                    status=status.HTTP_202_ACCEPTED)
 
 
 def ready_job(job: Job) -> Job:
@@ -46,7 +50,7 @@ class JobViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
     upload_serializer, files_field, uploads_field = JobUploadSerializer, "files", "uploads"
 
     def get_permissions(self):
-        return [CanUploadTraces()] if self.action == "create" else [CanViewTraces()]
+        return [CanUploadTraces()] if self.action in ("create", "ranks") else [CanViewTraces()]
 
     def get_queryset(self):
         queryset = Job.objects.for_list().prefetch_related("ranks")
@@ -61,12 +65,54 @@ class JobViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
     )
     def create(self, request):
         """Upload a job: one trace file per rank (multipart ``files``, or finished resumable
-        uploads as JSON ``{"uploads": [...]}``); checked, stored, analysed."""
+        uploads as JSON ``{"uploads": [...]}``); checked, stored, analysed. Or open a job
+        whose ranks are sent one at a time as they are ready (``{"world_size": N}``, then
+        ``POST ranks/`` per rank): each is analysed when it arrives."""
         data, sources, uploads = self.upload_form(request)
+        name = str(data.get("name", ""))[:200]
+        if data.get("world_size") is not None:
+            return self._open(request, data, sources, name)
+        if data.get("wait_s") is not None:
+            raise ValidationError({"wait_s": "wait_s goes with world_size (a job whose ranks are sent one at a time)."})
         if not sources:
-            raise ValidationError({"files": "upload one trace file per rank (multipart field 'files', or 'uploads')."})
-        job = self.made_from(uploads, lambda: job_uploads.accept_job_upload(sources, request.user, name=str(data.get("name", ""))[:200]))
+            raise ValidationError({"files": "upload one trace file per rank (multipart field 'files', or 'uploads'), "
+                                            "or open the job with world_size and send its ranks to ranks/."})
+        job = self.made_from(uploads, lambda: job_uploads.accept_job_upload(sources, request.user, name=name))
         return _created(job)
+
+    def _open(self, request, data: dict, sources: list, name: str) -> Response:
+        if sources:
+            raise ValidationError({"world_size": "send the whole job's files, or world_size and then each rank to "
+                                                 "ranks/, not both."})
+        if data["world_size"] > settings.JOB_MAX_RANKS:
+            raise ValidationError({"world_size": f"a job has at most {settings.JOB_MAX_RANKS} ranks (JOB_MAX_RANKS)."})
+        job = job_arrivals.open_job(request.user, data["world_size"], name=name, wait_s=data.get("wait_s"))
+        return _created(job, ranks_url=f"/api/jobs/{job.pk}/ranks/", ranks_due_at=job.params["ranks_due_at"])
+
+    @extend_schema(
+        request={"multipart/form-data": JobRankUploadSerializer, "application/json": JobRankUploadSerializer},
+        responses={202: OpenApiResponse(description="Stored; its analysis has started"),
+                   400: OpenApiResponse(description="A bad file, or no rank known"),
+                   403: OpenApiResponse(description="Not the job's opener"),
+                   409: OpenApiResponse(description="The job takes no more ranks, or has this one"),
+                   413: OpenApiResponse(description="Too large"), 507: OpenApiResponse(description="Storage full")},
+    )
+    @action(detail=True, methods=["post"])
+    def ranks(self, request, pk=None):
+        """Send one rank of a job opened with ``world_size`` (multipart ``file`` or a finished
+        resumable ``upload``; ``rank`` if the trace does not say): checked, stored, and
+        analysed at once; the cross-rank step follows the last rank."""
+        job = self.get_object()
+        if job.created_by_id != request.user.pk and not request.user.is_superuser:
+            raise PermissionDenied("only the user who opened the job sends its ranks")
+        data, sources, uploads = self.upload_form(request, (JobRankUploadSerializer, "file", "upload"))
+        if not sources:
+            raise ValidationError({"file": "send the rank's trace file (multipart field 'file', or 'upload')."})
+        row = self.made_from(uploads, lambda: job_arrivals.accept_rank(job, sources[0], request.user,
+                                                                        rank=data.get("rank")))
+        arrived = job.ranks.exclude(status=RankStatus.FAILED).count()
+        return Response({"job": job.pk, "rank": row.rank, "trace": row.trace_id, "status": row.status,
+                         "ranks_in": arrived, "world_size": job.world_size}, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={200: OpenApiResponse(description="The cross-rank report"),
                               409: OpenApiResponse(description="Not ready")})

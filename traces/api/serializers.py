@@ -143,6 +143,19 @@ class JobUploadSerializer(serializers.Serializer):
     uploads = serializers.ListField(child=serializers.UUIDField(), required=False,
                                     help_text="Instead of files: finished resumable uploads (/api/uploads/), one per rank")
     name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    world_size = serializers.IntegerField(
+        required=False, min_value=1,
+        help_text="Instead of files: open a job of this many ranks, each sent on its own to ranks/ as it is ready")
+    wait_s = serializers.IntegerField(
+        required=False, min_value=10, max_value=7 * 24 * 3600,
+        help_text="With world_size: how long to wait for every rank (JOB_RANKS_WAIT_S by default)")
+
+
+class JobRankUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(required=False, allow_empty_file=True, help_text="The rank's trace file")
+    upload = serializers.UUIDField(required=False, help_text="Instead of file: a finished resumable upload")
+    rank = serializers.IntegerField(required=False, min_value=0,
+                                    help_text="The rank (else the trace's distributedInfo.rank, else its file name's)")
 
 
 class UploadStartSerializer(serializers.Serializer):

@@ -56,10 +56,12 @@ class UploadCreate:
         use_limited_handlers(request)  # before anything (the CSRF check) reads the body
         return super().initialize_request(request, *args, **kwargs)
 
-    def upload_form(self, request) -> tuple[dict, list[Source], list[Upload]]:
-        """The form's fields, its sources, and the resumable uploads they came from."""
+    def upload_form(self, request, shape=None) -> tuple[dict, list[Source], list[Upload]]:
+        """The form's fields, its sources, and the resumable uploads they came from.
+        ``shape``: (serializer, files field, uploads field), else the class's."""
+        serializer, files_field, uploads_field = shape or (self.upload_serializer, self.files_field, self.uploads_field)
         try:
-            form = self.upload_serializer(data=request.data)
+            form = serializer(data=request.data)
             valid = form.is_valid()
         except UnreadablePostError:
             form, valid = None, False
@@ -68,11 +70,11 @@ class UploadCreate:
         if not valid:
             raise ValidationError(form.errors if form is not None else {"detail": "the request's body could not be read"})
         data = form.validated_data
-        ids = data.get(self.uploads_field)
-        if ids and data.get(self.files_field):
-            raise ValidationError({self.uploads_field: f"send {self.files_field} or {self.uploads_field}, not both."})
+        ids = data.get(uploads_field)
+        if ids and data.get(files_field):
+            raise ValidationError({uploads_field: f"send {files_field} or {uploads_field}, not both."})
         if not ids:
-            files = data.get(self.files_field)
+            files = data.get(files_field)
             files = files if isinstance(files, list) else [files] if files else []
             return data, [Source.of_file(f) for f in files], []
         try:

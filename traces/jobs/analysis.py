@@ -161,6 +161,8 @@ def maybe_combine(job_id: int) -> bool:
     """Claim the cross-rank step when no rank is pending; True for the one caller that won."""
     if JobRank.objects.filter(job_id=job_id, status__in=RANK_PENDING_STATUSES).exists():
         return False
+    if JobRank.objects.filter(job_id=job_id).count() < Job.objects.get(pk=job_id).world_size:
+        return False  # ranks still to arrive (traces/jobs/arrivals.py)
     if not move_job(job_id, [JobStatus.ANALYSING], JobStatus.COMBINING, progress=0.0):
         return False
     enqueue(job_id, queueing.JOB_COMBINE_TASK, settings.TRACE_ANALYSIS_TIMEOUT_S)
@@ -173,14 +175,14 @@ def expire_stuck_jobs(now=None) -> int:
     now = now or timezone.now()
     expired = 0
     queued = now - timedelta(seconds=settings.TRACE_QUEUE_TIMEOUT_S)
-    for job_id in Job.objects.filter(status=JobStatus.QUEUED, status_changed_at__lt=queued).values_list("pk", flat=True):
+    for job_id in _not_open(Job.objects.filter(status=JobStatus.QUEUED, status_changed_at__lt=queued)):
         expired += fail_job(job_id, f"no trace worker took it within {settings.TRACE_QUEUE_TIMEOUT_S} s", [JobStatus.QUEUED])
     for job in Job.objects.filter(status=JobStatus.CAPTURING):
         limit = job.params.get("duration_s", writers.MAX_CAPTURE_S) + JOB_CAPTURE_GRACE_S
         if job.status_changed_at < now - timedelta(seconds=limit):
             expired += fail_job(job.pk, f"the capture did not finish within {human_duration(limit)}", [JobStatus.CAPTURING])
     limit = now - timedelta(seconds=settings.TRACE_ANALYSIS_TIMEOUT_S)
-    for job_id in Job.objects.filter(status=JobStatus.ANALYSING, status_changed_at__lt=limit).values_list("pk", flat=True):
+    for job_id in _not_open(Job.objects.filter(status=JobStatus.ANALYSING, status_changed_at__lt=limit)):
         for r in JobRank.objects.filter(job_id=job_id, status__in=RANK_PENDING_STATUSES):
             _fail_rank(r, f"not analysed within {settings.TRACE_ANALYSIS_TIMEOUT_S} s")
             expired += 1
@@ -190,3 +192,8 @@ def expire_stuck_jobs(now=None) -> int:
                             [JobStatus.COMBINING])
     return expired
 
+
+def _not_open(jobs) -> list[int]:
+    """The ids of ``jobs`` but those still waiting for ranks until their own deadline
+    (traces/jobs/arrivals.py closes those)."""
+    return [pk for pk, params in jobs.values_list("pk", "params") if not (params or {}).get("open")]

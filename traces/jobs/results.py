@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import logging
 import time
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -273,5 +274,9 @@ def job_page(job: Job) -> dict[str, Any]:
                      "reasons": [x["text"] for x in (r.health or {}).get("reasons", [])]})
     path = (report or {}).get("critical_path") or {}
     on_path = sorted(((int(k), v) for k, v in path.get("ranks_on_path", {}).items() if v), key=lambda kv: -kv[1])
+    waiting = None
+    if job.params.get("open") and job.status in (JobStatus.QUEUED, JobStatus.ANALYSING):
+        due = job.params.get("ranks_due_at")
+        waiting = {"arrived": len(ranks), "due": datetime.fromisoformat(due) if due else None}
     return {"job": job, "rows": rows, "report": report, "finding": (report or {}).get("straggler"),
-            "path": path, "on_path": on_path[:8], "skew": (report or {}).get("skew", [])[:12]}
+            "path": path, "on_path": on_path[:8], "skew": (report or {}).get("skew", [])[:12], "waiting": waiting}

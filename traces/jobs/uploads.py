@@ -47,7 +47,7 @@ def accept_job_upload(uploaded: list, user, *, name: str = "") -> Job:
                 device_type=types.pop()[:32] if len(types) == 1 else "", params={"files": names},
             )
             for file, check, rank, filename in zip(uploaded, checked, ranks, names):
-                trace = _store(file, check, filename, job, rank, user)
+                trace = store_rank_file(file, check, filename, job, rank, user)
                 created.append(trace.pk)
                 JobRank.objects.create(job=job, rank=rank, status=RankStatus.ANALYSING, trace=trace,
                                        host_name=str(check.meta.get("host", ""))[:128])
@@ -59,7 +59,8 @@ def accept_job_upload(uploaded: list, user, *, name: str = "") -> Job:
     return job
 
 
-def _store(file, check, filename: str, job: Job, rank: int, user) -> Trace:
+def store_rank_file(file, check, filename: str, job: Job, rank: int, user) -> Trace:
+    """A rank's Trace row and its raw file (stored from ``file``, checked as ``check``)."""
     meta = check.meta
     trace = Trace.objects.create(
         name=filename[:200], source=TraceSource.UPLOAD, created_by=user,

@@ -146,3 +146,54 @@ async def test_job_socket_forwards_rank_progress_to_viewers_only(client, viewer,
     assert await closed_after_accept(refused, connected) == 4403
     missing, connected, _ = await connect(f"/ws/jobs/{job.pk + 99}/", await session_headers(client, viewer))
     assert await closed_after_accept(missing, connected) == 4404
+
+
+@pytest.mark.django_db
+def test_a_job_opened_by_world_size_takes_its_ranks_one_request_each(api_client, operator, viewer, trace_storage,
+                                                                       monkeypatch, django_capture_on_commit_callbacks):
+    from django.contrib.auth.models import Group, User
+
+    from traces import queueing
+
+    monkeypatch.setattr(queueing, "send", lambda *args, **kwargs: None)  # the broker is not what is tested
+    api_client.force_authenticate(operator)
+    opened = api_client.post("/api/jobs/", {"world_size": 2, "name": "two hosts", "wait_s": 600}, format="json")
+    assert opened.status_code == 202, opened.content
+    job_id, ranks_url = opened.data["id"], opened.data["ranks_url"]
+    assert ranks_url == f"/api/jobs/{job_id}/ranks/" and opened.data["status"] == JobStatus.QUEUED
+    with real_trace(SHARED[1]).open("rb") as f, django_capture_on_commit_callbacks(execute=True):
+        sent = api_client.post(ranks_url, {"file": f}, format="multipart")
+    assert sent.status_code == 202, sent.content
+    assert sent.data["rank"] == 1 and sent.data["ranks_in"] == 1 and sent.data["world_size"] == 2
+    assert Job.objects.get(pk=job_id).status == JobStatus.ANALYSING
+    with real_trace(SHARED[1]).open("rb") as f:
+        again = api_client.post(ranks_url, {"file": f}, format="multipart")
+    assert again.status_code == 409 and "already has rank 1" in again.data["detail"]
+    with real_trace(SHARED[0]).open("rb") as f:
+        outside = api_client.post(ranks_url, {"file": f, "rank": 7}, format="multipart")
+    assert outside.status_code == 400 and "outside the job's 2 ranks" in outside.data["detail"]
+    assert api_client.post(ranks_url, {}, format="multipart").status_code == 400
+
+    # Only who opened the job sends its ranks; viewers send none.
+    other = User.objects.create_user("olga", password="x")
+    other.groups.add(*Group.objects.filter(name__in=["viewers", "operators"]))
+    for user, code in ((other, 403), (viewer, 403)):
+        api_client.force_authenticate(user)
+        with real_trace(SHARED[0]).open("rb") as f:
+            assert api_client.post(ranks_url, {"file": f}, format="multipart").status_code == code
+    assert Trace.objects.filter(params__job=job_id).count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("body", "field", "message"), [
+    ({"world_size": 0}, "world_size", ""),
+    ({"world_size": 100000}, "world_size", "at most"),
+    ({"world_size": 2, "wait_s": 1}, "wait_s", ""),
+    ({"wait_s": 60}, "wait_s", "goes with world_size"),
+])
+def test_bad_open_job_requests_are_400_and_write_nothing(api_client, operator, body, field, message):
+    api_client.force_authenticate(operator)
+    response = api_client.post("/api/jobs/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.data and message in str(response.data[field])
+    assert not Job.objects.exists()

@@ -77,5 +77,11 @@ def _rank_of(meta: dict, name: str, position: int) -> int:
     info = meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return info["rank"]
+    in_name = rank_in_name(name)
+    return position if in_name is None else in_name
+
+
+def rank_in_name(name: str) -> int | None:
+    """The rank a file's name carries ("rank3", "rank_3", "rank-3"), if any."""
     m = _RANK_IN_NAME.search(name)
-    return int(m.group(1)) if m else position
+    return int(m.group(1)) if m else None
