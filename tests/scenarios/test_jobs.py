@@ -96,6 +96,35 @@ def test_reasons_computed_before_the_store_held_the_window_come_from_the_snapsho
     assert len([a for a, _ in queued if a[0] == queueing.JOB_HEALTH_TASK]) == 1  # nothing more to recheck
 
 
+def test_each_captured_rank_is_queued_for_its_digest_as_soon_as_it_is_stored(gpu_fleet, operator, trace_storage,
+                                                                               monkeypatch):
+    """The workers digest the first ranks while the capture stores the others."""
+    from traces import queueing
+
+    devices = same_software(gpu_fleet, 3)
+    running_job(devices, None, None)
+    happened = []
+    store = job_capture._store_rank
+
+    def storing(r, capture, ended):
+        happened.append(("stored", r.rank))
+        store(r, capture, ended)
+
+    def sent(task, job_id, limit_s, *more, **kwargs):
+        if task == queueing.JOB_RANK_TASK:
+            job = Job.objects.get(pk=job_id)
+            later = set(job.ranks.filter(status=RankStatus.CAPTURING).values_list("rank", flat=True))
+            happened.append(("queued", more[0], job.status, sorted(later)))
+
+    monkeypatch.setattr(job_capture, "_store_rank", storing)
+    monkeypatch.setattr(queueing, "send", sent)
+    job = _capture(operator, devices)
+    assert happened == [("stored", 0), ("queued", 0, JobStatus.ANALYSING, [1, 2]),
+                        ("stored", 1), ("queued", 1, JobStatus.ANALYSING, [2]),
+                        ("stored", 2), ("queued", 2, JobStatus.ANALYSING, [])]
+    assert _analyse(job).status == JobStatus.READY
+
+
 def test_a_healthy_job_names_no_straggler(gpu_fleet, operator, trace_storage):
     devices = same_software(gpu_fleet, 4)
     running_job(devices)

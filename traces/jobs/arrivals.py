@@ -15,6 +15,7 @@ run by beat with the other timeouts); a job no rank reached fails, saying so.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
 from pathlib import PurePath
@@ -22,6 +23,7 @@ from pathlib import PurePath
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from traces import writers
 from traces.atrace.io.jobs import rank_in_name
@@ -142,7 +144,8 @@ def _arrived(job_id: int, rank: int) -> None:
     move_job(job_id, [JobStatus.QUEUED], JobStatus.ANALYSING, analysis_started_at=timezone.now(), progress=0.0)
     push_ranks(job_id, 0.0, [{"rank": rank, "status": RankStatus.ANALYSING, "progress": 0.0, "events": None,
                               "error": ""}])
-    enqueue(job_id, JOB_RANK_TASK, settings.TRACE_ANALYSIS_TIMEOUT_S, rank)
+    with contextlib.suppress(BrokerUnavailable):  # the job has failed, saying so (enqueue)
+        enqueue(job_id, JOB_RANK_TASK, settings.TRACE_ANALYSIS_TIMEOUT_S, rank)
 
 
 def close_overdue(now=None) -> int:

@@ -6,8 +6,8 @@ in the job, untraced, and the job says so), then queues the capture when that co
 :func:`run_job_capture` (the capture task, on the traces queue) runs the emulated job on
 the devices as their state files say they are now (the job holds them at full load while it
 runs, which the pollers see), reports each rank's progress over the job's websocket group,
-stores each rank's trace (gzipped Kineto JSON) and fans the per-rank analyses out
-(traces/jobs/analysis.py). A device that hangs or reboots fails its rank with the reason;
+stores each rank's trace (gzipped Kineto JSON) and queues that rank's analysis as soon as it
+is stored (traces/jobs/analysis.py). A device that hangs or reboots fails its rank with the reason;
 the other ranks still complete.
 """
 
@@ -218,14 +218,24 @@ def run_job_capture(job_id: int) -> None:
     ended = timezone.now()
     for r in traced:
         r.health["snapshots"]["end"] = snapshot_facts(r.device_id)
+    if not move_job(job_id, [JobStatus.CAPTURING], JobStatus.ANALYSING, capture_ended_at=ended,
+                    analysis_started_at=ended, progress=0.0):
+        return  # failed meanwhile (its timeout): its ranks failed with it
+    # Each rank's digest is queued the moment its trace is stored: the trace workers digest
+    # the first ranks while this stores the others.
+    for r in traced:
         if r.rank in capture.failed:
             _rank_failed(r, capture.failed[r.rank])
         else:
             _store_rank(r, capture, ended)
-    JobRank.objects.bulk_update(traced, ["status", "error", "health", "events", "progress"])
-    push_ranks(job_id, 1.0, [{"rank": r.rank, "status": r.status, "progress": 1.0, "events": r.events, "error": r.error}
-                             for r in traced])
-    job_analysis.start_analysis(job_id, [JobStatus.CAPTURING], capture_ended_at=ended)
+        r.save(update_fields=["status", "error", "health", "events", "progress"])
+        push_ranks(job_id, 1.0, [{"rank": r.rank, "status": r.status, "progress": 1.0, "events": r.events,
+                                  "error": r.error}])
+        if r.status == RankStatus.ANALYSING:
+            job_analysis.enqueue(job_id, writers.queueing.JOB_RANK_TASK, settings.TRACE_ANALYSIS_TIMEOUT_S, r.rank)
+    if not any(r.status == RankStatus.ANALYSING for r in traced):
+        why = "; ".join(dict.fromkeys(r.error for r in traced if r.error))
+        fail_job(job_id, "no rank was traced" + (f": {why}" if why else ""), [JobStatus.ANALYSING])
 
 
 def _rank_failed(r: JobRank, reason: str) -> None:
