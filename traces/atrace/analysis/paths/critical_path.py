@@ -270,18 +270,30 @@ def _slack(g: PathGraph, dist: np.ndarray, tail: np.ndarray, length: int) -> np.
     W, anchors = g.work_before, g.anchors
     n_pts = len(W)
     m = len(g.sel)
-    anchor_before = np.searchsorted(anchors, np.arange(n_pts), "right") - 1
-    anchor_after = np.searchsorted(anchors, np.arange(n_pts), "left")
-    through = (
-        dist[anchor_before] + (W - W[anchors[anchor_before]])
-        + tail[anchor_after] + (W[anchors[anchor_after]] - W)
-    )
+    # The longest path through a point: the longest to the anchor at or before it, the work
+    # from there to the point, the work from it to the anchor at or after it, and the
+    # longest from there; the point's own prefix W cancels out. Every chain's first and last
+    # points are anchors, so both anchors exist and lie on its chain. Built in place: at
+    # millions of points each temporary array is a hundred MB.
+    is_anchor = np.zeros(n_pts, bool)
+    is_anchor[anchors] = True
+    at = np.cumsum(is_anchor, dtype=np.int64)
+    at -= 1  # the anchor at or before each point
+    work_at = W[anchors]
+    through = np.empty(n_pts + 1, np.int64)  # one more: reduceat's last range ends on it
+    through[-1] = 0
+    np.take(dist - work_at, at, out=through[:-1])
+    np.logical_not(is_anchor, out=is_anchor)
+    at += is_anchor  # the anchor at or after each point
+    del is_anchor
+    work_at += tail
+    through[:-1] += work_at[at]
+    del at, work_at
     # Range maximum per slice; slices in start order keep the in-between ranges short.
     by_start = np.argsort(g.pts.start_pos)
     bounds = np.empty(2 * m, np.int64)
     bounds[0::2] = g.pts.start_pos[by_start]
     bounds[1::2] = g.pts.end_pos[by_start] + 1
-    through = np.append(through, 0)
     best_through = np.empty(m, np.int64)
     best_through[by_start] = np.maximum.reduceat(through, bounds)[0::2]
     return np.maximum(length - best_through, 0)
@@ -383,8 +395,9 @@ def _walk(hops: tuple[np.ndarray, np.ndarray], g: PathGraph):
     parent_local = _parent_local(g)
     prev, cur = steps_local[:-1], steps_local[1:]
     nested = _encloses(parent_local, cur, prev) | _encloses(parent_local, prev, cur)
-    names = np.where(nested, "nested", "sequence")
-    via = ["start"] + [EDGE_TYPES[h] if h != _CHAIN else str(n) for h, n in zip(how[1:].tolist(), names.tolist())]
+    # The labels are shared strings: a path of millions of steps holds one pointer each.
+    via = ["start"] + [EDGE_TYPES[h] if h != _CHAIN else ("nested" if n else "sequence")
+                       for h, n in zip(how[1:].tolist(), nested.tolist())]
     return g.sel[steps_local], on_path.astype(np.int64), via
 
 

@@ -104,28 +104,42 @@ def _meet(meet: np.ndarray, ptr: np.ndarray, far: tuple, edges: np.ndarray, na: 
     ``far`` is (root, offset, far end, weight): each anchor's root and offset from it, and
     per edge its far end and weight; ``edges`` lists the edges grouped by anchor (``ptr``).
     Returns per anchor the best distance (roots only are meaningful) and, per ``meet``
-    anchor, the first edge reaching it. Only the meeting anchors' edges are looked at.
+    anchor, the first edge reaching it. Only the meeting anchors' edges are looked at, a
+    block of anchors at a time: the loop reads Python lists (fast), and only one block's
+    lists are alive at once (millions of edges as Python ints would cost ~80 bytes each).
     """
     root, off, far_end, weight = far
     lo, hi = ptr[meet], ptr[meet + 1]
     n = hi - lo
-    mine = edges[np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))]
-    ends = far_end[mine]
-    far_root = root[ends].tolist()
-    far_add = (off[ends] + weight[mine]).tolist()
-    del ends
+    first_of = np.zeros(len(meet) + 1, np.int64)
+    np.cumsum(n, out=first_of[1:])
+    mine = edges[np.repeat(lo - first_of[:-1], n) + np.arange(int(first_of[-1]))]
+    del lo, hi
     best_at = [0] * na
-    chosen = []
-    choose = chosen.append
-    first = 0
-    for v, count in zip(meet.tolist(), n.tolist()):
-        stop = first + count
-        best, bj = best_at[far_root[first]] + far_add[first], first
-        for j in range(first + 1, stop):
-            d = best_at[far_root[j]] + far_add[j]
-            if d > best:
-                best, bj = d, j
-        best_at[v] = best
-        choose(bj)
-        first = stop
-    return np.array(best_at, np.int64), mine[np.array(chosen, np.int64)]
+    chosen = np.empty(len(meet), np.int64)
+    for b0 in range(0, len(meet), _MEET_BLOCK):
+        b1 = min(b0 + _MEET_BLOCK, len(meet))
+        e0, e1 = int(first_of[b0]), int(first_of[b1])
+        ends = far_end[mine[e0:e1]]
+        far_root = root[ends].tolist()
+        far_add = (off[ends] + weight[mine[e0:e1]]).tolist()
+        del ends
+        picks = []
+        pick = picks.append
+        first = 0
+        for v, count in zip(meet[b0:b1].tolist(), n[b0:b1].tolist()):
+            stop = first + count
+            best, bj = best_at[far_root[first]] + far_add[first], first
+            for j in range(first + 1, stop):
+                d = best_at[far_root[j]] + far_add[j]
+                if d > best:
+                    best, bj = d, j
+            best_at[v] = best
+            pick(bj)
+            first = stop
+        chosen[b0:b1] = picks
+        chosen[b0:b1] += e0
+    return np.array(best_at, np.int64), mine[chosen]
+
+
+_MEET_BLOCK = 1 << 17  # meeting anchors per block of :func:`_meet`

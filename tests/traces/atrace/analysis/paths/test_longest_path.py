@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
+from traces.atrace.analysis.paths import longest_path
 from traces.atrace.analysis.paths.longest_path import longest_paths
 
 
@@ -38,17 +39,22 @@ def weighted_dags(draw):
 
 
 @settings(max_examples=examples(200), deadline=None)
-@given(weighted_dags())
-def test_longest_paths_match_a_node_by_node_pass(dag):
+@given(weighted_dags(), st.sampled_from([1, 2, 3, 1 << 17]))
+def test_longest_paths_match_a_node_by_node_pass(dag, block):
+    """Whatever the block of meeting anchors visited at once (one anchor, a few, all)."""
     order, edges, n = dag
-    src = np.array([e[0] for e in edges], np.int64)
-    dst = np.array([e[1] for e in edges], np.int64)
-    weight = np.array([e[2] for e in edges], np.int64)
-    dist, pred, pred_edge, tail = longest_paths(np.array(order, np.int64), src, dst, weight, n)
-    want_dist, want_edge, want_tail = _longest_reference(
-        order, src.tolist(), dst.tolist(), weight.tolist(), n
-    )
-    assert dist.tolist() == want_dist
-    assert pred_edge.tolist() == want_edge
-    assert pred.tolist() == [src[j] if j >= 0 else -1 for j in want_edge]
-    assert tail.tolist() == want_tail
+    default, longest_path._MEET_BLOCK = longest_path._MEET_BLOCK, block
+    try:
+        src = np.array([e[0] for e in edges], np.int64)
+        dst = np.array([e[1] for e in edges], np.int64)
+        weight = np.array([e[2] for e in edges], np.int64)
+        dist, pred, pred_edge, tail = longest_paths(np.array(order, np.int64), src, dst, weight, n)
+        want_dist, want_edge, want_tail = _longest_reference(
+            order, src.tolist(), dst.tolist(), weight.tolist(), n
+        )
+        assert dist.tolist() == want_dist
+        assert pred_edge.tolist() == want_edge
+        assert pred.tolist() == [src[j] if j >= 0 else -1 for j in want_edge]
+        assert tail.tolist() == want_tail
+    finally:
+        longest_path._MEET_BLOCK = default
