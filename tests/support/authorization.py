@@ -140,6 +140,8 @@ HTTP_DECISIONS: dict[str, Decision] = {
     "job-capture": api(NOBODY, OPERATORS, ("POST",), why="a job capture: traces.capture_trace"),
     "trace-spans": api(NOBODY, OPERATORS, ("POST",), why="request spans uploaded beside a trace: traces.upload_trace"),
     "job-spans": api(NOBODY, OPERATORS, ("POST",), why="request spans uploaded beside a job: traces.upload_trace"),
+    "job-ranks": api(NOBODY, OPERATORS, ("POST",), why="a rank sent to an open job: traces.upload_trace, and "
+                                                        "the job's opener (or a superuser)"),
     "trace-requests": api(VIEWERS),
     "trace-request": api(VIEWERS),
     "upload-list": api(NOBODY, OPERATORS, ("POST",), why="start a resumable upload: traces.upload_trace"),

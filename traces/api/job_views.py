@@ -49,8 +49,10 @@ class JobViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
     serializer_class = JobSerializer
     upload_serializer, files_field, uploads_field = JobUploadSerializer, "files", "uploads"
 
+    permission_classes = [CanViewTraces]  # the ranks/ route: its own (every method of it)
+
     def get_permissions(self):
-        return [CanUploadTraces()] if self.action in ("create", "ranks") else [CanViewTraces()]
+        return [CanUploadTraces()] if self.action == "create" else super().get_permissions()
 
     def get_queryset(self):
         queryset = Job.objects.for_list().prefetch_related("ranks")
@@ -97,7 +99,7 @@ class JobViewSet(UploadCreate, viewsets.ReadOnlyModelViewSet):
                    409: OpenApiResponse(description="The job takes no more ranks, or has this one"),
                    413: OpenApiResponse(description="Too large"), 507: OpenApiResponse(description="Storage full")},
     )
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], permission_classes=[CanUploadTraces])
     def ranks(self, request, pk=None):
         """Send one rank of a job opened with ``world_size`` (multipart ``file`` or a finished
         resumable ``upload``; ``rank`` if the trace does not say): checked, stored, and
