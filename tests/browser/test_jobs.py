@@ -147,3 +147,32 @@ def test_an_uploaded_job_reads_back_the_command_line_collectives_and_communicati
     assert [tr.get_attribute("data-file") for tr in rows] == [r["file"] for r in cli["per_rank"]]
     ddp = next(tr for tr in rows if tr.get_attribute("data-file") == "ddp_nccl_rank0.json.gz")
     assert float(ddp.get_attribute("data-comm-share")) == pytest.approx(0.28, abs=0.01)  # the README's figure
+
+
+def test_ranks_sent_one_at_a_time_appear_on_the_job_page_as_they_arrive(browser, job_stack, operator):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from traces.jobs import arrivals
+    from traces.uploads.sources import Source
+
+    job = arrivals.open_job(operator, 2, name="two hosts")
+    sign_in(browser, job_stack, "otto")
+    browser.get(f"{job_stack}/traces/jobs/{job.pk}/")
+    assert browser.find_element(By.ID, "job-arrived").text == "0"
+    assert not browser.find_elements(By.CSS_SELECTOR, "#rank-table tbody tr")
+
+    def send(name):
+        arrivals.accept_rank(Job.objects.get(pk=job.pk), Source.of_file(
+            SimpleUploadedFile(name, real_trace(name).read_bytes())), operator)
+
+    send(SHARED[1])  # rank 1 first: its host finished first
+    wait = WebDriverWait(browser, 60, poll_frequency=0.2, ignored_exceptions=RELOADING)
+    wait.until(lambda b: b.find_element(By.ID, "job-arrived").text == "1")
+    row = browser.find_element(By.CSS_SELECTOR, '#rank-table tbody tr[data-rank="1"]')
+    wait.until(lambda b: row.find_element(By.CSS_SELECTOR, '[data-field="status"]').text == "ready")
+    assert browser.find_element(By.ID, "job-status").text.lower() == "analysing"  # rank 0 still to come
+    send(SHARED[0])
+    assert _wait_ready(browser) == "ready", browser.find_element(By.ID, "job-error").text
+    rows = browser.find_elements(By.CSS_SELECTOR, "#rank-table tbody tr")
+    assert [tr.get_attribute("data-rank") for tr in rows] == ["0", "1"]
+    assert int(browser.find_element(By.ID, "collectives-matched").get_attribute("data-count")) > 0

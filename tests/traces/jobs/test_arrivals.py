@@ -131,4 +131,4 @@ def test_the_job_page_says_how_many_ranks_are_in(client, viewer, operator, trace
     send(job, RANK1, operator, django_capture_on_commit_callbacks)
     client.force_login(viewer)
     page = client.get(f"/traces/jobs/{job.pk}/").content.decode()
-    assert 'id="job-waiting"' in page and "1 of 4 in" in page
+    assert 'id="job-waiting"' in page and '<span id="job-arrived">1</span> of 4 in' in page

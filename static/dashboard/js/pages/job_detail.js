@@ -10,9 +10,41 @@ const WAIT = colour("chart-wait");
 const TRANSFER = colour("chart-transfer");
 const PATH = colour("chart-path");
 
+function cell(text, className) {
+  const td = document.createElement("td");
+  if (className) td.className = className;
+  td.textContent = text;
+  return td;
+}
+
+// A job whose ranks are sent one at a time: a rank that has just arrived gets its row, in
+// rank order, and the count of ranks in goes up.
+function newRow(rank) {
+  const tr = document.createElement("tr");
+  tr.dataset.rank = rank;
+  const state = document.createElement("td");
+  const badge = document.createElement("span");
+  badge.dataset.field = "status";
+  const progress = document.createElement("span");
+  progress.dataset.field = "progress";
+  const error = document.createElement("div");
+  error.className = "error";
+  error.dataset.field = "error";
+  error.hidden = true;
+  state.append(badge, " ", progress, error);
+  tr.append(cell(String(rank)), cell("–"), cell("–"), state, cell("", "health-cell"));
+  for (let k = 0; k < 6; k += 1) tr.append(cell("–", "num"));
+  tr.append(cell("–"));
+  const body = document.querySelector("#rank-table tbody");
+  const after = [...body.rows].find((row) => Number(row.dataset.rank) > rank);
+  body.insertBefore(tr, after || null);
+  const arrived = document.getElementById("job-arrived");
+  if (arrived) arrived.textContent = String(body.rows.length);
+  return tr;
+}
+
 function showRank(update) {
-  const tr = document.querySelector(`#rank-table tr[data-rank="${update.rank}"]`);
-  if (!tr) return;
+  const tr = document.querySelector(`#rank-table tr[data-rank="${update.rank}"]`) || newRow(update.rank);
   const badge = tr.querySelector('[data-field="status"]');
   badge.className = `badge status-${update.status}`;
   badge.textContent = update.status;
