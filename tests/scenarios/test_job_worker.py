@@ -1,6 +1,9 @@
-"""A job through real Celery workers: the per-rank analyses spread over two worker processes
-(each could be on its own machine: they share only the database, the broker and the
-storage), and the cross-rank step runs once, after the last rank."""
+"""A job through real Celery workers: the per-rank analyses go to whichever of two worker
+processes is free (each could be on its own machine: they share only the database, the
+broker and the storage), each rank once, and the cross-rank step runs once, after the last
+rank. A captured rank is queued the moment it is stored, so the worker that is not busy
+storing the capture digests the first ranks meanwhile (which of the two takes which rank is
+the broker's choice, not asserted)."""
 
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ def wait_for(job_id: int, statuses: set[str], timeout: float) -> Job:
     raise TimeoutError(f"job {job_id} still {Job.objects.get(pk=job_id).status} after {timeout} s")
 
 
-def test_ranks_are_analysed_by_every_worker_and_combined_once(gpu_fleet, two_workers, api_client, operator):
+def test_ranks_are_analysed_once_each_by_the_workers_and_combined_once(gpu_fleet, two_workers, api_client, operator):
     devices = same_software(gpu_fleet, 6)
     running_job(devices, "ecc_storm", devices[4])
     api_client.force_authenticate(operator)
@@ -56,7 +59,7 @@ def test_ranks_are_analysed_by_every_worker_and_combined_once(gpu_fleet, two_wor
         time.sleep(0.1)
     time.sleep(1.0)
     logs = [w.output() for w in two_workers]
-    ranks_done = [len(re.findall(rf"job {job.pk} rank \d+ digested", log)) for log in logs]
-    assert sum(ranks_done) == 6 and all(n > 0 for n in ranks_done), ranks_done
+    ranks_done = sorted(int(r) for log in logs for r in re.findall(rf"job {job.pk} rank (\d+) digested", log))
+    assert ranks_done == list(range(6)), ranks_done
     combined = sum(len(re.findall(rf"job {job.pk} combined", log)) for log in logs)
     assert combined == 1, logs

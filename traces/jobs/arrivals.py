@@ -76,12 +76,13 @@ def accept_rank(job: Job, uploaded: Source, user, *, rank: int | None = None) ->
     rank = _rank(job, checked.meta, filename, rank)
     stored = None
     try:
-        with writers.budget_held(needed=not uploaded.uploads), transaction.atomic():
+        with writers.budget_held(needed=not uploaded.uploads):
             writers.take_room(uploaded)
+            stored = store_rank_file(uploaded, checked, filename, job, rank, user)
+            # The job's row is locked only now, after the copy, until the commit just after.
             locked = Job.objects.select_for_update().get(pk=job.pk)
             if not is_open(locked):
                 raise RankNotTaken(_closed(locked))
-            stored = store_rank_file(uploaded, checked, filename, locked, rank, user)
             row = JobRank.objects.create(job=locked, rank=rank, status=RankStatus.ANALYSING, trace=stored,
                                          host_name=str(checked.meta.get("host", ""))[:128])
             _note_file(locked, filename, str(checked.meta.get("device_type", ""))[:32])
