@@ -73,6 +73,25 @@ function onMessage(message) {
   }
 }
 
+// On (re)connecting: what happened before the socket joined the job's group (or while it was
+// down) never comes over it, so the job's state and its ranks are read once from the API.
+async function catchUp() {
+  const { ok, data } = await fetchJSON(`/api/jobs/${head.dataset.jobId}/`);
+  if (!ok) return; // the live updates still come
+  for (const r of data.ranks) {
+    const shown = document.querySelector(`#rank-table tr[data-rank="${r.rank}"]`);
+    if (!shown || (RANK_STAGE[r.status] ?? 0) > (RANK_STAGE[shown.dataset.status] ?? 0)) {
+      showRank({ rank: r.rank, status: r.status, progress: r.progress, events: r.events, error: r.error });
+    }
+  }
+  // A state only moves forward: an answer read before a change the socket has already told
+  // of must not take the page back.
+  if (STAGE[data.status] > STAGE[head.dataset.status]) onMessage({ type: "job.changed", status: data.status });
+}
+
+const STAGE = { queued: 0, capturing: 1, analysing: 2, combining: 3, ready: 4, failed: 4 };
+const RANK_STAGE = { queued: 0, capturing: 1, analysing: 2, ready: 3, busy: 3, failed: 3 };
+
 // -- the ranks side by side -----------------------------------------------------------------
 let first = 0;
 let total = 0;
@@ -133,7 +152,9 @@ async function drawTimeline() {
 }
 
 if (head) {
-  if (head.dataset.status !== "ready" && head.dataset.status !== "failed") connect(head.dataset.wsPath, onMessage);
+  if (head.dataset.status !== "ready" && head.dataset.status !== "failed") {
+    connect(head.dataset.wsPath, onMessage, { onOpen: catchUp });
+  }
   if (document.getElementById("job-timeline")) {
     document.getElementById("timeline-prev").addEventListener("click", () => {
       first = Math.max(0, first - count);
