@@ -54,7 +54,11 @@ def test_a_store_refusing_for_its_own_reasons_keeps_every_batch_and_gets_them_in
     store_proxy.status = status
     results = [writer(tmp_path).write(batch(start + 5 * n, keys, 10 * n)) for n in range(3)]
     assert [(r.buffered, r.rejected, r.lost, r.kept) for r in results] == [(3, 0, 0, 3)] * 3
-    assert results[-1].waiting == 3 and store_proxy.answered[status] == 3
+    # One request a write (the oldest waiting batch), never a storm. The client may send a
+    # request once more on a fresh connection when the kept-alive one breaks under it
+    # (fleet/tsdb/client.py): the only way a write makes two. A clean-clone `make test` met
+    # one such repeat (4 answers for 3 writes).
+    assert results[-1].waiting == 3 and 3 <= store_proxy.answered[status] <= 2 * 3
     assert stored(start, start + 15) == {}
 
     store_proxy.status = None  # the credential fixed, the route mended
