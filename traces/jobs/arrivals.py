@@ -26,7 +26,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from traces import writers
-from traces.atrace.io.jobs import rank_in_name
+from traces.atrace.io.jobs import rank_said
 from traces.choices import JobStatus, RankStatus, TraceSource
 from traces.jobs.analysis import enqueue, fail_job, maybe_combine, move_job, push_ranks
 from traces.jobs.uploads import store_rank_file
@@ -106,10 +106,7 @@ def _closed(job: Job) -> str:
 
 def _rank(job: Job, meta: dict, filename: str, said: int | None) -> int:
     if said is None:
-        info = meta.get("distributedInfo")
-        said = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
-    if said is None:
-        said = rank_in_name(filename)
+        said = rank_said(meta, filename)
     if said is None:
         raise writers.BadTrace(f"{filename}: which rank is it? The trace has no distributedInfo.rank and its "
                                "name no rank number: send the field 'rank'")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import logging
 import time
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -34,6 +33,7 @@ from traces.atrace.analysis.job_report import job_report, timeline_arrays
 from traces.atrace.analysis.paths.tables import step_list
 from traces.choices import JobStatus, RankStatus, TraceSource, TraceStatus
 from traces.jobs.analysis import enqueue_trace_analysis, fail_job, move_job
+from traces.jobs.arrivals import is_open, ranks_due_at
 from traces.jobs.health import device_health, health_reasons
 from traces.models import Job, JobRank
 from traces.store.files import REPORT, TIMELINE, JobFiles, reading_result
@@ -274,9 +274,6 @@ def job_page(job: Job) -> dict[str, Any]:
                      "reasons": [x["text"] for x in (r.health or {}).get("reasons", [])]})
     path = (report or {}).get("critical_path") or {}
     on_path = sorted(((int(k), v) for k, v in path.get("ranks_on_path", {}).items() if v), key=lambda kv: -kv[1])
-    waiting = None
-    if job.params.get("open") and job.status in (JobStatus.QUEUED, JobStatus.ANALYSING):
-        due = job.params.get("ranks_due_at")
-        waiting = {"arrived": len(ranks), "due": datetime.fromisoformat(due) if due else None}
+    waiting = {"arrived": len(ranks), "due": ranks_due_at(job)} if is_open(job) else None
     return {"job": job, "rows": rows, "report": report, "finding": (report or {}).get("straggler"),
             "path": path, "on_path": on_path[:8], "skew": (report or {}).get("skew", [])[:12], "waiting": waiting}

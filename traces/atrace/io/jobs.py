@@ -74,14 +74,15 @@ def rank_numbers(metas: list[dict], names: list[str]) -> list[int]:
 
 
 def _rank_of(meta: dict, name: str, position: int) -> int:
+    said = rank_said(meta, name)
+    return position if said is None else said
+
+
+def rank_said(meta: dict, name: str) -> int | None:
+    """The rank a file says it is: its ``distributedInfo.rank``, else the number in its name
+    ("rank3", "rank_3", "rank-3"); None when neither says."""
     info = meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return info["rank"]
-    in_name = rank_in_name(name)
-    return position if in_name is None else in_name
-
-
-def rank_in_name(name: str) -> int | None:
-    """The rank a file's name carries ("rank3", "rank_3", "rank-3"), if any."""
     m = _RANK_IN_NAME.search(name)
     return int(m.group(1)) if m else None
