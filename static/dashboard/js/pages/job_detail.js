@@ -73,6 +73,9 @@ function onMessage(message) {
   }
 }
 
+const STAGE = { queued: 0, capturing: 1, analysing: 2, combining: 3, ready: 4, failed: 4 };
+const RANK_STAGE = { queued: 0, capturing: 1, analysing: 2, ready: 3, busy: 3, failed: 3 };
+
 // On (re)connecting: what happened before the socket joined the job's group (or while it was
 // down) never comes over it, so the job's state and its ranks are read once from the API.
 async function catchUp() {
@@ -81,16 +84,13 @@ async function catchUp() {
   for (const r of data.ranks) {
     const shown = document.querySelector(`#rank-table tr[data-rank="${r.rank}"]`);
     if (!shown || (RANK_STAGE[r.status] ?? 0) > (RANK_STAGE[shown.dataset.status] ?? 0)) {
-      showRank({ rank: r.rank, status: r.status, progress: r.progress, events: r.events, error: r.error });
+      showRank(r);
     }
   }
   // A state only moves forward: an answer read before a change the socket has already told
   // of must not take the page back.
   if (STAGE[data.status] > STAGE[head.dataset.status]) onMessage({ type: "job.changed", status: data.status });
 }
-
-const STAGE = { queued: 0, capturing: 1, analysing: 2, combining: 3, ready: 4, failed: 4 };
-const RANK_STAGE = { queued: 0, capturing: 1, analysing: 2, ready: 3, busy: 3, failed: 3 };
 
 // -- the ranks side by side -----------------------------------------------------------------
 let first = 0;
