@@ -3,26 +3,34 @@
 The streaming reader (:func:`.chrome_reader.read_chrome`) cuts the event array into batches
 of about 2 MB: after each chunk read, at the last ``},`` followed by ``{``. Here the same
 cuts are found without decoding anything, by reading only the bytes around each cut
-(:func:`plan`). A forked child then decodes the later batches while this process decodes
-the earlier ones and merges them; then it merges the child's, in file order, and reads the
-end of the file (where the array closes and the other top-level keys follow) with the
-streaming reader itself. Batches being the same and merged in the same order, the trace is
-identical to the streaming reader's.
+(:func:`plan`). This process and a forked child then each take the next batch not yet
+taken whenever they are free (so the split follows what the batches cost on each side,
+whatever the events look like; this process also merges, so the child takes more); the
+child sends each batch as soon as it is decoded, and this process merges them all in file
+order, then reads the end of the file (where the array closes and the other top-level keys
+follow) with the streaming reader itself. Batches being the same and merged in the same
+order, the trace is identical to the streaming reader's.
 
 A cut that the streaming reader would have rejected (its decode fails: ``},{`` inside a
 string, or the array's end inside the batch) or a malformed event shows up as a batch that
 does not decode; then the file is read again by the streaming reader, which gives its usual
-answer or error. Only the parent's memory holds the trace; the child holds its decoded
-batches until it hands them over, one at a time, through a pipe.
+answer or error. Only the parent's memory holds the trace; the child holds one batch at a
+time, and the batches it decoded ahead of the one this process merges wait in files that
+have no name (none can outlive the two processes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import mmap
+import multiprocessing
 import os
 import pickle
+import select
 import signal
+import socket
 import struct
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +46,7 @@ from .reader import merge_batches, read_chrome
 #: Files smaller than this are read by one process (a fork costs more than it saves).
 MIN_PARALLEL_BYTES = 64 << 20
 _WINDOW = 1 << 16  # bytes read around each cut
-_CHILD_SHARE = 0.55  # of the batches' bytes: the child has no merging to do
+_LOCK_WAIT_S = 10.0  # a side that cannot take a batch for this long gives up (the other died)
 
 
 class _Fallback(Exception):
@@ -140,24 +148,21 @@ def _decode(fd: int, start: int, end: int) -> Batch:
 
 
 def _batches(f, layout: Plan, stream: ChromeEventStream) -> Iterator[tuple[Batch, int]]:
-    """Every batch in file order with its first ordinal: the parent's, the child's, then
-    the streaming reader's for the end of the file."""
+    """Every batch in file order with its first ordinal: each decoded by whichever side took
+    it, then the streaming reader's for the end of the file."""
     fd = f.fileno()
-    sizes = [end - start for start, end in layout.batches]
-    total, acc, split = sum(sizes), 0, len(sizes)
-    for k, n in enumerate(sizes):  # the child takes the last part, about _CHILD_SHARE
-        if acc >= total * (1 - _CHILD_SHARE):
-            split = k
-            break
-        acc += n
-    child = _Child(fd, layout.batches[split:])
+    claims = _Claims()
+    child = _Child(fd, layout.batches, claims)
+    mine: dict[int, Batch] = {}  # decoded here ahead of a batch the child still has
     ordinal = 0
     try:
-        for start, end in layout.batches[:split]:
-            batch = _decode(fd, start, end)
-            yield batch, ordinal
-            ordinal += len(batch)
-        for batch in child.results():
+        for k in range(len(layout.batches)):
+            while k not in mine and not child.has(k):
+                taken = claims.take(len(layout.batches))
+                if taken is None:
+                    break  # every batch is taken: the child has this one
+                mine[taken] = _decode(fd, *layout.batches[taken])
+            batch = mine.pop(k) if k in mine else child.batch(k)
             yield batch, ordinal
             ordinal += len(batch)
     finally:
@@ -168,42 +173,98 @@ def _batches(f, layout: Plan, stream: ChromeEventStream) -> Iterator[tuple[Batch
     yield from stream.batches(resume=(layout.prefix, pending, layout.rest, layout.depth))
 
 
-class _Child:
-    """A forked process that decodes the given batches, then sends them (pickled, one
-    message each, or a failure) through a pipe."""
+class _Claims:
+    """The next batch no side has taken, in memory shared with the forked child: each side
+    takes the next one when it is free, so the split follows what the batches cost on each
+    side (the parent also merges), whatever the events look like."""
 
-    def __init__(self, fd: int, batches: list[tuple[int, int]]):
-        read_end, write_end = os.pipe()
+    def __init__(self):
+        self._shared = mmap.mmap(-1, 8)  # anonymous and shared: the child sees the same
+        self._lock = multiprocessing.Lock()
+
+    def take(self, count: int) -> int | None:
+        if not self._lock.acquire(timeout=_LOCK_WAIT_S):
+            raise _Fallback  # the other side died holding it
+        try:
+            k = struct.unpack_from("<q", self._shared)[0]
+            if k >= count:
+                return None
+            struct.pack_into("<q", self._shared, 0, k + 1)
+            return k
+        finally:
+            self._lock.release()
+
+
+class _Child:
+    """A forked process that takes batches from ``claims`` until none is left, and hands
+    each over as soon as it is decoded: the pickled batch in a file with no name (in memory
+    where the system has /dev/shm), passed with its index and size over a socket. A file
+    with no name is gone once read, and cannot outlive the two processes however they end.
+    This process looks at the socket when it wants a batch, so the child never waits for it."""
+
+    def __init__(self, fd: int, batches: list[tuple[int, int]], claims: _Claims):
+        shm = Path("/dev/shm")
+        folder = shm if shm.is_dir() else None
+        here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:  # the child
-            os.close(read_end)
+            here.close()
             status = 0
             try:
-                results = [_decode(fd, start, end) for start, end in batches]
-                with os.fdopen(write_end, "wb") as out:
-                    for k in range(len(results)):
-                        data = pickle.dumps(results[k], protocol=pickle.HIGHEST_PROTOCOL)
-                        results[k] = None
-                        out.write(struct.pack("<q", len(data)))
-                        out.write(data)
+                while (k := claims.take(len(batches))) is not None:
+                    data = pickle.dumps(_decode(fd, *batches[k]), protocol=pickle.HIGHEST_PROTOCOL)
+                    with tempfile.TemporaryFile(dir=folder) as file:
+                        file.write(data)
+                        file.flush()
+                        socket.send_fds(there, [struct.pack("<qq", k, len(data))], [file.fileno()])
             except BaseException:  # noqa: BLE001 - the parent reads it again alone
                 status = 1
             finally:
                 os._exit(status)
-        os.close(write_end)
-        self.count = len(batches)
-        self.pipe = os.fdopen(read_end, "rb")
+        there.close()
+        here.setblocking(False)
+        self.socket = here
+        self._ready: dict[int, tuple[int, int]] = {}  # index -> (file, size), not yet read
+        self._ended = False
 
-    def results(self) -> Iterator[Batch]:
-        for _ in range(self.count):
-            head = self.pipe.read(8)
-            if len(head) < 8:
-                raise _Fallback  # it failed (or died): no more batches
-            data = self.pipe.read(struct.unpack("<q", head)[0])
-            yield pickle.loads(data)
+    def has(self, k: int) -> bool:
+        self._drain()
+        return k in self._ready
+
+    def batch(self, k: int) -> Batch:
+        """Batch ``k``, which the child took: waits for it; _Fallback if it never comes."""
+        while k not in self._ready and not self._ended:
+            select.select([self.socket], [], [])
+            self._drain()
+        if k not in self._ready:
+            raise _Fallback  # it failed (or died): no more batches
+        file, size = self._ready.pop(k)
+        try:
+            data = os.pread(file, size, 0)
+        finally:
+            os.close(file)
+        if len(data) != size:
+            raise _Fallback
+        return pickle.loads(data)
+
+    def _drain(self) -> None:
+        """Takes the batches handed over so far, without waiting."""
+        while not self._ended:
+            try:
+                head, files, _flags, _addr = socket.recv_fds(self.socket, 16, 1)
+            except BlockingIOError:
+                return
+            if not head:  # the child is gone: nothing more will come
+                self._ended = True
+                return
+            k, size = struct.unpack("<qq", head)
+            self._ready[k] = (files[0], size)
 
     def close(self) -> None:
-        self.pipe.close()
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
+        self._drain()  # files handed over but not read: closed below
+        for file, _size in self._ready.values():
+            os.close(file)
+        self.socket.close()
