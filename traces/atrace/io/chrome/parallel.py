@@ -254,7 +254,9 @@ class _Child:
                 head, files, _flags, _addr = socket.recv_fds(self.socket, 16, 1)
             except BlockingIOError:
                 return
-            if not head:  # the child is gone: nothing more will come
+            if not head or len(files) != 1:  # the child is gone (or this process is out of
+                for file in files:  # file descriptors): nothing more will come
+                    os.close(file)
                 self._ended = True
                 return
             k, size = struct.unpack("<qq", head)
