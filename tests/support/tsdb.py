@@ -131,18 +131,35 @@ class Store:
 
     def __init__(self, name: str, argv_for_port, data_dir: Path):
         self.name = name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.data_dir = data_dir
         self._argv = argv_for_port
         self.service = None
-        self.start()
+        for _ in range(5):
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            if self._launch():
+                return
+        raise RuntimeError(f"{name} found no free port in five tries:\n{self.service.output()}")
 
     def start(self) -> None:
+        """Start it again on its port (after stop)."""
+        if not self._launch():
+            raise RuntimeError(f"{self.name} did not start again on port {self.port}:\n{self.service.output()}")
+
+    def _launch(self) -> bool:
+        """Start the store on its port; False when the port turned out taken. A free port can
+        be taken between free_port() and the store's bind (another test's store, started at
+        the same moment, may get the same one): then the other store answers at the URL while
+        this one has exited, and a test pausing this one would pause nothing."""
         from tests.support.processes import Service
 
         self.service = Service(self.name, self._argv(self.port, self.data_dir), {"PATH": "/usr/bin:/bin"})
-        wait_until_answers(self.service, self.url)
+        try:
+            wait_until_answers(self.service, self.url)
+        except RuntimeError:  # it exited: the port was taken before it bound it
+            return False
+        time.sleep(0.2)  # a store that lost the port exits at once, long before another answers
+        return self.service.proc.poll() is None
 
     def stop(self) -> None:
         if self.service is not None:

@@ -162,6 +162,24 @@ def test_a_store_that_refuses_connections_costs_the_poll_nothing_noticeable(sett
 
 # --- Stores of the test's own ------------------------------------------------------------------
 
+# A clean-clone CI run met the hung-store test below writing to a store that answered: the
+# port free_port() gave its store had been taken (another test's store, started at the same
+# moment on the other xdist worker), so its store exited, the other answered at its URL, and
+# pausing its own paused nothing.
+def test_a_store_whose_port_is_taken_starts_on_another(victoria_metrics, tmp_path, monkeypatch):
+    from tests.support import tsdb as stores
+
+    ports = iter([victoria_metrics.port, free_port()])
+    monkeypatch.setattr(stores, "free_port", lambda: next(ports))
+    second = stores.Store("victoria-metrics", stores.victoria_metrics_argv, tmp_path / "second")
+    try:
+        assert second.port != victoria_metrics.port and second.service.proc.poll() is None
+        second.pause()
+        assert stores.answers(victoria_metrics.url) and not stores.answers(second.url)
+    finally:
+        second.stop()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_hung_store_does_not_stall_the_poll_beyond_its_budget(victoria_metrics, seeded_fleet, settings):
     settings.TSDB_WRITE_TIMEOUT_S = 0.5
