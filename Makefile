@@ -119,13 +119,20 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.runtime: requirements.txt | $(BIN)/python
+$(VENV)/.runtime: requirements.txt $(VENV)/.eventscan | $(BIN)/python
 	$(BIN)/pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
+$(VENV)/.dev: requirements.txt requirements-dev.txt $(VENV)/.eventscan | $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@ $(VENV)/.runtime
+
+# Atrace's event scanner in C (traces/atrace/io/chrome/native.py), compiled with this
+# machine's C compiler; without one the reader decodes with msgspec alone (slower, same traces).
+$(VENV)/.eventscan: traces/atrace/io/chrome/_eventscan.c | $(BIN)/python
+	$(BIN)/python -c "from traces.atrace.io.chrome.native import build; print('built', build(force=True))" || \
+	  echo "warning: Atrace's event scanner was not built (no C compiler?): traces load at about half speed"
+	touch $@
 
 clean:
 	rm -rf var/staticfiles var/test-db.sqlite3* var/pycache .pytest_cache .ruff_cache

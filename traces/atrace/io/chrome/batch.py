@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 
 from ...model.trace import NO_ID, Kind
+from . import native
 from .timeparse import NotANumber, us_text_to_ns, us_texts_to_ns
 
 #: Kinds of events by category (lower case); others are decided by their track.
@@ -160,6 +161,15 @@ def parse_batch(text) -> Batch:
     Raises msgspec's DecodeError or ValidationError when the text is not an array of
     event objects with fields of the right types (the caller says where).
     """
+    if native.scan is not None:
+        batch = _scanned(text, native.scan(text))
+        if batch is not None:
+            return batch
+    return decode_batch(text)
+
+
+def decode_batch(text) -> Batch:
+    """:func:`parse_batch` by msgspec alone (the path for whatever the scanner declines)."""
     events = EVENTS_DECODER.decode(text)
     n = len(events)
     phases = list(map(_PH, events))
@@ -182,6 +192,61 @@ def parse_batch(text) -> Batch:
         e = events[k]
         batch.others.append((k, e.ph, e.name, e.cat, bytes(e.ts), e.dur, e.pid, e.tid, e.id, e.bp, bytes(e.args)))
     return batch
+
+
+def _scanned(text, scanned: tuple | None) -> Batch | None:
+    """The batch from the C scanner's columns (:mod:`.native`); None where it declined
+    or where the batch holds a problem, which :func:`decode_batch` then words."""
+    if scanned is None:
+        return None
+    n, x_cols, flow_cols, others = scanned
+    batch = Batch(n)
+    local, keys, key, ts, dur, corr, ext, op_types, args, arg_len = x_cols
+    if len(key):
+        dur = np.frombuffer(dur, np.float64)
+        if (dur < 0).any() or not np.isfinite(dur).all():
+            return None
+        local = np.frombuffer(local, np.int64)
+        batch.x = Complete(
+            local=None if len(local) == n else local,
+            keys=keys,
+            key=np.frombuffer(key, np.int32),
+            ts=np.frombuffer(ts, np.int64),
+            dur=np.rint(dur * 1000.0).astype(np.int64),
+            corr=np.frombuffer(corr, np.int64),
+            ext=np.frombuffer(ext, np.int64),
+            op_types=op_types,
+            args=bytes(args),
+            arg_len=np.frombuffer(arg_len, np.int64),
+        )
+    local, keys, key, ids, ts, state = flow_cols
+    if ids:
+        local, key = np.frombuffer(local, np.int64), np.frombuffer(key, np.int32)
+        ts, state = np.frombuffer(ts, np.int64), np.frombuffer(state, np.uint8)
+        if batch.x is not None and batch.x.correlated() and any(k[0] == "ac2g" for k in keys):
+            keep = np.flatnonzero(~np.array([k[0] == "ac2g" for k in keys], bool)[key])
+            local, ts, state = local[keep], ts[keep], state[keep]
+            ids = list(map(ids.__getitem__, keep.tolist()))
+            keys, key = _recode(keys, key[keep])
+        if ids:
+            batch.flows = Flows(local, keys, key, ids, ts, state)
+    view = memoryview(text)
+    for k, start, end in others:
+        try:
+            (e,) = EVENTS_DECODER.decode(b"[" + view[start:end] + b"]")
+        except (msgspec.DecodeError, UnicodeDecodeError):  # the batch's decode words it
+            return None
+        batch.others.append((k, e.ph, e.name, e.cat, bytes(e.ts), e.dur, e.pid, e.tid, e.id, e.bp, bytes(e.args)))
+    return batch
+
+
+def _recode(keys: list, key: np.ndarray) -> tuple[list, np.ndarray]:
+    """Only the keys ``key`` uses, in order of first use (as :func:`_code` gives them)."""
+    used, first = np.unique(key, return_index=True)
+    order = used[np.argsort(first)]
+    index = np.zeros(len(keys), np.int32)
+    index[order] = np.arange(len(order), dtype=np.int32)
+    return list(map(keys.__getitem__, order.tolist())), index[key]
 
 
 def phase_codes(phases: list) -> np.ndarray:

@@ -202,6 +202,13 @@ class ChromeEventStream:
             raise self._error(f"malformed event JSON ({exc.msg})", offset + first + max(exc.pos - 1, 0)) from None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise self._decode_error(exc, offset + first) from None
+        except UnicodeDecodeError as exc:  # a string field msgspec decodes is not UTF-8
+            try:
+                pending[first : last + 1].decode()
+                at = 0
+            except UnicodeDecodeError as first_bad:
+                at = first_bad.start
+            raise self._error(f"event text that is not UTF-8 ({exc.reason})", offset + first + at) from None
 
     def _at_end(self, pending: bytes, offset: int, array_depth: int) -> bool:
         """At the end of the input with the array still open: True for a bare array (Chrome
@@ -239,7 +246,7 @@ class ChromeEventStream:
         lead, cut = found
         try:
             events = self.decode(b"".join((b"[", memoryview(pending)[lead : cut + 1], b"]")))
-        except (orjson.JSONDecodeError, msgspec.DecodeError, msgspec.ValidationError):
+        except (orjson.JSONDecodeError, msgspec.DecodeError, UnicodeDecodeError):
             self.fast_failures += 1
             return None
         return events, cut + 2

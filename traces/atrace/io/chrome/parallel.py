@@ -143,7 +143,7 @@ def _decode(fd: int, start: int, end: int) -> Batch:
     del view
     try:
         return parse_batch(buf)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, UnicodeDecodeError):  # the streaming reader words it
         raise _Fallback from None
 
 

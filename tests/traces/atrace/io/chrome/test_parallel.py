@@ -204,3 +204,22 @@ def test_a_child_that_dies_midway_leaves_the_same_trace_and_no_open_file(tmp_pat
 
 def _open_files() -> set[str]:
     return {p.name for p in Path("/proc/self/fd").iterdir()}
+
+
+@pytest.mark.parametrize("where", [0.2, 0.9])
+def test_a_name_that_is_not_utf8_is_a_format_error_on_one_and_two_processes(where, tmp_path):
+    """msgspec raises UnicodeDecodeError (not its DecodeError) for such a string: it once
+    escaped the reader as that, not as a trace format error."""
+    events = [{"ph": "X", "name": f"op{k % 5}", "cat": "cpu_op", "ts": k, "dur": 0.5, "pid": 1, "tid": 1}
+              for k in range(6000)]
+    at = int(len(events) * where)
+    events[at]["name"] = "BAD"
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}).replace(b'"BAD"', b'"\xff\xfe"'))
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(TraceFormatError) as info:
+            read_trace(path, workers=workers, chunk_size=4096)
+        errors.append((info.value.what, info.value.where))
+    assert errors[0] == errors[1]
+    assert "UTF-8" in errors[0][0] and "byte" in errors[0][1]
