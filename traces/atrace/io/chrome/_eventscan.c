@@ -695,7 +695,7 @@ static int scan_event(Scanner *sc, Out *o, Cur *c, Py_ssize_t k, const unsigned 
     }
 #define HAS(x) (present & (1 << (x)))
     /* Fields typed as the msgspec path types them, for every event. */
-    if (HAS(F_PH) && f[F_PH].kind != '"' && f[F_PH].kind != 'z') return -1;
+    if (HAS(F_PH) && ((f[F_PH].kind != '"' && f[F_PH].kind != 'z') || f[F_PH].escaped)) return -1;
     if (HAS(F_NAME) && f[F_NAME].kind != '"') return -1;
     if (HAS(F_CAT) && f[F_CAT].kind != '"') return -1;
     if (HAS(F_DUR) && f[F_DUR].kind != 'i' && f[F_DUR].kind != 'n') return -1;

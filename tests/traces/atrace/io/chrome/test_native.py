@@ -132,6 +132,7 @@ def test_ac2g_flows_are_dropped_where_kernels_carry_correlation_ids():
         (rb'[1]', "an event that is not an object"),
         (rb'[{"ph": 5}]', "a phase that is not a string"),
         (rb'[{"ph": "s", "id": 1.5}]', "a flow id with a point"),
+        (rb'[{"ph": "\u0058", "ts": 1}]', "a phase written with an escape (msgspec reads X)"),
     ],
 )
 def test_the_scanner_declines_what_it_is_not_sure_of(text, why):
