@@ -109,13 +109,18 @@ def test_a_bad_event_gives_the_same_error_on_two_processes(bad, where, tmp_path)
     events[at] = bad
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps({"traceEvents": events}))
+    _what, where = _same_error_on_one_and_two_processes(path)
+    assert f"traceEvents[{at}]" in where
+
+
+def _same_error_on_one_and_two_processes(path) -> tuple[str, str]:
     errors = []
     for workers in (1, 2):
         with pytest.raises(TraceFormatError) as info:
             read_trace(path, workers=workers, chunk_size=4096)
         errors.append((info.value.what, info.value.where))
     assert errors[0] == errors[1]
-    assert f"traceEvents[{at}]" in errors[0][1]
+    return errors[0]
 
 
 def _odd(shape: str):
@@ -216,10 +221,5 @@ def test_a_name_that_is_not_utf8_is_a_format_error_on_one_and_two_processes(wher
     events[at]["name"] = "BAD"
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps({"traceEvents": events}).replace(b'"BAD"', b'"\xff\xfe"'))
-    errors = []
-    for workers in (1, 2):
-        with pytest.raises(TraceFormatError) as info:
-            read_trace(path, workers=workers, chunk_size=4096)
-        errors.append((info.value.what, info.value.where))
-    assert errors[0] == errors[1]
-    assert "UTF-8" in errors[0][0] and "byte" in errors[0][1]
+    what, where = _same_error_on_one_and_two_processes(path)
+    assert "UTF-8" in what and "byte" in where
