@@ -14,6 +14,9 @@ bytes once, then times, best of ``--repeat``:
 * ``msgspec``: a typed msgspec decode of the bytes into structs (ph, name, cat, ts, dur,
   pid, tid, with args left as raw JSON text), the floor for any decoder that keeps what
   Atrace keeps;
+Batches are decoded by the event scanner where it is built (``ATRACE_NO_NATIVE=1``: by
+msgspec alone, as before it):
+
 * ``load``: ``read_trace`` of the bytes in this process (one process, from memory, so
   no file system and no second process in the figure);
 * ``load_file``: ``read_trace`` of the file as it chooses (two processes for a large file).
@@ -38,6 +41,7 @@ import orjson
 from harness import HERE, load_average
 
 from traces.atrace import read_trace
+from traces.atrace.io.chrome import native
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -157,6 +161,8 @@ def main() -> None:
     path = args.trace or (tiled_real_trace(args.tile, args.events) if args.tile else trace_for(args.events, args.shape))
     data = path.read_bytes()
     print(f"{path}: {len(data) / 1e6:.0f} MB; load average {load_average()} on {os.cpu_count()} CPUs")
+    scanner = "the event scanner (C)" if native.scan is not None else "msgspec alone (the event scanner is not built, or ATRACE_NO_NATIVE is set)"
+    print(f"  batches decoded by {scanner}")
 
     events = len(_DECODER.decode(data).traceEvents)
     figures = {
