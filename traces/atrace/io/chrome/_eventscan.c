@@ -46,6 +46,7 @@ static int buf_reserve(Buf *b, size_t more) {
 }
 
 static int buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 0; /* (an empty buffer has no memory to copy to) */
     if (buf_reserve(b, n)) return -1;
     memcpy(b->data + b->len, src, n);
     b->len += n;
@@ -140,7 +141,7 @@ static Py_ssize_t table_find(Table *t, char tag, const unsigned char *p, size_t 
     size_t j = h & t->mask;
     while (t->slots[j].id >= 0) {
         Slot *s = &t->slots[j];
-        if (s->hash == h && s->len == n && s->tag == tag && memcmp(t->bytes.data + s->off, p, n) == 0) {
+        if (s->hash == h && s->len == n && s->tag == tag && (n == 0 || memcmp(t->bytes.data + s->off, p, n) == 0)) {
             *is_new = 0;
             return s->id;
         }
