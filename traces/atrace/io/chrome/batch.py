@@ -4,13 +4,16 @@
 a :class:`Batch`: the complete (``X``) events as columns, the flow events as columns, and
 the few other events (metadata, instants, ``B``/``E`` pairs, counters...) as tuples. It
 looks at nothing outside its text, so batches can be decoded in any order, in any process;
-:mod:`.chrome_reader` then merges them in file order, which is where strings are interned
+:mod:`.reader` then merges them in file order, which is where strings are interned
 and tracks numbered (so the trace is the same however the work was split).
 
-msgspec decodes the events into typed records that hold only the fields used (``ts`` and
-``args`` stay raw JSON text); the columns are built from those records a field at a time,
-and names, categories and thread ids are coded through one dictionary of distinct
-(name, category, pid, tid) tuples, a few thousand where there are a million events.
+Where the event scanner in C is built (:mod:`.native`), it reads the columns in one pass
+over the text; it declines whatever it is not sure to read exactly as the msgspec path
+below does, and that batch goes to :func:`decode_batch`. There msgspec decodes the events
+into typed records that hold only the fields used (``ts`` and ``args`` stay raw JSON text);
+the columns are built from those records a field at a time, and names, categories and
+thread ids are coded through one dictionary of distinct (name, category, pid, tid) tuples,
+a few thousand where there are a million events.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 :func:`build` compiles the scanner beside its source with
 the system's C compiler and this Python's headers (``make`` does it when it sets up the
 virtual environment). Where it is not built (no compiler), :data:`scan` is None and the
-reader decodes every batch with msgspec: the same traces, about twice the time to load.
+reader decodes every batch with msgspec: the same traces, two to three times the time to
+load.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def build_command(out: Path) -> list[str]:
     """The compiler command that builds the scanner into ``out``."""
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     include = sysconfig.get_paths()["include"]
-    return [*cc, "-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Werror", f"-I{include}", str(SOURCE), "-o", str(out)]
+    return [*cc, "-O2", "-shared", "-fPIC", "-std=c11", "-Wall", f"-I{include}", str(SOURCE), "-o", str(out)]
 
 
 def build(force: bool = False) -> Path:
@@ -61,5 +62,3 @@ def load() -> Callable | None:
 
 
 scan = load()
-
-
