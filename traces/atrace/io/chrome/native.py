@@ -1,8 +1,9 @@
 """The event scanner in C (``_eventscan.c``): built here, loaded where it was built.
 
-:func:`build` compiles the scanner beside its source with
-the system's C compiler and this Python's headers (``make`` does it when it sets up the
-virtual environment). Where it is not built (no compiler), :data:`scan` is None and the
+:func:`build` compiles the scanner beside its source with the system's C compiler and this
+Python's headers. ``make`` runs this file by its path (``python
+traces/atrace/io/chrome/native.py [OUT]``) when it sets up the virtual environment, before
+the requirements are installed: it needs the standard library alone. Where it is not built (no compiler), :data:`scan` is None and the
 reader decodes every batch with msgspec: the same traces, two to three times the time to
 load.
 """
@@ -35,10 +36,11 @@ def build_command(out: Path) -> list[str]:
     return [*cc, "-O2", "-shared", "-fPIC", "-std=c11", "-Wall", f"-I{include}", str(SOURCE), "-o", str(out)]
 
 
-def build(force: bool = False) -> Path:
-    """Compile the scanner if its source is newer than the build (or ``force``); the
-    file appears only once whole (built under another name, then renamed)."""
-    out = built_path()
+def build(force: bool = False, out: Path | None = None) -> Path:
+    """Compile the scanner into ``out`` (where this Python imports it from) if its source
+    is newer than the build (or ``force``); the file appears only once whole (built under
+    another name, then renamed)."""
+    out = out or built_path()
     if not force and out.exists() and out.stat().st_mtime >= SOURCE.stat().st_mtime:
         return out
     partial = out.with_name(f".{out.name}.{os.getpid()}")
@@ -62,3 +64,9 @@ def load() -> Callable | None:
 
 
 scan = load()
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("built", build(force=True, out=Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else None))

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import re
 import subprocess
+import sys
 from dataclasses import fields
 
 import numpy as np
@@ -309,3 +310,15 @@ def test_integers_up_to_int64_are_read_and_larger_ones_declined(value, read):
     if read:
         assert got.flows.ids == [int(value)] and got.flows.keys[0][3] == int(value)
         assert _same(got, decode_batch(text))
+
+
+def test_the_build_runs_on_the_standard_library_alone(tmp_path):
+    """make builds the scanner before it installs the requirements (numpy among them): a
+    clean clone's first `make` once failed so and fell back to msgspec."""
+    python = tmp_path / "bare" / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    out = tmp_path / native.built_path().name
+    run = subprocess.run([str(python), str(native.SOURCE.with_name("native.py")), str(out)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert out.is_file() and out.stat().st_size > 10_000
