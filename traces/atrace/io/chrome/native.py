@@ -3,9 +3,9 @@
 :func:`build` compiles the scanner beside its source with the system's C compiler and this
 Python's headers. ``make`` runs this file by its path (``python
 traces/atrace/io/chrome/native.py [OUT]``) when it sets up the virtual environment, before
-the requirements are installed: it needs the standard library alone. Where it is not built (no compiler), :data:`scan` is None and the
-reader decodes every batch with msgspec: the same traces, two to three times the time to
-load.
+the requirements are installed: it needs the standard library alone. Where it is not built
+(no compiler), :data:`scan` is None and the reader decodes every batch with msgspec: the
+same traces, two to three times the time to load.
 """
 
 from __future__ import annotations
