@@ -65,8 +65,9 @@ static PyObject *buf_to_bytearray(Buf *b) {
 
 /* ------------------------------------------------------------------ interning tables */
 
-/* Distinct byte strings (a tag byte then the value) to small ids, each with its Python
- * object, made once. Open addressing, power-of-two size. */
+/* Distinct byte strings, each of a kind (its tag), to small ids in order of first
+ * appearance, with each one's Python object (made once, by the caller). Open addressing,
+ * power-of-two size. */
 typedef struct {
     uint64_t hash;
     size_t off, len;  /* in the table's bytes */
@@ -240,8 +241,8 @@ static uint32_t hex4(const unsigned char *p) {
     return (uint32_t)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
 }
 
-/* The string's text with its escapes resolved, appended to b (after a tag byte already
- * there). -1 on a lone surrogate (which the msgspec path refuses) or memory failure. */
+/* The string's text with its escapes resolved, appended to b. -1 on a lone surrogate
+ * (which the msgspec path refuses) or memory failure. */
 static int unescape(Buf *b, const unsigned char *p, const unsigned char *e) {
     while (p < e) {
         const unsigned char *q = p;
@@ -462,11 +463,11 @@ enum { M_NAME, M_CAT, M_PID, M_TID, M_PH, M_BP, M_OP, M_COUNT };
 typedef struct {
     Memo memo[M_COUNT];
     Table values; /* tagged strings and integers -> objects */
-    Table x_keys, fl_keys;
+    Table x_keys, fl_keys; /* tuples of value ids -> the keys' tuples */
     Buf scratch;
-    PyObject *x_key_list, *fl_key_list;
 } Scanner;
 
+/* Which of the fields read this key is (-1: none): by length, then by its letters. */
 static int field_of(const unsigned char *s, size_t n) {
     switch (n) {
     case 2:
@@ -589,7 +590,7 @@ static PyObject *id_object(const Field *f, int present) {
 }
 
 /* The index of a key (a tuple of value ids) in a key table, its tuple made when new. */
-static Py_ssize_t key_index(Scanner *sc, Table *t, PyObject *list, const Py_ssize_t *ids, int n) {
+static Py_ssize_t key_index(Scanner *sc, Table *t, const Py_ssize_t *ids, int n) {
     int32_t packed[5];
     for (int i = 0; i < n; i++) packed[i] = (int32_t)ids[i];
     int is_new;
@@ -601,7 +602,7 @@ static Py_ssize_t key_index(Scanner *sc, Table *t, PyObject *list, const Py_ssiz
         PyObject *item = PyList_GET_ITEM(sc->values.objects, ids[i]);
         PyTuple_SET_ITEM(tuple, i, Py_NewRef(item));
     }
-    int failed = PyList_Append(list, tuple);
+    int failed = PyList_Append(t->objects, tuple);
     Py_DECREF(tuple);
     return failed ? -1 : k;
 }
@@ -736,7 +737,7 @@ static int scan_event(Scanner *sc, Out *o, Cur *c, Py_ssize_t k, const unsigned 
         Py_ssize_t name = value_id(sc, &sc->memo[M_NAME], &f[F_NAME], HAS(F_NAME), 's', 0, 0);
         if (name < 0) return -1;
         Py_ssize_t ids[4] = {name, cat, pid, tid};
-        Py_ssize_t key = key_index(sc, &sc->x_keys, sc->x_key_list, ids, 4);
+        Py_ssize_t key = key_index(sc, &sc->x_keys, ids, 4);
         if (key < 0) return -1;
         PyObject *op_type = NULL;
         int64_t arg_len = 0;
@@ -768,7 +769,7 @@ static int scan_event(Scanner *sc, Out *o, Cur *c, Py_ssize_t k, const unsigned 
     Py_ssize_t bp = value_id(sc, &sc->memo[M_BP], &f[F_BP], HAS(F_BP), 'z', 0, 1);
     if (ph < 0 || bp < 0) return -1;
     Py_ssize_t ids[5] = {cat, ph, bp, pid, tid};
-    Py_ssize_t key = key_index(sc, &sc->fl_keys, sc->fl_key_list, ids, 5);
+    Py_ssize_t key = key_index(sc, &sc->fl_keys, ids, 5);
     if (key < 0) return -1;
     int64_t ts = 0;
     uint8_t state = 0;
@@ -807,11 +808,11 @@ static void out_free(Out *o) {
 
 static PyObject *result(Scanner *sc, Out *o, Py_ssize_t n) {
     PyObject *x = Py_BuildValue(
-        "(NONNNNNONN)", buf_to_bytearray(&o->x_local), sc->x_key_list, buf_to_bytearray(&o->x_key),
+        "(NONNNNNONN)", buf_to_bytearray(&o->x_local), sc->x_keys.objects, buf_to_bytearray(&o->x_key),
         buf_to_bytearray(&o->x_ts), buf_to_bytearray(&o->x_dur), buf_to_bytearray(&o->x_corr),
         buf_to_bytearray(&o->x_ext), o->op_types, buf_to_bytearray(&o->args), buf_to_bytearray(&o->arg_len));
     PyObject *fl = Py_BuildValue(
-        "(NONONN)", buf_to_bytearray(&o->fl_local), sc->fl_key_list, buf_to_bytearray(&o->fl_key), o->fl_ids,
+        "(NONONN)", buf_to_bytearray(&o->fl_local), sc->fl_keys.objects, buf_to_bytearray(&o->fl_key), o->fl_ids,
         buf_to_bytearray(&o->fl_ts), buf_to_bytearray(&o->fl_state));
     if (!x || !fl) {
         Py_XDECREF(x);
@@ -829,12 +830,10 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     PyObject *ret = NULL;
     int declined = 1;
     if (table_init(&sc.values) || table_init(&sc.x_keys) || table_init(&sc.fl_keys)) goto done;
-    sc.x_key_list = PyList_New(0);
-    sc.fl_key_list = PyList_New(0);
     o.op_types = PyList_New(0);
     o.fl_ids = PyList_New(0);
     o.others = PyList_New(0);
-    if (!sc.x_key_list || !sc.fl_key_list || !o.op_types || !o.fl_ids || !o.others) goto done;
+    if (!o.op_types || !o.fl_ids || !o.others) goto done;
     const unsigned char *base = view.buf;
     Cur c = {base, base + view.len};
     Py_ssize_t n = 0;
@@ -872,8 +871,6 @@ done:
     table_free(&sc.x_keys);
     table_free(&sc.fl_keys);
     free(sc.scratch.data);
-    Py_XDECREF(sc.x_key_list);
-    Py_XDECREF(sc.fl_key_list);
     out_free(&o);
     if (declined) {
         if (PyErr_Occurred()) PyErr_Clear(); /* memory or anything else: msgspec decides */

@@ -143,6 +143,16 @@ class Flows:
     ts: np.ndarray  # ns (0 where ts_state is not TS_OK)
     ts_state: np.ndarray
 
+    def without(self, cat: str) -> Flows:
+        """These flows but those of category ``cat`` (keys as :func:`_code` gives them)."""
+        drop = np.array([key[0] == cat for key in self.keys], bool)
+        if not drop.any():
+            return self
+        keep = np.flatnonzero(~drop[self.key])
+        keys, key = _recode(self.keys, self.key[keep])
+        ids = list(map(self.ids.__getitem__, keep.tolist()))
+        return Flows(self.local[keep], keys, key, ids, self.ts[keep], self.ts_state[keep])
+
 
 @dataclass
 class Batch:
@@ -224,15 +234,12 @@ def _scanned(text, scanned: tuple | None) -> Batch | None:
         )
     local, keys, key, ids, ts, state = flow_cols
     if ids:
-        local, key = np.frombuffer(local, np.int64), np.frombuffer(key, np.int32)
-        ts, state = np.frombuffer(ts, np.int64), np.frombuffer(state, np.uint8)
-        if batch.x is not None and batch.x.correlated() and any(k[0] == "ac2g" for k in keys):
-            keep = np.flatnonzero(~np.array([k[0] == "ac2g" for k in keys], bool)[key])
-            local, ts, state = local[keep], ts[keep], state[keep]
-            ids = list(map(ids.__getitem__, keep.tolist()))
-            keys, key = _recode(keys, key[keep])
-        if ids:
-            batch.flows = Flows(local, keys, key, ids, ts, state)
+        flows = Flows(np.frombuffer(local, np.int64), keys, np.frombuffer(key, np.int32), ids,
+                      np.frombuffer(ts, np.int64), np.frombuffer(state, np.uint8))
+        if batch.x is not None and batch.x.correlated():
+            flows = flows.without("ac2g")  # as decode_batch drops them: unused next to correlation ids
+        if flows.ids:
+            batch.flows = flows
     view = memoryview(text)
     for k, start, end in others:
         try:

@@ -114,11 +114,7 @@ class _ChromeReader:
     def _drop_ac2g(self, k: int) -> None:
         """Let go of a kept batch's ``ac2g`` flows (once kernels carry correlation ids)."""
         fl, first = self.flows[k]
-        ac2g = np.array([key[0] == "ac2g" for key in fl.keys], bool)
-        if ac2g.any():
-            keep = np.flatnonzero(~ac2g[fl.key])
-            ids = [fl.ids[i] for i in keep.tolist()]
-            self.flows[k] = (Flows(fl.local[keep], fl.keys, fl.key[keep], ids, fl.ts[keep], fl.ts_state[keep]), first)
+        self.flows[k] = (fl.without("ac2g"), first)
 
     def _add_complete(self, x: Complete, first: int) -> None:
         if x.error is not None:
