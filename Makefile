@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps spec-docs clean
+.PHONY: eventscan fuzz-scanner run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps spec-docs clean
 
 # One command, no shell syntax: make runs the runner as its own child, and the runner stops the
 # stack when make gets SIGINT/SIGHUP/SIGTERM (make itself passes on only SIGTERM; dashboard/stack.py).
@@ -93,6 +93,13 @@ bench-trace-views: $(VENV)/.dev browser-deps
 bench-chakra: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_chakra.py
 
+# The event scanner against the msgspec path on fuzzed real batches, for FUZZ_SECONDS (ten
+# minutes by default; CI runs 20 s of it in the slow tier). A divergence is written to a
+# temporary folder and named; copy it into tests/data/scanner-corpus/ to keep it as a test.
+FUZZ_SECONDS ?= 600
+fuzz-scanner: $(VENV)/.dev
+	$(BIN)/python -m tests.support.scanfuzz --seconds $(FUZZ_SECONDS)
+
 # Regenerate the Chakra protobuf module from its vendored schema (commit the result).
 CHAKRA_SCHEMA := traces/atrace/io/chakra_schema
 proto: $(VENV)/.dev
@@ -119,18 +126,21 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.runtime: requirements.txt $(VENV)/.eventscan | $(BIN)/python
+$(VENV)/.runtime: requirements.txt | $(BIN)/python eventscan
 	$(BIN)/pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: requirements.txt requirements-dev.txt $(VENV)/.eventscan | $(BIN)/python
+$(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python eventscan
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@ $(VENV)/.runtime
 
 # Atrace's event scanner in C (traces/atrace/io/chrome/native.py), compiled with this
-# machine's C compiler; without one the reader decodes with msgspec alone (slower, same traces).
-$(VENV)/.eventscan: traces/atrace/io/chrome/_eventscan.c | $(BIN)/python
-	$(BIN)/python traces/atrace/io/chrome/native.py && touch $@ || \
+# machine's C compiler for this venv's Python. Looked at on every make (a few ms): built
+# when missing, for another Python, or from another source than the one checked out (the
+# build carries its source's hash); without a compiler the reader decodes with msgspec
+# alone (slower, same traces), and says so.
+eventscan: | $(BIN)/python
+	@$(BIN)/python traces/atrace/io/chrome/native.py --ensure || \
 	  echo "warning: Atrace's event scanner was not built (no C compiler?): traces load at about half speed"
 
 clean:

@@ -3,10 +3,12 @@
  *
  * It is the fast path of batch.parse_batch, and it answers only where it is sure to give
  * what that function's msgspec path gives: anything it is not made for (a malformed or
- * unusual number, a field of an unexpected type, a duplicated field, a lone surrogate,
- * a time that needs more than 16 integer digits...) makes scan() return None, and the
- * caller decodes the batch with msgspec, which gives its usual answer or error. So this
- * file never reports an error; it only declines.
+ * unusual number, a field of an unexpected type, a duplicated field, a lone surrogate or
+ * text that is not UTF-8 in any string it passes over, a time that needs more than 16
+ * integer digits, a run of colliding hashes...) makes scan() return None, and the caller
+ * decodes the batch with msgspec, which gives its usual answer or error. So this file never
+ * reports an error (memory failures included); it only declines. A signal that arrives
+ * during a long batch (Ctrl-C) is raised, not declined.
  *
  * scan(text) -> None | (n, x, flows, others), where
  *   x      = (local, keys, key, ts, dur, corr, ext, op_types, args, arg_len)
@@ -26,6 +28,23 @@
 
 #define NO_ID (-1)
 #define MAX_DEPTH 512
+#define MAX_PROBES 128           /* a longer run of occupied slots: decline (hash flooding) */
+#define SIGNAL_CHECK_EVERY 65536 /* events between two looks for a pending signal */
+
+#ifndef EVENTSCAN_SOURCE_SHA256 /* set by native.build: the SHA-256 of this file */
+#define EVENTSCAN_SOURCE_SHA256 ""
+#endif
+
+/* ------------------------------------------------------------------ allocation */
+
+/* For the tests (_fail_nth_allocation): the n-th allocation from now fails, 0: none. */
+static Py_ssize_t fail_countdown = 0;
+
+static int injected_failure(void) { return fail_countdown > 0 && --fail_countdown == 0; }
+
+static void *scan_malloc(size_t n) { return injected_failure() ? NULL : malloc(n); }
+
+static void *scan_realloc(void *p, size_t n) { return injected_failure() ? NULL : realloc(p, n); }
 
 /* ------------------------------------------------------------------ growable buffers */
 
@@ -38,7 +57,7 @@ static int buf_reserve(Buf *b, size_t more) {
     if (b->len + more <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + more) cap *= 2;
-    char *data = realloc(b->data, cap);
+    char *data = scan_realloc(b->data, cap);
     if (!data) return -1;
     b->data = data;
     b->cap = cap;
@@ -82,28 +101,47 @@ typedef struct {
     PyObject *objects; /* list: id -> object */
 } Table;
 
-static uint64_t hash_bytes(const unsigned char *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
-    while (n >= 8) {
-        uint64_t k;
-        memcpy(&k, p, 8);
-        k *= 0x87c37b91114253d5ULL;
-        k ^= k >> 31;
-        h = (h ^ k) * 0x4cf5ad432745937fULL;
-        p += 8;
-        n -= 8;
+/* SipHash-1-3 under a key drawn once per process (at import, from os.urandom), as
+ * CPython hashes str and bytes: which values share a run of slots cannot be known from
+ * outside, so a trace cannot be written to make every look-up walk the whole table. */
+static uint64_t hash_key[2];
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                          \
+    do {                                                                  \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);         \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                            \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                            \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);         \
+    } while (0)
+
+static uint64_t hash_bytes(char tag, const unsigned char *p, size_t n) {
+    uint64_t k0 = hash_key[0], k1 = hash_key[1] ^ (uint64_t)(unsigned char)tag;
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    uint64_t last = (uint64_t)n << 56;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t m;
+        memcpy(&m, p, 8);
+        v3 ^= m;
+        SIPROUND;
+        v0 ^= m;
     }
-    uint64_t k = 0;
-    memcpy(&k, p, n);
-    h = (h ^ (k * 0x87c37b91114253d5ULL)) * 0x4cf5ad432745937fULL;
-    h ^= h >> 29;
-    return h;
+    for (size_t i = 0; i < n; i++) last |= (uint64_t)p[i] << (8 * i);
+    v3 ^= last;
+    SIPROUND;
+    v0 ^= last;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
 }
 
 static int table_init(Table *t) {
     t->mask = 255;
     t->count = 0;
-    t->slots = malloc((t->mask + 1) * sizeof(Slot));
+    t->slots = scan_malloc((t->mask + 1) * sizeof(Slot));
     t->objects = PyList_New(0);
     t->bytes = (Buf){0};
     if (!t->slots || !t->objects) return -1;
@@ -119,14 +157,20 @@ static void table_free(Table *t) {
 
 static int table_grow(Table *t) {
     size_t mask = t->mask * 2 + 1;
-    Slot *slots = malloc((mask + 1) * sizeof(Slot));
+    Slot *slots = scan_malloc((mask + 1) * sizeof(Slot));
     if (!slots) return -1;
     for (size_t i = 0; i <= mask; i++) slots[i].id = -1;
     for (size_t i = 0; i <= t->mask; i++) {
         Slot s = t->slots[i];
         if (s.id < 0) continue;
         size_t j = s.hash & mask;
-        while (slots[j].id >= 0) j = (j + 1) & mask;
+        for (int probes = 0; slots[j].id >= 0; probes++) {
+            if (probes == MAX_PROBES) {
+                free(slots);
+                return -1;
+            }
+            j = (j + 1) & mask;
+        }
         slots[j] = s;
     }
     free(t->slots);
@@ -136,16 +180,18 @@ static int table_grow(Table *t) {
 }
 
 /* The id of the byte string p[0:n] of kind ``tag``; *is_new is set when it was added
- * (its object is then to be appended to t->objects by the caller). -1 on memory failure. */
+ * (its object is then to be appended to t->objects by the caller). -1 on memory failure
+ * or past MAX_PROBES occupied slots in a row. */
 static Py_ssize_t table_find(Table *t, char tag, const unsigned char *p, size_t n, int *is_new) {
-    uint64_t h = hash_bytes(p, n) ^ (uint64_t)(unsigned char)tag;
+    uint64_t h = hash_bytes(tag, p, n);
     size_t j = h & t->mask;
-    while (t->slots[j].id >= 0) {
+    for (int probes = 0; t->slots[j].id >= 0; probes++) {
         Slot *s = &t->slots[j];
         if (s->hash == h && s->len == n && s->tag == tag && (n == 0 || memcmp(t->bytes.data + s->off, p, n) == 0)) {
             *is_new = 0;
             return s->id;
         }
+        if (probes == MAX_PROBES) return -1;
         j = (j + 1) & t->mask;
     }
     Slot s = {h, t->bytes.len, n, (Py_ssize_t)t->count, tag};
@@ -174,33 +220,77 @@ static inline int hexval(unsigned char ch) {
     return -1;
 }
 
+/* The length of the UTF-8 sequence at p (its first byte 0x80 or more) if it is one that
+ * Python's strict decoder takes (no overlong form, no surrogate, nothing past U+10FFFF),
+ * else 0. A continuation byte is never '"', so a sequence cannot run past its string. */
+static inline int utf8_sequence(const unsigned char *p, const unsigned char *end) {
+    unsigned char a = p[0];
+    ptrdiff_t left = end - p;
+    if (a >= 0xC2 && a <= 0xDF) return left >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (a >= 0xE0 && a <= 0xEF) {
+        if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if ((a == 0xE0 && p[1] < 0xA0) || (a == 0xED && p[1] >= 0xA0)) return 0; /* overlong, surrogate */
+        return 3;
+    }
+    if (a >= 0xF0 && a <= 0xF4) {
+        if (left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if ((a == 0xF0 && p[1] < 0x90) || (a == 0xF4 && p[1] >= 0x90)) return 0; /* overlong, > U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+static uint32_t hex4(const unsigned char *p);
+
+/* Whether the four characters at p are hexadecimal digits. */
+static inline int is_hex4(const unsigned char *p) {
+    return hexval(p[0]) >= 0 && hexval(p[1]) >= 0 && hexval(p[2]) >= 0 && hexval(p[3]) >= 0;
+}
+
 /* A string at c->p (its opening quote): [*s, *e) is its text between the quotes;
- * *escaped says whether it holds a backslash. 0, or -1 when it is not a valid string. */
+ * *escaped says whether it holds a backslash. 0, or -1 when it is not a string that
+ * msgspec decodes: bad JSON, text that is not UTF-8, or a \u escape of a surrogate that is
+ * not the first half of a pair followed by its second half (msgspec refuses these wherever
+ * they lie, in fields it skips too). */
 static int scan_string(Cur *c, const unsigned char **s, const unsigned char **e, int *escaped) {
     const unsigned char *p = c->p + 1, *end = c->end;
     *escaped = 0;
     *s = p;
     for (;;) {
-        while (end - p >= 8) { /* eight bytes at a time while none is '"', '\\' or a control */
+        while (end - p >= 8) { /* eight bytes at a time while none is '"', '\\', a control or not ASCII */
             uint64_t w;
             memcpy(&w, p, 8);
             uint64_t q = w ^ 0x2222222222222222ULL, b = w ^ 0x5C5C5C5C5C5C5C5CULL;
             uint64_t hit = ((q - 0x0101010101010101ULL) & ~q) | ((b - 0x0101010101010101ULL) & ~b) |
-                           ((w - 0x2020202020202020ULL) & ~w);
+                           ((w - 0x2020202020202020ULL) & ~w) | w;
             if (hit & 0x8080808080808080ULL) break;
             p += 8;
         }
-        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) p++;
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
+            if (*p < 0x80) {
+                p++;
+                continue;
+            }
+            int n = utf8_sequence(p, end);
+            if (!n) return -1;
+            p += n;
+        }
         if (p >= end || *p < 0x20) return -1;
         if (*p == '"') break;
         *escaped = 1; /* a backslash: check the escape */
         if (p + 1 >= end) return -1;
         unsigned char k = p[1];
         if (k == 'u') {
-            if (p + 6 > end) return -1;
-            for (int i = 2; i < 6; i++)
-                if (hexval(p[i]) < 0) return -1;
+            if (end - p < 6 || !is_hex4(p + 2)) return -1;
+            uint32_t cp = hex4(p + 2);
             p += 6;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return -1; /* a second half alone */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {          /* a first half: its second must follow */
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !is_hex4(p + 2)) return -1;
+                uint32_t lo = hex4(p + 2);
+                if (lo < 0xDC00 || lo > 0xDFFF) return -1;
+                p += 6;
+            }
         } else if (k == '"' || k == '\\' || k == '/' || k == 'b' || k == 'f' || k == 'n' || k == 'r' || k == 't') {
             p += 2;
         } else {
@@ -417,9 +507,10 @@ static int us_to_ns(const unsigned char *p, const unsigned char *e, int64_t *out
 static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* A plain decimal (no exponent, at most 15 digits) as the nearest double, as strtod
+/* A plain decimal (no exponent, at most 15 digits) as the nearest double, as msgspec
  * gives it: its digits are an integer a double holds exactly, and so is the power of
- * ten, so one division rounds correctly. -1: not so plain (strtod then). */
+ * ten, so one division rounds correctly. -1: not so plain (Python's own correctly
+ * rounded reading then, which, unlike strtod, ignores the process's locale). */
 static int fast_double(const unsigned char *p, const unsigned char *e, double *out) {
     int neg = *p == '-';
     if (neg) p++;
@@ -731,8 +822,10 @@ static int scan_event(Scanner *sc, Out *o, Cur *c, Py_ssize_t k, const unsigned 
             if (n >= sizeof text) return -1;
             memcpy(text, f[F_DUR].s, n);
             text[n] = 0;
-            dur = strtod(text, NULL);
-            if (!isfinite(dur)) return -1;
+            char *stop;
+            dur = PyOS_string_to_double(text, &stop, NULL); /* overflow: an infinity, declined */
+            if (dur == -1.0 && PyErr_Occurred()) return -1;
+            if (*stop || !isfinite(dur)) return -1;
         }
         Py_ssize_t name = value_id(sc, &sc->memo[M_NAME], &f[F_NAME], HAS(F_NAME), 's', 0, 0);
         if (name < 0) return -1;
@@ -824,11 +917,11 @@ static PyObject *result(Scanner *sc, Out *o, Py_ssize_t n) {
 
 static PyObject *scan(PyObject *self, PyObject *arg) {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL; /* not bytes: as msgspec, a TypeError */
     Scanner sc = {0};
     Out o = {0};
     PyObject *ret = NULL;
-    int declined = 1;
+    int declined = 1, interrupted = 0;
     if (table_init(&sc.values) || table_init(&sc.x_keys) || table_init(&sc.fl_keys)) goto done;
     o.op_types = PyList_New(0);
     o.fl_ids = PyList_New(0);
@@ -848,6 +941,10 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
             if (c.p >= c.end || *c.p != '{') goto done;
             if (scan_event(&sc, &o, &c, n, base)) goto done;
             n++;
+            if (n % SIGNAL_CHECK_EVERY == 0 && PyErr_CheckSignals()) {
+                interrupted = 1;
+                goto done;
+            }
             ws(&c);
             if (c.p < c.end && *c.p == ',') {
                 c.p++;
@@ -863,8 +960,8 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     }
     ws(&c);
     if (c.p != c.end) goto done;
-    declined = 0;
     ret = result(&sc, &o, n);
+    declined = ret == NULL; /* out of memory at the end: decline too */
 done:
     PyBuffer_Release(&view);
     table_free(&sc.values);
@@ -872,6 +969,7 @@ done:
     table_free(&sc.fl_keys);
     free(sc.scratch.data);
     out_free(&o);
+    if (interrupted) return NULL; /* the signal's exception (KeyboardInterrupt...) */
     if (declined) {
         if (PyErr_Occurred()) PyErr_Clear(); /* memory or anything else: msgspec decides */
         Py_RETURN_NONE;
@@ -879,11 +977,42 @@ done:
     return ret;
 }
 
+static PyObject *fail_nth_allocation(PyObject *self, PyObject *arg) {
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    fail_countdown = n > 0 ? n : 0;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, "scan(text) -> columns of a batch of trace events, or None to decline"},
+    {"_fail_nth_allocation", fail_nth_allocation, METH_O,
+     "for the tests: the scanner's n-th allocation from now fails (0: none)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_eventscan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__eventscan(void) { return PyModule_Create(&module); }
+/* The hash key, from os.urandom (the same source CPython seeds its own hashes from). */
+static int draw_hash_key(void) {
+    PyObject *os = PyImport_ImportModule("os");
+    if (!os) return -1;
+    PyObject *bytes = PyObject_CallMethod(os, "urandom", "i", (int)sizeof hash_key);
+    Py_DECREF(os);
+    if (!bytes) return -1;
+    if (!PyBytes_Check(bytes) || PyBytes_GET_SIZE(bytes) != (Py_ssize_t)sizeof hash_key) {
+        Py_DECREF(bytes);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom gave no key");
+        return -1;
+    }
+    memcpy(hash_key, PyBytes_AS_STRING(bytes), sizeof hash_key);
+    Py_DECREF(bytes);
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__eventscan(void) {
+    if (draw_hash_key()) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA256", EVENTSCAN_SOURCE_SHA256)) Py_CLEAR(m);
+    return m;
+}

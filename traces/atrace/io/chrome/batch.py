@@ -96,6 +96,9 @@ _PHASE_CODE_OF_BYTE = np.full(256, 3, np.int8)
 for _ph, _code in _PHASE_CODE.items():
     _PHASE_CODE_OF_BYTE[ord(_ph)] = _code
 
+#: Durations from here on do not fit int64 nanoseconds (292 years): an error, not a wrap.
+MAX_DUR_US = 2.0**63 / 1000.0
+
 # Flow 'ts' states
 TS_OK, TS_MISSING, TS_BAD = 0, 1, 2
 
@@ -169,13 +172,18 @@ class Batch:
 
 
 def parse_batch(text) -> Batch:
-    """Decode the JSON array ``text`` of events into a :class:`Batch`.
+    """Decode the JSON array ``text`` of events (bytes, or str) into a :class:`Batch`.
 
     Raises msgspec's DecodeError or ValidationError when the text is not an array of
-    event objects with fields of the right types (the caller says where).
+    event objects with fields of the right types, UnicodeDecodeError where it is not UTF-8
+    (the caller says where).
     """
     if native.scan is not None:
-        batch = _scanned(text, native.scan(text))
+        try:
+            data = text.encode() if isinstance(text, str) else text
+            batch = _scanned(data, native.scan(data))
+        except (UnicodeEncodeError, MemoryError):  # a str msgspec words; memory: msgspec tries
+            batch = None
         if batch is not None:
             return batch
     return decode_batch(text)
@@ -184,6 +192,7 @@ def parse_batch(text) -> Batch:
 def decode_batch(text) -> Batch:
     """:func:`parse_batch` by msgspec alone (the path for whatever the scanner declines)."""
     events = EVENTS_DECODER.decode(text)
+    check_utf8(text)
     n = len(events)
     phases = list(map(_PH, events))
     if phases.count("X") == n:
@@ -207,6 +216,15 @@ def decode_batch(text) -> Batch:
     return batch
 
 
+def check_utf8(text) -> None:
+    """Raise UnicodeDecodeError where the text is not UTF-8, in strings msgspec skips too
+    (an unknown field's, or the args' that are kept as text and read later): a trace that is
+    not UTF-8 is refused at load, as JSON requires, not when its args are first read."""
+    if isinstance(text, str) or (isinstance(text, bytes) and text.isascii()):
+        return
+    str(text, "utf-8")
+
+
 def _scanned(text, scanned: tuple | None) -> Batch | None:
     """The batch from the C scanner's columns (:mod:`.native`); None where it declined
     or where the batch holds a problem, which :func:`decode_batch` then words."""
@@ -217,7 +235,7 @@ def _scanned(text, scanned: tuple | None) -> Batch | None:
     local, keys, key, ts, dur, corr, ext, op_types, args, arg_len = x_cols
     if len(key):
         dur = np.frombuffer(dur, np.float64)
-        if (dur < 0).any() or not np.isfinite(dur).all():
+        if (dur < 0).any() or not (dur < MAX_DUR_US).all():  # (NaN too) the msgspec path words it
             return None
         local = np.frombuffer(local, np.int64)
         batch.x = Complete(
@@ -303,6 +321,10 @@ def _complete(xs: list[_Event], local: np.ndarray | None) -> Complete:
         return out
     if not np.isfinite(dur).all():
         out.error = ("duration is not finite", int(np.flatnonzero(~np.isfinite(dur))[0]))
+        return out
+    if (dur >= MAX_DUR_US).any():
+        k = int(np.flatnonzero(dur >= MAX_DUR_US)[0])
+        out.error = (f"duration {dur[k]:g} us is out of range (event {xs[k].name!r})", k)
         return out
     # Durations are small: float64 holds any three-decimal value below 2**50 ns (13 days)
     # closely enough that rounding recovers the exact nanoseconds.
