@@ -101,10 +101,14 @@ typedef struct {
     PyObject *objects; /* list: id -> object */
 } Table;
 
-/* SipHash-1-3 under a key drawn once per process (at import, from os.urandom), as
- * CPython hashes str and bytes: which values share a run of slots cannot be known from
- * outside, so a trace cannot be written to make every look-up walk the whole table. */
+/* Hashes under keys drawn once per process (at import, from os.urandom): which values
+ * share a run of slots cannot be known from outside, so a trace cannot be written to make
+ * every look-up walk the table. Short values (integers, the keys' tuples of ids, most
+ * names) take multilinear hashing, strongly universal in its high 32 bits (Lemire and
+ * Kaser, 2014) and a few multiplications; longer ones SipHash-1-3, as CPython's str. */
+#define SHORT_VALUE 32
 static uint64_t hash_key[2];
+static uint64_t short_key[SHORT_VALUE / 4 + 2];
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 #define SIPROUND                                                          \
@@ -115,7 +119,7 @@ static uint64_t hash_key[2];
         v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);         \
     } while (0)
 
-static uint64_t hash_bytes(char tag, const unsigned char *p, size_t n) {
+static uint64_t siphash13(char tag, const unsigned char *p, size_t n) {
     uint64_t k0 = hash_key[0], k1 = hash_key[1] ^ (uint64_t)(unsigned char)tag;
     uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
     uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
@@ -136,6 +140,21 @@ static uint64_t hash_bytes(char tag, const unsigned char *p, size_t n) {
     SIPROUND;
     SIPROUND;
     return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static inline uint64_t hash_bytes(char tag, const unsigned char *p, size_t n) {
+    if (n > SHORT_VALUE) return siphash13(tag, p, n);
+    uint64_t h = short_key[0] + short_key[SHORT_VALUE / 4 + 1] * (uint64_t)(n << 8 | (unsigned char)tag);
+    const uint64_t *key = short_key + 1;
+    for (; n >= 4; p += 4, n -= 4) { /* 32 bits at a time, each by its own key */
+        uint32_t chunk;
+        memcpy(&chunk, p, 4);
+        h += *key++ * chunk;
+    }
+    uint32_t last = 0;
+    for (size_t i = 0; i < n; i++) last |= (uint32_t)p[i] << (8 * i);
+    h += *key * last;
+    return h >> 32 | h << 32; /* the strong bits low, where the slot is taken from */
 }
 
 static int table_init(Table *t) {
@@ -242,6 +261,9 @@ static inline int utf8_sequence(const unsigned char *p, const unsigned char *end
 
 static uint32_t hex4(const unsigned char *p);
 
+/* The bytes a string holds as they are: ASCII but '"', '\\' and controls (set at import). */
+static unsigned char PLAIN[256];
+
 /* Whether the four characters at p are hexadecimal digits. */
 static inline int is_hex4(const unsigned char *p) {
     return hexval(p[0]) >= 0 && hexval(p[1]) >= 0 && hexval(p[2]) >= 0 && hexval(p[3]) >= 0;
@@ -257,7 +279,7 @@ static int scan_string(Cur *c, const unsigned char **s, const unsigned char **e,
     *escaped = 0;
     *s = p;
     for (;;) {
-        while (end - p >= 8) { /* eight bytes at a time while none is '"', '\\', a control or not ASCII */
+        while (end - p >= 8) { /* eight bytes at a time while all are plain ASCII */
             uint64_t w;
             memcpy(&w, p, 8);
             uint64_t q = w ^ 0x2222222222222222ULL, b = w ^ 0x5C5C5C5C5C5C5C5CULL;
@@ -266,11 +288,9 @@ static int scan_string(Cur *c, const unsigned char **s, const unsigned char **e,
             if (hit & 0x8080808080808080ULL) break;
             p += 8;
         }
-        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
-            if (*p < 0x80) {
-                p++;
-                continue;
-            }
+        for (;;) { /* then a byte at a time, a UTF-8 sequence at a time past ASCII */
+            while (p < end && PLAIN[*p]) p++;
+            if (p >= end || *p < 0x80) break;
             int n = utf8_sequence(p, end);
             if (!n) return -1;
             p += n;
@@ -993,25 +1013,26 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_eventscan", NULL, -1, methods};
 
-/* The hash key, from os.urandom (the same source CPython seeds its own hashes from). */
-static int draw_hash_key(void) {
+/* The hash keys, from os.urandom (the same source CPython seeds its own hashes from). */
+static int draw_key(void *key, size_t n) {
     PyObject *os = PyImport_ImportModule("os");
     if (!os) return -1;
-    PyObject *bytes = PyObject_CallMethod(os, "urandom", "i", (int)sizeof hash_key);
+    PyObject *bytes = PyObject_CallMethod(os, "urandom", "n", (Py_ssize_t)n);
     Py_DECREF(os);
     if (!bytes) return -1;
-    if (!PyBytes_Check(bytes) || PyBytes_GET_SIZE(bytes) != (Py_ssize_t)sizeof hash_key) {
+    if (!PyBytes_Check(bytes) || PyBytes_GET_SIZE(bytes) != (Py_ssize_t)n) {
         Py_DECREF(bytes);
         PyErr_SetString(PyExc_RuntimeError, "os.urandom gave no key");
         return -1;
     }
-    memcpy(hash_key, PyBytes_AS_STRING(bytes), sizeof hash_key);
+    memcpy(key, PyBytes_AS_STRING(bytes), n);
     Py_DECREF(bytes);
     return 0;
 }
 
 PyMODINIT_FUNC PyInit__eventscan(void) {
-    if (draw_hash_key()) return NULL;
+    if (draw_key(hash_key, sizeof hash_key) || draw_key(short_key, sizeof short_key)) return NULL;
+    for (int ch = 0x20; ch < 0x80; ch++) PLAIN[ch] = ch != '"' && ch != '\\';
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddStringConstant(m, "SOURCE_SHA256", EVENTSCAN_SOURCE_SHA256)) Py_CLEAR(m);
     return m;
