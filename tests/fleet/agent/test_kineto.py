@@ -1,0 +1,212 @@
+"""Kineto's daemon protocol as the agent serves it: datagrams as libkineto sends them, and a
+real PyTorch process (the CPU wheel, started with KINETO_USE_DAEMON=1) captured by duration
+and by iterations with no change to its code."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet.agent import kineto
+from fleet.agent.kineto import CaptureRequest, KinetoDaemon, KinetoError, SocketTaken
+
+
+@pytest.fixture
+def socket_dir():
+    """A short folder: libkineto's own socket names in it must fit a Unix socket's path."""
+    folder = tempfile.mkdtemp(prefix="kineto-")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(tmp_path, socket_dir):
+    served = KinetoDaemon(tmp_path / "traces", socket_dir=socket_dir)
+    stop = threading.Event()
+    thread = threading.Thread(target=served.serve, args=(stop, 0.05), daemon=True)
+    thread.start()
+    yield served
+    stop.set()
+    thread.join(5)
+    served.close()
+
+
+def _client(daemon) -> socket.socket:
+    """A socket named as libkineto names its own (dynoconfigclient<uuid>)."""
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    client.bind(str(Path(daemon.socket_dir) / "dynoconfigclient-test"))
+    client.settimeout(2)
+    return client
+
+
+def _send(client, daemon, kind: bytes, payload: bytes) -> tuple[bytes, bytes]:
+    client.sendto(kineto.HEADER.pack(len(payload), kind) + payload, kineto.socket_address(daemon.socket_dir))
+    data = client.recv(65536)
+    size, got = kineto.HEADER.unpack_from(data)
+    return got.rstrip(b"\0"), data[kineto.HEADER.size : kineto.HEADER.size + size]
+
+
+def _req(pids, job_id=0, kinds=3) -> bytes:
+    return kineto.REQUEST.pack(kinds, len(pids), job_id) + struct.pack(f"={len(pids)}i", *pids)
+
+
+def test_a_poll_registers_the_process_with_its_ancestors_and_job(daemon, tmp_path):
+    client = _client(daemon)
+    kind, config = _send(client, daemon, b"req", _req([4242, 4200, 1], job_id=77))
+    assert (kind, config) == (b"req", b"")  # nothing asked of it yet
+    process = daemon.processes[4242]
+    assert process.ancestors == (4200, 1) and process.job_id == 77 and process.polls == 1
+
+
+def test_a_gpu_context_is_counted_per_gpu(daemon, tmp_path):
+    client = _client(daemon)
+    assert _send(client, daemon, b"ctxt", kineto.CONTEXT.pack(3, 100, 0)) == (b"ctxt", struct.pack("=i", 1))
+    assert _send(client, daemon, b"ctxt", kineto.CONTEXT.pack(3, 101, 0)) == (b"ctxt", struct.pack("=i", 2))
+    assert daemon.processes[101].gpus == {3}
+
+
+def test_a_capture_is_handed_over_at_the_next_poll_that_asks_for_activities(daemon, tmp_path):
+    client = _client(daemon)
+    _send(client, daemon, b"req", _req([4242, 1]))
+    path = daemon.request_capture(4242, CaptureRequest(duration_ms=1500, record_shapes=True), "cap-1")
+    assert path == tmp_path / "traces" / "cap-1_4242.json"
+    assert _send(client, daemon, b"req", _req([4242, 1], kinds=1)) == (b"req", b"")  # events only: not yet
+    _kind, config = _send(client, daemon, b"req", _req([4242, 1]))
+    lines = config.decode().splitlines()
+    assert f"ACTIVITIES_LOG_FILE={tmp_path / 'traces' / 'cap-1.json'}" in lines
+    assert "ACTIVITIES_DURATION_MSECS=1500" in lines and "PROFILE_REPORT_INPUT_SHAPES=true" in lines
+    assert _send(client, daemon, b"req", _req([4242, 1])) == (b"req", b"")  # handed once
+    with pytest.raises(KinetoError, match="already being captured"):
+        daemon.request_capture(4242, CaptureRequest(), "cap-2")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"duration_ms": 0}, "duration_ms must be"), ({"duration_ms": 3_600_000}, "duration_ms must be"),
+     ({"duration_ms": None, "iterations": 0}, "iterations must be"), ({"duration_ms": None}, "one of the two"),
+     ({"duration_ms": 100, "iterations": 5}, "one of the two"), ({"duration_ms": "100\nX=1"}, "duration_ms must be")],
+)
+def test_a_capture_is_built_from_bounded_fields_only(fields, message):
+    with pytest.raises(KinetoError, match=message):
+        CaptureRequest(**fields)
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "", "x\nACTIVITIES_LOG_FILE=/etc/passwd", "a b"])
+def test_nothing_from_outside_names_a_path(daemon, tmp_path, name):
+    client = _client(daemon)
+    _send(client, daemon, b"req", _req([5, 1]))
+    with pytest.raises(KinetoError, match="letters, digits"):
+        daemon.request_capture(5, CaptureRequest(), name)
+
+
+def test_an_unknown_process_is_refused_in_words(daemon):
+    with pytest.raises(KinetoError, match="no process 999 has polled this agent"):
+        daemon.request_capture(999, CaptureRequest(), "c")
+
+
+def test_malformed_datagrams_are_dropped_and_the_daemon_serves_on(daemon, tmp_path):
+    client = _client(daemon)
+    address = kineto.socket_address(daemon.socket_dir)
+    for junk in [b"", b"x" * 10, kineto.HEADER.pack(999, b"req") + b"abc", kineto.HEADER.pack(16, b"req") + _req([1])[:16],
+                 kineto.HEADER.pack(4, b"zzz") + b"abcd"]:
+        client.sendto(junk or b"\0", address)
+    assert _send(client, daemon, b"req", _req([7, 1])) == (b"req", b"")
+    assert set(daemon.processes) == {7}
+
+
+def test_a_socket_another_daemon_serves_is_not_taken_silently(daemon, tmp_path):
+    with pytest.raises(SocketTaken, match="KINETO_IPC_SOCKET_DIR"):
+        KinetoDaemon(tmp_path / "other", socket_dir=daemon.socket_dir)
+
+
+def test_a_socket_file_left_by_a_daemon_that_is_gone_is_taken_over(tmp_path, socket_dir):
+    first = KinetoDaemon(tmp_path / "t", socket_dir=socket_dir)
+    first._sock.close()  # died without removing its socket file
+    second = KinetoDaemon(tmp_path / "t", socket_dir=socket_dir)
+    second.close()
+
+
+def test_a_socket_folder_too_long_for_libkinetos_names_is_refused_in_words(tmp_path):
+    """Found here: under pytest's tmp_path, processes never polled (their socket paths overflowed)."""
+    long = tmp_path / ("x" * 60)
+    with pytest.raises(KinetoError, match="longer than 54 bytes"):
+        KinetoDaemon(tmp_path / "t", socket_dir=str(long))
+
+
+TRAINING = textwrap.dedent("""
+    import os, sys, time, torch
+    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    print("ready", os.getpid(), flush=True)
+    end = time.time() + float(sys.argv[1])
+    while time.time() < end and not os.path.exists(sys.argv[2]):
+        loss = model(torch.randn(32, 128)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        time.sleep(0.002)
+""")
+
+
+@pytest.fixture
+def training(tmp_path, daemon):
+    """A real PyTorch training loop, started as a user would start it for capture."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING)
+    env = {**os.environ, "KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": daemon.socket_dir}
+    proc = subprocess.Popen([sys.executable, str(script), "90", str(tmp_path / "stop")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().split()[0] == "ready"
+        deadline = time.monotonic() + 30
+        while proc.pid not in daemon.processes and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.pid in daemon.processes, "the process never polled the agent's socket"
+        yield proc
+    finally:
+        (tmp_path / "stop").touch()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _events(path) -> list[dict]:
+    return json.loads(path.read_bytes())["traceEvents"]
+
+
+@pytest.mark.integration
+def test_a_real_pytorch_process_is_captured_by_duration_then_by_iterations(daemon, training):
+    process = daemon.processes[training.pid]
+    assert process.ancestors and process.ancestors[0] == os.getpid()  # its parent: this test
+    path = daemon.request_capture(training.pid, CaptureRequest(duration_ms=1000), "by-time")
+    assert daemon.wait_for_trace(training.pid, deadline_s=30) == path
+    ops = [e for e in _events(path) if e.get("cat") == "cpu_op"]
+    assert any(e["name"] == "aten::addmm" for e in ops) and len(ops) > 50
+    path = daemon.request_capture(training.pid, CaptureRequest(duration_ms=None, iterations=3), "by-steps")
+    assert daemon.wait_for_trace(training.pid, deadline_s=30) == path
+    steps = [e for e in _events(path) if e["name"] == "Optimizer.step#SGD.step"]
+    assert len(steps) == 3  # an iteration is an optimizer step: three of them, whole
+
+
+@pytest.mark.integration
+def test_a_process_that_exits_during_the_capture_is_said_so(daemon, training, tmp_path):
+    daemon.request_capture(training.pid, CaptureRequest(duration_ms=60_000), "long")
+    time.sleep(6)  # its next poll (every 5 s) takes the capture
+    training.kill()
+    training.wait()
+    with pytest.raises(KinetoError, match=f"process {training.pid} exited during the capture"):
+        daemon.wait_for_trace(training.pid, deadline_s=2)
