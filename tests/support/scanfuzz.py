@@ -129,6 +129,25 @@ def real_batches(per_trace: int = 3, limit_bytes: int = 24_000, head_bytes: int 
     return out
 
 
+M64 = (1 << 64) - 1
+
+
+def colliding_pids(n: int) -> list[int]:
+    """Pids whose hashes under the scanner's first, unkeyed hash share their low 24 bits, so
+    every one fell into one run of slots (computed by inverting the hash, no search)."""
+    h0 = 0x9E3779B97F4A7C15 ^ ((8 * 0xFF51AFD7ED558CCD) & M64)
+    m1, m2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
+    inv1, inv2 = pow(m1, -1, 1 << 64), pow(m2, -1, 1 << 64)
+    pids = []
+    for j in range(1, n + 1):
+        h = (j << 24) ^ ord("i")  # the table's tag for integers
+        g = h ^ (h >> 29) ^ (h >> 58)
+        k = ((g * inv2 * inv2) & M64) ^ h0
+        v = ((k ^ (k >> 31) ^ (k >> 62)) * inv1) & M64
+        pids.append(v - (1 << 64) if v >> 63 else v)
+    return pids
+
+
 def corpus() -> list[bytes]:
     return [p.read_bytes() for p in sorted(CORPUS.glob("*.json"))]
 
@@ -179,8 +198,9 @@ class Mutator:
             n = int(self.rng.integers(100, 3000))
             base = int(self.rng.integers(-(2**62), 2**62))
             step = int(self.rng.choice([1, 1 << 24, 1 << 32, 4096, 7919]))
-            events = b",".join(b'{"ph":"X","ts":%d,"name":"n%d","pid":%d,"tid":%d}' % (i, i % 97, base + i * step, i % 5)
-                               for i in range(n))
+            pids = colliding_pids(n) if self.rng.random() < 0.3 else [base + i * step for i in range(n)]
+            events = b",".join(b'{"ph":"X","ts":%d,"name":"n%d","pid":%d,"tid":%d}' % (i, i % 97, pid, i % 5)
+                               for i, pid in enumerate(pids))
             close = text.rfind(b"]")
             return text[:close] + (b"," if close > 1 else b"") + events + text[close:] if close > 0 else text
         # change a number's digits

@@ -476,28 +476,9 @@ def test_long_durations_are_read_the_same_under_a_comma_decimal_locale(tmp_path)
     assert json.loads(run.stdout) == [1235, 300, 12345679]
 
 
-_M64 = (1 << 64) - 1
-
-
-def _colliding_pids(n: int) -> list[int]:
-    """Pids whose hashes under the scanner's first, unkeyed hash share their low 24 bits, so
-    every one fell into one run of slots (computed by inverting the hash, no search)."""
-    h0 = 0x9E3779B97F4A7C15 ^ ((8 * 0xFF51AFD7ED558CCD) & _M64)
-    m1, m2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
-    inv1, inv2 = pow(m1, -1, 1 << 64), pow(m2, -1, 1 << 64)
-    pids = []
-    for j in range(1, n + 1):
-        h = (j << 24) ^ ord("i")  # the table's tag for integers
-        g = h ^ (h >> 29) ^ (h >> 58)
-        k = ((g * inv2 * inv2) & _M64) ^ h0
-        v = ((k ^ (k >> 31) ^ (k >> 62)) * inv1) & _M64
-        pids.append(v - (1 << 64) if v >> 63 else v)
-    return pids
-
-
 def test_pids_chosen_to_collide_do_not_slow_the_scan():
     """80k such pids took 2.7-5.2 s of CPU with the unkeyed hash (0.07 s for ordinary ones)."""
-    pids = _colliding_pids(80_000)
+    pids = scanfuzz.colliding_pids(80_000)
     text = ("[" + ",".join(f'{{"ph":"X","ts":1,"pid":{p}}}' for p in pids) + "]").encode()
     started = time.process_time()
     got = native.scan(text)
