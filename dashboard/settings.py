@@ -267,6 +267,12 @@ AGENT_STATE_DIR = Path(env_str("AGENT_STATE_DIR", str(VAR_DIR / "agent")))
 # catches up with a flood (1: no pause); below 1 it pauses between chunks, leaving the
 # poll's core free.
 AGENT_KERNEL_LOG_DUTY = min(1.0, env_float("AGENT_KERNEL_LOG_DUTY", 0.5, minimum=0.05))
+# Kineto's on-demand capture of PyTorch processes started with KINETO_USE_DAEMON=1 (the agent
+# serves the daemon protocol dynolog serves): "off", or the folder of its socket, the same
+# folder the jobs are given as KINETO_IPC_SOCKET_DIR; "abstract" serves the abstract socket
+# @dynolog (what libkineto uses when KINETO_IPC_SOCKET_DIR is unset). Traces are written to
+# AGENT_STATE_DIR/kineto-traces.
+AGENT_KINETO = env_str("AGENT_KINETO", os.environ.get("KINETO_IPC_SOCKET_DIR", "") or "abstract")
 # The workload label an agent gives its host's devices (a job or service name; empty: leave
 # the label as the API set it). The ladder's blast radius counts by it.
 AGENT_WORKLOAD = env_str("AGENT_WORKLOAD", "")

@@ -125,6 +125,7 @@ class KinetoDaemon:
         self._pending: dict[int, str] = {}  # pid -> configuration to hand over at its next poll
         self._handed: dict[int, Path] = {}  # pid -> the trace file it was told to write
         self._lock = threading.Lock()
+        self._closed = threading.Event()
         self._sock = self._bind()
 
     def _bind(self) -> socket.socket:
@@ -158,6 +159,7 @@ class KinetoDaemon:
                 f"their own folder with KINETO_IPC_SOCKET_DIR, or stop that daemon to let Asicmon capture")
 
     def close(self) -> None:
+        self._closed.set()
         self._sock.close()
         if self.socket_dir:
             Path(socket_address(self.socket_dir)).unlink(missing_ok=True)
@@ -165,15 +167,15 @@ class KinetoDaemon:
     # ---- the protocol
 
     def serve(self, stop: threading.Event, timeout: float = 0.5) -> None:
-        """Answer datagrams until ``stop`` is set."""
+        """Answer datagrams until ``stop`` is set or the daemon is closed."""
         self._sock.settimeout(timeout)
-        while not stop.is_set():
+        while not stop.is_set() and not self._closed.is_set():
             try:
                 data, sender = self._sock.recvfrom(MAX_DATAGRAM)
             except TimeoutError:
                 continue
             except OSError:
-                if stop.is_set():
+                if stop.is_set() or self._closed.is_set():
                     return
                 raise
             self.handle(data, sender)

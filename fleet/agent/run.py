@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from fleet.agent.discovery import agent_discovery, error_state, rediscover
+from fleet.agent.kineto import KinetoDaemon, KinetoError
 from fleet.agent.queues import agent_queue_name
 from fleet.agent.registration import HostNameTaken, Registration, register_host
 from fleet.asicmon.errors.pump import KernelLogPump
@@ -54,6 +55,7 @@ def run() -> int:
     for serial in registration.refused:
         log.error("  %s is a device of an emulated host: not registered (a copy of its files?)", serial)
     pump = start_kernel_log(found.host)
+    start_kineto(settings.AGENT_KINETO, settings.AGENT_STATE_DIR / "kineto-traces")
     threading.Thread(target=_say_alive, args=(name, queue, pump), daemon=True, name="agent-alive").start()
     return _consume(name, queue)
 
@@ -77,6 +79,24 @@ def start_kernel_log(host) -> KernelLogPump | None:
     pump.start()
     log.info("following %s for driver errors%s", path, "" if resume is None else f", resumed after position {resume}")
     return pump
+
+
+def start_kineto(where: str, trace_dir: Path) -> KinetoDaemon | None:
+    """Serve Kineto's daemon protocol in a thread (``where``: "off", "abstract" or a socket
+    folder: AGENT_KINETO); None, said in the log, where it is off or another daemon serves."""
+    if where == "off":
+        log.info("Kineto captures are off (AGENT_KINETO=off)")
+        return None
+    try:
+        daemon = KinetoDaemon(trace_dir, socket_dir=None if where == "abstract" else where)
+    except KinetoError as exc:
+        log.error("PyTorch processes cannot be captured from Asicmon on this host: %s", exc)
+        return None
+    threading.Thread(target=daemon.serve, args=(threading.Event(),), daemon=True, name="agent-kineto").start()
+    at = "the abstract socket @dynolog" if where == "abstract" else f"{where}/dynolog"
+    log.info("serving Kineto's daemon protocol at %s: start PyTorch jobs with KINETO_USE_DAEMON=1%s to capture them",
+             at, "" if where == "abstract" else f" and KINETO_IPC_SOCKET_DIR={where}")
+    return daemon
 
 
 def save_error_state(pump: KernelLogPump | None) -> None:
