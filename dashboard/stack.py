@@ -309,7 +309,9 @@ def stop_everything(supervisor: Supervisor, helpers: list[subprocess.Popen]) -> 
 
 # The suite's tiers (tests/support/tiers.py sorts the tests): `make test-fast` runs the
 # first, `make test` all of them: the unit and slow tiers in one parallel run, then the
-# process and browser tiers on few workers, a test module (and the stack it shares) on one.
+# process and browser tiers on four workers (their tests mostly wait: for processes to start,
+# polls to come, the browser), a test module (and the stack it shares) on one, the longest
+# modules first (tests/support/tiers.py: LONGEST_FILES; xdist's own reorder off).
 # "slow" is the in-process work that is heavy by design (the largest real trace, a migration
 # replayed from an old schema): out of the working loop, never out of CI. The unit tier
 # starts each worker on a run of consecutive tests (a module's fixtures are mostly made
@@ -319,7 +321,7 @@ IN_PROCESS = "not integration and not browser and not soak"
 TIERS = {
     "unit": ["-m", f"{IN_PROCESS} and not slow", "-n", os.environ.get("TEST_WORKERS", "4"), "--dist", "worksteal"],
     "slow": ["-m", f"{IN_PROCESS} and slow", "-n", "2", "--dist", "worksteal"],
-    "stack": ["-m", f"not ({IN_PROCESS})", "-n", "2", "--dist", "loadfile"],
+    "stack": ["-m", f"not ({IN_PROCESS})", "-n", "4", "--dist", "loadfile", "--no-loadscope-reorder"],
 }
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a selection is empty
 

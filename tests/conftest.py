@@ -97,8 +97,9 @@ def pytest_collection_finish(session):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tiers.classify(item)
-    # The soak first: on several workers it then runs beside the others rather than after them.
-    items.sort(key=lambda item: item.get_closest_marker("soak") is None)
+    # The soak first, then the longest files: on several workers they then run beside the
+    # others rather than after them (tests/support/tiers.py).
+    tiers.longest_first(items)
 
 
 @pytest.hookimpl(wrapper=True)

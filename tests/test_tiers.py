@@ -179,3 +179,25 @@ def test_a_missing_service_skips_a_test_here_and_fails_it_under_ci(monkeypatch):
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match=r"no RabbitMQ answers \(CI=true: a test that needs it fails"):
         missing("no RabbitMQ answers")
+
+
+def test_the_soak_and_the_longest_files_are_handed_out_first_each_file_kept_whole():
+    for name in tiers.LONGEST_FILES:
+        assert (tiers.ROOT / name).is_file(), f"LONGEST_FILES names {name}, which is gone"
+
+    class Item:
+        def __init__(self, path: str, soak: bool = False):
+            self.path, self.soak = tiers.ROOT / path, soak
+
+        def get_closest_marker(self, name):
+            return object() if name == "soak" and self.soak else None
+
+    short, other = "tests/fleet/tsdb/test_reads.py", "tests/scenarios/test_poll_faults.py"
+    items = [Item(short), Item(other), Item("tests/scenarios/test_machines.py"), Item(other),
+             Item("tests/browser/test_jobs.py"), Item("tests/scenarios/test_soak.py", soak=True)]
+    first_other = items[1]
+    tiers.longest_first(items)
+    assert [str(i.path.relative_to(tiers.ROOT)) for i in items] == [
+        "tests/scenarios/test_soak.py", "tests/scenarios/test_machines.py", "tests/browser/test_jobs.py",
+        short, other, other]
+    assert items[4] is first_other  # a file's tests keep their order

@@ -24,6 +24,48 @@ PROCESS_TIERS = ("integration", "browser", "soak")  # the unit tier is "none of 
 BROWSER_FOLDER = Path(__file__).resolve().parents[1] / "browser"
 
 
+# The process tiers' longest test files, with the seconds each took on 2 busy cores (four
+# workers): xdist hands files out in this order (`--no-loadscope-reorder`), the soak first, so
+# that it runs beside the others and no long file starts last while the other workers idle.
+# Files not listed follow in their own order. A rough guide, not a contract: re-measure with
+# `--junitxml` when a file's time changes a lot.
+LONGEST_FILES = {
+    "tests/scenarios/test_soak.py": 230,
+    "tests/scenarios/test_machines.py": 230,
+    "tests/scenarios/test_run_stop.py": 130,
+    "tests/browser/test_jobs.py": 120,
+    "tests/browser/test_device_ranges.py": 110,
+    "tests/browser/test_traces.py": 105,
+    "tests/scenarios/test_tsdb_outage.py": 100,
+    "tests/scenarios/test_health_worker.py": 100,
+    "tests/browser/test_agent_host.py": 80,
+    "tests/browser/test_live_dashboard.py": 80,
+    "tests/browser/test_health_actions.py": 80,
+    "tests/browser/test_what_users_see.py": 80,
+    "tests/browser/test_replay_page.py": 70,
+    "tests/dashboard/gate/test_daphne_gate.py": 70,
+    "tests/browser/test_requests_view.py": 67,
+    "tests/traces/store/test_object_store.py": 66,
+    "tests/browser/test_trace_views.py": 65,
+    "tests/browser/test_trace_findings.py": 63,
+    "tests/browser/test_fleet_page.py": 50,
+    "tests/scenarios/test_run_command.py": 41,
+    "tests/fleet/agent/test_agent_reboots.py": 34,
+}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Sort the items so: the soak first, then the files of LONGEST_FILES, longest first; a
+    file's tests stay together and in their order, the rest as they were."""
+    def key(item: pytest.Item):
+        path = Path(item.path)
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        return item.get_closest_marker("soak") is None, -LONGEST_FILES.get(name, 0)
+
+    items.sort(key=key)
+
+
 class TierError(Exception):
     """A test outside the process tiers tried to start (or left running) a child process."""
 
