@@ -89,6 +89,42 @@ class Device(models.Model):
         return f"{self.serial} ({self.device_type} on {self.host_id})"
 
 
+class HostProcess(models.Model):
+    """A PyTorch process that polls its host's agent for Kineto captures (fleet/agent/kineto.py),
+    as the agent last reported it: a rank of a job, the job's launcher, or a lone process."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="processes")
+    pid = models.PositiveIntegerField()
+    command = models.CharField(max_length=512, blank=True)
+    parent = models.PositiveIntegerField(null=True, blank=True)
+    role = models.CharField(max_length=16, default="process")  # rank, launcher, process
+    job = models.JSONField(default=dict, blank=True)  # torchrun's and Slurm's variables only
+    gpus = models.JSONField(default=list, blank=True)  # the device indexes it created contexts on
+    first_seen = models.DateTimeField()
+    last_poll = models.DateTimeField()
+
+    class Meta:
+        ordering = ["host__name", "pid"]
+        constraints = [models.UniqueConstraint(fields=["host", "pid"], name="host_process_unique_pid")]
+
+    def __str__(self):
+        return f"{self.pid} on {self.host_id}"
+
+    @property
+    def rank(self) -> int | None:
+        value = self.job.get("RANK", "")
+        return int(value) if value.isdigit() else None
+
+    @property
+    def world_size(self) -> int | None:
+        value = self.job.get("WORLD_SIZE", "")
+        return int(value) if value.isdigit() else None
+
+    @property
+    def run_id(self) -> str:
+        return self.job.get("TORCHELASTIC_RUN_ID") or self.job.get("SLURM_JOB_ID") or ""
+
+
 class Counter(models.Model):
     """The Asicmon counter catalogue, mirrored in the database (the API lists it)."""
 

@@ -16,12 +16,17 @@ def trace_queue() -> str:
     return f"{settings.CELERY_TASK_DEFAULT_QUEUE}.traces"
 
 
-def send(task_name: str, trace_id: int, limit_s: float, *more: int, countdown: float | None = None) -> None:
-    """Queue ``task_name(trace_id, *more)``: soft time limit ``limit_s``, killed 30 s later;
-    run no sooner than ``countdown`` seconds from now when given."""
+PROCESS_CAPTURE_TASK = "traces.tasks.capture_process"
+
+
+def send(task_name: str, trace_id: int, limit_s: float, *more: int, countdown: float | None = None,
+         queue: str | None = None) -> None:
+    """Queue ``task_name(trace_id, *more)`` (on the traces queue unless ``queue`` is named):
+    soft time limit ``limit_s``, killed 30 s later; run no sooner than ``countdown`` seconds
+    from now when given."""
     current_app.send_task(
-        task_name, (trace_id, *more), queue=trace_queue(), time_limit=limit_s + 30, soft_time_limit=limit_s,
-        countdown=countdown,
+        task_name, (trace_id, *more), queue=queue or trace_queue(), time_limit=limit_s + 30,
+        soft_time_limit=limit_s, countdown=countdown,
     )
 
 

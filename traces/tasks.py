@@ -21,6 +21,14 @@ def capture_trace(trace_id: int) -> None:
 
 
 @shared_task
+def capture_process(trace_id: int) -> None:
+    """On a host's agent: capture a real PyTorch process (traces.process_capture)."""
+    from traces import process_capture
+
+    process_capture.run_process_capture(trace_id)
+
+
+@shared_task
 def analyse_trace(trace_id: int) -> None:
     writers.analyse(trace_id)
 

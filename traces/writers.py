@@ -27,7 +27,7 @@ from emulator.serving.engine import SERVING_PROBLEMS
 from emulator.workloads.graph import workload_for
 from emulator.workloads.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from emulator.workloads.tracing import DeviceHung, DeviceNow, capture_live
-from fleet.agent.queues import capture_unavailable_reason
+from fleet.agent.queues import capture_process, capture_unavailable_reason
 from fleet.durations import human_duration
 from fleet.hosts.emulated_fleet import fleet_config, state_store
 from traces import atrace, events, queueing
@@ -129,10 +129,12 @@ def request_capture(device, user, duration_s, problems=None) -> Trace:
     ``problems``: emulator problems to inject (see :func:`validate_problems`)."""
     duration = validate_duration(duration_s)
     injected = validate_problems(problems, serving=device.device_type in settings.EMULATOR_SERVING_TYPES)
-    unavailable = capture_unavailable_reason(device.host)
+    unavailable = capture_unavailable_reason(device.host, device)
     if unavailable:
         raise CaptureUnavailable(unavailable)
     make_room(0)
+    if device.host.has_agent:  # a real PyTorch process on the device, through its agent
+        return _request_process_capture(device, user, duration)
     facts = _device_facts(device)
     try:
         with transaction.atomic():
@@ -413,6 +415,36 @@ def _enqueue(task_name: str, trace_id: int, limit_s: float) -> None:
 
 def _enqueue_capture(trace_id: int) -> None:
     _enqueue(queueing.CAPTURE_TASK, trace_id, MAX_CAPTURE_S + CAPTURE_GRACE_S)
+
+
+def _request_process_capture(device, user, duration: float) -> Trace:
+    """A capture of the PyTorch process chosen on ``device`` (fleet.agent.queues.capture_process),
+    run by the host's agent (traces.process_capture)."""
+    process = capture_process(device.host, device)
+    try:
+        with transaction.atomic():
+            trace = Trace.objects.create(
+                name=f"{device.serial} pid {process.pid} {timezone.now():%Y-%m-%d %H:%M:%S}",
+                source=TraceSource.CAPTURE, created_by=user, device=device, host_name=device.host.name,
+                device_type=device.device_type,
+                params={"duration_s": duration, "pid": process.pid, "command": process.command[:200],
+                        **({"rank": process.rank, "world_size": process.world_size} if process.rank is not None else {})},
+            )
+    except IntegrityError:
+        busy = Trace.objects.busy_captures().filter(device=device).first()
+        which = f" (trace {busy.pk}, {busy.status})" if busy else ""
+        raise DeviceBusy(f"device {device.serial} is already capturing a trace{which}; wait for it to finish") from None
+    queue = device.host.agent_queue
+    transaction.on_commit(lambda: _enqueue_to(queue, queueing.PROCESS_CAPTURE_TASK, trace.pk))
+    return trace
+
+
+def _enqueue_to(queue: str, task_name: str, trace_id: int) -> None:
+    try:
+        queueing.send(task_name, trace_id, MAX_CAPTURE_S + CAPTURE_GRACE_S, queue=queue)
+    except BrokerUnavailable as exc:
+        fail(trace_id, f"could not be queued: the task broker is not answering ({exc})")
+        raise
 
 
 def _enqueue_analysis(trace_id: int) -> None:

@@ -230,6 +230,16 @@ class KinetoDaemon:
                 return self._pending.pop(pid)
         return ""
 
+    def live_processes(self, within_s: float) -> list[TracedProcess]:
+        """The processes that polled within ``within_s``; the others are forgotten (gone,
+        or no longer started with KINETO_USE_DAEMON=1)."""
+        since = self.clock() - within_s
+        with self._lock:
+            for pid in [pid for pid, p in self.processes.items() if p.last_poll and p.last_poll < since]:
+                del self.processes[pid]
+            return [TracedProcess(p.pid, p.ancestors, p.job_id, set(p.gpus), p.first_seen, p.last_poll, p.polls)
+                    for p in self.processes.values()]
+
     # ---- captures
 
     def request_capture(self, pid: int, request: CaptureRequest, name: str) -> Path:
@@ -265,6 +275,8 @@ class KinetoDaemon:
                 size = now
                 time.sleep(settle_s)
                 continue
+            if not _alive(pid):
+                break
             time.sleep(0.1)
         with self._lock:
             process = self.processes.get(pid)
@@ -296,11 +308,17 @@ def _answers(path: str) -> bool:
         probe.close()
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return True  # no /proc to say more
+    state = stat[stat.rindex(")") + 2 :][:1]
+    return state not in ("Z", "X")

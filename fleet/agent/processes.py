@@ -92,3 +92,11 @@ def assign_roles(infos: Iterable[ProcessInfo], ancestors: dict[int, tuple[int, .
             info.role = "launcher"
         else:
             info.role = "process"
+
+
+def observed(processes: list, proc: Path = Path("/proc")) -> list[tuple]:
+    """Each polling process (fleet.agent.kineto.TracedProcess) with what /proc says of it,
+    roles assigned."""
+    infos = [describe(p.pid, proc) for p in processes]
+    assign_roles(infos, {p.pid: p.ancestors for p in processes})
+    return list(zip(processes, infos, strict=True))

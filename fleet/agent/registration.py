@@ -6,8 +6,10 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import transaction
 
+from fleet.agent.kineto import TracedProcess
+from fleet.agent.processes import ProcessInfo
 from fleet.hosts.local import LocalDevice
-from fleet.models import Device, Host
+from fleet.models import Device, Host, HostProcess
 
 
 class HostNameTaken(Exception):
@@ -103,3 +105,19 @@ def _free_slots(used: set[int]):
         if slot not in used:
             yield slot
         slot += 1
+
+
+@transaction.atomic
+def report_processes(name: str, seen: list[tuple[TracedProcess, ProcessInfo]]) -> int:
+    """Record the PyTorch processes that poll the agent of host ``name`` (those no longer
+    polling leave): what the pages and the capture's choice of process read. The count kept."""
+    host = Host.objects.get(name=name)
+    pids = [traced.pid for traced, _info in seen]
+    HostProcess.objects.filter(host=host).exclude(pid__in=pids).delete()
+    for traced, info in seen:
+        HostProcess.objects.update_or_create(host=host, pid=traced.pid, defaults={
+            "command": info.command, "parent": info.parent, "role": info.role, "job": info.job,
+            "gpus": sorted(traced.gpus), "first_seen": datetime.fromtimestamp(traced.first_seen, tz=UTC),
+            "last_poll": datetime.fromtimestamp(traced.last_poll, tz=UTC),
+        })
+    return len(pids)

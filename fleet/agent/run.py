@@ -17,8 +17,9 @@ from django.db import close_old_connections, connection
 
 from fleet.agent.discovery import agent_discovery, error_state, rediscover
 from fleet.agent.kineto import KinetoDaemon, KinetoError
+from fleet.agent.processes import observed
 from fleet.agent.queues import agent_queue_name
-from fleet.agent.registration import HostNameTaken, Registration, register_host
+from fleet.agent.registration import HostNameTaken, Registration, register_host, report_processes
 from fleet.asicmon.errors.pump import KernelLogPump
 from fleet.asicmon.errors.sources import KMSG
 from fleet.models import Host
@@ -81,9 +82,21 @@ def start_kernel_log(host) -> KernelLogPump | None:
     return pump
 
 
+#: The agent's Kineto daemon (None: off, or another daemon serves): captures ask it.
+_kineto: KinetoDaemon | None = None
+#: A process that has not polled for this long is gone from the host's list (libkineto polls
+#: every 5 s).
+PROCESS_STALE_S = 20.0
+
+
+def kineto_daemon() -> KinetoDaemon | None:
+    return _kineto
+
+
 def start_kineto(where: str, trace_dir: Path) -> KinetoDaemon | None:
     """Serve Kineto's daemon protocol in a thread (``where``: "off", "abstract" or a socket
     folder: AGENT_KINETO); None, said in the log, where it is off or another daemon serves."""
+    global _kineto
     if where == "off":
         log.info("Kineto captures are off (AGENT_KINETO=off)")
         return None
@@ -93,6 +106,7 @@ def start_kineto(where: str, trace_dir: Path) -> KinetoDaemon | None:
         log.error("PyTorch processes cannot be captured from Asicmon on this host: %s", exc)
         return None
     threading.Thread(target=daemon.serve, args=(threading.Event(),), daemon=True, name="agent-kineto").start()
+    _kineto = daemon
     at = "the abstract socket @dynolog" if where == "abstract" else f"{where}/dynolog"
     log.info("serving Kineto's daemon protocol at %s: start PyTorch jobs with KINETO_USE_DAEMON=1%s to capture them",
              at, "" if where == "abstract" else f" and KINETO_IPC_SOCKET_DIR={where}")
@@ -127,10 +141,18 @@ def _say_alive(name: str, queue: str, pump: KernelLogPump | None = None) -> None
                 _report(register_host(name, queue, found.host.devices))
             else:
                 Host.objects.filter(name=name).update(agent_seen_at=datetime.now(tz=UTC))
+            report_kineto_processes(name)
         except Exception:  # a database blip: say it next time
             log.warning("could not record that the agent is alive", exc_info=True)
         finally:
             close_old_connections()
+
+
+def report_kineto_processes(name: str) -> int:
+    """The PyTorch processes polling this agent, as the fleet shows them (0 without Kineto)."""
+    if _kineto is None:
+        return 0
+    return report_processes(name, observed(_kineto.live_processes(PROCESS_STALE_S)))
 
 
 def _report(registration: Registration) -> None:

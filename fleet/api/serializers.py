@@ -6,11 +6,24 @@ from rest_framework import serializers
 from fleet.agent import queues
 from fleet.health.assessing import current_health
 from fleet.health.detection import Assessment
-from fleet.models import Action, Automation, Counter, Device, HealthEvent, Host
+from fleet.models import Action, Automation, Counter, Device, HealthEvent, Host, HostProcess
+
+
+class HostProcessSerializer(serializers.ModelSerializer):
+    rank = serializers.IntegerField(read_only=True, allow_null=True)
+    world_size = serializers.IntegerField(read_only=True, allow_null=True)
+    run_id = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = HostProcess
+        fields = ["pid", "command", "parent", "role", "rank", "world_size", "run_id", "job", "gpus", "first_seen",
+                  "last_poll"]
 
 
 class HostSerializer(serializers.ModelSerializer):
     device_count = serializers.IntegerField(read_only=True)
+    processes = HostProcessSerializer(many=True, read_only=True, help_text=(
+        "PyTorch processes polling the host's agent for Kineto captures (started with KINETO_USE_DAEMON=1)"))
     polled_by = serializers.SerializerMethodField(help_text='"emulator", or "agent" for a real machine')
     agent_alive = serializers.SerializerMethodField(help_text="Whether its agent said it was alive lately")
     capture_unavailable = serializers.SerializerMethodField(
@@ -20,7 +33,7 @@ class HostSerializer(serializers.ModelSerializer):
     class Meta:
         model = Host
         fields = ["id", "name", "device_count", "created_at", "polled_by", "agent_seen_at", "agent_alive",
-                  "capture_unavailable"]
+                  "capture_unavailable", "processes"]
 
     def get_polled_by(self, host) -> str:
         return "agent" if host.has_agent else "emulator"

@@ -40,7 +40,7 @@ STORE_ERROR = OpenApiResponse(
 
 class HostViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = HostSerializer
-    queryset = Host.objects.annotate(device_count=Count("devices")).order_by("name")
+    queryset = Host.objects.annotate(device_count=Count("devices")).prefetch_related("processes").order_by("name")
 
 
 @extend_schema_view(

@@ -6,7 +6,7 @@ from traces import queueing
 
 def test_every_queued_task_name_is_a_task_of_traces_tasks():
     names = [getattr(queueing, n) for n in dir(queueing) if n.endswith("_TASK")]
-    assert len(names) == 6
+    assert len(names) == 7
     for name in names:
         module, attr = name.rsplit(".", 1)
         assert module == "traces.tasks" and getattr(traces.tasks, attr).name == name
@@ -28,3 +28,11 @@ def test_a_task_is_sent_to_the_traces_queue_with_a_hard_limit_after_the_soft_one
         "countdown": 5,
     }
     assert queueing.trace_queue() == "asicmon.traces"
+
+
+def test_a_process_capture_is_sent_to_the_agents_queue(monkeypatch, settings):
+    sent = []
+    monkeypatch.setattr(queueing.current_app, "send_task", lambda *a, **kw: sent.append((a, kw)))
+    queueing.send(queueing.PROCESS_CAPTURE_TASK, 7, 90, queue="asicmon.host.node-a")
+    ((args, kw),) = sent
+    assert args == ("traces.tasks.capture_process", (7,)) and kw["queue"] == "asicmon.host.node-a"

@@ -57,6 +57,9 @@ def job_devices(*, device_ids=None, host: str = "", device_type: str = "") -> li
     if len(types) > 1:
         raise writers.BadTrace(f"a job runs one model on one device type; these devices are of types {', '.join(types)}: choose one type")
     for h in {d.host for d in devices}:
+        if h.has_agent:  # one process at a time there, from its device's page (issue 50 builds jobs)
+            raise writers.CaptureUnavailable(
+                f"{h.name} is a real machine: capture its PyTorch processes one at a time from their devices' pages")
         if reason := capture_unavailable_reason(h):
             raise writers.CaptureUnavailable(reason)
     return devices

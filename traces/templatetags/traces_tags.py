@@ -3,7 +3,7 @@ from django.conf import settings
 from django.utils.html import json_script
 
 from emulator.serving.engine import SERVING_PROBLEMS
-from fleet.agent.queues import capture_unavailable_reason
+from fleet.agent.queues import capture_process, capture_unavailable_reason
 from fleet.durations import human_duration
 from traces.choices import TraceStatus
 from traces.models import Job, Trace
@@ -29,7 +29,9 @@ def device_traces(context, device, limit: int = 10):
         "device": device,
         "traces": list(Trace.objects.filter(device=device).select_related("created_by")[:limit]),
         "can_capture": user.has_perm("traces.capture_trace"),
-        "capture_unavailable": capture_unavailable_reason(device.host),
+        "capture_unavailable": capture_unavailable_reason(device.host, device),
+        "processes": list(device.host.processes.all()) if device.host.has_agent else [],
+        "capture_process": capture_process(device.host, device) if device.host.has_agent else None,
         "csrf_token": context.get("csrf_token"),
     }
 

@@ -88,7 +88,8 @@ def test_work_for_a_host_goes_where_its_devices_are(agent_registered, seeded_fle
     assert queues.host_queue(emulated) == settings.CELERY_TASK_DEFAULT_QUEUE
     assert queues.host_queue(agent_registered) == f"{settings.CELERY_TASK_DEFAULT_QUEUE}.host.node-a"
     assert queues.capture_unavailable_reason(emulated) is None
-    assert "cannot capture" in queues.capture_unavailable_reason(agent_registered)
+    assert "no PyTorch process on node-a polls its agent: start the job with KINETO_USE_DAEMON=1" in (
+        queues.capture_unavailable_reason(agent_registered))
 
 
 def test_pages_say_not_reported_for_counters_a_device_cannot_give(agent_registered, viewer, client):
@@ -104,20 +105,20 @@ def test_pages_say_not_reported_for_counters_a_device_cannot_give(agent_register
     assert "polled by its agent" in fleet
 
 
-def test_a_real_machine_offers_no_capture_and_the_api_says_why(agent_registered, operator, api_client, client):
+def test_a_real_machine_without_a_pytorch_process_offers_no_capture_and_says_why(agent_registered, operator, api_client, client):
     from traces.models import Trace
 
     device = Device.objects.filter(host=agent_registered).first()
     api_client.force_authenticate(operator)
     response = api_client.post(f"/api/devices/{device.id}/capture/", {"duration_s": 2}, format="json")
     assert response.status_code == 409
-    assert "cannot capture traces on real devices" in response.json()["detail"]
+    assert "no PyTorch process on device" in response.json()["detail"] and "KINETO_USE_DAEMON=1" in response.json()["detail"]
     assert not Trace.objects.exists()
 
     client.force_login(operator)
     page = client.get(f"/devices/{device.id}/").content.decode()
     assert 'id="capture-button"' not in page
-    assert 'id="capture-unavailable"' in page and "polled by its agent" in page
+    assert 'id="capture-unavailable"' in page and "KINETO_USE_DAEMON=1" in page
     emulated = Device.objects.exclude(host=agent_registered).first()
     assert 'id="capture-button"' in client.get(f"/devices/{emulated.id}/").content.decode()
 

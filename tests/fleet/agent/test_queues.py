@@ -60,8 +60,8 @@ def test_only_hosts_whose_agent_was_seen_lately_are_polled_on_their_queue(db):
     assert [queue for _, queue in live_agent_hosts()] == ["q.fresh"]
 
 
-def test_captures_are_offered_on_emulated_hosts_only():
+def test_captures_on_a_host_with_an_agent_need_the_agent_running():
     assert capture_unavailable_reason(Host(name="host-00")) is None
-    assert "real machine polled by its agent" in capture_unavailable_reason(
+    assert "gpu-07's agent is not running (agent never seen)" in capture_unavailable_reason(
         Host(name="gpu-07", agent_queue="q")
     )

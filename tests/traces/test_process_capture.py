@@ -1,0 +1,116 @@
+"""A capture of a real PyTorch process on a host with an agent: this test plays the agent of
+node-a (its Kineto daemon serving a real training loop started with KINETO_USE_DAEMON=1),
+asks for the capture as the page does, runs the agent's task, and analyses what it stored."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import orjson
+import pytest
+
+from fleet.agent import run as agent_run
+from fleet.agent.discovery import agent_host
+from fleet.agent.kineto import KinetoDaemon
+from fleet.agent.queues import capture_process
+from fleet.agent.registration import register_host
+from fleet.models import Device, HostProcess
+from tests.fleet.agent.conftest import agent_settings  # noqa: F401 - the fixture, here too
+from tests.fleet.agent.test_kineto import TRAINING
+from traces import process_capture, writers
+from traces.choices import TraceStatus
+from traces.models import Trace
+from traces.store import results
+from traces.store.files import TraceFiles
+
+pytestmark = [pytest.mark.django_db, pytest.mark.integration]
+
+
+@pytest.fixture
+def kineto(agent_settings, tmp_path, monkeypatch):  # noqa: F811 - the imported fixture
+    """node-a registered with its agent alive, and the agent's Kineto daemon serving."""
+    register_host("node-a", "q.node-a", agent_host().devices)
+    socket_dir = tempfile.mkdtemp(prefix="kineto-")
+    daemon = KinetoDaemon(tmp_path / "agent-traces", socket_dir=socket_dir)
+    stop = threading.Event()
+    threading.Thread(target=daemon.serve, args=(stop, 0.05), daemon=True).start()
+    monkeypatch.setattr(agent_run, "_kineto", daemon)
+    yield daemon
+    stop.set()
+    daemon.close()
+    shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def training(kineto, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING)
+    env = {**os.environ, "KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": kineto.socket_dir,
+           "RANK": "0", "WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "run-9"}
+    proc = subprocess.Popen([sys.executable, str(script), "120", str(tmp_path / "stop")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc.stdout.readline()
+    deadline = time.monotonic() + 30
+    while proc.pid not in kineto.processes and time.monotonic() < deadline:
+        time.sleep(0.1)
+    yield proc
+    (tmp_path / "stop").touch()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_real_process_is_listed_captured_stored_and_analysed(kineto, training, operator, trace_storage, client):
+    assert agent_run.report_kineto_processes("node-a") == 1
+    listed = HostProcess.objects.get(host__name="node-a")
+    assert (listed.pid, listed.role, listed.rank, listed.run_id) == (training.pid, "rank", 0, "run-9")
+    device = Device.objects.filter(host__name="node-a").first()
+    assert capture_process(device.host, device) == listed  # CPU-only: any device of its host captures it
+    client.force_login(operator)
+    page = client.get(f"/devices/{device.id}/").content.decode()
+    assert f'data-pid="{training.pid}"' in page and f"Capture takes pid {training.pid}" in page
+    assert 'id="capture-button"' in page
+    (host,) = [h for h in client.get("/api/hosts/").json()["results"] if h["name"] == "node-a"]
+    assert [(p["pid"], p["role"], p["rank"], p["run_id"]) for p in host["processes"]] == [(training.pid, "rank", 0, "run-9")]
+
+    trace = writers.request_capture(device, operator, 2)
+    assert trace.params["pid"] == training.pid and trace.status == TraceStatus.QUEUED
+    process_capture.run_process_capture(trace.pk)
+    trace.refresh_from_db()
+    assert trace.status == TraceStatus.ANALYSING, trace.error
+    writers.analyse(trace.pk)
+    trace.refresh_from_db()
+    assert trace.status == TraceStatus.READY, trace.error
+    assert 1.5e6 < trace.span_us < 4e6 and trace.events > 100
+    summary = results.read_summary(TraceFiles(trace.pk))
+    ops = {row["op"] if isinstance(row["op"], str) else summary["strings"][row["op"]] for row in summary["rows"]}
+    assert "aten::addmm" in ops
+    raw = TraceFiles(trace.pk).storage.open(trace.raw_file, "rb").read()
+    assert orjson.loads(gzip.decompress(raw))["distributedInfo"]["rank"] == 0  # added: the job's rank
+    assert not list(kineto.trace_dir.iterdir())  # the agent's copy is gone once stored
+
+
+def test_a_process_that_exits_mid_capture_fails_the_trace_in_words(kineto, training, operator, trace_storage):
+    agent_run.report_kineto_processes("node-a")
+    device = Device.objects.filter(host__name="node-a").first()
+    trace = writers.request_capture(device, operator, 30)
+    threading.Timer(7.0, training.kill).start()  # after its next poll took the capture
+    process_capture.run_process_capture(trace.pk)
+    trace = Trace.objects.get(pk=trace.pk)
+    assert trace.status == TraceStatus.FAILED
+    assert f"process {training.pid} exited during the capture" in trace.error
+
+
+def test_no_process_on_the_host_refuses_the_capture_in_words(kineto, operator, trace_storage):
+    device = Device.objects.filter(host__name="node-a").first()
+    with pytest.raises(writers.CaptureUnavailable, match="no PyTorch process on device .* polls its agent"):
+        writers.request_capture(device, operator, 2)
