@@ -69,6 +69,7 @@ class TracedProcess:
     first_seen: float = 0.0
     last_poll: float = 0.0
     polls: int = 0
+    handed_at: float | None = None  # when it took its latest capture's configuration
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,7 @@ class KinetoDaemon:
             process.last_poll = self.clock()
             process.polls += 1
             if activities and pid in self._pending:
+                process.handed_at = process.last_poll
                 return self._pending.pop(pid)
         return ""
 
