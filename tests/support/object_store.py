@@ -8,7 +8,6 @@ import urllib.error
 import urllib.request
 import uuid
 
-import boto3
 import pytest
 
 from tests.support.processes import BIN, Service, free_port
@@ -48,6 +47,8 @@ class ObjectStore:
             self.service.stop()
 
     def client(self):
+        import boto3  # here, not at the top: every test process imports this module, few start a store
+
         return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
                             aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
                             aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
