@@ -3,7 +3,11 @@ lines, as a Collector's file exporter writes them), uploaded into a test's datab
 
 from __future__ import annotations
 
+import copy
+import functools
 import io
+import tempfile
+from pathlib import Path
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -17,13 +21,24 @@ T0 = 1_700_000_000_000_000_000
 
 
 def serving_files(tmp_path, *problems, seed=7, duration=3.0, t0_ns=T0):
-    """(trace bytes, spans file path, run)."""
-    trace, run = serve(duration, ServingConfig(problems=frozenset(problems), seed=seed), t0_ns=t0_ns)
+    """(trace bytes, spans file path, run): the run's files made once per test process (a
+    seeded run is the same every time), the spans written into this test's tmp_path and the
+    run a copy of its own."""
+    raw, spans_text, run = _served(frozenset(problems), seed, duration, t0_ns)
+    spans = tmp_path / f"spans-{seed}.jsonl"
+    spans.write_text(spans_text)
+    return raw, spans, copy.deepcopy(run)
+
+
+@functools.cache
+def _served(problems: frozenset, seed: int, duration: float, t0_ns: int) -> tuple[bytes, str, object]:
+    trace, run = serve(duration, ServingConfig(problems=problems, seed=seed), t0_ns=t0_ns)
     provider, exporter = memory_provider(resource_for("h", "ENX-1"))
     emit_run(provider.get_tracer("t"), run)
-    spans = tmp_path / f"spans-{seed}.jsonl"
-    write_otlp_json(exporter.get_finished_spans(), spans)
-    return chrome_trace_bytes(trace), spans, run
+    with tempfile.TemporaryDirectory() as folder:
+        spans = Path(folder) / "spans.jsonl"
+        write_otlp_json(exporter.get_finished_spans(), spans)
+        return chrome_trace_bytes(trace), spans.read_text(), run
 
 
 def uploaded_serving_trace(user, tmp_path, *problems, seed=7, duration=3.0):
