@@ -49,7 +49,7 @@ def pytest_configure(config):
     settings.CELERY_TASK_DEFAULT_QUEUE = prefix
     use_own_folders(config, settings, prefix)
     use_high_api_rates(settings)
-    load_hypothesis_profile()
+    load_hypothesis_profile(settings.VAR_DIR)
 
 
 #: The API's rate limits in tests, here and in the processes tests start: a test's calls (and
@@ -75,14 +75,17 @@ def use_own_folders(config, settings, prefix: str) -> None:
     settings.TRACE_STORAGE_FSYNC = False  # results still renamed into place whole; no wait on the disk
 
 
-def load_hypothesis_profile() -> None:
+def load_hypothesis_profile(var_dir: Path) -> None:
     """Property tests: HYPOTHESIS_PROFILE=ci (make test, CI) tries every example a test asks
     for, `fast` (the default, make test-fast) a quarter (tests/support/examples.py). No
-    deadline: a shared, loaded machine must not fail a test for being slow."""
+    deadline: a shared, loaded machine must not fail a test for being slow. The examples
+    that failed are kept in var/hypothesis, not in the working tree (.hypothesis)."""
     from hypothesis import settings as hypothesis
+    from hypothesis.database import DirectoryBasedExampleDatabase
 
-    hypothesis.register_profile("ci", max_examples=100, deadline=None)
-    hypothesis.register_profile("fast", max_examples=25, deadline=None)
+    database = DirectoryBasedExampleDatabase(Path(var_dir) / "hypothesis")
+    hypothesis.register_profile("ci", max_examples=100, deadline=None, database=database)
+    hypothesis.register_profile("fast", max_examples=25, deadline=None, database=database)
     hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 
