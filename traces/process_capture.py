@@ -42,9 +42,13 @@ def run_process_capture(trace_id: int) -> None:
         fail(trace_id, f"{trace.host_name}'s agent does not serve Kineto captures (AGENT_KINETO=off, or another "
                        "daemon owns the socket: see the agent's log)")
         return
-    pid, duration_s = trace.params["pid"], trace.params["duration_s"]
+    pid, duration_s, iterations = trace.params["pid"], trace.params["duration_s"], trace.params.get("iterations")
+    if iterations:
+        request = CaptureRequest(duration_ms=None, iterations=iterations)
+    else:
+        request = CaptureRequest(duration_ms=round(duration_s * 1000))
     try:
-        daemon.request_capture(pid, CaptureRequest(duration_ms=round(duration_s * 1000)), f"trace-{trace_id}")
+        daemon.request_capture(pid, request, f"trace-{trace_id}")
         ticker = _Ticker(trace_id, duration_s)
         ticker.start()
         try:

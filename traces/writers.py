@@ -57,6 +57,7 @@ from traces.uploads.sources import Source
 log = logging.getLogger(__name__)
 
 MIN_CAPTURE_S, MAX_CAPTURE_S, DEFAULT_CAPTURE_S = 1, 60, 5
+MAX_ITERATIONS = 1000  # fleet.agent.kineto.MAX_ITERATIONS
 #: Analysis attempts (a worker killed mid-analysis redelivers) before a trace fails.
 MAX_ANALYSIS_ATTEMPTS = 3
 #: Extra seconds a capture may take beyond its duration before it counts as stuck.
@@ -124,9 +125,26 @@ def validate_problems(raw, *, serving: bool = False) -> list[str]:
     return sorted(set(raw))
 
 
-def request_capture(device, user, duration_s, problems=None) -> Trace:
+def validate_iterations(raw, device) -> int:
+    """Iterations (optimizer steps) to capture of a real PyTorch process (hosts with an agent)."""
+    if not device.host.has_agent:
+        raise BadTrace("iterations: a capture by iterations is of a real PyTorch process, on a host with an agent; "
+                       "give duration_s here")
+    if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
+        raise BadTrace(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, not {raw!r}")
+    iterations = int(raw)
+    if not 1 <= iterations <= MAX_ITERATIONS:
+        raise BadTrace(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, not {raw!r}")
+    return iterations
+
+
+def request_capture(device, user, duration_s, problems=None, iterations=None) -> Trace:
     """Write the row (queued) and queue the capture when it commits; 409 if the device is busy.
-    ``problems``: emulator problems to inject (see :func:`validate_problems`)."""
+    ``problems``: emulator problems to inject (see :func:`validate_problems`); ``iterations``:
+    a capture of that many optimizer steps of a real process instead of ``duration_s``."""
+    if iterations is not None:
+        iterations = validate_iterations(iterations, device)
+        duration_s = MAX_CAPTURE_S  # the bound the steps must fit in
     duration = validate_duration(duration_s)
     injected = validate_problems(problems, serving=device.device_type in settings.EMULATOR_SERVING_TYPES)
     unavailable = capture_unavailable_reason(device.host, device)
@@ -134,7 +152,7 @@ def request_capture(device, user, duration_s, problems=None) -> Trace:
         raise CaptureUnavailable(unavailable)
     make_room(0)
     if device.host.has_agent:  # a real PyTorch process on the device, through its agent
-        return _request_process_capture(device, user, duration)
+        return _request_process_capture(device, user, duration, iterations)
     facts = _device_facts(device)
     try:
         with transaction.atomic():
@@ -417,7 +435,7 @@ def _enqueue_capture(trace_id: int) -> None:
     _enqueue(queueing.CAPTURE_TASK, trace_id, MAX_CAPTURE_S + CAPTURE_GRACE_S)
 
 
-def _request_process_capture(device, user, duration: float) -> Trace:
+def _request_process_capture(device, user, duration: float, iterations: int | None) -> Trace:
     """A capture of the PyTorch process chosen on ``device`` (fleet.agent.queues.capture_process),
     run by the host's agent (traces.process_capture)."""
     process = capture_process(device.host, device)
@@ -428,6 +446,7 @@ def _request_process_capture(device, user, duration: float) -> Trace:
                 source=TraceSource.CAPTURE, created_by=user, device=device, host_name=device.host.name,
                 device_type=device.device_type,
                 params={"duration_s": duration, "pid": process.pid, "command": process.command[:200],
+                        **({"iterations": iterations} if iterations else {}),
                         **({"rank": process.rank, "world_size": process.world_size} if process.rank is not None else {})},
             )
     except IntegrityError:

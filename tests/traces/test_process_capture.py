@@ -114,3 +114,29 @@ def test_no_process_on_the_host_refuses_the_capture_in_words(kineto, operator, t
     device = Device.objects.filter(host__name="node-a").first()
     with pytest.raises(writers.CaptureUnavailable, match="no PyTorch process on device .* polls its agent"):
         writers.request_capture(device, operator, 2)
+
+
+def test_a_capture_by_iterations_takes_whole_optimizer_steps(kineto, training, operator, trace_storage):
+    agent_run.report_kineto_processes("node-a")
+    device = Device.objects.filter(host__name="node-a").first()
+    trace = writers.request_capture(device, operator, None, iterations="4")
+    assert trace.params["iterations"] == 4
+    process_capture.run_process_capture(trace.pk)
+    trace.refresh_from_db()
+    assert trace.status == TraceStatus.ANALYSING, trace.error
+    raw = gzip.decompress(TraceFiles(trace.pk).storage.open(trace.raw_file, "rb").read())
+    steps = [e for e in orjson.loads(raw)["traceEvents"] if e["name"] == "Optimizer.step#SGD.step"]
+    assert len(steps) == 4
+
+
+@pytest.mark.parametrize("bad", [0, 1001, "x", True, 2.5, "-3"])
+def test_iterations_out_of_bounds_are_refused_in_words(kineto, operator, trace_storage, bad):
+    device = Device.objects.filter(host__name="node-a").first()
+    with pytest.raises(writers.BadTrace, match="iterations must be a whole number from 1 to 1000"):
+        writers.request_capture(device, operator, None, iterations=bad)
+    assert not Trace.objects.exists()
+
+
+def test_iterations_are_refused_on_an_emulated_device(seeded_fleet, operator, trace_storage):
+    with pytest.raises(writers.BadTrace, match="a capture by iterations is of a real PyTorch process"):
+        writers.request_capture(seeded_fleet[0], operator, None, iterations=3)

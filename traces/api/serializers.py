@@ -32,6 +32,9 @@ class CreatedSerializer(serializers.Serializer):
 
 class CaptureRequestSerializer(serializers.Serializer):
     duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
+    iterations = serializers.IntegerField(
+        required=False, min_value=1, max_value=1000,
+        help_text="Instead of seconds, this many optimizer steps of a real PyTorch process (hosts with an agent)")
     problems = serializers.ListField(
         child=serializers.ChoiceField(choices=[*CAPTURE_PROBLEMS, *SERVING_PROBLEMS]), required=False,
         help_text="Emulator problems to inject: for trying the advisor (its findings name them) "
@@ -133,6 +136,9 @@ class JobCaptureRequestSerializer(serializers.Serializer):
     host = serializers.CharField(required=False, allow_blank=True, help_text="Or: every device of this host")
     type = serializers.CharField(required=False, allow_blank=True, help_text="And/or: every device of this type")
     duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
+    iterations = serializers.IntegerField(
+        required=False, min_value=1, max_value=1000,
+        help_text="Instead of seconds, this many optimizer steps of a real PyTorch process (hosts with an agent)")
     name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     parallelism = serializers.ChoiceField(choices=["data", "tensor"], default="data")
 

@@ -234,10 +234,11 @@ class CaptureView(APIView):
         device = get_object_or_404(Device.objects.select_related("host"), pk=pk)
         raw = request.data.get("duration_s", writers.DEFAULT_CAPTURE_S) if hasattr(request.data, "get") else None
         problems = request.data.get("problems") if hasattr(request.data, "get") else None
+        iterations = request.data.get("iterations") if hasattr(request.data, "get") else None
         if hasattr(request.data, "getlist") and not isinstance(problems, list):  # a form: problems=a&problems=b
             problems = request.data.getlist("problems") or None
         try:
-            trace = writers.request_capture(device, request.user, raw, problems)
+            trace = writers.request_capture(device, request.user, raw, problems, iterations)
         except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response({"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},

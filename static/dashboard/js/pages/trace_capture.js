@@ -19,10 +19,13 @@ if (form) {
     status.textContent = "Starting…";
     const duration = Number(document.getElementById("capture-duration").value);
     const problems = [...form.querySelectorAll('input[name="problems"]:checked')].map((box) => box.value);
+    const steps = document.getElementById("capture-iterations"); // a real process: by optimizer steps
+    const request = { duration_s: duration, problems };
+    if (steps && steps.value) request.iterations = Number(steps.value);
     const { ok, data } = await fetchJSON(section.dataset.captureUrl, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ duration_s: duration, problems }),
+      body: JSON.stringify(request),
     });
     if (!ok) {
       button.disabled = false;
