@@ -81,9 +81,11 @@ def load_hypothesis_profile(var_dir: Path) -> None:
     deadline: a shared, loaded machine must not fail a test for being slow. The examples
     that failed are kept in var/hypothesis, not in the working tree (.hypothesis)."""
     from hypothesis import settings as hypothesis
+    from hypothesis.configuration import set_hypothesis_home_dir
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    database = DirectoryBasedExampleDatabase(Path(var_dir) / "hypothesis")
+    set_hypothesis_home_dir(Path(var_dir) / "hypothesis")  # its caches (constants, unicode_data) too
+    database = DirectoryBasedExampleDatabase(Path(var_dir) / "hypothesis" / "examples")
     hypothesis.register_profile("ci", max_examples=100, deadline=None, database=database)
     hypothesis.register_profile("fast", max_examples=25, deadline=None, database=database)
     hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
