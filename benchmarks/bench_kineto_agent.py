@@ -1,6 +1,6 @@
 """The agent's Kineto daemon (fleet/agent/kineto.py) against issue 50's figures.
 
-    python benchmarks/bench_kineto_agent.py [--polls 20000] [--steps 400]
+    python benchmarks/bench_kineto_agent.py [--polls 20000] [--steps 1000]
 
 * **Daemon CPU with 16 polling processes**: the daemon serves in a child process; 16
   client sockets named as libkineto names its own send ``req`` polls as fast as they are
@@ -17,8 +17,8 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import resource
 import shutil
 import socket
 import statistics
@@ -30,11 +30,10 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from harness import ROOT, cpu_seconds, machine_line, median, peak_rss_mb
 
-from fleet.agent import kineto  # noqa: E402
-from fleet.agent.kineto import CaptureRequest, KinetoDaemon  # noqa: E402
+from fleet.agent import kineto
+from fleet.agent.kineto import CaptureRequest, KinetoDaemon
 
 SERVE = """
 import sys, threading
@@ -80,22 +79,17 @@ def daemon_cpu(polls: int, clients: int = 16) -> float:
         body = kineto.REQUEST.pack(3, 3, 0) + (1000).to_bytes(4, "little") * 3
         message = kineto.HEADER.pack(len(body), b"req") + body
         address = kineto.socket_address(folder)
-        before = _cpu(child.pid)
+        before = cpu_seconds(child.pid)
         for k in range(polls):
             s = socks[k % clients]
             s.sendto(message, address)
             s.recv(1024)
-        used = _cpu(child.pid) - before
+        used = cpu_seconds(child.pid) - before
     finally:
         child.stdin.close()
         child.wait(10)
         shutil.rmtree(folder, ignore_errors=True)
     return used / polls
-
-
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def training(steps: int, env: dict, capture: KinetoDaemon | None = None) -> tuple[list[float], float | None]:
@@ -115,8 +109,6 @@ def training(steps: int, env: dict, capture: KinetoDaemon | None = None) -> tupl
         capture.request_capture(pid, CaptureRequest(duration_ms=2000), f"bench-{pid}")
         capture.wait_for_trace(pid, deadline_s=60)
         took = time.monotonic() - asked
-    import json
-
     stamped = json.loads(proc.stdout.readline())
     if capture is not None:
         began = capture.processes[pid].handed_at
@@ -130,9 +122,9 @@ def training(steps: int, env: dict, capture: KinetoDaemon | None = None) -> tupl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--polls", type=int, default=20_000)
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
-    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print(machine_line())
 
     per_poll = daemon_cpu(args.polls)
     share = per_poll * 16 / 5.0
@@ -146,21 +138,21 @@ def main() -> None:
     with_daemon = {"KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": folder}
     medians = {"without": [], "with the daemon": []}
     for _ in range(2):
-        medians["without"].append(statistics.median(training(args.steps, {})[0]))
-        medians["with the daemon"].append(statistics.median(training(args.steps, with_daemon)[0]))
+        medians["without"].append(median(training(args.steps, {})[0]))
+        medians["with the daemon"].append(median(training(args.steps, with_daemon)[0]))
     base = statistics.mean(medians["without"])
     for label, values in medians.items():
         mean = statistics.mean(values)
         print(f"training step, {label:16s}: median {mean * 1e3:.3f} ms ({(mean / base - 1) * 100:+.2f} %; runs "
               f"{', '.join(f'{v * 1e3:.3f}' for v in values)})")
-    traced, took = training(max(args.steps, 800), with_daemon, capture=daemon)  # outlasts a poll + 2 s
-    print(f"training step during a 2 s capture: median {statistics.median(traced) * 1e3:.3f} ms "
-          f"({(statistics.median(traced) / base - 1) * 100:+.1f} %, {len(traced)} steps)")
+    traced, took = training(max(args.steps, 2000), with_daemon, capture=daemon)  # outlasts two polls + 2 s
+    print(f"training step during a 2 s capture: median {median(traced) * 1e3:.3f} ms "
+          f"({(median(traced) / base - 1) * 100:+.1f} %, {len(traced)} steps)")
     print(f"capture asked -> trace file whole: {took:.2f} s (2 s traced, the process polls every 5 s)")
     stop.set()
     daemon.close()
     shutil.rmtree(folder, ignore_errors=True)
-    print(f"(benchmark's own peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB)")
+    print(f"(benchmark's own peak memory {peak_rss_mb():.0f} MB)")
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import machine_line
 
-from tests.support.scanfuzz import colliding_pids  # noqa: E402
-from traces.atrace.io.chrome import native  # noqa: E402
+from tests.support.scanfuzz import colliding_pids
+from traces.atrace.io.chrome import native
 
 
 def batch(pids: list[int]) -> bytes:
@@ -43,6 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     if native.scan is None:
         sys.exit(f"no scanner: {native.unavailable}")
+    print(machine_line())
     for label, pids in [("colliding pids", colliding_pids(args.events)),
                         ("ordinary pids", list(range(1000, 1000 + args.events)))]:
         took, read = timed(batch(pids), args.repeat)
