@@ -56,6 +56,7 @@ def test_the_scanner_is_built_here():
 
 
 @pytest.mark.without_scanner
+@pytest.mark.slow  # a compiler, a fresh interpreter or a command line: make test, not test-fast
 def test_the_build_command_makes_a_scanner_that_reads_a_batch(tmp_path, compiler):
     out = tmp_path / native.built_path().name
     subprocess.run(native.build_command(out), check=True)
@@ -68,6 +69,7 @@ def test_the_build_command_makes_a_scanner_that_reads_a_batch(tmp_path, compiler
 
 
 @pytest.mark.without_scanner
+@pytest.mark.slow  # a compiler, a fresh interpreter or a command line: make test, not test-fast
 def test_a_scanner_built_from_another_source_is_refused_with_a_warning(tmp_path, compiler, caplog, monkeypatch):
     """A build left from an older source (a `git pull` without `make`) was loaded unchecked."""
     monkeypatch.delenv(native.ENV_DISABLE, raising=False)
@@ -94,6 +96,7 @@ def test_a_scanner_built_for_another_python_is_named_not_silently_passed_over(tm
 
 
 @pytest.mark.without_scanner
+@pytest.mark.slow  # a compiler, a fresh interpreter or a command line: make test, not test-fast
 def test_make_builds_only_when_the_build_is_missing_or_stale(tmp_path, compiler, monkeypatch):
     monkeypatch.setattr(native, "HERE", tmp_path)
     monkeypatch.setattr(native, "built_path", lambda: tmp_path / "_eventscan.so")
@@ -111,6 +114,7 @@ def _changed(folder):
 
 
 @pytest.mark.without_scanner
+@pytest.mark.slow  # a compiler, a fresh interpreter or a command line: make test, not test-fast
 def test_without_a_scanner_these_tests_skip_saying_why(tmp_path):
     """Without a compiler they gave 50 failures; now skips with the reason (and under CI,
     failures: CI must build it)."""
@@ -372,6 +376,7 @@ def test_integers_up_to_int64_are_read_and_larger_ones_declined(value, read):
 
 
 @pytest.mark.without_scanner
+@pytest.mark.slow  # a compiler, a fresh interpreter or a command line: make test, not test-fast
 def test_the_build_runs_on_the_standard_library_alone(tmp_path, compiler):
     """make builds the scanner before it installs the requirements (numpy among them): a
     clean clone's first `make` once failed so and fell back to msgspec."""
@@ -462,6 +467,7 @@ print(_scanned(text, native.scan(text)).x.dur.tolist())
 """
 
 
+@pytest.mark.slow  # a compiler, a fresh interpreter or a command line: make test, not test-fast
 def test_long_durations_are_read_the_same_under_a_comma_decimal_locale(tmp_path):
     """strtod follows the process's locale: under de_DE it read 1.2345678901234567 as 1 us."""
     if shutil.which("localedef") is None:
