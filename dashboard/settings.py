@@ -374,6 +374,9 @@ JOB_RANK_MAX_EVENTS = env_int("JOB_RANK_MAX_EVENTS", 250_000, minimum=1000)
 # A job whose ranks are sent one at a time waits this long for them by default (a request
 # may say otherwise), then is combined with the ranks it has.
 JOB_RANKS_WAIT_S = env_int("JOB_RANKS_WAIT_S", 3600, minimum=10)
+# A real job captured by iterations starts on every rank at the next multiple of this many
+# iterations (its ranks step together, and each takes the request at its own next poll).
+JOB_ITERATION_ROUNDUP = env_int("JOB_ITERATION_ROUNDUP", 100, minimum=1)
 # The cross-rank step waits up to this long for the time-series store to hold the capture
 # window's last poll; a job whose reasons were computed without it has them computed again
 # this many seconds later (up to JOB_HEALTH_RECHECKS times).

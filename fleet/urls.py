@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.fleet, name="fleet"),
     path("fleet/table/", views.fleet_table, name="fleet-table"),
     path("devices/<int:device_id>/", views.device, name="device"),
+    path("hosts/<int:host_id>/", views.host, name="host"),
     path("metrics", views.prometheus_metrics, name="metrics"),
     path("offenders/", driver_error_views.offenders, name="offenders"),
     path("replay/", replay_views.replay_page, name="replay"),

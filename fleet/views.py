@@ -15,7 +15,7 @@ from fleet.driver_errors import views as driver_error_views
 from fleet.driver_errors.offenders import device_record
 from fleet.forms import FleetFilterForm
 from fleet.health import index as health_index
-from fleet.models import Automation, Device
+from fleet.models import Automation, Device, Host
 from fleet.reading import metrics, queries
 from fleet.reading.charts import device_figures, empty_reason
 from fleet.tsdb import status as tsdb_status
@@ -54,6 +54,7 @@ def fleet(request):
             "automation": Automation.read(),
             "spools": tsdb_status.needing_attention() if request.user.is_staff else [],
             "driver_error_counts": driver_error_views.fleet_counts(),
+            "agent_hosts": queries.agent_hosts(),
         },
     )
 
@@ -115,6 +116,15 @@ def device(request, device_id: int):
             "offender": device_record(device.serial),
         },
     )
+
+
+@login_required
+@permission_required("fleet.view_device", raise_exception=True)
+@require_safe
+def host(request, host_id: int):
+    """A host: who polls it, its devices, and (a host with an agent) its PyTorch processes."""
+    host = get_object_or_404(Host, pk=host_id)
+    return render(request, "fleet/host.html", {"host": host, "devices": queries.host_devices(host)})
 
 
 # --- /metrics -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ class TraceEvent(TypedDict):
     events: int | None
     error: str
     url: str
+    stage: str  # where a capture is, in words ("" where the progress says it all)
 
 
 def trace_group(trace_id: int) -> str:
@@ -26,16 +27,16 @@ def trace_changed(trace_id: int, status: str, progress: float, error: str, url: 
     """A trace moved to another state (queued, capturing, analysing, ready, failed)."""
     message: TraceEvent = {
         "type": "trace.changed", "trace": trace_id, "status": str(status), "progress": progress,
-        "events": None, "error": error, "url": url,
+        "events": None, "error": error, "url": url, "stage": "",
     }
     async_to_sync(get_channel_layer().group_send)(trace_group(trace_id), message)
 
 
-def trace_progress(trace_id: int, status: str, progress: float, events: int) -> None:
-    """How far a running capture has got."""
+def trace_progress(trace_id: int, status: str, progress: float, events: int, stage: str = "") -> None:
+    """How far a running capture has got (``stage``: where it is, in words, when that says more)."""
     message: TraceEvent = {
         "type": "trace.progress", "trace": trace_id, "status": str(status), "progress": progress,
-        "events": events, "error": "", "url": "",
+        "events": events, "error": "", "url": "", "stage": stage,
     }
     async_to_sync(get_channel_layer().group_send)(trace_group(trace_id), message)
 

@@ -1,67 +1,140 @@
-"""A capture of a real PyTorch process, run by its host's agent (the task is sent to the
-agent's queue, traces.writers._request_process_capture): the agent's Kineto daemon
-(fleet/agent/kineto.py) hands the process its configuration at its next poll, the process
-writes its trace into the agent's own folder, and the file is stored like any capture and
-analysed on the traces queue.
+"""A capture of a real PyTorch process, asked for from a page or the API and run by its
+host's agent: the agent's Kineto daemon (fleet/agent/kineto.py) hands the process its
+configuration at its next poll, the process writes its trace into the agent's own folder,
+and the file is stored like any capture and analysed on the traces queue (a rank of a job:
+analysed with its job, traces/jobs/process_jobs.py).
 
-Progress goes to the trace's pages as for emulated captures: waiting for the process's next
-poll (libkineto polls every 5 s), tracing, then storing.
+Progress goes to the trace's pages in words as for emulated captures: waiting for the
+process's next poll (libkineto polls every 5 s), tracing, writing, storing; then the
+analysis.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import re
 import threading
 import time
+from datetime import UTC, datetime
 
 import orjson
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from fleet.agent.kineto import CaptureRequest, KinetoError
-from fleet.agent.run import kineto_daemon
-from traces import events
-from traces.choices import TraceStatus
+from fleet.agent.queues import capture_process, capture_unavailable_reason, fresh_processes
+from fleet.models import Device, HostProcess
+from traces import events, queueing
+from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
+from traces.refusals import BadTrace, CaptureUnavailable, DeviceBusy
 from traces.store.files import TraceFiles, store_errors
-from traces.writers import _enqueue_analysis, _tell_pages, fail, move
+from traces.writers import _enqueue_analysis, _enqueue_to, _tell_pages, fail, make_room, move
 
 #: Seconds a process may take to poll (libkineto: every 5 s) and then to write its trace.
 POLL_WAIT_S = 15.0
 WRITE_WAIT_S = 30.0
+_COMPLETE_EVENT = re.compile(rb'"ph"\s*:\s*"X"')
 
 
+# -- asking (the web's side) -----------------------------------------------------------------
+def request_process_capture(host, user, duration: float, iterations: int | None = None, *, pid=None,
+                            device: Device | None = None) -> Trace:
+    """Write the trace row (queued) for a capture of one process of ``host`` and queue it to
+    the host's agent when the row commits. ``pid`` (from the host's page) names the process
+    among those polling its agent; without it, the process the device's page offers
+    (fleet.agent.queues.capture_process). Refusals say why, and change nothing."""
+    if reason := capture_unavailable_reason(host, device, any_process=pid is not None):
+        raise CaptureUnavailable(reason)
+    process = _chosen(host, pid) if pid is not None else capture_process(host, device)
+    device = device or _device_of(process)
+    if busy := busy_capture(host.name, process.pid):
+        raise DeviceBusy(f"process {process.pid} on {host.name} is already being captured (trace {busy.pk}, "
+                         f"{busy.status}); wait for it to finish")
+    make_room(0)
+    params = {"duration_s": duration, "pid": process.pid, "command": process.command[:200],
+              **({"iterations": iterations} if iterations else {}), **rank_params(process)}
+    where = device.serial if device else host.name
+    try:
+        with transaction.atomic():
+            trace = Trace.objects.create(
+                name=f"{where} pid {process.pid} {timezone.now():%Y-%m-%d %H:%M:%S}", source=TraceSource.CAPTURE,
+                created_by=user, device=device, host_name=host.name, device_type=device.device_type if device else "cpu",
+                workload="pytorch", params=params,
+            )
+    except IntegrityError:
+        busy = Trace.objects.busy_captures().filter(device=device).first()
+        which = f" (trace {busy.pk}, {busy.status})" if busy else ""
+        raise DeviceBusy(f"device {device.serial} is already capturing a trace{which}; wait for it to finish") from None
+    queue = host.agent_queue
+    transaction.on_commit(lambda: _enqueue_to(queue, queueing.PROCESS_CAPTURE_TASK, trace.pk))
+    return trace
+
+
+def parse_pid(raw) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
+        raise BadTrace(f"pid must be a process id (a whole number), not {raw!r}")
+    return int(raw)
+
+
+def _chosen(host, pid: int) -> HostProcess:
+    process = fresh_processes(host).filter(pid=pid).first()
+    if process is None:
+        raise BadTrace(f"no PyTorch process {pid} polls {host.name}'s agent now: choose one of the host's processes")
+    if process.role == "launcher":
+        ranks = ", ".join(str(p.pid) for p in fresh_processes(host) if p.parent == pid) or "none polling"
+        raise BadTrace(f"process {pid} is a job's launcher: it runs no PyTorch work of its own; capture one of its "
+                       f"ranks (pids {ranks})")
+    return process
+
+
+def _device_of(process: HostProcess) -> Device | None:
+    """The device a process runs on (the first GPU it created a context on); None: CPU only."""
+    if not process.gpus:
+        return None
+    return Device.objects.filter(host_id=process.host_id, index=process.gpus[0], absent_since__isnull=True).first()
+
+
+def rank_params(process: HostProcess) -> dict:
+    return {"rank": process.rank, "world_size": process.world_size} if process.rank is not None else {}
+
+
+def busy_capture(host_name: str, pid: int) -> Trace | None:
+    """The capture of process ``pid`` on the host still queued or running, if any."""
+    return Trace.objects.busy_captures().filter(host_name=host_name, params__pid=pid).first()
+
+
+# -- capturing (the agent's side) ------------------------------------------------------------
 def run_process_capture(trace_id: int) -> None:
-    """Capture the process the trace names (params: pid, duration_s), store, queue analysis."""
+    """Capture the process the trace names (params: pid, duration_s or iterations; a job's
+    rank: start_time_ms or iteration_roundup), store it, and queue its analysis."""
+    from fleet.agent.run import kineto_daemon
+    from traces.jobs import process_jobs
+
     if not move(trace_id, [TraceStatus.QUEUED], TraceStatus.CAPTURING, capture_started_at=timezone.now()):
         return
-    trace = Trace.objects.select_related("device__host").get(pk=trace_id)
+    trace = Trace.objects.get(pk=trace_id)
+    job_id = trace.params.get("job")
+    failed = (lambda reason: process_jobs.rank_failed(trace, reason)) if job_id else (lambda reason: fail(trace_id, reason))
+    if job_id and not process_jobs.rank_started(trace):
+        return
     daemon = kineto_daemon()
     if daemon is None:
-        fail(trace_id, f"{trace.host_name}'s agent does not serve Kineto captures (AGENT_KINETO=off, or another "
-                       "daemon owns the socket: see the agent's log)")
-        return
-    pid, duration_s, iterations = trace.params["pid"], trace.params["duration_s"], trace.params.get("iterations")
-    if iterations:
-        request = CaptureRequest(duration_ms=None, iterations=iterations)
-    else:
-        request = CaptureRequest(duration_ms=round(duration_s * 1000))
-    try:
-        daemon.request_capture(pid, request, f"trace-{trace_id}")
-        ticker = _Ticker(trace_id, duration_s)
-        ticker.start()
-        try:
-            path = daemon.wait_for_trace(pid, deadline_s=POLL_WAIT_S + duration_s + WRITE_WAIT_S)
-        finally:
-            ticker.stop()
-    except KinetoError as exc:
-        fail(trace_id, str(exc))
+        failed(f"{trace.host_name}'s agent does not serve Kineto captures (AGENT_KINETO=off, or another daemon owns "
+               "the socket: see the agent's log)")
         return
     try:
-        raw = _with_distributed_info(_read_bounded(path), trace.params)
+        path = _capture(daemon, trace)
+    except (KinetoError, ValueError) as exc:
+        failed(str(exc))
+        return
+    _tell_pages(events.trace_progress, trace_id, TraceStatus.CAPTURING, 0.97, 0, "Storing the trace")
+    try:
+        raw = _with_distributed_info(_read_bounded(path, trace.params["pid"]), trace.params)
     except ValueError as exc:
-        fail(trace_id, str(exc))
+        failed(str(exc))
         return
     finally:
         path.unlink(missing_ok=True)
@@ -71,20 +144,47 @@ def run_process_capture(trace_id: int) -> None:
     try:
         files.save_stream(name, io.BytesIO(packed))
     except store_errors() as exc:
-        fail(trace_id, f"the capture could not be stored: the trace storage answered {exc}")
+        failed(f"the capture could not be stored: the trace storage answered {exc}")
         return
     moved = move(trace_id, [TraceStatus.CAPTURING], TraceStatus.ANALYSING, capture_ended_at=timezone.now(),
                  raw_file=name, raw_format="chrome", raw_bytes=len(packed), stored_bytes=len(packed), progress=0.0)
-    if moved:
+    if moved and job_id:
+        process_jobs.rank_stored(trace)
+    elif moved:
         _enqueue_analysis(trace_id)
 
 
-def _read_bounded(path) -> bytes:
+def _capture(daemon, trace: Trace):
+    """Ask the daemon, follow the capture's stages on the pages, return the trace file."""
+    params = trace.params
+    pid, iterations = params["pid"], params.get("iterations")
+    if iterations:
+        request = CaptureRequest(duration_ms=None, iterations=iterations,
+                                 iteration_roundup=params.get("iteration_roundup", 1))
+    else:
+        request = CaptureRequest(duration_ms=round(params["duration_s"] * 1000))
+    daemon.request_capture(pid, request, f"trace-{trace.pk}", start_time_ms=params.get("start_time_ms", 0))
+    ticker = _Ticker(daemon, trace)
+    ticker.start()
+    try:
+        lead = max(0.0, params.get("start_time_ms", 0) / 1000 - time.time())
+        return daemon.wait_for_trace(pid, deadline_s=lead + POLL_WAIT_S + params["duration_s"] + WRITE_WAIT_S)
+    finally:
+        ticker.stop()
+
+
+def _read_bounded(path, pid: int) -> bytes:
+    """The trace file's bytes, bounded; one with no operator in it is said so (libkineto
+    writes an empty trace when the process ran nothing in the window)."""
     limit = settings.TRACE_UPLOAD_MAX_MB << 20
     size = path.stat().st_size
     if size > limit:
         raise ValueError(f"the process wrote a trace of {size:,} bytes, over TRACE_UPLOAD_MAX_MB ({limit:,} bytes)")
-    return path.read_bytes()
+    raw = path.read_bytes()
+    if not _COMPLETE_EVENT.search(raw):
+        raise ValueError(f"process {pid} ran no PyTorch operator during the capture: it was idle or blocked "
+                         f"(waiting in a collective for another rank, or for its input?)")
+    return raw
 
 
 def _with_distributed_info(raw: bytes, params: dict) -> bytes:
@@ -99,13 +199,29 @@ def _with_distributed_info(raw: bytes, params: dict) -> bytes:
     return raw[: start + 1] + b'"distributedInfo": ' + info + b", " + raw[start + 1 :]
 
 
-class _Ticker:
-    """Pushes the capture's progress while the agent waits: the poll, then the tracing."""
+def stage_words(stage: str, params: dict, now: float) -> str:
+    """Where a capture is, as the page says it."""
+    pid = params["pid"]
+    start = params.get("start_time_ms", 0) / 1000
+    if stage == "waiting":
+        if start > now:
+            return f"Waiting for the job's start at {datetime.fromtimestamp(start, UTC):%H:%M:%S} UTC"
+        return f"Waiting for process {pid}'s next poll (every 5 s)"
+    if stage == "tracing":
+        what = f"{params['iterations']} iterations" if params.get("iterations") else f"{params['duration_s']:g} s"
+        return f"Tracing process {pid} ({what})"
+    if stage == "writing":
+        return f"Process {pid} is writing its trace"
+    return ""
 
-    def __init__(self, trace_id: int, duration_s: float):
-        self.trace_id, self.duration_s = trace_id, duration_s
+
+class _Ticker:
+    """Pushes the capture's stage and progress twice a second while the agent waits."""
+
+    def __init__(self, daemon, trace: Trace):
+        self.daemon, self.trace = daemon, trace
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"capture-{trace_id}")
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"capture-{trace.pk}")
 
     def start(self) -> None:
         self._thread.start()
@@ -115,8 +231,21 @@ class _Ticker:
         self._thread.join(2)
 
     def _run(self) -> None:
-        began = time.monotonic()
-        total = POLL_WAIT_S / 3 + self.duration_s
+        from traces.jobs.process_jobs import rank_progress
+
+        params, traced_since = self.trace.params, None
+        duration = params["duration_s"] if not params.get("iterations") else None
         while not self._stop.wait(0.5):
-            fraction = min(0.95, (time.monotonic() - began) / total)
-            _tell_pages(events.trace_progress, self.trace_id, TraceStatus.CAPTURING, fraction, 0)
+            stage = self.daemon.stage(params["pid"])
+            now = time.time()
+            if stage == "waiting":
+                fraction = 0.02
+            elif stage == "tracing":
+                traced_since = traced_since or now
+                fraction = 0.05 + 0.85 * min(1.0, (now - traced_since) / duration) if duration else 0.5
+            else:
+                fraction = 0.92
+            words = stage_words(stage, params, now)
+            _tell_pages(events.trace_progress, self.trace.pk, TraceStatus.CAPTURING, fraction, 0, words)
+            if params.get("job"):
+                rank_progress(self.trace, fraction, words)

@@ -27,7 +27,7 @@ from emulator.serving.engine import SERVING_PROBLEMS
 from emulator.workloads.graph import workload_for
 from emulator.workloads.tracing import PROBLEMS as CAPTURE_PROBLEMS
 from emulator.workloads.tracing import DeviceHung, DeviceNow, capture_live
-from fleet.agent.queues import capture_process, capture_unavailable_reason
+from fleet.agent.queues import capture_unavailable_reason
 from fleet.durations import human_duration
 from fleet.hosts.emulated_fleet import fleet_config, state_store
 from traces import atrace, events, queueing
@@ -125,11 +125,15 @@ def validate_problems(raw, *, serving: bool = False) -> list[str]:
     return sorted(set(raw))
 
 
-def validate_iterations(raw, device) -> int:
+def validate_iterations(raw, host) -> int:
     """Iterations (optimizer steps) to capture of a real PyTorch process (hosts with an agent)."""
-    if not device.host.has_agent:
+    if not host.has_agent:
         raise BadTrace("iterations: a capture by iterations is of a real PyTorch process, on a host with an agent; "
                        "give duration_s here")
+    return validate_iteration_count(raw)
+
+
+def validate_iteration_count(raw) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
         raise BadTrace(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, not {raw!r}")
     iterations = int(raw)
@@ -143,7 +147,7 @@ def request_capture(device, user, duration_s, problems=None, iterations=None) ->
     ``problems``: emulator problems to inject (see :func:`validate_problems`); ``iterations``:
     a capture of that many optimizer steps of a real process instead of ``duration_s``."""
     if iterations is not None:
-        iterations = validate_iterations(iterations, device)
+        iterations = validate_iterations(iterations, device.host)
         duration_s = MAX_CAPTURE_S  # the bound the steps must fit in
     duration = validate_duration(duration_s)
     injected = validate_problems(problems, serving=device.device_type in settings.EMULATOR_SERVING_TYPES)
@@ -152,7 +156,9 @@ def request_capture(device, user, duration_s, problems=None, iterations=None) ->
         raise CaptureUnavailable(unavailable)
     make_room(0)
     if device.host.has_agent:  # a real PyTorch process on the device, through its agent
-        return _request_process_capture(device, user, duration, iterations)
+        from traces import process_capture
+
+        return process_capture.request_process_capture(device.host, user, duration, iterations, device=device)
     facts = _device_facts(device)
     try:
         with transaction.atomic():
@@ -433,29 +439,6 @@ def _enqueue(task_name: str, trace_id: int, limit_s: float) -> None:
 
 def _enqueue_capture(trace_id: int) -> None:
     _enqueue(queueing.CAPTURE_TASK, trace_id, MAX_CAPTURE_S + CAPTURE_GRACE_S)
-
-
-def _request_process_capture(device, user, duration: float, iterations: int | None) -> Trace:
-    """A capture of the PyTorch process chosen on ``device`` (fleet.agent.queues.capture_process),
-    run by the host's agent (traces.process_capture)."""
-    process = capture_process(device.host, device)
-    try:
-        with transaction.atomic():
-            trace = Trace.objects.create(
-                name=f"{device.serial} pid {process.pid} {timezone.now():%Y-%m-%d %H:%M:%S}",
-                source=TraceSource.CAPTURE, created_by=user, device=device, host_name=device.host.name,
-                device_type=device.device_type,
-                params={"duration_s": duration, "pid": process.pid, "command": process.command[:200],
-                        **({"iterations": iterations} if iterations else {}),
-                        **({"rank": process.rank, "world_size": process.world_size} if process.rank is not None else {})},
-            )
-    except IntegrityError:
-        busy = Trace.objects.busy_captures().filter(device=device).first()
-        which = f" (trace {busy.pk}, {busy.status})" if busy else ""
-        raise DeviceBusy(f"device {device.serial} is already capturing a trace{which}; wait for it to finish") from None
-    queue = device.host.agent_queue
-    transaction.on_commit(lambda: _enqueue_to(queue, queueing.PROCESS_CAPTURE_TASK, trace.pk))
-    return trace
 
 
 def _enqueue_to(queue: str, task_name: str, trace_id: int) -> None:

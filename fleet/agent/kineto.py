@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import socket
 import struct
 import threading
@@ -48,6 +49,10 @@ MAX_SOCKET_DIR = 107 - 1 - 52
 
 MAX_DURATION_MS = 60_000
 MAX_ITERATIONS = 1_000
+MAX_ROUNDUP = 100_000
+#: Free space the agent's trace folder must have for a capture to be asked (a trace of a
+#: few seconds of a busy process is tens of MB).
+MIN_FREE_BYTES = 64 << 20
 
 
 class KinetoError(Exception):
@@ -78,6 +83,9 @@ class CaptureRequest:
 
     duration_ms: int | None = 2000
     iterations: int | None = None
+    #: By iterations: start at the next multiple of this iteration count (the ranks of a job
+    #: step together, so they all start on the same iteration).
+    iteration_roundup: int = 1
     record_shapes: bool = False
     with_stack: bool = False
     profile_memory: bool = False
@@ -89,6 +97,8 @@ class CaptureRequest:
             raise KinetoError(f"duration_ms must be a whole number of milliseconds from 1 to {MAX_DURATION_MS}")
         if self.iterations is not None and not (isinstance(self.iterations, int) and 1 <= self.iterations <= MAX_ITERATIONS):
             raise KinetoError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}")
+        if not (isinstance(self.iteration_roundup, int) and 1 <= self.iteration_roundup <= MAX_ROUNDUP):
+            raise KinetoError(f"iteration_roundup must be a whole number from 1 to {MAX_ROUNDUP}")
 
     def config(self, log_file: Path, start_time_ms: int = 0) -> str:
         """The configuration libkineto reads: its own keys, one a line."""
@@ -96,7 +106,8 @@ class CaptureRequest:
         # asked on demand (measured here: 13.7 s from the request to the file for 2 s traced).
         lines = [f"ACTIVITIES_LOG_FILE={log_file}", "ACTIVITIES_WARMUP_PERIOD_SECS=0"]
         if self.iterations is not None:
-            lines += [f"ACTIVITIES_ITERATIONS={self.iterations}", "PROFILE_START_ITERATION=0"]
+            lines += [f"ACTIVITIES_ITERATIONS={self.iterations}", "PROFILE_START_ITERATION=0",
+                      f"PROFILE_START_ITERATION_ROUNDUP={self.iteration_roundup}"]
         else:
             lines += [f"ACTIVITIES_DURATION_MSECS={self.duration_ms}", f"PROFILE_START_TIME={start_time_ms}"]
         lines += [
@@ -120,13 +131,16 @@ def socket_address(socket_dir: str | None) -> str | bytes:
 class KinetoDaemon:
     """Serves Kineto's daemon protocol on this host (see the module's words)."""
 
-    def __init__(self, trace_dir: Path, socket_dir: str | None = None, clock=time.time):
+    def __init__(self, trace_dir: Path, socket_dir: str | None = None, clock=time.time,
+                 min_free_bytes: int = MIN_FREE_BYTES):
         self.trace_dir = Path(trace_dir)
         self.socket_dir = socket_dir
         self.clock = clock
+        self.min_free_bytes = min_free_bytes
         self.processes: dict[int, TracedProcess] = {}
         self._pending: dict[int, str] = {}  # pid -> configuration to hand over at its next poll
         self._handed: dict[int, Path] = {}  # pid -> the trace file it was told to write
+        self._starts: dict[int, float] = {}  # pid -> the wall-clock second its capture starts (a job's)
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._sock = self._bind()
@@ -246,56 +260,121 @@ class KinetoDaemon:
 
     # ---- captures
 
-    def request_capture(self, pid: int, request: CaptureRequest, name: str) -> Path:
+    def request_capture(self, pid: int, request: CaptureRequest, name: str, start_time_ms: int = 0) -> Path:
         """Hand ``request`` to process ``pid`` at its next poll; where its trace will be.
 
         ``name`` (letters, digits, '-' and '_') names the file inside the agent's own trace
-        folder: nothing from outside names a path."""
+        folder: nothing from outside names a path. ``start_time_ms`` (a job's ranks: the same
+        wall-clock instant for all, in ms since the epoch) starts a capture by duration then."""
         if not name or not all(c.isalnum() or c in "-_" for c in name):
             raise KinetoError("a capture's name is letters, digits, '-' and '_'")
+        free = shutil.disk_usage(self.trace_dir).free
+        if free < self.min_free_bytes:
+            raise KinetoError(f"the agent's trace folder {self.trace_dir} has {free / 2**20:.1f} MB free, under the "
+                              f"{self.min_free_bytes / 2**20:.0f} MB a capture needs: free space on that disk")
         with self._lock:
             if pid not in self.processes:
                 raise KinetoError(f"no process {pid} has polled this agent (started with KINETO_USE_DAEMON=1?)")
             if pid in self._pending or (pid in self._handed and not self._handed[pid].exists()):
                 raise KinetoError(f"process {pid} is already being captured")
             log_file = self.trace_dir / f"{name}.json"
-            self._pending[pid] = request.config(log_file)
+            self._pending[pid] = request.config(log_file, start_time_ms)
             self._handed[pid] = trace_file_of(log_file, pid)
+            self._starts[pid] = start_time_ms / 1000 if start_time_ms and request.iterations is None else 0.0
+            self.processes[pid].handed_at = None
         return self._handed[pid]
 
+    def stage(self, pid: int) -> str:
+        """Where ``pid``'s capture is: "waiting" (for its next poll), "tracing", "writing"
+        (its file has begun), or "" (none asked)."""
+        with self._lock:
+            if pid in self._pending:
+                return "waiting"
+            path = self._handed.get(pid)
+        if path is None:
+            return ""
+        return "writing" if path.exists() or _partial_of(path).exists() else "tracing"
+
     def wait_for_trace(self, pid: int, deadline_s: float, settle_s: float = 0.5) -> Path:
-        """The trace file of ``pid``'s capture once written whole (its size unchanged for
-        ``settle_s``), or a :class:`KinetoError` saying why it did not come."""
+        """The trace file of ``pid``'s capture once written whole (a JSON document whose size
+        stayed the same for ``settle_s``), or a :class:`KinetoError` saying why it did not come."""
         path = self._handed.get(pid)
         if path is None:
             raise KinetoError(f"no capture was asked of process {pid}")
+        partial = _partial_of(path)
         end = time.monotonic() + deadline_s
         size = -1
         while time.monotonic() < end:
+            self._check_start(pid)
             if path.exists():
                 now = path.stat().st_size
-                if now == size and now > 0:
+                if now == size and now > 0 and _ends_whole(path):
+                    with self._lock:  # done: the next capture of this process may be asked
+                        self._handed.pop(pid, None)
+                        self._starts.pop(pid, None)
                     return path
+                size = now
+                time.sleep(settle_s)
+                continue
+            if partial.exists():  # libkineto writes <file>.tmp, then renames it
+                now = partial.stat().st_size
+                if now == size and shutil.disk_usage(partial.parent).free < 1 << 20:
+                    partial.unlink(missing_ok=True)
+                    raise KinetoError(f"the trace did not come whole: the disk of the agent's trace folder "
+                                      f"{path.parent} is full (the trace stopped at {now:,} bytes)")
                 size = now
                 time.sleep(settle_s)
                 continue
             if not _alive(pid):
                 break
             time.sleep(0.1)
+        raise KinetoError(f"the trace did not come: {self._why_not(pid, path, deadline_s)}")
+
+    def _check_start(self, pid: int) -> None:
+        """A job's capture that cannot start: the process took it after the job's start time
+        (libkineto does not start in the past), or had not polled by then."""
+        start = self._starts.get(pid, 0.0)
+        if not start:
+            return
+        with self._lock:
+            process = self.processes.get(pid)
+            handed = process.handed_at if process else None
+            pending = pid in self._pending
+        late = handed is not None and handed > start
+        if late or (pending and self.clock() > start + 1.0):
+            with self._lock:
+                self._pending.pop(pid, None)
+                self._handed.pop(pid, None)
+            when = f"polled {handed - start:.1f} s after" if late else "did not poll before"
+            raise KinetoError(f"the trace did not come: process {pid} {when} the job's start time, and "
+                              f"libkineto does not start a trace in the past (libkineto polls every 5 s)")
+
+    def _why_not(self, pid: int, path: Path, deadline_s: float) -> str:
         with self._lock:
             process = self.processes.get(pid)
             waiting = self._pending.pop(pid, None) is not None
-        alive = _alive(pid)
         since = f"{self.clock() - process.last_poll:.0f} s ago" if process else "never"
-        if not alive:
-            why = f"process {pid} exited during the capture (it last polled {since})"
-        elif waiting:
-            why = f"process {pid} did not poll within {deadline_s:.0f} s (it last polled {since})"
-        elif not os.access(path.parent, os.W_OK):
-            why = f"the trace folder {path.parent} is not writable"
-        else:
-            why = f"process {pid} took the capture but wrote no trace within {deadline_s:.0f} s"
-        raise KinetoError(f"the trace did not come: {why}")
+        if not _alive(pid):
+            return f"process {pid} exited during the capture (it last polled {since})"
+        if waiting:
+            return f"process {pid} did not poll within {deadline_s:.0f} s (it last polled {since})"
+        if not os.access(path.parent, os.W_OK):
+            return f"the trace folder {path.parent} is not writable"
+        if path.exists() or _partial_of(path).exists():
+            return f"process {pid} was still writing its trace after {deadline_s:.0f} s"
+        return f"process {pid} took the capture but wrote no trace within {deadline_s:.0f} s"
+
+
+def _partial_of(path: Path) -> Path:
+    """The file libkineto writes a trace into before renaming it to ``path``."""
+    return path.with_name(path.name + ".tmp")
+
+
+def _ends_whole(path: Path) -> bool:
+    """Whether the file ends as a JSON object does (libkineto writes its closing brace last)."""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - 64))
+        return f.read().rstrip().endswith(b"}")
 
 
 def _answers(path: str) -> bool:

@@ -63,32 +63,38 @@ def live_agent_hosts() -> list[tuple[int, str]]:
 PROCESS_FRESH_S = 30.0
 
 
-def capture_unavailable_reason(host: Host, device=None) -> str | None:
+def capture_unavailable_reason(host: Host, device=None, *, any_process: bool = False) -> str | None:
     """Why a trace cannot be captured on this host (or this device of it), or None where it can.
 
     An emulated host captures its emulated workloads. A host with an agent captures the
     PyTorch processes that poll its agent (started with KINETO_USE_DAEMON=1,
-    fleet/agent/kineto.py): the device's own, or the host's CPU-only ones. GPUs read
-    through a metrics exporter cannot be traced.
+    fleet/agent/kineto.py): the device's own, or the host's CPU-only ones (``any_process``:
+    any of them, as the host's page offers). GPUs read through a metrics exporter cannot be
+    traced.
     """
     if reason := read_only_reason(host.name):
         return f"{reason}; Asicmon cannot capture traces there (upload a PyTorch profiler or Chakra trace instead)"
     if host.has_agent:
         if not agent_is_alive(host):
             return f"{host.name}'s agent is not running ({agent_status(host)}): start it to capture there"
-        if capture_process(host, device) is None:
+        found = fresh_processes(host).exclude(role="launcher").exists() if any_process else capture_process(host, device)
+        if not found:
             where = f"device {device.index} of {host.name}" if device is not None else host.name
             return (f"no PyTorch process on {where} polls its agent: start the job with KINETO_USE_DAEMON=1 "
                     f"(and KINETO_IPC_SOCKET_DIR as the agent's AGENT_KINETO says) to capture it")
     return None
 
 
+def fresh_processes(host: Host):
+    """The processes that polled the host's agent lately (the ones a capture may take)."""
+    return host.processes.filter(last_poll__gte=datetime.now(tz=UTC) - timedelta(seconds=PROCESS_FRESH_S))
+
+
 def capture_process(host: Host, device=None):
     """The process a capture on ``device`` (or the host) takes: one that created a context on
     that device, else a CPU-only one of the host; ranks before lone processes, never a
     launcher; among equals the lowest rank, then the oldest. None: there is none."""
-    fresh = datetime.now(tz=UTC) - timedelta(seconds=PROCESS_FRESH_S)
-    candidates = [p for p in host.processes.filter(last_poll__gte=fresh) if p.role != "launcher"]
+    candidates = [p for p in fresh_processes(host) if p.role != "launcher"]
     on_device = [p for p in candidates if device is not None and device.index in p.gpus]
     chosen = on_device or [p for p in candidates if not p.gpus]
     key = lambda p: (p.role != "rank", p.rank if p.rank is not None else 1 << 30, p.first_seen)  # noqa: E731

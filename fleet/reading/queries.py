@@ -5,8 +5,9 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Q
+from django.db.models import Count, Q
 
+from fleet.agent.queues import PROCESS_FRESH_S
 from fleet.asicmon import CATALOGUE
 from fleet.choices import Health
 from fleet.health import index as health_index
@@ -155,6 +156,24 @@ def table_page(query: TableQuery, healths: dict[int, str]) -> TablePage:
     now = time.time()
     rows = [DeviceRow(d, latest.get(d.id), current_health(latest.get(d.id), now)) for d in devices]
     return TablePage(rows=rows, total=total, page=page, pages=pages, per_page=query.per_page)
+
+
+def agent_hosts() -> list[Host]:
+    """The machines polled by an agent, by name, with their device and process counts (a
+    machine without an accelerator shows here only: the device table has no row of it)."""
+    fresh = datetime.now(tz=UTC) - timedelta(seconds=PROCESS_FRESH_S)
+    return list(Host.objects.with_agent().annotate(
+        device_count=Count("devices", distinct=True),
+        process_count=Count("processes", filter=Q(processes__last_poll__gte=fresh), distinct=True),
+    ).order_by("name"))
+
+
+def host_devices(host) -> list[DeviceRow]:
+    """Every device of a host, by slot, with its latest snapshot and health."""
+    devices = list(host.devices.select_related("host").order_by("index"))
+    latest = snapshots.read_snapshots([d.id for d in devices])
+    now = time.time()
+    return [DeviceRow(d, latest.get(d.id), current_health(latest.get(d.id), now)) for d in devices]
 
 
 def _clamp(query: TableQuery, total: int) -> tuple[int, int]:

@@ -24,7 +24,7 @@ def test_fleet_page_is_forbidden_without_a_role(client, outsider, polled_fleet):
 def test_fleet_page_lists_every_device_with_counters(client, viewer, polled_fleet, django_assert_max_num_queries):
     client.force_login(viewer)
     # session, user, permissions, automation, summary (2), table (2), types
-    with django_assert_max_num_queries(11):  # 10, and the driver errors' counts
+    with django_assert_max_num_queries(12):  # 10, the driver errors' counts, the machines with an agent
         response = client.get("/")
     html = response.content.decode()
     assert response.status_code == 200
@@ -79,7 +79,7 @@ def test_a_hung_device_is_critical_with_its_reason_on_both_pages(client, viewer,
 def test_fleet_page_filters_by_host_type_and_health(client, viewer, polled_fleet, django_assert_max_num_queries):
     client.force_login(viewer)
     host = polled_fleet[0].host.name
-    with django_assert_max_num_queries(11):  # 10, and the driver errors' counts
+    with django_assert_max_num_queries(12):  # 10, the driver errors' counts, the machines with an agent
         response = client.get("/", {"host": host, "type": "gpu"})
     shown = {row.device.id for row in response.context["table"].rows}
     assert shown == {d.id for d in polled_fleet if d.host.name == host and d.device_type == "gpu"} != set()

@@ -198,7 +198,7 @@ def path_arguments(route: Route, objects: dict) -> dict:
     for name in route.parameters:
         if name == "format":
             values[name] = "json"
-        elif name in ("pk", "device_id", "trace_id", "job_id", "id", "object_id"):
+        elif name in ("pk", "device_id", "host_id", "trace_id", "job_id", "id", "object_id"):
             values[name] = _object_for(route, objects)
         elif name == "name":
             values[name] = objects["counter"]

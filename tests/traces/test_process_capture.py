@@ -5,25 +5,18 @@ asks for the capture as the page does, runs the agent's task, and analyses what 
 from __future__ import annotations
 
 import gzip
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 
 import orjson
 import pytest
 
 from fleet.agent import run as agent_run
 from fleet.agent.discovery import agent_host
-from fleet.agent.kineto import KinetoDaemon
 from fleet.agent.queues import capture_process
 from fleet.agent.registration import register_host
 from fleet.models import Device, HostProcess
 from tests.fleet.agent.conftest import agent_settings  # noqa: F401 - the fixture, here too
-from tests.fleet.agent.test_kineto import TRAINING
+from tests.support.pytorch_jobs import served_daemon, training_process
 from traces import process_capture, writers
 from traces.choices import TraceStatus
 from traces.models import Trace
@@ -37,36 +30,16 @@ pytestmark = [pytest.mark.django_db, pytest.mark.integration]
 def kineto(agent_settings, tmp_path, monkeypatch):  # noqa: F811 - the imported fixture
     """node-a registered with its agent alive, and the agent's Kineto daemon serving."""
     register_host("node-a", "q.node-a", agent_host().devices)
-    socket_dir = tempfile.mkdtemp(prefix="kineto-")
-    daemon = KinetoDaemon(tmp_path / "agent-traces", socket_dir=socket_dir)
-    stop = threading.Event()
-    threading.Thread(target=daemon.serve, args=(stop, 0.05), daemon=True).start()
-    monkeypatch.setattr(agent_run, "_kineto", daemon)
-    yield daemon
-    stop.set()
-    daemon.close()
-    shutil.rmtree(socket_dir, ignore_errors=True)
+    with served_daemon(tmp_path / "agent-traces") as daemon:
+        monkeypatch.setattr(agent_run, "_kineto", daemon)
+        yield daemon
 
 
 @pytest.fixture
 def training(kineto, tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(TRAINING)
-    env = {**os.environ, "KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": kineto.socket_dir,
-           "RANK": "0", "WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "run-9"}
-    proc = subprocess.Popen([sys.executable, str(script), "120", str(tmp_path / "stop")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    proc.stdout.readline()
-    deadline = time.monotonic() + 30
-    while proc.pid not in kineto.processes and time.monotonic() < deadline:
-        time.sleep(0.1)
-    yield proc
-    (tmp_path / "stop").touch()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with training_process(kineto, tmp_path, seconds=120,
+                          env={"RANK": "0", "WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "run-9"}) as proc:
+        yield proc
 
 
 def test_a_real_process_is_listed_captured_stored_and_analysed(kineto, training, operator, trace_storage, client):

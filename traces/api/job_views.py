@@ -24,6 +24,7 @@ from traces.api.views import NotReady
 from traces.choices import JobStatus, RankStatus
 from traces.jobs import arrivals as job_arrivals
 from traces.jobs import capture as job_capture
+from traces.jobs import process_jobs
 from traces.jobs import results as job_results
 from traces.jobs import uploads as job_uploads
 from traces.models import Job
@@ -158,7 +159,13 @@ class JobCaptureView(APIView):
         if not form.is_valid():
             raise ValidationError(form.errors)
         data = form.validated_data
+        if data.get("run_id") and (data.get("devices") or data.get("host") or data.get("type")):
+            raise ValidationError({"run_id": ["a job is named by its run id or by its devices, not both"]})
         try:
+            if data.get("run_id"):
+                job = process_jobs.request_process_job(request.user, data["run_id"], data["duration_s"],
+                                                       data.get("iterations"), name=data.get("name", ""))
+                return _created(job)
             devices = job_capture.job_devices(device_ids=data.get("devices"), host=data.get("host", ""),
                                               device_type=data.get("type", ""))
             job = job_capture.request_job_capture(request.user, devices, data["duration_s"], name=data.get("name", ""),

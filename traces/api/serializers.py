@@ -30,6 +30,13 @@ class CreatedSerializer(serializers.Serializer):
     status = serializers.CharField(required=False)
 
 
+class HostCaptureRequestSerializer(serializers.Serializer):
+    pid = serializers.IntegerField(min_value=1, help_text="The process: one of the host's processes (/api/hosts/)")
+    duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
+    iterations = serializers.IntegerField(required=False, min_value=1, max_value=1000,
+                                          help_text="Instead of seconds, this many optimizer steps")
+
+
 class CaptureRequestSerializer(serializers.Serializer):
     duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
     iterations = serializers.IntegerField(
@@ -135,6 +142,10 @@ class JobCaptureRequestSerializer(serializers.Serializer):
                                     help_text="Device ids, in rank order")
     host = serializers.CharField(required=False, allow_blank=True, help_text="Or: every device of this host")
     type = serializers.CharField(required=False, allow_blank=True, help_text="And/or: every device of this type")
+    run_id = serializers.CharField(
+        required=False, allow_blank=True, max_length=128,
+        help_text="Or: every rank of this real PyTorch job (torchrun's TORCHELASTIC_RUN_ID or SLURM_JOB_ID), on the "
+                  "hosts whose agents its processes poll")
     duration_s = serializers.FloatField(default=5, help_text="Seconds to capture, 1-60")
     iterations = serializers.IntegerField(
         required=False, min_value=1, max_value=1000,

@@ -10,6 +10,7 @@ router.register("uploads", upload_views.UploadViewSet, basename="upload")
 
 urlpatterns = [
     path("devices/<int:pk>/capture/", views.CaptureView.as_view(), name="device-capture"),
+    path("hosts/<int:pk>/capture/", views.HostCaptureView.as_view(), name="host-capture"),
     path("jobs/capture/", job_views.JobCaptureView.as_view(), name="job-capture"),
     # The analyses (before the router: its detail route would take "compare" for an id).
     path("traces/compare/", page_data_views.ComparisonView.as_view(), name="trace-compare"),

@@ -17,13 +17,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.api import params
-from fleet.models import Device
-from traces import writers
+from fleet.models import Device, Host
+from traces import process_capture, writers
 from traces.api.permissions import CanCaptureTraces, CanUploadTraces, CanViewTraces
 from traces.api.serializers import (
     BreakdownSerializer,
     CaptureRequestSerializer,
     CreatedSerializer,
+    HostCaptureRequestSerializer,
     InstancesSerializer,
     TraceSerializer,
     UploadSerializer,
@@ -239,6 +240,33 @@ class CaptureView(APIView):
             problems = request.data.getlist("problems") or None
         try:
             trace = writers.request_capture(device, request.user, raw, problems, iterations)
+        except writers.TraceRefused as exc:
+            raise Refused(exc) from None
+        return Response({"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class HostCaptureView(APIView):
+    """POST /api/hosts/<id>/capture/: capture one PyTorch process of a host with an agent,
+    named by its pid among the processes polling that agent (operators)."""
+
+    permission_classes = [CanCaptureTraces]
+
+    @extend_schema(
+        request=HostCaptureRequestSerializer,
+        responses={202: CreatedSerializer, 400: OpenApiResponse(description="Bad pid, duration or iterations"),
+                   409: OpenApiResponse(description="The process is being captured, or the host cannot capture")},
+    )
+    def post(self, request, pk: int):
+        host = get_object_or_404(Host, pk=pk)
+        form = HostCaptureRequestSerializer(data=request.data)
+        if not form.is_valid():
+            raise ValidationError(form.errors)
+        data = form.validated_data
+        try:
+            iterations = writers.validate_iterations(data["iterations"], host) if "iterations" in data else None
+            duration = writers.validate_duration(writers.MAX_CAPTURE_S if iterations else data["duration_s"])
+            trace = process_capture.request_process_capture(host, request.user, duration, iterations, pid=data["pid"])
         except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response({"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},

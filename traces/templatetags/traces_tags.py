@@ -3,7 +3,7 @@ from django.conf import settings
 from django.utils.html import json_script
 
 from emulator.serving.engine import SERVING_PROBLEMS
-from fleet.agent.queues import capture_process, capture_unavailable_reason
+from fleet.agent.queues import capture_process, capture_unavailable_reason, fresh_processes
 from fleet.durations import human_duration
 from traces.choices import TraceStatus
 from traces.models import Job, Trace
@@ -32,6 +32,30 @@ def device_traces(context, device, limit: int = 10):
         "capture_unavailable": capture_unavailable_reason(device.host, device),
         "processes": list(device.host.processes.all()) if device.host.has_agent else [],
         "capture_process": capture_process(device.host, device) if device.host.has_agent else None,
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.inclusion_tag("traces/host_traces.html", takes_context=True)
+def host_traces(context, host, limit: int = 10):
+    """A host's PyTorch processes (those polling its agent) with the Capture button for those
+    who may capture, a Capture job button per job with ranks here, and its latest traces."""
+    user = context["request"].user
+    processes = list(fresh_processes(host)) if host.has_agent else []
+    default = capture_process(host) or next((p for p in processes if p.role != "launcher"), None)
+    jobs: dict[str, int] = {}
+    for p in processes:
+        if p.role == "rank" and p.run_id:
+            jobs[p.run_id] = jobs.get(p.run_id, 0) + 1
+    return {
+        "host": host,
+        "processes": processes,
+        "default_pid": default.pid if default else None,
+        "jobs": sorted(jobs.items()),
+        "traces": list(Trace.objects.filter(host_name=host.name).select_related("created_by")[:limit]),
+        "can_capture": user.has_perm("traces.capture_trace"),
+        "capture_unavailable": capture_unavailable_reason(host, any_process=True) if host.has_agent else
+        "this host's emulated devices are captured from their own pages",
         "csrf_token": context.get("csrf_token"),
     }
 

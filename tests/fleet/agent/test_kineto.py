@@ -10,10 +10,7 @@ import shutil
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
-import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +18,8 @@ import pytest
 
 from fleet.agent import kineto
 from fleet.agent.kineto import CaptureRequest, KinetoDaemon, KinetoError, SocketTaken
+from tests.support.needs import missing
+from tests.support.pytorch_jobs import served_daemon, training_process
 
 
 @pytest.fixture
@@ -32,15 +31,21 @@ def socket_dir():
 
 
 @pytest.fixture
-def daemon(tmp_path, socket_dir):
-    served = KinetoDaemon(tmp_path / "traces", socket_dir=socket_dir)
-    stop = threading.Event()
-    thread = threading.Thread(target=served.serve, args=(stop, 0.05), daemon=True)
-    thread.start()
-    yield served
-    stop.set()
-    thread.join(5)
-    served.close()
+def small_disk(tmp_path):
+    """A 256 KiB file system (tmpfs, mounted as root): a disk that fills."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        missing("a test of a full disk mounts a small tmpfs, which needs root")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], check=True)
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    with served_daemon(tmp_path / "traces") as served:
+        yield served
 
 
 def _client(daemon) -> socket.socket:
@@ -145,43 +150,11 @@ def test_a_socket_folder_too_long_for_libkinetos_names_is_refused_in_words(tmp_p
         KinetoDaemon(tmp_path / "t", socket_dir=str(long))
 
 
-TRAINING = textwrap.dedent("""
-    import os, sys, time, torch
-    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    print("ready", os.getpid(), flush=True)
-    end = time.time() + float(sys.argv[1])
-    while time.time() < end and not os.path.exists(sys.argv[2]):
-        loss = model(torch.randn(32, 128)).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        time.sleep(0.002)
-""")
-
-
 @pytest.fixture
 def training(tmp_path, daemon):
     """A real PyTorch training loop, started as a user would start it for capture."""
-    script = tmp_path / "train.py"
-    script.write_text(TRAINING)
-    env = {**os.environ, "KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": daemon.socket_dir}
-    proc = subprocess.Popen([sys.executable, str(script), "90", str(tmp_path / "stop")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout.readline().split()[0] == "ready"
-        deadline = time.monotonic() + 30
-        while proc.pid not in daemon.processes and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert proc.pid in daemon.processes, "the process never polled the agent's socket"
+    with training_process(daemon, tmp_path) as proc:
         yield proc
-    finally:
-        (tmp_path / "stop").touch()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _events(path) -> list[dict]:
@@ -210,3 +183,72 @@ def test_a_process_that_exits_during_the_capture_is_said_so(daemon, training, tm
     training.wait()
     with pytest.raises(KinetoError, match=f"process {training.pid} exited during the capture"):
         daemon.wait_for_trace(training.pid, deadline_s=2)
+
+
+def test_a_jobs_capture_starts_at_one_wall_clock_time_or_on_a_common_iteration(tmp_path):
+    by_time = CaptureRequest(duration_ms=2000).config(tmp_path / "t.json", start_time_ms=1_800_000_000_123)
+    assert "PROFILE_START_TIME=1800000000123" in by_time.splitlines()
+    by_steps = CaptureRequest(duration_ms=None, iterations=5, iteration_roundup=50).config(tmp_path / "t.json")
+    assert {"PROFILE_START_ITERATION=0", "PROFILE_START_ITERATION_ROUNDUP=50", "ACTIVITIES_ITERATIONS=5"} <= set(by_steps.splitlines())
+    with pytest.raises(KinetoError, match="iteration_roundup must be"):
+        CaptureRequest(duration_ms=None, iterations=5, iteration_roundup=0)
+
+
+def test_the_stages_of_a_capture_waiting_tracing_writing(daemon, tmp_path):
+    client = _client(daemon)
+    _send(client, daemon, b"req", _req([4242, 1]))
+    assert daemon.stage(4242) == ""
+    path = daemon.request_capture(4242, CaptureRequest(duration_ms=1000), "staged")
+    assert daemon.stage(4242) == "waiting"
+    _send(client, daemon, b"req", _req([4242, 1]))
+    assert daemon.stage(4242) == "tracing"
+    path.write_bytes(b'{"traceEvents": [')
+    assert daemon.stage(4242) == "writing"
+
+
+def test_a_process_is_captured_again_once_its_last_trace_was_taken(daemon, tmp_path):
+    """Found here: the agent deletes a stored trace's file, and the daemon took the missing
+    file for a capture still running: every later capture of that process was refused."""
+    client = _client(daemon)
+    _send(client, daemon, b"req", _req([4242, 1]))
+    path = daemon.request_capture(4242, CaptureRequest(duration_ms=100), "first")
+    _send(client, daemon, b"req", _req([4242, 1]))
+    path.write_bytes(b'{"traceEvents": []}\n')
+    assert daemon.wait_for_trace(4242, deadline_s=5, settle_s=0.05) == path
+    path.unlink()
+    assert daemon.request_capture(4242, CaptureRequest(duration_ms=100), "second").name == "second_4242.json"
+
+
+def test_a_jobs_capture_taken_after_its_start_time_is_said_so(daemon, tmp_path):
+    client, me = _client(daemon), os.getpid()  # a process that is alive
+    _send(client, daemon, b"req", _req([me, 1]))
+    daemon.request_capture(me, CaptureRequest(duration_ms=1000), "late", start_time_ms=int(time.time() * 1000) - 3000)
+    _send(client, daemon, b"req", _req([me, 1]))  # it takes the configuration 3 s after the start
+    with pytest.raises(KinetoError, match=rf"process {me} polled \d+\.\d s after the job's start time"):
+        daemon.wait_for_trace(me, deadline_s=5)
+
+
+def test_a_jobs_capture_not_polled_by_its_start_time_is_said_so(daemon, tmp_path):
+    client, me = _client(daemon), os.getpid()  # a process that is alive
+    _send(client, daemon, b"req", _req([me, 1]))
+    daemon.request_capture(me, CaptureRequest(duration_ms=1000), "never", start_time_ms=int(time.time() * 1000) + 200)
+    with pytest.raises(KinetoError, match=f"process {me} did not poll before the job's start time"):
+        daemon.wait_for_trace(me, deadline_s=5)
+
+
+def test_a_trace_folder_without_room_is_refused_before_asking(small_disk):
+    with served_daemon(small_disk / "traces") as daemon:
+        client = _client(daemon)
+        _send(client, daemon, b"req", _req([4242, 1]))
+        with pytest.raises(KinetoError, match=r"has 0\.\d MB free, under the 64 MB a capture needs"):
+            daemon.request_capture(4242, CaptureRequest(duration_ms=1000), "full")
+        assert 4242 not in daemon._pending
+
+
+@pytest.mark.integration
+def test_a_disk_that_fills_during_the_capture_is_said_so(small_disk, tmp_path):
+    """A real process writes its ~400 KB trace onto a 256 KiB disk: cut short, and said so."""
+    with served_daemon(small_disk / "traces", min_free_bytes=0) as daemon, training_process(daemon, tmp_path) as proc:
+        daemon.request_capture(proc.pid, CaptureRequest(duration_ms=1500), "filled")
+        with pytest.raises(KinetoError, match=r"the disk of the agent's trace folder .* is full \(the trace stopped at [\d,]+ bytes\)"):
+            daemon.wait_for_trace(proc.pid, deadline_s=30)

@@ -4,20 +4,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import textwrap
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from fleet.agent.kineto import KinetoDaemon
 from fleet.agent.processes import JOB_KEYS, ProcessInfo, assign_roles, describe
+from tests.support.pytorch_jobs import served_daemon, torchrun_job, wait_until
 
 
 def _proc(root: Path, pid: int, cmdline: list[str], ppid: int, environ: dict[str, str], comm: str = "python") -> None:
@@ -56,40 +48,11 @@ def test_roles_launcher_ranks_and_a_lone_process():
     assert [p.role for p in (launcher, r0, r1, lone)] == ["launcher", "rank", "rank", "process"]
 
 
-DDP = textwrap.dedent("""
-    import os, time, torch, torch.distributed as dist
-    dist.init_process_group("gloo")
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(32, 32))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    end = time.time() + 60
-    while time.time() < end and not os.path.exists(os.environ["STOP_FILE"]):
-        loss = model(torch.randn(8, 32)).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        time.sleep(0.01)
-    dist.destroy_process_group()
-""")
-
-
 @pytest.mark.integration
 def test_a_torchrun_jobs_launcher_is_told_apart_from_its_ranks(tmp_path):
-    socket_dir = tempfile.mkdtemp(prefix="kineto-")
-    daemon = KinetoDaemon(tmp_path / "traces", socket_dir=socket_dir)
-    stop = threading.Event()
-    thread = threading.Thread(target=daemon.serve, args=(stop, 0.05), daemon=True)
-    thread.start()
-    script = tmp_path / "ddp.py"
-    script.write_text(DDP)
-    env = {**os.environ, "KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": socket_dir,
-           "STOP_FILE": str(tmp_path / "stop")}
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--rdzv-id=job-7",
-                "--master-port=0", str(script)]
-    job = subprocess.Popen(torchrun, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while len(daemon.processes) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)
+    with served_daemon(tmp_path / "traces") as daemon, \
+            torchrun_job(tmp_path, [daemon.socket_dir, daemon.socket_dir], "job-7") as job:
+        wait_until(lambda: len(daemon.processes) >= 3, 60, "the launcher and both ranks never polled")
         infos = [describe(pid) for pid in daemon.processes]
         assign_roles(infos, {p.pid: p.ancestors for p in daemon.processes.values()})
         by_role = {}
@@ -99,14 +62,3 @@ def test_a_torchrun_jobs_launcher_is_told_apart_from_its_ranks(tmp_path):
         ranks = sorted(by_role["rank"], key=lambda p: p.rank)
         assert [(p.rank, p.world_size, p.parent) for p in ranks] == [(0, 2, job.pid), (1, 2, job.pid)]
         assert {p.run_id for p in ranks} == {"job-7"} and "ddp.py" in ranks[0].command
-    finally:
-        (tmp_path / "stop").touch()
-        try:
-            job.wait(30)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait()
-        stop.set()
-        thread.join(5)
-        daemon.close()
-        shutil.rmtree(socket_dir, ignore_errors=True)

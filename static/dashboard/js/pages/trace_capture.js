@@ -1,5 +1,7 @@
-// Device page: the Capture trace button. Asks the API for a capture, then follows the
-// trace's websocket with a progress bar, and opens the trace's page when it is ready.
+// Device and host pages: the Capture trace button. Asks the API for a capture, then follows
+// the trace's websocket with a progress bar and its stage in words, and opens the trace's page
+// when it is ready. On a host's page: the process chosen in its table, and a Capture job
+// button per job with ranks there (the job's page follows its ranks).
 import { connect } from "../lib/live.js";
 import { errorMessage, fetchJSON } from "../lib/http.js";
 import { statusLabel } from "../lib/trace_kit.js";
@@ -22,6 +24,8 @@ if (form) {
     const steps = document.getElementById("capture-iterations"); // a real process: by optimizer steps
     const request = { duration_s: duration, problems };
     if (steps && steps.value) request.iterations = Number(steps.value);
+    const chosen = form.querySelector('input[name="pid"]:checked'); // a host's page: the process
+    if (chosen) request.pid = Number(chosen.value);
     const { ok, data } = await fetchJSON(section.dataset.captureUrl, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
@@ -42,7 +46,9 @@ if (form) {
         if (!performance.getEntriesByName("capture-first-progress").length) performance.mark("capture-first-progress");
         bar.value = message.progress;
         bar.dataset.progress = message.progress;
-        status.textContent = `${statusLabel(message.status)} ${Math.round(message.progress * 100)}% · ${message.events.toLocaleString("en-US")} events`;
+        status.textContent = message.stage
+          ? `${message.stage}…`
+          : `${statusLabel(message.status)} ${Math.round(message.progress * 100)}% · ${message.events.toLocaleString("en-US")} events`;
       } else if (message.status === "capturing") {
         status.textContent = `${statusLabel(message.status)} 0%`;
       } else if (message.status === "analysing") {
@@ -56,5 +62,28 @@ if (form) {
         status.className = "error";
       }
     });
+  });
+}
+
+for (const jobButton of document.querySelectorAll(".capture-job-button")) {
+  jobButton.addEventListener("click", async () => {
+    const status = document.getElementById("capture-status");
+    jobButton.disabled = true;
+    status.textContent = `Starting job ${jobButton.dataset.runId}…`;
+    const steps = document.getElementById("capture-iterations");
+    const request = { run_id: jobButton.dataset.runId, duration_s: Number(document.getElementById("capture-duration").value) };
+    if (steps && steps.value) request.iterations = Number(steps.value);
+    const { ok, data } = await fetchJSON(section.dataset.jobCaptureUrl, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(request),
+    });
+    if (!ok) {
+      jobButton.disabled = false;
+      status.textContent = errorMessage(data);
+      status.className = "error";
+      return;
+    }
+    window.location.assign(data.url);
   });
 }
