@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from fleet.agent.kineto import KinetoDaemon
@@ -92,18 +92,22 @@ def _stop(proc: subprocess.Popen, stop_file: Path, wait_s: float = 20) -> None:
 
 
 @contextlib.contextmanager
-def training_process(daemon: KinetoDaemon, folder: Path, seconds: float = 90,
-                     env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
-    """A real training loop polling ``daemon``, started with KINETO_USE_DAEMON=1; stopped after."""
+def training_process(daemon: KinetoDaemon | str, folder: Path, seconds: float = 90, env: dict[str, str] | None = None,
+                     polled: Callable[[int], bool] | None = None) -> Iterator[subprocess.Popen]:
+    """A real training loop started with KINETO_USE_DAEMON=1, polling ``daemon`` (or the agent
+    serving the socket folder given); yielded once ``polled(pid)`` says the agent saw it
+    (default: the daemon's own table). Stopped after."""
+    socket_dir = daemon if isinstance(daemon, str) else daemon.socket_dir
+    polled = polled or (lambda pid: pid in daemon.processes)
     script = folder / "train.py"
     script.write_text(TRAINING)
     stop_file = folder / "stop-training"
-    environ = {**os.environ, "KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": daemon.socket_dir, **(env or {})}
+    environ = {**os.environ, "KINETO_USE_DAEMON": "1", "KINETO_IPC_SOCKET_DIR": socket_dir, **(env or {})}
     proc = subprocess.Popen([sys.executable, str(script), str(seconds), str(stop_file)], env=environ,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout.readline().split()[:1] == ["ready"], "the training loop did not start"
-        wait_until(lambda: proc.pid in daemon.processes, 30, "the process never polled the agent's socket")
+        wait_until(lambda: polled(proc.pid), 30, "the process never polled the agent's socket")
         yield proc
     finally:
         _stop(proc, stop_file)

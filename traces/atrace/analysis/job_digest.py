@@ -27,12 +27,14 @@ import numpy as np
 from ..io.npz import npz_bytes, read_npz
 from ..model.kinds import COMMUNICATION, COMPUTATION, MEMORY, WORK_CLASSES, work_classes
 from ..model.stats import merge_intervals, us
-from ..model.trace import DEVICE_KINDS, ArgStore, Kind, Trace
+from ..model.trace import DEVICE_KINDS, ArgStore, Kind, Trace, Track
 from .multirank import device_op_totals, rank_row
 
 __all__ = ["RankDigest", "digest_bytes", "rank_digest", "read_digest", "slim_trace", "time_split"]
 
 STEP_NAME = re.compile(r"^(ProfilerStep#|step#)\d+$")
+#: A collective a CPU rank runs on its host (gloo's worker threads annotate each one).
+HOST_COLLECTIVE = re.compile(r"^gloo:[a-z_]+$")
 _DEVICE_WORK = np.array([int(k) for k in DEVICE_KINDS], np.uint8)
 
 
@@ -80,15 +82,37 @@ def union_in(trace: Trace, events: np.ndarray, start: int, end: int) -> int:
     return int((e - s).sum())
 
 
+def host_communication(trace: Trace) -> int:
+    """A rank with no device work (a CPU job on gloo) communicates on its host: its
+    collectives (``gloo:<op>`` on gloo's worker threads, from the call until every rank has
+    arrived) move to one device-like track of communication, so the job's matching, arrival
+    skew and waiting read them as they read a GPU's NCCL kernels. In place; the count moved."""
+    if np.any(trace.on_device & np.isin(trace.kind, _DEVICE_WORK)):
+        return 0
+    ids = np.array([i for i, s in enumerate(trace.strings.strings) if HOST_COLLECTIVE.match(s)], np.int32)
+    moved = np.flatnonzero(np.isin(trace.name, ids) & trace.is_slice) if len(ids) else np.zeros(0, np.int64)
+    if not len(moved):
+        return 0
+    first = trace.tracks[int(trace.track[moved[0]])]
+    trace.tracks.append(Track(pid=first.pid, tid="collectives", process_name=first.process_name,
+                              thread_name="collectives on the host (gloo)", is_device=True, ordered=False))
+    trace.track[moved] = len(trace.tracks) - 1
+    trace.kind[moved] = Kind.COMM
+    trace._cache.clear()
+    return len(moved)
+
+
 def rank_digest(trace: Trace, rank: int | None = None) -> RankDigest:
     """The digest of one rank's full trace (``rank``: its number, else the trace's own, as
-    reading a job or its ``distributedInfo`` gave it)."""
+    reading a job or its ``distributedInfo`` gave it). A CPU rank's host collectives count as
+    its communication (:func:`host_communication`)."""
     if rank is None:
         info = trace.meta.get("distributedInfo")
         own = info.get("rank") if isinstance(info, dict) else None
         rank = trace.meta.get("rank", own if isinstance(own, int) else 0)
     rank = int(rank)
     trace.meta["rank"] = rank
+    host_communication(trace)
     figures = rank_row(rank, trace)
     t0, t1 = trace.span()
     figures.update({

@@ -199,13 +199,61 @@ def _keys(trace: Trace, events: list[tuple[int, dict]], rule: str) -> list[tuple
     return keys
 
 
+#: A rank's k-th collective is matched with another's (k + shift)-th where their ends agree
+#: this much better than unshifted (a collective ends on every rank at once).
+ALIGN_GAIN = 4.0
+MAX_SHIFT = 3
+
+
+def _align_orders(keyed: list[list[tuple]], ends: list[list[int]]) -> list[list[tuple]]:
+    """Order keys shifted where a capture window cut a collective on some ranks only.
+
+    A window that opens while an early rank already waits inside a collective leaves that
+    collective out of the early rank's trace but in the late rank's: the k-th of each no
+    longer match. Every rank leaves a collective together (once the last has arrived), so for
+    each stream and name the shift (up to MAX_SHIFT) whose ends agree best with the first
+    rank's is taken, when it agrees ALIGN_GAIN times better than none."""
+    if len(keyed) < 2:
+        return keyed
+    ref: dict[tuple, list[int]] = defaultdict(list)
+    for key, end in zip(keyed[0], ends[0]):
+        ref[key[:3]].append(end)
+    out = [keyed[0]]
+    for keys, rank_ends in zip(keyed[1:], ends[1:]):
+        mine: dict[tuple, list[int]] = defaultdict(list)
+        for key, end in zip(keys, rank_ends):
+            mine[key[:3]].append(end)
+        shifts = {group: _best_shift(ref[group], mine[group]) for group in mine if group in ref}
+        out.append([(*key[:3], key[3] - shifts.get(key[:3], 0)) for key in keys])
+    return out
+
+
+def _best_shift(ref: list[int], mine: list[int]) -> int:
+    """The shift s such that mine[k + s] and ref[k] are one collective (0 when unsure)."""
+    a, b = np.asarray(ref, np.float64), np.asarray(mine, np.float64)
+
+    def disagreement(shift: int) -> float:
+        lo, hi = max(0, -shift), min(len(a), len(b) - shift)
+        if hi - lo < 3:
+            return np.inf
+        return float(np.median(np.abs(b[lo + shift : hi + shift] - a[lo:hi])))
+
+    scores = {shift: disagreement(shift) for shift in range(-MAX_SHIFT, MAX_SHIFT + 1)}
+    best = min(scores, key=scores.get)
+    return best if best != 0 and scores[best] * ALIGN_GAIN < scores[0] else 0
+
+
 def _match(traces, ranks, offsets, per_rank, rule) -> list[Collective]:
     found: dict[tuple, Collective] = {}
-    for r, t, off, events in zip(ranks, traces, offsets, per_rank):
+    spans = []
+    for t, off, events in zip(traces, offsets, per_rank):
         at = np.array([e for e, _ in events], np.int64)
-        starts = (t.ts[at] + off).tolist()
-        ends = (t.end[at] + off).tolist()
-        for key, (e, info), start, end in zip(_keys(t, events, rule), events, starts, ends):
+        spans.append(((t.ts[at] + off).tolist(), (t.end[at] + off).tolist()))
+    keyed = [_keys(t, events, rule) for t, events in zip(traces, per_rank)]
+    if rule == RULE_NAME_ORDER:
+        keyed = _align_orders(keyed, [ends for _, ends in spans])
+    for r, events, keys, (starts, ends) in zip(ranks, per_rank, keyed, spans):
+        for key, (e, info), start, end in zip(keys, events, starts, ends):
             c = found.get(key)
             if c is None:
                 c = found[key] = Collective(key, info["collective"], {}, {}, {})

@@ -38,6 +38,7 @@ WORK_CLASSES = (COMPUTATION, COMMUNICATION, MEMORY)
 _CLASS_OF_KIND = {Kind.KERNEL: COMPUTATION, Kind.COMM: COMMUNICATION, Kind.MEMCPY: MEMORY, Kind.MEMSET: MEMORY}
 _COMM_NAME = re.compile(r"nccl|rccl", re.IGNORECASE)
 _KERNEL_COLLECTIVE = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+_HOST_COLLECTIVE = re.compile(r"^gloo:([a-z_]+)$")  # gloo's annotation of a collective it runs
 _DTYPE_BYTES = {
     "float": 4, "float32": 4, "int": 4, "int32": 4, "uint32": 4,
     "double": 8, "float64": 8, "long": 8, "int64": 8, "uint64": 8, "complexfloat": 8,
@@ -147,7 +148,7 @@ def collectives(trace: Trace, events: list[int]) -> list[dict[str, Any] | None]:
 
 def _facts(name: str, coll, nelems, out_nelems, dtype, group, group_ranks, group_size, seq) -> dict[str, Any] | None:
     if not coll:
-        m = _KERNEL_COLLECTIVE.search(name)
+        m = _KERNEL_COLLECTIVE.search(name) or _HOST_COLLECTIVE.match(name)
         if not m and not _COMM_NAME.search(name):
             return None
         coll = m.group(1) if m else name

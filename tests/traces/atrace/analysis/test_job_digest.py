@@ -57,3 +57,29 @@ def test_a_digest_comes_back_from_its_bytes_with_the_same_figures(shared):
     back = read_digest(digest_bytes(digest))
     assert back.figures == digest.figures
     assert back.rank == digest.rank and back.slim.names() == digest.slim.names()
+
+
+def test_a_cpu_ranks_host_collectives_are_its_communication(tmp_path):
+    """A CPU job on gloo: gloo's annotations of its collectives become the rank's
+    communication; a GPU rank's own host annotations stay where they are."""
+    import json
+
+    from traces.atrace import read_trace
+    from traces.atrace.analysis.job_digest import host_communication
+    from traces.atrace.model.trace import Kind
+
+    def x(name, cat, ts, dur, tid, **args):
+        return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
+
+    cpu = [x("aten::mm", "cpu_op", 0, 50, 1), x("c10d::allreduce_", "cpu_op", 60, 5, 1),
+           x("gloo:all_reduce", "user_annotation", 61, 300, 2), x("gloo:broadcast", "user_annotation", 400, 20, 3)]
+    (tmp_path / "cpu.json").write_text(json.dumps({"traceEvents": cpu}))
+    trace = read_trace(tmp_path / "cpu.json")
+    assert host_communication(trace) == 2
+    comm = np.flatnonzero(trace.on_device & (trace.kind == Kind.COMM))
+    assert trace.names(comm) == ["gloo:all_reduce", "gloo:broadcast"]
+    assert trace.tracks[int(trace.track[comm[0]])].thread_name == "collectives on the host (gloo)"
+    gpu = [*cpu, x("sgemm_kernel", "kernel", 10, 20, 9, stream=9)]
+    gpu[-1]["pid"] = 0
+    (tmp_path / "gpu.json").write_text(json.dumps({"traceEvents": gpu}))
+    assert host_communication(read_trace(tmp_path / "gpu.json")) == 0

@@ -163,3 +163,51 @@ def test_job_command(job, capsys):
     assert data["match_rule"] == j.rule and data["critical_path"]["match_rule"] == j.rule
     assert main(["job", str(folder)]) == 0
     assert "Stragglers" in capsys.readouterr().out
+
+
+def _cut_window_job(tmp_path, gpu: bool):
+    """Two ranks stepping together, rank 1 arriving 30 ms late at each step's all-reduce;
+    the capture window opened while rank 0 already waited in one, so that collective is in
+    rank 1's trace only. On CPU ranks the collectives are gloo's host annotations (as a real
+    gloo job's traces have them), on GPU ranks NCCL kernels."""
+    import json
+
+    step, late = 100_000, 30_000  # us
+    name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)" if gpu else "gloo:all_reduce"
+    for r in (0, 1):
+        events = []
+        for k in range(8):
+            if r == 0 and k == 0:
+                continue  # began before the window: not in rank 0's trace
+            t = 10_000 + k * step
+            arrive = t + (late if r == 1 else 0)
+            leave = t + late + 500
+            events.append(_x("aten::mm", "cpu_op", arrive - 5_000, 4_000, 1, 1))
+            if gpu:
+                events.append(_x(name, "kernel", arrive, leave - arrive, 0, 7, stream=7))
+            else:
+                events.append(_x(name, "user_annotation", arrive, leave - arrive, 1, 2 + k % 2))
+        (tmp_path / f"rank{r}.json").write_text(json.dumps({"distributedInfo": {"rank": r}, "traceEvents": events}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("gpu", [True, False], ids=["nccl kernels", "gloo on the host"])
+def test_a_collective_cut_by_the_window_on_one_rank_does_not_shift_the_others(tmp_path, gpu):
+    from traces.atrace.analysis.job_digest import rank_digest
+    from traces.atrace.analysis.job_report import job_report
+
+    traces = read_job(_cut_window_job(tmp_path, gpu))
+    report, j = job_report([rank_digest(t, rank) for rank, t in enumerate(traces)])
+    assert j.rule == RULE_NAME_ORDER and len(j.collectives) == 7
+    assert {c.last_rank for c in j.collectives} == {1}  # unaligned, rank 0 looked last at every one
+    assert all(abs(c.end_ns[0] - c.end_ns[1]) < 1_000 for c in j.collectives)
+    assert 29_000 < report["skew_summary"]["median_us"] < 31_000
+
+
+def test_ranks_whose_ends_disagree_everywhere_keep_their_order(tmp_path):
+    """No shift makes the ends agree much better (clocks apart, or unrelated ranks): none."""
+    from traces.atrace.analysis.multirank import _best_shift
+
+    assert _best_shift([100, 200, 300, 400, 500], [105, 210, 290, 420, 480]) == 0
+    assert _best_shift([100, 200, 300, 400, 500], [0, 101, 200, 299, 401, 500]) == 1
+    assert _best_shift([100, 200, 300, 400, 500], [7_000, 9_000, 11_000, 13_000]) == 0
