@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 import re
 import threading
 import time
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from fleet.agent.kineto import CaptureRequest, KinetoError
@@ -32,6 +33,8 @@ from traces.models import Trace
 from traces.refusals import BadTrace, CaptureUnavailable, DeviceBusy
 from traces.store.files import TraceFiles, store_errors
 from traces.writers import _enqueue_analysis, _enqueue_to, _tell_pages, fail, make_room, move
+
+log = logging.getLogger(__name__)
 
 #: Seconds a process may take to poll (libkineto: every 5 s) and then to write its trace.
 POLL_WAIT_S = 15.0
@@ -107,6 +110,25 @@ def busy_capture(host_name: str, pid: int) -> Trace | None:
 
 
 # -- capturing (the agent's side) ------------------------------------------------------------
+def start_capture(trace_id: int) -> threading.Thread:
+    """Run :func:`run_process_capture` in a thread of its own and return at once: the agent's
+    worker (Celery's solo pool, one task at a time) would otherwise stop polling its devices
+    for the whole capture, and their graphs would have a hole there."""
+
+    def run() -> None:
+        try:
+            run_process_capture(trace_id)
+        except Exception:
+            log.exception("trace %s: the capture failed", trace_id)
+            fail(trace_id, "the agent's capture stopped on an error: see the agent's log")
+        finally:
+            connections.close_all()  # this thread's own
+
+    thread = threading.Thread(target=run, name=f"capture-{trace_id}", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_process_capture(trace_id: int) -> None:
     """Capture the process the trace names (params: pid, duration_s or iterations; a job's
     rank: start_time_ms or iteration_roundup), store it, and queue its analysis."""

@@ -22,10 +22,11 @@ def capture_trace(trace_id: int) -> None:
 
 @shared_task
 def capture_process(trace_id: int) -> None:
-    """On a host's agent: capture a real PyTorch process (traces.process_capture)."""
+    """On a host's agent: capture a real PyTorch process (traces.process_capture) in a
+    thread, so the agent's one worker goes on polling its devices meanwhile."""
     from traces import process_capture
 
-    process_capture.run_process_capture(trace_id)
+    process_capture.start_capture(trace_id)
 
 
 @shared_task

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+import time
 
 import orjson
 import pytest
@@ -16,8 +17,8 @@ from fleet.agent.queues import capture_process
 from fleet.agent.registration import register_host
 from fleet.models import Device, HostProcess
 from tests.fleet.agent.conftest import agent_settings  # noqa: F401 - the fixture, here too
-from tests.support.pytorch_jobs import served_daemon, training_process
-from traces import process_capture, writers
+from tests.support.pytorch_jobs import served_daemon, training_process, wait_until
+from traces import process_capture, tasks, writers
 from traces.choices import TraceStatus
 from traces.models import Trace
 from traces.store import results
@@ -113,3 +114,20 @@ def test_iterations_out_of_bounds_are_refused_in_words(kineto, operator, trace_s
 def test_iterations_are_refused_on_an_emulated_device(seeded_fleet, operator, trace_storage):
     with pytest.raises(writers.BadTrace, match="a capture by iterations is of a real PyTorch process"):
         writers.request_capture(seeded_fleet[0], operator, None, iterations=3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_agents_worker_is_free_while_a_process_is_captured(kineto, training, operator, trace_storage):
+    """The agent runs one task at a time (Celery's solo pool): the capture runs in a thread
+    of its own, so the task returns at once and the device polls queued behind it still run."""
+    agent_run.report_kineto_processes("node-a")
+    device = Device.objects.filter(host__name="node-a").first()
+    trace = writers.request_capture(device, operator, 2)
+    began = time.monotonic()
+    tasks.capture_process.run(trace.pk)
+    assert time.monotonic() - began < 1.0
+    assert Trace.objects.get(pk=trace.pk).status in (TraceStatus.QUEUED, TraceStatus.CAPTURING)
+    wait_until(lambda: Trace.objects.get(pk=trace.pk).status not in (TraceStatus.QUEUED, TraceStatus.CAPTURING), 40,
+               "the capture never ended")
+    trace.refresh_from_db()
+    assert trace.status == TraceStatus.ANALYSING, trace.error
