@@ -23,45 +23,11 @@ import time
 from pathlib import Path
 
 from harness import Report, median, seeded_superuser, throwaway_database, trace_env
+from harness.browser import chromium, mark, quit_chromium, sign_in
 
 WRITTEN_PER_EVENT = 1.53  # the generator's flow and metadata records: this many make one read event
 PASSWORD = "bench-password-123"
 MARKS = ("findings-drawn", "breakdown-drawn", "timeline-drawn", "views-drawn")
-
-
-def browser():
-    """Headless Chromium with a throwaway profile (``driver.profile``, removed by the caller)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    profile = tempfile.mkdtemp(prefix="asicmon-bench-chromium-")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--no-first-run", "--disable-background-networking", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
-    driver = webdriver.Chrome(service=service, options=options)
-    driver.profile = profile
-    return driver
-
-
-def sign_in(driver, url: str, username: str) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.get(f"{url}/accounts/login/")
-    driver.find_element(By.ID, "id_username").send_keys(username)
-    driver.find_element(By.ID, "id_password").send_keys(PASSWORD)
-    driver.find_element(By.ID, "sign-in").click()
-    WebDriverWait(driver, 30).until(lambda d: "/accounts/login/" not in d.current_url)
-
-
-def mark(driver, name: str) -> float | None:
-    return driver.execute_script(
-        "const m = performance.getEntriesByName(arguments[0]); return m.length ? m[0].startTime : null;", name
-    )
 
 
 def page_load(driver, url: str) -> dict[str, float]:
@@ -137,8 +103,8 @@ def main() -> None:
                 env = child_env(TRACE_STORAGE_DIR=workdir / "traces")
                 web, url = start_web(env)
                 services_started.append(web)
-                driver = browser()
-                sign_in(driver, url, "bench")
+                driver = chromium()
+                sign_in(driver, url, "bench", PASSWORD)
                 Report(f"trace page, {trace.events:,} events (ms since navigation start; run 1 with an empty cache)")
                 runs = []
                 for k in range(args.repeat):
@@ -166,8 +132,7 @@ def main() -> None:
                     print(f"capture click → first progress on screen: {', '.join(f'{t:.0f}' for t in took)} ms")
             finally:
                 if driver is not None:
-                    driver.quit()
-                    shutil.rmtree(driver.profile, ignore_errors=True)
+                    quit_chromium(driver)
                 for service in reversed(services_started):
                     service.stop()
     finally:
