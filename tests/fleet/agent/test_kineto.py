@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 from fleet.agent import kineto
 from fleet.agent.kineto import CaptureRequest, KinetoDaemon, KinetoError, SocketTaken
-from tests.support.needs import missing
+from tests.support.disks import small_disk
 from tests.support.pytorch_jobs import served_daemon, training_process
 
 
@@ -31,15 +30,10 @@ def socket_dir():
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A 256 KiB file system (tmpfs, mounted as root): a disk that fills."""
-    folder = tmp_path / "small-disk"
-    folder.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        missing("a test of a full disk mounts a small tmpfs, which needs root")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], check=True)
-    yield folder
-    subprocess.run(["umount", "-l", str(folder)], check=False)
+def full_disk(tmp_path):
+    """A 256 KiB file system: a disk that fills."""
+    with small_disk(tmp_path / "small-disk", "256k") as folder:
+        yield folder
 
 
 @pytest.fixture
@@ -236,8 +230,8 @@ def test_a_jobs_capture_not_polled_by_its_start_time_is_said_so(daemon, tmp_path
         daemon.wait_for_trace(me, deadline_s=5)
 
 
-def test_a_trace_folder_without_room_is_refused_before_asking(small_disk):
-    with served_daemon(small_disk / "traces") as daemon:
+def test_a_trace_folder_without_room_is_refused_before_asking(full_disk):
+    with served_daemon(full_disk / "traces") as daemon:
         client = _client(daemon)
         _send(client, daemon, b"req", _req([4242, 1]))
         with pytest.raises(KinetoError, match=r"has 0\.\d MB free, under the 64 MB a capture needs"):
@@ -246,9 +240,9 @@ def test_a_trace_folder_without_room_is_refused_before_asking(small_disk):
 
 
 @pytest.mark.integration
-def test_a_disk_that_fills_during_the_capture_is_said_so(small_disk, tmp_path):
+def test_a_disk_that_fills_during_the_capture_is_said_so(full_disk, tmp_path):
     """A real process writes its ~400 KB trace onto a 256 KiB disk: cut short, and said so."""
-    with served_daemon(small_disk / "traces", min_free_bytes=0) as daemon, training_process(daemon, tmp_path) as proc:
+    with served_daemon(full_disk / "traces", min_free_bytes=0) as daemon, training_process(daemon, tmp_path) as proc:
         daemon.request_capture(proc.pid, CaptureRequest(duration_ms=1500), "filled")
         with pytest.raises(KinetoError, match=r"the disk of the agent's trace folder .* is full \(the trace stopped at [\d,]+ bytes\)"):
             daemon.wait_for_trace(proc.pid, deadline_s=30)

@@ -3,7 +3,6 @@ sends it once the store takes it again (issue 25, point 3): 401/403/404 from a r
 front of the real store, 413 from its body limit, a 400 from a real Prometheus refusing one
 sample, a full disk (a small tmpfs), stale temporary files, eviction under the lock."""
 
-import contextlib
 import fcntl
 import os
 import subprocess
@@ -17,6 +16,7 @@ from fleet.polling import poller
 from fleet.tsdb.buffer import Batch, Spool
 from fleet.tsdb.series import DeviceKey, series_name
 from fleet.tsdb.writes import Encoder, Writer
+from tests.support.disks import small_disk
 from tests.support.tsdb import flush, free_port, raw_samples, store_proxy  # noqa: F401 (fixture)
 
 TEMPERATURE = series_name("temperature_c")
@@ -131,19 +131,6 @@ def test_one_sample_prometheus_refuses_is_dropped_alone_and_the_others_written(p
 
 
 # --- The disk ----------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def small_disk(path, size: str):
-    """A tmpfs of `size` at `path` (the tests run as root; mounting is how a disk fills)."""
-    path.mkdir(parents=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.fail(f"mounting a tmpfs needs root (CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
-
 
 @pytest.mark.slow  # fills a disk-sized spool: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_full_disk_loses_only_what_does_not_fit_counts_it_exactly_and_leaves_nothing_half_written(
