@@ -23,6 +23,11 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": interval,
             "options": {"expires": interval * 0.9},
         },
+        "sync-scheduler": {
+            "task": "fleet.tasks.sync_scheduler",
+            "schedule": interval,
+            "options": {"expires": interval * 0.9},
+        },
         "flush-samples": {
             "task": "fleet.tasks.flush_samples",
             "schedule": 10.0,

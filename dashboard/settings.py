@@ -276,6 +276,15 @@ AGENT_KINETO = env_str("AGENT_KINETO", os.environ.get("KINETO_IPC_SOCKET_DIR", "
 # The workload label an agent gives its host's devices (a job or service name; empty: leave
 # the label as the API set it). The ladder's blast radius counts by it.
 AGENT_WORKLOAD = env_str("AGENT_WORKLOAD", "")
+# The workload manager told when devices leave service and read for the jobs on each GPU
+# (fleet/scheduler): "" (none) or "slurm" (its commands, scontrol and squeue, on the worker's
+# machine, for the cluster SLURM_CONF names; a host is the Slurm node of the same name).
+SCHEDULER = env_str("SCHEDULER", "").strip().lower()
+SLURM_CONF = env_str("SLURM_CONF", "")
+# Requeue a requeueable Slurm job whose GPU is being rebooted or repaired (the job dies anyway).
+SCHEDULER_REQUEUE = env_bool("SCHEDULER_REQUEUE", False)
+if SCHEDULER not in ("", "slurm"):
+    raise ImproperlyConfigured(f"SCHEDULER={SCHEDULER!r} is neither empty nor slurm (Kubernetes: docs/schedulers.md)")
 # The ladder's rungs on a host with an agent: the commands that restart the device's
 # application and reboot the machine (run by the agent as an argument list, no shell, in an
 # environment of PATH, LANG, ASICMON_RUNG, ASICMON_DEVICE_SERIAL, ASICMON_HOST and

@@ -22,6 +22,13 @@ class Host(models.Model):
     # and when it last registered or polled. Empty for an emulated host.
     agent_queue = models.CharField(max_length=200, blank=True)
     agent_seen_at = models.DateTimeField(null=True, blank=True)
+    # What the workload manager (SCHEDULER, fleet/scheduler) said of this host as a node at
+    # the last sync: its state and drain reason, the jobs on its GPUs, or why it could not say.
+    scheduler_state = models.CharField(max_length=64, blank=True)
+    scheduler_reason = models.CharField(max_length=255, blank=True)
+    scheduler_jobs = models.JSONField(default=list, blank=True)
+    scheduler_error = models.CharField(max_length=500, blank=True)
+    scheduler_synced_at = models.DateTimeField(null=True, blank=True)
 
     objects = HostQuerySet.as_manager()
 
@@ -34,6 +41,10 @@ class Host(models.Model):
     @property
     def has_agent(self) -> bool:
         return bool(self.agent_queue)
+
+    def scheduler_jobs_on(self, index: int) -> list[dict]:
+        """The scheduler's jobs holding GPU ``index`` of this host, at the last sync."""
+        return [job for job in self.scheduler_jobs or [] if index in job.get("gpus", [])]
 
 
 class DeviceQuerySet(models.QuerySet):

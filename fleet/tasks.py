@@ -35,6 +35,14 @@ def poll_agent_host(host_id: int, cycle: float) -> dict | None:
 
 
 @shared_task(ignore_result=True)
+def sync_scheduler() -> list[str]:
+    """Drain and resume scheduler nodes as their devices say; read their jobs (SCHEDULER)."""
+    from fleet.scheduler import sync
+
+    return sync.sync_all()
+
+
+@shared_task(ignore_result=True)
 def flush_samples() -> dict:
     """Send the samples waiting in the spool for the time-series store (polls send them too)."""
     result = poller.flush_samples()

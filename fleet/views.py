@@ -114,6 +114,7 @@ def device(request, device_id: int):
             "driver_errors": errors,
             "error_marks": driver_error_views.error_marks(errors),
             "offender": device_record(device.serial),
+            "slurm_jobs": device.host.scheduler_jobs_on(device.index),
         },
     )
 
