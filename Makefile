@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: eventscan fuzz-scanner run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps spec-docs clean
+.PHONY: eventscan fuzz-scanner run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps slurm-deps spec-docs clean
 
 # One command, no shell syntax: make runs the runner as its own child, and the runner stops the
 # stack when make gets SIGINT/SIGHUP/SIGTERM (make itself passes on only SIGTERM; dashboard/stack.py).
@@ -26,7 +26,7 @@ agent: $(VENV)/.runtime
 # or drive Chromium (tests/support/tiers.py says which is which); property tests try every
 # example they ask for (Hypothesis profile `ci`).
 test: export HYPOTHESIS_PROFILE ?= ci
-test: $(VENV)/.dev browser-deps prometheus-deps tsdb-deps
+test: $(VENV)/.dev browser-deps prometheus-deps tsdb-deps slurm-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit+slow,stack --durations=25 $(PYTEST_ARGS)
 
 # The unit tier only (no child processes, no browser), in parallel: the loop while working.
@@ -121,6 +121,12 @@ tsdb-deps:
 prometheus-deps:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
 	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q prometheus)
+
+# Debian's Slurm and munge, for the tests that drain and resume nodes on a real one-node
+# cluster (tests/support/slurm.py starts munged, slurmctld and slurmd).
+slurm-deps:
+	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null || \
+	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q slurm-wlm munge)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
