@@ -124,8 +124,10 @@ def trace_file_of(log_file: Path, pid: int) -> Path:
 
 
 def socket_address(socket_dir: str | None) -> str | bytes:
-    """The daemon's address: a path under ``socket_dir``, or the abstract name."""
-    return str(Path(socket_dir) / DAEMON_NAME) if socket_dir else b"\0" + DAEMON_NAME.encode()
+    """The daemon's address: a path under ``socket_dir``, or the abstract name as libkineto
+    writes it, NUL-terminated (the address's length counts the trailing NUL: without it the
+    name is another socket, and no process ever reaches the agent)."""
+    return str(Path(socket_dir) / DAEMON_NAME) if socket_dir else b"\0" + DAEMON_NAME.encode() + b"\0"
 
 
 class KinetoDaemon:

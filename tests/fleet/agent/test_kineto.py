@@ -9,7 +9,10 @@ import os
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -18,6 +21,7 @@ import pytest
 from fleet.agent import kineto
 from fleet.agent.kineto import CaptureRequest, KinetoDaemon, KinetoError, SocketTaken
 from tests.support.disks import small_disk
+from tests.support.needs import missing
 from tests.support.pytorch_jobs import served_daemon, training_process
 
 
@@ -246,3 +250,37 @@ def test_a_disk_that_fills_during_the_capture_is_said_so(full_disk, tmp_path):
         daemon.request_capture(proc.pid, CaptureRequest(duration_ms=1500), "filled")
         with pytest.raises(KinetoError, match=r"the disk of the agent's trace folder .* is full \(the trace stopped at [\d,]+ bytes\)"):
             daemon.wait_for_trace(proc.pid, deadline_s=30)
+
+
+ABSTRACT = textwrap.dedent("""
+    import os, subprocess, sys, tempfile, threading, time
+    from pathlib import Path
+    from fleet.agent.kineto import KinetoDaemon
+    from tests.support.pytorch_jobs import TRAINING
+    daemon = KinetoDaemon(Path(tempfile.mkdtemp()) / "traces")  # no folder: the abstract socket
+    threading.Thread(target=daemon.serve, args=(threading.Event(), 0.05), daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_IPC_SOCKET_DIR"}
+    script = Path(tempfile.mkdtemp()) / "train.py"
+    script.write_text(TRAINING)
+    proc = subprocess.Popen([sys.executable, str(script), "60", "/nonexistent"], env={**env, "KINETO_USE_DAEMON": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 40
+    while proc.pid not in daemon.processes and time.monotonic() < deadline:
+        time.sleep(0.1)
+    print("polled" if proc.pid in daemon.processes else "never polled", flush=True)
+    proc.kill()
+""")
+
+
+@pytest.mark.integration
+def test_a_process_with_no_socket_folder_polls_the_agent_on_the_abstract_socket(tmp_path):
+    """Found here: the agent bound "\\0dynolog" while libkineto sends to "\\0dynolog\\0" (the
+    address's length counts the trailing NUL), so with AGENT_KINETO=abstract, the default,
+    no process ever polled it. Run in a network namespace of its own: abstract sockets are
+    per namespace, and a running agent on this machine must not answer instead."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        missing("the abstract-socket test runs in a network namespace of its own (unshare, as root)")
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", ABSTRACT], capture_output=True, text=True,
+                          timeout=90, cwd=Path(__file__).resolve().parents[3],
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+    assert done.stdout.strip() == "polled", done.stderr[-2000:]
