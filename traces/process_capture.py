@@ -52,7 +52,7 @@ def request_process_capture(host, user, duration: float, iterations: int | None 
     if reason := capture_unavailable_reason(host, device, any_process=pid is not None):
         raise CaptureUnavailable(reason)
     process = _chosen(host, pid) if pid is not None else capture_process(host, device)
-    device = device or _device_of(process)
+    device = device or device_of(process)
     if busy := busy_capture(host.name, process.pid):
         raise DeviceBusy(f"process {process.pid} on {host.name} is already being captured (trace {busy.pk}, "
                          f"{busy.status}); wait for it to finish")
@@ -93,7 +93,7 @@ def _chosen(host, pid: int) -> HostProcess:
     return process
 
 
-def _device_of(process: HostProcess) -> Device | None:
+def device_of(process: HostProcess) -> Device | None:
     """The device a process runs on (the first GPU it created a context on); None: CPU only."""
     if not process.gpus:
         return None

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleet.agent.registration import register_host
-from fleet.models import Host, HostProcess
+from fleet.models import Device, Host, HostProcess
 from traces.choices import JobStatus, RankStatus, TraceStatus
 from traces.jobs.process_jobs import JOB_START_LEAD_S
 from traces.models import Job, JobRank, Trace
@@ -149,3 +149,15 @@ def test_a_bad_job_capture_is_refused_in_words_and_writes_nothing(client, operat
     answer = client.post("/api/jobs/capture/", body, content_type="application/json")
     assert answer.status_code == status and words in answer.content.decode(), answer.content
     assert not Job.objects.exists() and not Trace.objects.exists()
+
+
+def test_a_gpu_rank_of_a_job_is_tied_to_its_device(client, operator, machines):
+    """A rank that created a context on GPU 2 of node-b: its rank and trace name that device,
+    whose health the job's findings read."""
+    _a, b = machines
+    gpu = Device.objects.create(host=b, serial="GPU-b2", device_type="gpu", model="H100", index=2)
+    HostProcess.objects.filter(host=b, pid=201).update(gpus=[2])
+    client.force_login(operator)
+    job = Job.objects.get(pk=client.post("/api/jobs/capture/", {"run_id": "run-7"}, content_type="application/json").json()["id"])
+    rank = JobRank.objects.select_related("trace").get(job=job, rank=1)
+    assert (rank.device, rank.device_serial, rank.trace.device, rank.trace.device_type) == (gpu, "GPU-b2", gpu, "gpu")

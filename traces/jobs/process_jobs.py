@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from fleet.agent.queues import agent_is_alive, fresh_processes
@@ -31,7 +31,7 @@ from traces.choices import JobStatus, RankStatus, TraceSource
 from traces.jobs.analysis import move_job, push_ranks, start_analysis
 from traces.jobs.health import snapshot_facts
 from traces.models import Job, JobRank, Trace
-from traces.process_capture import busy_capture, rank_params
+from traces.process_capture import busy_capture, device_of, rank_params
 from traces.refusals import BadTrace, CaptureUnavailable
 
 #: Seconds between the request and a job's common start: libkineto polls every 5 s, and each
@@ -94,14 +94,24 @@ def request_process_job(user, run_id, duration_s, iterations=None, name: str = "
                                        error=f"process {process.pid} is being captured already (trace {busy.pk}); "
                                              f"its rank runs untraced")
                 continue
-            trace = Trace.objects.create(
-                name=f"{name} · rank {rank}", source=TraceSource.CAPTURE, created_by=user, host_name=process.host.name,
-                device_type="cpu", workload="pytorch",
-                params={"duration_s": duration, "pid": process.pid, "command": process.command[:200], "job": job.pk,
-                        **rank_params(process), **timing},
-            )
+            device = device_of(process)  # a GPU rank: its device, whose health the job's findings read
+            try:
+                with transaction.atomic():
+                    trace = Trace.objects.create(
+                        name=f"{name} · rank {rank}", source=TraceSource.CAPTURE, created_by=user, device=device,
+                        host_name=process.host.name, device_type=device.device_type if device else "cpu",
+                        workload="pytorch",
+                        params={"duration_s": duration, "pid": process.pid, "command": process.command[:200],
+                                "job": job.pk, **rank_params(process), **timing},
+                    )
+            except IntegrityError:  # its device is capturing another trace
+                JobRank.objects.create(job=job, rank=rank, status=RankStatus.BUSY, host_name=process.host.name,
+                                       device=device, device_serial=device.serial,
+                                       error=f"device {device.serial} is capturing another trace; its rank runs untraced")
+                continue
             JobRank.objects.create(job=job, rank=rank, status=RankStatus.QUEUED, host_name=process.host.name,
-                                   device_serial=f"pid {process.pid}", trace=trace)
+                                   device=device, device_serial=device.serial if device else f"pid {process.pid}",
+                                   trace=trace)
             sends.append((process.host.agent_queue, trace.pk))
         if not sends:
             raise CaptureUnavailable(f"every rank of job {run_id} is being captured already")
