@@ -6,8 +6,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.processes import Service, start_beat, start_web, start_worker
 from tests.support.tiers import drives_browser, starts_processes
@@ -44,6 +42,10 @@ def browser():
 def sign_in(browser, url: str, username: str) -> None:
     """Open the site, be sent to the sign-in page, sign in as one of the suite's users
     (tests/conftest.py: password "<name>-password-123") and land on the page asked for."""
+    # Imported here: every test process loads this module, few of them drive a browser.
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
     browser.get(f"{url}/")
     assert "/accounts/login/" in browser.current_url
     browser.find_element(By.ID, "id_username").send_keys(username)

@@ -1,7 +1,10 @@
-"""Websocket clients of the project's ASGI app, through the real Redis channel layer."""
+"""Websocket clients of the project's ASGI app, through the real Redis channel layer.
+
+(WebsocketCommunicator from its own module: `channels.testing` also loads the live-server
+test case, and with it Daphne's server and Twisted, in every test process.)"""
 
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
+from channels.testing.websocket import WebsocketCommunicator
 from django.conf import settings
 
 from dashboard.asgi import application
