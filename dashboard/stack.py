@@ -317,10 +317,15 @@ def stop_everything(supervisor: Supervisor, helpers: list[subprocess.Popen]) -> 
 # starts each worker on a run of consecutive tests (a module's fixtures are mostly made
 # once) and lets idle workers take over the rest ("worksteal"; per-file scheduling would run
 # schemathesis's generated API tests, which share one id, only once).
+# Every test under tests/browser/ is a browser test (tests/support/tiers.py), so the in-process
+# tiers do not collect that folder: each worker would import Selenium and the browser tests'
+# modules only to deselect them (most of a second of CPU per worker).
 IN_PROCESS = "not integration and not browser and not soak"
+NOT_BROWSER = "--ignore=tests/browser"
 TIERS = {
-    "unit": ["-m", f"{IN_PROCESS} and not slow", "-n", os.environ.get("TEST_WORKERS", "4"), "--dist", "worksteal"],
-    "slow": ["-m", f"{IN_PROCESS} and slow", "-n", "2", "--dist", "worksteal"],
+    "unit": ["-m", f"{IN_PROCESS} and not slow", NOT_BROWSER, "-n", os.environ.get("TEST_WORKERS", "4"),
+             "--dist", "worksteal"],
+    "slow": ["-m", f"{IN_PROCESS} and slow", NOT_BROWSER, "-n", "2", "--dist", "worksteal"],
     "stack": ["-m", f"not ({IN_PROCESS})", "-n", "4", "--dist", "loadfile", "--no-loadscope-reorder"],
 }
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a selection is empty
