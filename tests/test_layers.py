@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.sources import syntax_tree
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("dashboard", "fleet", "traces", "emulator")
 
@@ -68,10 +70,9 @@ def _layer(module: str) -> str | None:
     return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
 
 
-@functools.cache
 def _tree(path: Path) -> ast.Module:
     """A module's syntax tree, parsed once per test process (several tests walk them all)."""
-    return ast.parse(path.read_text(), str(path))
+    return syntax_tree(path)
 
 
 @functools.cache

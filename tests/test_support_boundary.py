@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.sources import syntax_tree
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("traces", "fleet", "emulator", "dashboard")
 
@@ -20,7 +22,7 @@ def _dunder_import(node) -> bool:
 def _imported(path: Path) -> set[str]:
     """Every module an import statement of the file names, at any depth (function bodies too)."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(syntax_tree(path)):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
