@@ -253,38 +253,27 @@ REMEDIATION_REBOOT_TIMEOUT_S = env_float("REMEDIATION_REBOOT_TIMEOUT_S", 180.0, 
 # --- Driver errors and the repair ladder (fleet/driver_errors, docs/health.md). ---
 # Identical error events within a bucket of this many seconds are one event with a count.
 DRIVER_ERROR_BUCKET_S = env_float("DRIVER_ERROR_BUCKET_S", 300.0, minimum=1.0)
-# Stored driver errors are kept this many days after they were first seen (an hourly task
-# deletes older ones).
+# Stored driver errors are kept this many days after first seen (an hourly task prunes).
 DRIVER_ERROR_RETENTION_DAYS = env_int("DRIVER_ERROR_RETENTION_DAYS", 180, minimum=1)
-# Where a host agent reads the kernel log for Xid/SXid/amdgpu lines: /dev/kmsg, or a file
-# (a forwarded log; tests). Empty: not read.
+# Where a host agent reads Xid/SXid/amdgpu lines: /dev/kmsg, or a file (tests). Empty: not read.
 AGENT_KERNEL_LOG = env_str("AGENT_KERNEL_LOG", "/dev/kmsg")
 # Where a host agent keeps what its error sources had read (the kernel log's position, the
 # RAS counters' last readings: error-sources.json), so that a restarted agent resumes there.
 AGENT_STATE_DIR = Path(env_str("AGENT_STATE_DIR", str(VAR_DIR / "agent")))
-# The share of a core the kernel-log follower (a child in a scheduling group of its own at
-# the lowest priority) may be busy while it
-# catches up with a flood (1: no pause); below 1 it pauses between chunks, leaving the
-# poll's core free.
+# The share of a core the kernel-log follower (a child at the lowest priority) may be busy
+# catching up with a flood (1: no pause); below 1 it pauses between chunks.
 AGENT_KERNEL_LOG_DUTY = min(1.0, env_float("AGENT_KERNEL_LOG_DUTY", 0.5, minimum=0.05))
-# Kineto's on-demand capture of PyTorch processes started with KINETO_USE_DAEMON=1 (the agent
-# serves the daemon protocol dynolog serves): "off", or the folder of its socket, the same
-# folder the jobs are given as KINETO_IPC_SOCKET_DIR; "abstract" serves the abstract socket
-# @dynolog (what libkineto uses when KINETO_IPC_SOCKET_DIR is unset). Traces are written to
-# AGENT_STATE_DIR/kineto-traces.
+# Kineto's daemon protocol served by the agent (docs/capture.md): "off", "abstract" (@dynolog,
+# libkineto's default) or the socket's folder, the jobs' KINETO_IPC_SOCKET_DIR.
 AGENT_KINETO = env_str("AGENT_KINETO", os.environ.get("KINETO_IPC_SOCKET_DIR", "") or "abstract")
-# The workload label an agent gives its host's devices (a job or service name; empty: leave
-# the label as the API set it). The ladder's blast radius counts by it.
+# The workload label an agent gives its devices (empty: the API's); the blast radius counts by it.
 AGENT_WORKLOAD = env_str("AGENT_WORKLOAD", "")
-# The workload manager told when devices leave service and read for the jobs on each GPU
-# (fleet/scheduler): "" (none) or "slurm" (its commands, scontrol and squeue, on the worker's
-# machine, for the cluster SLURM_CONF names; a host is the Slurm node of the same name).
+# The workload manager kept in step with the devices' states (fleet/scheduler; docs/schedulers.md).
 SCHEDULER = env_str("SCHEDULER", "").strip().lower()
-SLURM_CONF = env_str("SLURM_CONF", "")
-# Requeue a requeueable Slurm job whose GPU is being rebooted or repaired (the job dies anyway).
-SCHEDULER_REQUEUE = env_bool("SCHEDULER_REQUEUE", False)
 if SCHEDULER not in ("", "slurm"):
     raise ImproperlyConfigured(f"SCHEDULER={SCHEDULER!r} is neither empty nor slurm (Kubernetes: docs/schedulers.md)")
+SLURM_CONF = env_str("SLURM_CONF", "")
+SCHEDULER_REQUEUE = env_bool("SCHEDULER_REQUEUE", False)  # requeue a job on a GPU being rebooted
 # The ladder's rungs on a host with an agent: the commands that restart the device's
 # application and reboot the machine (run by the agent as an argument list, no shell, in an
 # environment of PATH, LANG, ASICMON_RUNG, ASICMON_DEVICE_SERIAL, ASICMON_HOST and
@@ -383,8 +372,7 @@ JOB_RANK_MAX_EVENTS = env_int("JOB_RANK_MAX_EVENTS", 250_000, minimum=1000)
 # A job whose ranks are sent one at a time waits this long for them by default (a request
 # may say otherwise), then is combined with the ranks it has.
 JOB_RANKS_WAIT_S = env_int("JOB_RANKS_WAIT_S", 3600, minimum=10)
-# A real job captured by iterations starts on every rank at the next multiple of this many
-# iterations (its ranks step together, and each takes the request at its own next poll).
+# A real job captured by iterations starts on every rank at the next multiple of this many.
 JOB_ITERATION_ROUNDUP = env_int("JOB_ITERATION_ROUNDUP", 100, minimum=1)
 # The cross-rank step waits up to this long for the time-series store to hold the capture
 # window's last poll; a job whose reasons were computed without it has them computed again

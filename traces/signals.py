@@ -29,10 +29,11 @@ def delete_job_files(sender, instance: Job, **kwargs):
 @receiver(capture_wanted)
 def capture_for_fleet(sender, device, duration_s: float, reason: str, **kwargs) -> int | None:
     """A capture of the device by nobody in particular; None when the service refuses it."""
-    from traces.writers import TraceRefused, request_capture
+    from traces.processes.requests import request_device_capture
+    from traces.writers import TraceRefused
 
     try:
-        trace = request_capture(device, None, duration_s)
+        trace = request_device_capture(device, None, duration_s)
     except TraceRefused as exc:
         log.info("no automatic capture of %s (%s): %s", device.serial, reason, exc)
         return None

@@ -22,11 +22,11 @@ def capture_trace(trace_id: int) -> None:
 
 @shared_task
 def capture_process(trace_id: int) -> None:
-    """On a host's agent: capture a real PyTorch process (traces.process_capture) in a
+    """On a host's agent: capture a real PyTorch process (traces.processes.capture) in a
     thread, so the agent's one worker goes on polling its devices meanwhile."""
-    from traces import process_capture
+    from traces.processes import capture
 
-    process_capture.start_capture(trace_id)
+    capture.start_capture(trace_id)
 
 
 @shared_task

@@ -155,10 +155,9 @@ def request_capture(device, user, duration_s, problems=None, iterations=None) ->
     if unavailable:
         raise CaptureUnavailable(unavailable)
     make_room(0)
-    if device.host.has_agent:  # a real PyTorch process on the device, through its agent
-        from traces import process_capture
-
-        return process_capture.request_process_capture(device.host, user, duration, iterations, device=device)
+    if device.host.has_agent:
+        raise CaptureUnavailable(f"{device.serial} is a real device: its PyTorch processes are captured through "
+                                 f"traces.processes.requests")
     facts = _device_facts(device)
     try:
         with transaction.atomic():

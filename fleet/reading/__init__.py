@@ -5,6 +5,6 @@ time-series store (history), the charts built from it (charts), the key counters
 endpoint (metrics) and the load-balancing signal (capacity). Durations for people are
 fleet.durations.
 
-May import: fleet, fleet.asicmon, fleet.driver_errors, fleet.health, fleet.polling, fleet.tsdb.
+May import: fleet, fleet.agent, fleet.asicmon, fleet.driver_errors, fleet.health, fleet.polling, fleet.tsdb.
 (a bare app name, e.g. ``fleet``, means its top-level modules; tests/test_layers.py checks this list)
 """

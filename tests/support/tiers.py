@@ -36,7 +36,7 @@ LONGEST_FILES = {
     "tests/browser/test_jobs.py": 120,
     "tests/browser/test_device_ranges.py": 110,
     "tests/browser/test_traces.py": 105,
-    "tests/traces/test_process_capture.py": 105,
+    "tests/traces/processes/test_capture.py": 105,
     "tests/scenarios/test_tsdb_outage.py": 100,
     "tests/scenarios/test_health_worker.py": 100,
     "tests/browser/test_agent_host.py": 80,

@@ -21,7 +21,7 @@ async def test_viewer_receives_progress_and_state_changes(client, viewer, trace,
     await sync_to_async(events.trace_progress)(trace.pk, "capturing", 0.4, 1234)
     message = await communicator.receive_json_from(timeout=5)
     assert message == {"type": "trace.progress", "trace": trace.pk, "status": "capturing", "progress": 0.4,
-                       "events": 1234, "error": "", "url": ""}
+                       "events": 1234, "error": "", "url": "", "stage": ""}
     await sync_to_async(events.trace_changed)(trace.pk, "failed", 0.4, "device stopped answering", url="/traces/1/")
     message = await communicator.receive_json_from(timeout=5)
     assert (message["type"], message["status"], message["error"]) == ("trace.changed", "failed", "device stopped answering")

@@ -37,6 +37,7 @@ async def test_a_trace_s_changes_reach_its_group_only(layer):
         "events": None,
         "error": "",
         "url": "/traces/5/",
+        "stage": "",
     }
     progress = await layer.receive(mine)
     assert (progress["type"], progress["status"], progress["events"]) == (

@@ -24,10 +24,10 @@ from traces.api.views import NotReady
 from traces.choices import JobStatus, RankStatus
 from traces.jobs import arrivals as job_arrivals
 from traces.jobs import capture as job_capture
-from traces.jobs import process_jobs
 from traces.jobs import results as job_results
 from traces.jobs import uploads as job_uploads
 from traces.models import Job
+from traces.processes import jobs as process_jobs
 
 MAX_TIMELINE_COLLECTIVES = 500
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from fleet.api import params
 from fleet.models import Device, Host
-from traces import process_capture, writers
+from traces import writers
 from traces.api.permissions import CanCaptureTraces, CanUploadTraces, CanViewTraces
 from traces.api.serializers import (
     BreakdownSerializer,
@@ -32,6 +32,7 @@ from traces.api.serializers import (
 from traces.api.upload_views import Refused, UploadCreate
 from traces.choices import TraceSource, TraceStatus
 from traces.models import Trace
+from traces.processes import requests as process_requests
 from traces.store import queries
 from traces.store.files import CHROME, TraceFiles
 
@@ -239,7 +240,7 @@ class CaptureView(APIView):
         if hasattr(request.data, "getlist") and not isinstance(problems, list):  # a form: problems=a&problems=b
             problems = request.data.getlist("problems") or None
         try:
-            trace = writers.request_capture(device, request.user, raw, problems, iterations)
+            trace = process_requests.request_device_capture(device, request.user, raw, problems, iterations)
         except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response({"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},
@@ -266,7 +267,7 @@ class HostCaptureView(APIView):
         try:
             iterations = writers.validate_iterations(data["iterations"], host) if "iterations" in data else None
             duration = writers.validate_duration(writers.MAX_CAPTURE_S if iterations else data["duration_s"])
-            trace = process_capture.request_process_capture(host, request.user, duration, iterations, pid=data["pid"])
+            trace = process_requests.request_process_capture(host, request.user, duration, iterations, pid=data["pid"])
         except writers.TraceRefused as exc:
             raise Refused(exc) from None
         return Response({"id": trace.pk, "url": trace.get_absolute_url(), "status": trace.status},

@@ -109,4 +109,4 @@ def test_the_page_query_count_does_not_grow_with_the_fleet(client, viewer, seede
     mark(extra[::7], "warning", time.time())
     large = [queries_of(client, url, params) for url, params in asks]
     assert large == small
-    assert small[0] <= 11  # 10, and the driver errors' counts
+    assert small[0] <= 12  # 10, the driver errors' counts, the machines with an agent

@@ -3,7 +3,7 @@ Slurm job id), on whatever hosts' agents its processes poll, started together.
 
 :func:`request_process_job` writes the Job row, one JobRank per rank of the job's world and
 a Trace per rank that polls a live agent, then sends each rank's capture to its host's agent
-queue (traces/process_capture.py) when the rows commit. A capture by duration starts on every
+queue (traces/processes/capture.py) when the rows commit. A capture by duration starts on every
 rank at one wall-clock instant (libkineto's PROFILE_START_TIME, far enough ahead for every
 process to poll first); a capture by iterations starts on the next multiple of
 JOB_ITERATION_ROUNDUP iterations, the same step for ranks that step together. A rank that
@@ -31,7 +31,7 @@ from traces.choices import JobStatus, RankStatus, TraceSource
 from traces.jobs.analysis import move_job, push_ranks, start_analysis
 from traces.jobs.health import snapshot_facts
 from traces.models import Job, JobRank, Trace
-from traces.process_capture import busy_capture, device_of, rank_params
+from traces.processes.requests import busy_capture, device_of, rank_params
 from traces.refusals import BadTrace, CaptureUnavailable
 
 #: Seconds between the request and a job's common start: libkineto polls every 5 s, and each

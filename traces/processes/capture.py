@@ -1,8 +1,8 @@
-"""A capture of a real PyTorch process, asked for from a page or the API and run by its
-host's agent: the agent's Kineto daemon (fleet/agent/kineto.py) hands the process its
-configuration at its next poll, the process writes its trace into the agent's own folder,
-and the file is stored like any capture and analysed on the traces queue (a rank of a job:
-analysed with its job, traces/jobs/process_jobs.py).
+"""Capturing a real PyTorch process on its host's agent (the task is sent to the agent's
+queue by traces.processes.requests): the agent's Kineto daemon (fleet/agent/kineto.py) hands
+the process its configuration at its next poll, the process writes its trace into the
+agent's own folder, and the file is stored like any capture and analysed on the traces queue
+(a rank of a job: analysed with its job, traces.processes.jobs).
 
 Progress goes to the trace's pages in words as for emulated captures: waiting for the
 process's next poll (libkineto polls every 5 s), tracing, writing, storing; then the
@@ -21,18 +21,16 @@ from datetime import UTC, datetime
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, connections, transaction
+from django.db import connections
 from django.utils import timezone
 
 from fleet.agent.kineto import CaptureRequest, KinetoError
-from fleet.agent.queues import capture_process, capture_unavailable_reason, fresh_processes
-from fleet.models import Device, HostProcess
-from traces import events, queueing
-from traces.choices import TraceSource, TraceStatus
+from traces import events
+from traces.choices import TraceStatus
 from traces.models import Trace
-from traces.refusals import BadTrace, CaptureUnavailable, DeviceBusy
+from traces.processes import jobs as process_jobs
 from traces.store.files import TraceFiles, store_errors
-from traces.writers import _enqueue_analysis, _enqueue_to, _tell_pages, fail, make_room, move
+from traces.writers import _enqueue_analysis, _tell_pages, fail, move
 
 log = logging.getLogger(__name__)
 
@@ -40,73 +38,6 @@ log = logging.getLogger(__name__)
 POLL_WAIT_S = 15.0
 WRITE_WAIT_S = 30.0
 _COMPLETE_EVENT = re.compile(rb'"ph"\s*:\s*"X"')
-
-
-# -- asking (the web's side) -----------------------------------------------------------------
-def request_process_capture(host, user, duration: float, iterations: int | None = None, *, pid=None,
-                            device: Device | None = None) -> Trace:
-    """Write the trace row (queued) for a capture of one process of ``host`` and queue it to
-    the host's agent when the row commits. ``pid`` (from the host's page) names the process
-    among those polling its agent; without it, the process the device's page offers
-    (fleet.agent.queues.capture_process). Refusals say why, and change nothing."""
-    if reason := capture_unavailable_reason(host, device, any_process=pid is not None):
-        raise CaptureUnavailable(reason)
-    process = _chosen(host, pid) if pid is not None else capture_process(host, device)
-    device = device or device_of(process)
-    if busy := busy_capture(host.name, process.pid):
-        raise DeviceBusy(f"process {process.pid} on {host.name} is already being captured (trace {busy.pk}, "
-                         f"{busy.status}); wait for it to finish")
-    make_room(0)
-    params = {"duration_s": duration, "pid": process.pid, "command": process.command[:200],
-              **({"iterations": iterations} if iterations else {}), **rank_params(process)}
-    where = device.serial if device else host.name
-    try:
-        with transaction.atomic():
-            trace = Trace.objects.create(
-                name=f"{where} pid {process.pid} {timezone.now():%Y-%m-%d %H:%M:%S}", source=TraceSource.CAPTURE,
-                created_by=user, device=device, host_name=host.name, device_type=device.device_type if device else "cpu",
-                workload="pytorch", params=params,
-            )
-    except IntegrityError:
-        busy = Trace.objects.busy_captures().filter(device=device).first()
-        which = f" (trace {busy.pk}, {busy.status})" if busy else ""
-        raise DeviceBusy(f"device {device.serial} is already capturing a trace{which}; wait for it to finish") from None
-    queue = host.agent_queue
-    transaction.on_commit(lambda: _enqueue_to(queue, queueing.PROCESS_CAPTURE_TASK, trace.pk))
-    return trace
-
-
-def parse_pid(raw) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
-        raise BadTrace(f"pid must be a process id (a whole number), not {raw!r}")
-    return int(raw)
-
-
-def _chosen(host, pid: int) -> HostProcess:
-    process = fresh_processes(host).filter(pid=pid).first()
-    if process is None:
-        raise BadTrace(f"no PyTorch process {pid} polls {host.name}'s agent now: choose one of the host's processes")
-    if process.role == "launcher":
-        ranks = ", ".join(str(p.pid) for p in fresh_processes(host) if p.parent == pid) or "none polling"
-        raise BadTrace(f"process {pid} is a job's launcher: it runs no PyTorch work of its own; capture one of its "
-                       f"ranks (pids {ranks})")
-    return process
-
-
-def device_of(process: HostProcess) -> Device | None:
-    """The device a process runs on (the first GPU it created a context on); None: CPU only."""
-    if not process.gpus:
-        return None
-    return Device.objects.filter(host_id=process.host_id, index=process.gpus[0], absent_since__isnull=True).first()
-
-
-def rank_params(process: HostProcess) -> dict:
-    return {"rank": process.rank, "world_size": process.world_size} if process.rank is not None else {}
-
-
-def busy_capture(host_name: str, pid: int) -> Trace | None:
-    """The capture of process ``pid`` on the host still queued or running, if any."""
-    return Trace.objects.busy_captures().filter(host_name=host_name, params__pid=pid).first()
 
 
 # -- capturing (the agent's side) ------------------------------------------------------------
@@ -132,8 +63,9 @@ def start_capture(trace_id: int) -> threading.Thread:
 def run_process_capture(trace_id: int) -> None:
     """Capture the process the trace names (params: pid, duration_s or iterations; a job's
     rank: start_time_ms or iteration_roundup), store it, and queue its analysis."""
-    from fleet.agent.run import kineto_daemon
-    from traces.jobs import process_jobs
+    from fleet.agent.run import (
+        kineto_daemon,  # the agent's own (its module starts nothing on import)
+    )
 
     if not move(trace_id, [TraceStatus.QUEUED], TraceStatus.CAPTURING, capture_started_at=timezone.now()):
         return
@@ -253,8 +185,6 @@ class _Ticker:
         self._thread.join(2)
 
     def _run(self) -> None:
-        from traces.jobs.process_jobs import rank_progress
-
         params, traced_since = self.trace.params, None
         duration = params["duration_s"] if not params.get("iterations") else None
         while not self._stop.wait(0.5):
@@ -270,4 +200,4 @@ class _Ticker:
             words = stage_words(stage, params, now)
             _tell_pages(events.trace_progress, self.trace.pk, TraceStatus.CAPTURING, fraction, 0, words)
             if params.get("job"):
-                rank_progress(self.trace, fraction, words)
+                process_jobs.rank_progress(self.trace, fraction, words)

@@ -18,9 +18,11 @@ from fleet.agent.registration import register_host
 from fleet.models import Device, HostProcess
 from tests.fleet.agent.conftest import agent_settings  # noqa: F401 - the fixture, here too
 from tests.support.pytorch_jobs import served_daemon, training_process, wait_until
-from traces import process_capture, tasks, writers
+from traces import tasks, writers
 from traces.choices import TraceStatus
 from traces.models import Trace
+from traces.processes import capture as process_capture
+from traces.processes.requests import request_device_capture
 from traces.store import results
 from traces.store.files import TraceFiles
 
@@ -56,7 +58,7 @@ def test_a_real_process_is_listed_captured_stored_and_analysed(kineto, training,
     (host,) = [h for h in client.get("/api/hosts/").json()["results"] if h["name"] == "node-a"]
     assert [(p["pid"], p["role"], p["rank"], p["run_id"]) for p in host["processes"]] == [(training.pid, "rank", 0, "run-9")]
 
-    trace = writers.request_capture(device, operator, 2)
+    trace = request_device_capture(device, operator, 2)
     assert trace.params["pid"] == training.pid and trace.status == TraceStatus.QUEUED
     process_capture.run_process_capture(trace.pk)
     trace.refresh_from_db()
@@ -76,7 +78,7 @@ def test_a_real_process_is_listed_captured_stored_and_analysed(kineto, training,
 def test_a_process_that_exits_mid_capture_fails_the_trace_in_words(kineto, training, operator, trace_storage):
     agent_run.report_kineto_processes("node-a")
     device = Device.objects.filter(host__name="node-a").first()
-    trace = writers.request_capture(device, operator, 30)
+    trace = request_device_capture(device, operator, 30)
     threading.Timer(7.0, training.kill).start()  # after its next poll took the capture
     process_capture.run_process_capture(trace.pk)
     trace = Trace.objects.get(pk=trace.pk)
@@ -87,13 +89,13 @@ def test_a_process_that_exits_mid_capture_fails_the_trace_in_words(kineto, train
 def test_no_process_on_the_host_refuses_the_capture_in_words(kineto, operator, trace_storage):
     device = Device.objects.filter(host__name="node-a").first()
     with pytest.raises(writers.CaptureUnavailable, match="no PyTorch process on device .* polls its agent"):
-        writers.request_capture(device, operator, 2)
+        request_device_capture(device, operator, 2)
 
 
 def test_a_capture_by_iterations_takes_whole_optimizer_steps(kineto, training, operator, trace_storage):
     agent_run.report_kineto_processes("node-a")
     device = Device.objects.filter(host__name="node-a").first()
-    trace = writers.request_capture(device, operator, None, iterations="4")
+    trace = request_device_capture(device, operator, None, iterations="4")
     assert trace.params["iterations"] == 4
     process_capture.run_process_capture(trace.pk)
     trace.refresh_from_db()
@@ -107,13 +109,13 @@ def test_a_capture_by_iterations_takes_whole_optimizer_steps(kineto, training, o
 def test_iterations_out_of_bounds_are_refused_in_words(kineto, operator, trace_storage, bad):
     device = Device.objects.filter(host__name="node-a").first()
     with pytest.raises(writers.BadTrace, match="iterations must be a whole number from 1 to 1000"):
-        writers.request_capture(device, operator, None, iterations=bad)
+        request_device_capture(device, operator, None, iterations=bad)
     assert not Trace.objects.exists()
 
 
 def test_iterations_are_refused_on_an_emulated_device(seeded_fleet, operator, trace_storage):
     with pytest.raises(writers.BadTrace, match="a capture by iterations is of a real PyTorch process"):
-        writers.request_capture(seeded_fleet[0], operator, None, iterations=3)
+        request_device_capture(seeded_fleet[0], operator, None, iterations=3)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -122,7 +124,7 @@ def test_the_agents_worker_is_free_while_a_process_is_captured(kineto, training,
     of its own, so the task returns at once and the device polls queued behind it still run."""
     agent_run.report_kineto_processes("node-a")
     device = Device.objects.filter(host__name="node-a").first()
-    trace = writers.request_capture(device, operator, 2)
+    trace = request_device_capture(device, operator, 2)
     began = time.monotonic()
     tasks.capture_process.run(trace.pk)
     assert time.monotonic() - began < 1.0
