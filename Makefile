@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: eventscan fuzz-scanner run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps slurm-deps spec-docs clean
+.PHONY: eventscan fuzz-scanner run database agent test test-fast soak test-machines lint bench bench-fleet bench-atrace bench-atrace-huge bench-trace-views proto bench-chakra bench-tsdb browser-deps prometheus-deps tsdb-deps slurm-deps alert-deps spec-docs clean
 
 # One command, no shell syntax: make runs the runner as its own child, and the runner stops the
 # stack when make gets SIGINT/SIGHUP/SIGTERM (make itself passes on only SIGTERM; dashboard/stack.py).
@@ -26,7 +26,7 @@ agent: $(VENV)/.runtime
 # or drive Chromium (tests/support/tiers.py says which is which); property tests try every
 # example they ask for (Hypothesis profile `ci`).
 test: export HYPOTHESIS_PROFILE ?= ci
-test: $(VENV)/.dev browser-deps prometheus-deps tsdb-deps slurm-deps
+test: $(VENV)/.dev browser-deps prometheus-deps tsdb-deps slurm-deps alert-deps
 	$(BIN)/python -m dashboard.stack test --tiers=unit+slow,stack --durations=25 $(PYTEST_ARGS)
 
 # The unit tier only (no child processes, no browser), in parallel: the loop while working.
@@ -127,6 +127,11 @@ prometheus-deps:
 slurm-deps:
 	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null || \
 	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q slurm-wlm munge)
+
+# Debian's Alertmanager, for the tests that deliver the fleet's alerts through it to a webhook.
+alert-deps:
+	@command -v prometheus-alertmanager >/dev/null || \
+	  ($(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q prometheus-alertmanager)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -28,6 +28,11 @@ def declare_beat_schedule(sender, **kwargs):
             "schedule": interval,
             "options": {"expires": interval * 0.9},
         },
+        "send-alerts": {
+            "task": "fleet.tasks.send_alerts",
+            "schedule": interval,
+            "options": {"expires": interval * 0.9},
+        },
         "flush-samples": {
             "task": "fleet.tasks.flush_samples",
             "schedule": 10.0,

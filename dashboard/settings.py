@@ -237,13 +237,11 @@ OTLP_METRICS_ENDPOINT = env_str("OTLP_METRICS_ENDPOINT", "")  # samples out as O
 EMULATOR_REBOOT_S = env_float("EMULATOR_REBOOT_S", 60.0, minimum=0.1)
 
 # --- Health and remediation (fleet/health/detection.py holds the rules' thresholds). ---
-# Record what automation would do without doing it.
-REMEDIATION_DRY_RUN = env_bool("REMEDIATION_DRY_RUN", False)
+REMEDIATION_DRY_RUN = env_bool("REMEDIATION_DRY_RUN", False)  # record what automation would do, do nothing
 # The brake: devices automation may have in remediation at once, fleet-wide and per host.
 REMEDIATION_MAX_ACTIVE = env_int("REMEDIATION_MAX_ACTIVE", 3)
 REMEDIATION_MAX_PER_HOST = env_int("REMEDIATION_MAX_PER_HOST", 1)
-# Automation pauses itself when this many devices are critical at once.
-REMEDIATION_PAUSE_CRITICAL = env_int("REMEDIATION_PAUSE_CRITICAL", 8, minimum=1)
+REMEDIATION_PAUSE_CRITICAL = env_int("REMEDIATION_PAUSE_CRITICAL", 8, minimum=1)  # critical at once: pause
 # A device rebooted this many times within the window goes to repair instead.
 REMEDIATION_MAX_REBOOTS = env_int("REMEDIATION_MAX_REBOOTS", 2, minimum=1)
 REMEDIATION_REBOOT_WINDOW_S = env_float("REMEDIATION_REBOOT_WINDOW_S", 3600.0, minimum=1.0)
@@ -274,6 +272,7 @@ if SCHEDULER not in ("", "slurm"):
     raise ImproperlyConfigured(f"SCHEDULER={SCHEDULER!r} is neither empty nor slurm (Kubernetes: docs/schedulers.md)")
 SLURM_CONF = env_str("SLURM_CONF", "")
 SCHEDULER_REQUEUE = env_bool("SCHEDULER_REQUEUE", False)  # requeue a job on a GPU being rebooted
+ALERTMANAGER_URL = env_str("ALERTMANAGER_URL", "")  # where alerts go (fleet/alerts); empty: none sent
 # The ladder's rungs on a host with an agent: the commands that restart the device's
 # application and reboot the machine (run by the agent as an argument list, no shell, in an
 # environment of PATH, LANG, ASICMON_RUNG, ASICMON_DEVICE_SERIAL, ASICMON_HOST and

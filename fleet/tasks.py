@@ -43,6 +43,14 @@ def sync_scheduler() -> list[str]:
 
 
 @shared_task(ignore_result=True)
+def send_alerts() -> dict:
+    """What of the fleet needs a person, to Alertmanager (ALERTMANAGER_URL; fleet/alerts)."""
+    from fleet.alerts import rules
+
+    return rules.send()
+
+
+@shared_task(ignore_result=True)
 def flush_samples() -> dict:
     """Send the samples waiting in the spool for the time-series store (polls send them too)."""
     result = poller.flush_samples()
