@@ -12,9 +12,13 @@ the process name, by driver version):
 
 Each may come as a ``/dev/kmsg`` record (``6,1234,5678901234,-;message``: the time is in
 microseconds since boot), a ``dmesg`` line (``[ 1234.567890] message``), a syslog or
-journal line (``2026-11-27T02:00:00+00:00 host kernel: message``). Lines of other drivers
-are passed over; a line that names an Xid but cannot be read is *malformed*: counted, the
-first ones logged, never raised.
+journal line (``2026-11-27T02:00:00+00:00 host kernel: message``, or the older
+``Nov 27 02:00:00 host kernel: message``). Only the kernel's own lines count: a syslog line
+whose tag is not ``kernel`` (any local user can log ``alice: NVRM: Xid (…): 79``) and a
+``/dev/kmsg`` record of another facility than the kernel's (written from user space) are
+counted as *not the kernel's* and passed over. Lines of other drivers are passed over; a
+line that names an Xid but cannot be read is *malformed*: counted, the first ones logged,
+never raised.
 
 `KernelLogReader.feed` is the hot path (a flood is hundreds of thousands of lines a
 second): a line's message is parsed once and remembered, repeats only add to a count.
@@ -105,6 +109,15 @@ def _parse_amd(message: str) -> Parsed | None:
     return None
 
 
+def _kernel_message(rest: str) -> str | None:
+    """``host kernel: message`` -> the message; None for another program's tag."""
+    _host, _, tagged = rest.partition(" ")
+    tag, sep, message = tagged.partition(": ")
+    if not sep or tag.split("[", 1)[0] != "kernel":
+        return None
+    return message.rstrip("\n")
+
+
 def _without_pid(message: str) -> str:
     """The message without its ``pid=…, name=…, `` part: lines of a flood that differ only
     there are parsed once."""
@@ -137,6 +150,7 @@ class KernelLogReader:
         self.lines = 0  # lines read
         self.matched = 0  # lines that were driver errors
         self.malformed = 0  # lines that named an Xid but could not be read
+        self.not_kernel = 0  # lines another program than the kernel wrote (syslog tag, kmsg facility)
         self._parsed: dict[str, Parsed | None] = {}
         self._open: dict[tuple[str, int], ErrorEvent] = {}
         self._iso: tuple[str, float] = ("", 0.0)
@@ -147,6 +161,9 @@ class KernelLogReader:
         for line in lines:
             self.lines += 1
             message, when = self._split(line, now)
+            if message is None:
+                self.not_kernel += 1
+                continue
             key = _without_pid(message)
             parsed = parsed_cache.get(key, False)
             if parsed is False:
@@ -173,11 +190,14 @@ class KernelLogReader:
         return events
 
     # -- internals ---------------------------------------------------------------------------
-    def _split(self, line: str, now: float) -> tuple[str, float]:
-        """(message, epoch seconds) of a line in any of the forms the module names."""
+    def _split(self, line: str, now: float) -> tuple[str | None, float]:
+        """(message, epoch seconds) of a line in any of the forms the module names; the
+        message is None where the line is not the kernel's."""
         semi = line.find(";")
         if 0 < semi < 40 and line[0].isdigit() and line.count(",", 0, semi) >= 2:
             header = line[:semi].split(",")
+            if not header[0].isdigit() or int(header[0]) >> 3 != 0:  # facility 0 is the kernel's
+                return None, now
             message = line[semi + 1:].rstrip("\n")
             if self.boot_time is not None:
                 try:
@@ -189,7 +209,10 @@ class KernelLogReader:
             close = line.find("] ")
             return (line[close + 2:].rstrip("\n") if close > 0 else line.rstrip("\n")), now
         if len(line) > 19 and line[4] == "-" and line[10] == "T":
-            return line.rstrip("\n"), self._iso_time(line, now)
+            stamp, _, rest = line.partition(" ")
+            return _kernel_message(rest), self._iso_time(line, now)
+        if len(line) > 16 and line[3] == " " and line[6] == " " and line[9] == ":" and line[:3].isalpha():
+            return _kernel_message(line[16:]), now  # "Nov 27 02:00:00 host kernel: message"
         return line.rstrip("\n"), now
 
     def _iso_time(self, line: str, now: float) -> float:

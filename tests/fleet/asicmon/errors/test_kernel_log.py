@@ -62,3 +62,18 @@ def test_a_flood_becomes_one_event_per_bucket_with_its_count_and_times():
     events = reader.take()
     assert [(e.count, e.first_seen, e.last_seen) for e in events] == [(50_010, 960.0, 990.0), (1, 1070.0, 1070.0)]
     assert reader.take() == []
+
+
+@pytest.mark.parametrize("forged", [
+    "2026-11-27T02:00:00.000000+00:00 gpu-07 alice: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.",
+    "Nov 27 02:00:00 gpu-07 alice[4242]: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.",
+    "Nov 27 02:00:00 gpu-07 logger: kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.",
+    "12,1202,5512034999,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",  # kmsg, facility user
+])
+def test_a_line_another_program_wrote_is_not_taken_for_the_kernels(forged):
+    """Any local user can log `alice: NVRM: Xid …: 79` to syslog, or write to /dev/kmsg as a
+    user-space facility: such a line would have taken a healthy GPU through the repair ladder."""
+    reader = KernelLogReader()
+    reader.feed([forged, REAL_LINES[2]])
+    assert [(e.code, e.address) for e in reader.take()] == [("79", "0000:2b:00")]  # the kernel's own only
+    assert (reader.not_kernel, reader.matched, reader.malformed) == (1, 1, 0)
