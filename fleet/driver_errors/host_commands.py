@@ -27,11 +27,15 @@ SETTING = {"restart_application": "AGENT_RESTART_APP_COMMAND", "reboot_host": "A
 KEPT_ENV = ("PATH", "LANG")
 HIDDEN = "***"
 
-_SECRET_NAME = r"[\w.-]*(?:token|passw(?:or)?d|passwd|pwd|secret|api[_-]?key|key|credential|auth)[\w.-]*"
+_SECRET_NAME = r"[\w.-]*(?:token|pass(?:w(?:or)?d|phrase)?|pwd|secret|api[_-]?key|key|credential|auth)[\w.-]*"
 _FLAG_WITH_VALUE = re.compile(rf"^(--?{_SECRET_NAME}=)(.+)$", re.IGNORECASE)  # --token=abc
 _FLAG = re.compile(rf"^--?{_SECRET_NAME}$", re.IGNORECASE)  # --token abc
 _ASSIGNMENT = re.compile(rf"^({_SECRET_NAME}=)(.+)$", re.IGNORECASE)  # API_TOKEN=abc (env-style)
-_AUTH_HEADER = re.compile(r"^((?:proxy-)?authorization:\s*)(.+)$", re.IGNORECASE)
+_AUTH_HEADER = re.compile(rf"^((?:proxy-)?authorization:\s*|{_SECRET_NAME}:\s*)(.+)$", re.IGNORECASE)  # X-Auth-Token: abc
+#: Short flags whose next argument is a password, by tool (ssh's -p is a port: not listed).
+_TOOL_SECRET_FLAGS = {"ipmitool": {"-P"}, "sshpass": {"-p"}, "mysql": {"-p"}}
+#: Flags whose next argument is user:password.
+_USER_PASSWORD_FLAGS = {"-u", "--user", "--proxy-user"}
 _URL_CREDENTIALS = re.compile(r"(\w[\w+.-]*://)[^/@\s]+@")
 _QUERY_SECRET = re.compile(rf"([?&]{_SECRET_NAME}=)[^&\s]+", re.IGNORECASE)
 
@@ -59,14 +63,21 @@ def masked(command: str | Sequence[str]) -> str:
     except ValueError:  # unbalanced quotes: mask what can be found in the raw text
         return _URL_CREDENTIALS.sub(rf"\1{HIDDEN}@", str(command))
     out: list[str] = []
-    hide_next = False
+    hide_next = user_next = False
+    secret_flags: set[str] = set()
     for part in parts:
-        if hide_next:
-            out.append(HIDDEN)
-            hide_next = False
+        if hide_next or user_next:
+            user, sep, _password = part.partition(":")
+            out.append(f"{user}:{HIDDEN}" if user_next and sep else HIDDEN if hide_next else part)
+            hide_next = user_next = False
             continue
-        if _FLAG.match(part):
+        secret_flags = _TOOL_SECRET_FLAGS.get(part.rsplit("/", 1)[-1], secret_flags)
+        if _FLAG.match(part) or part in secret_flags:
             hide_next = True
+            out.append(part)
+            continue
+        if part in _USER_PASSWORD_FLAGS:
+            user_next = True
             out.append(part)
             continue
         part = _FLAG_WITH_VALUE.sub(rf"\1{HIDDEN}", part)

@@ -21,6 +21,15 @@ from fleet.driver_errors.host_commands import argv, masked, masked_text, rung_en
     ("env API_TOKEN=abc123 requeue", "env 'API_TOKEN=***' requeue"),
     ("sudo systemctl reboot", "sudo systemctl reboot"),  # nothing secret: as it is
     (["requeue", "--token", "abc123"], "requeue --token '***'"),  # a list as given
+    # Found here: the secret-bearing flags and headers of the tools a rung command calls.
+    ("ipmitool -I lanplus -H bmc-7 -U admin -P hunter2 chassis power cycle",
+     "ipmitool -I lanplus -H bmc-7 -U admin -P '***' chassis power cycle"),
+    ("curl -u ops:hunter2 https://sched/requeue", "curl -u 'ops:***' https://sched/requeue"),
+    ("curl --user ops:hunter2 https://sched/requeue", "curl --user 'ops:***' https://sched/requeue"),
+    ("sshpass -p hunter2 ssh root@node-7 reboot", "sshpass -p '***' ssh root@node-7 reboot"),
+    ("curl -H 'X-Auth-Token: abc123' https://bmc/redfish", "curl -H 'X-Auth-Token: ***' https://bmc/redfish"),
+    ("redfishtool --pass abc123 Systems reset", "redfishtool --pass '***' Systems reset"),
+    ("ssh -p 2222 root@node-7 reboot", "ssh -p 2222 root@node-7 reboot"),  # ssh's -p is a port
 ])
 def test_the_stored_command_line_has_its_secrets_masked(command, stored):
     assert masked(command) == stored
