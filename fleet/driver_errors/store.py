@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 __all__ = ["prune", "record_events"]
 
 PRUNE_BATCH = 5_000  # rows deleted per statement: a long backlog never holds one long lock
+#: The kernel log and NVML report one Xid within this many seconds of each other: one fault.
+SAME_FAULT_S = 30.0
 
 
 def _when(epoch: float) -> datetime:
@@ -48,6 +50,8 @@ def _record(host: str, serial: str, device_id: int | None, event: ErrorEvent, bu
     match = DriverError.objects.filter(host=host, serial=serial, fingerprint=key, bucket=bucket)
     if match.update(count=F("count") + event.count, last_seen=Greatest(F("last_seen"), _when(event.last_seen))):
         return None
+    if serial and _seen_by_another_source(host, serial, event):
+        return None
     try:
         with transaction.atomic():
             return DriverError.objects.create(
@@ -61,6 +65,22 @@ def _record(host: str, serial: str, device_id: int | None, event: ErrorEvent, bu
     except IntegrityError:  # another worker stored the same event meanwhile: add to it
         match.update(count=F("count") + event.count, last_seen=Greatest(F("last_seen"), _when(event.last_seen)))
         return None
+
+
+def _seen_by_another_source(host: str, serial: str, event: ErrorEvent) -> bool:
+    """Whether the same fault is stored already as another source read it (an Xid from the
+    kernel log and from NVML's events): that row says both sources, and no second row (nor a
+    second trigger of the ladder) is made."""
+    near = (_when(event.first_seen - SAME_FAULT_S), _when(event.first_seen + SAME_FAULT_S))
+    other = (DriverError.objects.filter(host=host, serial=serial, vendor=event.vendor, code=event.code[:32],
+                                        first_seen__range=near).exclude(source__contains=event.source)
+             .order_by("first_seen").first())
+    if other is None or not event.source:
+        return False
+    sources = "+".join(sorted({*other.source.split("+"), event.source}))[:16]
+    DriverError.objects.filter(pk=other.pk).update(source=sources,
+                                                   last_seen=Greatest(F("last_seen"), _when(event.last_seen)))
+    return True
 
 
 def prune(now: datetime | None = None) -> int:

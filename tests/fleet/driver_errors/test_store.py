@@ -71,3 +71,24 @@ def test_errors_are_kept_for_the_retention_days_then_pruned_by_the_periodic_task
     app.finalize()
     schedule = app.conf.beat_schedule["prune-driver-errors"]
     assert schedule["task"] == tasks.prune_driver_errors.name and schedule["schedule"] <= 86400
+
+
+def test_one_xid_read_from_the_kernel_log_and_from_nvml_is_one_row(seeded_fleet):
+    """Found here: the agent reads an Xid from /dev/kmsg and from NVML's event set; each
+    stored a row of its own (two rows, two triggers of the ladder for one fault)."""
+    from fleet.asicmon.errors.catalogue import classify
+    from fleet.asicmon.errors.events import ErrorEvent
+    from fleet.driver_errors.store import record_events
+
+    device = seeded_fleet[0]
+    now = time.time()
+    kmsg = classify(ErrorEvent("nvidia", "79", "GPU has fallen off the bus.", now, source="kmsg", address="0000:3b:00",
+                               raw="NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."))
+    nvml = classify(ErrorEvent("nvidia", "79", "NVML critical XID event", now + 0.4, source="nvml"))
+    later = classify(ErrorEvent("nvidia", "79", "NVML critical XID event", now + 600, source="nvml"))
+    ids = {device.serial: device.id}
+    assert len(record_events(device.host.name, {device.serial: [kmsg]}, ids)) == 1
+    assert record_events(device.host.name, {device.serial: [nvml]}, ids) == []  # the same fault
+    (row,) = DriverError.objects.filter(serial=device.serial, code="79")
+    assert (row.source, row.count, row.raw.startswith("NVRM: Xid")) == ("kmsg+nvml", 1, True)
+    assert len(record_events(device.host.name, {device.serial: [later]}, ids)) == 1  # another one, ten minutes on
