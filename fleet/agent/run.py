@@ -75,10 +75,12 @@ def start_kernel_log(host) -> KernelLogPump | None:
         return None
     state = error_state()
     resume = state.log_position(path)
+    from_start = state.read_from_start(path)  # a reboot since: its boot-time lines too
     pump = KernelLogPump(path, host.router, bucket_s=settings.DRIVER_ERROR_BUCKET_S, duty=settings.AGENT_KERNEL_LOG_DUTY,
-                         resume=resume)
+                         resume=resume, from_start=from_start)
     pump.start()
-    log.info("following %s for driver errors%s", path, "" if resume is None else f", resumed after position {resume}")
+    where = f", resumed after position {resume}" if resume is not None else ", from its start (a reboot since)" if from_start else ""
+    log.info("following %s for driver errors%s", path, where)
     return pump
 
 

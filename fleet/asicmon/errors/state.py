@@ -66,6 +66,10 @@ class SourceState:
         self.logs: dict[str, dict] = data.get("logs", {})
         # RAS counts and kmsg sequence numbers are this boot's: another boot's mean nothing
         self.ras: dict[str, dict[str, int]] = data.get("ras", {}) if same_boot else {}
+        # The kernel logs read in a boot before this one: read from their start now, for the
+        # driver's lines logged while the machine booted (did the reboot cure the device?).
+        self._rebooted_logs = set() if same_boot or not data.get("boot_id") else {
+            p for p, entry in self.logs.items() if entry.get("kmsg")}
         if not same_boot:
             self.logs = {p: entry for p, entry in self.logs.items() if not entry.get("kmsg")}
 
@@ -87,6 +91,11 @@ class SourceState:
         if not entry.get("kmsg") and entry.get("inode") != _inode(path):
             return None  # another file now (rotated while we were down): read it afresh
         return int(entry["position"])
+
+    def read_from_start(self, path: str) -> bool:
+        """Whether the kernel log ``path`` is to be read from its start: it was read in an
+        earlier boot (the machine rebooted since), so its boot-time lines are new."""
+        return path in self._rebooted_logs
 
     def note_log(self, path: str, position: int | None, *, kmsg: bool) -> None:
         if position is not None:

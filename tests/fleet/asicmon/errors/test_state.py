@@ -108,3 +108,20 @@ def test_a_kmsg_copy_is_read_record_by_record_whatever_the_read_size(tmp_path):
     lines = source.read(max_lines=1000)
     assert [int(line.split(",")[1]) for line in lines] == list(range(400))
     assert source.position == 399 and source.lost == 0 and all("SUBSYSTEM" not in line for line in lines)
+
+
+def test_after_a_reboot_the_kernel_log_is_read_from_its_start(tmp_path):
+    """Found here: after a reboot the agent read /dev/kmsg from its end, so the Xids the
+    driver logged while the machine booted (they say whether the reboot cured the device) were
+    never read. A reboot the agent knows of (its state is of another boot) reads it from the
+    start; a first start ever, or a restart in the same boot, does not."""
+    kmsg, saved = tmp_path / "kmsg", tmp_path / "error-sources.json"
+    kmsg.write_text(_records(0, 9))
+    _run(kmsg, SourceState(saved, boot_id=BOOT), until_position=9, from_start=True)
+    kmsg.write_text(_records(0, 3))  # the new boot's ring buffer: Xids logged while booting
+    rebooted = SourceState(saved, boot_id="the-next-boot")
+    assert rebooted.read_from_start(str(kmsg))
+    _pump, routed = _run(kmsg, rebooted, until_position=3, from_start=rebooted.read_from_start(str(kmsg)))
+    assert routed == 4
+    assert not SourceState(saved, boot_id="the-next-boot").read_from_start(str(kmsg))  # same boot again
+    assert not SourceState(tmp_path / "none.json", boot_id=BOOT).read_from_start(str(kmsg))  # first start
