@@ -212,12 +212,26 @@ def claim(device: Device, step: Step, worst: DriverError, rows: list[DriverError
         if held:
             log.info("%s not repaired now: %s", device.serial, held)
             return None
+        if settings.REMEDIATION_DRY_RUN:  # what it would do, recorded; the device untouched
+            _dry_run(device, step, worst, reason, rows)
+            return None
         action = _take(device, step, worst.cause or "unknown", reason, DeviceState.IN_SERVICE)
         if action is None:
             return None
         DriverError.objects.filter(id__in=[r.id for r in rows]).update(handled_by=action, outcome=step.rung)
     log.warning("%s: %s (%s)", device.serial, step.rung, reason)
     return action
+
+
+def _dry_run(device: Device, step: Step, worst: DriverError, reason: str, rows: list[DriverError]) -> None:
+    now = timezone.now()
+    action = Action.objects.create(
+        device=device, kind=KIND_OF[step.rung], rung=step.rung, cause=worst.cause or "unknown", serial=device.serial,
+        rule=RULE, reason=reason[:500], status=ActionStatus.DRY_RUN, outcome=f"dry run: would {step.rung.replace('_', ' ')}",
+        finished_at=now,
+    )
+    DriverError.objects.filter(id__in=[r.id for r in rows]).update(handled_by=action, outcome=f"dry run: {step.rung}")
+    log.warning("%s: would %s (REMEDIATION_DRY_RUN) (%s)", device.serial, step.rung, reason)
 
 
 def taken_by(device: Device, rung: str) -> list[Device]:
@@ -273,8 +287,10 @@ def climb(action: Action, why: str, *, skipped: bool = False) -> Action | None:
     start = LADDER[min(LADDER.index(action.rung) + 1, len(LADDER) - 1)] if action.rung in LADDER else Rung.INSPECT_HARDWARE
     step = decide(device, action.cause, start, climbing=True)
     with transaction.atomic():
-        Automation.objects.select_for_update().get_or_create(id=1)
+        paused = Automation.objects.select_for_update().get_or_create(id=1)[0].paused
         held = _held_back(device, step.rung) if step.rung == Rung.REBOOT_HOST else None
+        if paused and step.rung not in ENDS:  # nothing runs while paused: the rung waits for the resume
+            held = "automation is paused"
         nxt = _take(device, step, action.cause, f"{why}; {step.reason}", DeviceState.UNDER_REPAIR)
         if nxt is None:
             return None
@@ -289,13 +305,13 @@ def climb(action: Action, why: str, *, skipped: bool = False) -> Action | None:
 def release_waiting(action: Action) -> bool:
     """Performs a pending host reboot the blast radius held back once it may go; True when
     it went (or was not held)."""
-    if action.rung != Rung.REBOOT_HOST:
-        return True
     device = Device.objects.select_related("host").get(id=action.device_id)
     with transaction.atomic():
-        Automation.objects.select_for_update().get_or_create(id=1)
-        if Automation.read().paused:
+        if Automation.objects.select_for_update().get_or_create(id=1)[0].paused:
+            Action.objects.filter(id=action.id).update(outcome="waiting: automation is paused")
             return False
+        if action.rung != Rung.REBOOT_HOST:
+            return True
         held = _held_back(device, action.rung)
         if held:
             Action.objects.filter(id=action.id).update(outcome=f"waiting: {held}"[:500])

@@ -154,7 +154,7 @@ def test_two_xids_on_one_host_of_sixteen_gpus_do_not_pause_automation(sixteen_gp
 @pytest.mark.slow  # reboots a whole emulated host poll by poll: seconds of CPU (make test runs it, make test-fast does not)
 def test_a_host_reboot_counts_every_device_of_its_host_against_the_blast_radius(gpu_ladder_fleet, settings):
     settings.LADDER_MAX_PER_WORKLOAD = 2
-    settings.REMEDIATION_DRY_RUN = True  # the health rules leave the held device alone
+    settings.REMEDIATION_MAX_ACTIVE = 0  # the health rules reboot nothing: they leave the held device alone
     by_host = {}
     for d in gpu_ladder_fleet:
         by_host.setdefault(d.host.name, []).append(d)
@@ -218,3 +218,37 @@ def test_a_climb_to_a_host_reboot_waits_while_the_blast_radius_holds_it(gpu_ladd
     Device.objects.filter(id=elsewhere.id).update(state=DeviceState.IN_SERVICE)
     gate.follow_up({device.id: {}})
     assert Action.objects.get(id=reboot.id).status == ActionStatus.ISSUED  # its turn came
+
+
+def test_a_climb_while_automation_is_paused_waits_for_the_resume(gpu_ladder_fleet):
+    """Found here: a failed check climbed to the next rung and ran it (a reboot command)
+    while automation was paused. Now the rung is recorded, waiting, and runs once resumed."""
+    from fleet.driver_errors import ladder
+    from fleet.health import remediation
+
+    gpu = gpu_ladder_fleet[0]
+    inject(gpu, "xid_94")  # restart the application first
+    assert poll_until(lambda: _state(gpu) == DeviceState.UNDER_REPAIR)
+    first = _actions(gpu)[0]
+    remediation.set_paused(True, reason="an operator, during a rollout")
+    nxt = ladder.climb(first, "its check failed")
+    nxt.refresh_from_db()
+    assert (nxt.rung, nxt.status, nxt.outcome, nxt.issued_at) == ("reset_device", ActionStatus.PENDING,
+                                                                  "waiting: automation is paused", None)
+    poll_until(lambda: False, polls=2)
+    nxt.refresh_from_db()
+    assert nxt.status == ActionStatus.PENDING and nxt.issued_at is None  # still not run
+    remediation.set_paused(False, reason="rollout done")
+    assert poll_until(lambda: Action.objects.get(id=nxt.id).status != ActionStatus.PENDING)
+
+
+def test_a_dry_run_records_the_rung_and_leaves_the_device_alone(gpu_ladder_fleet, settings):
+    """Found here: REMEDIATION_DRY_RUN was not read by the repair ladder, which acted."""
+    settings.REMEDIATION_DRY_RUN = True
+    gpu = gpu_ladder_fleet[0]
+    inject(gpu, "xid_79")
+    assert poll_until(lambda: _actions(gpu))
+    poll_until(lambda: False, polls=2)
+    (action,) = _actions(gpu)
+    assert (action.rung, action.status, action.outcome) == ("reboot_host", ActionStatus.DRY_RUN, "dry run: would reboot host")
+    assert _state(gpu) == DeviceState.IN_SERVICE
