@@ -96,9 +96,9 @@ def follow_up(polled: dict[int, dict]) -> None:
             if action.outcome.startswith("waiting:"):
                 if ladder.release_waiting(action):  # a host reboot the blast radius held back
                     perform_or_climb(action)
-            elif now - action.created_at > timedelta(seconds=max(10.0, 3 * settings.POLL_INTERVAL)):
-                if ladder.release_waiting(action):  # not while paused: it waits for the resume
-                    perform_or_climb(action)  # a worker lost between the claim and the call
+            elif (now - action.created_at > timedelta(seconds=max(10.0, 3 * settings.POLL_INTERVAL))
+                  and ladder.release_waiting(action)):  # not while paused: it waits for the resume
+                perform_or_climb(action)  # a worker lost between the claim and the call
             continue
         _follow(device, action, polled[device.id], now)
 
