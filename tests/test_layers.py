@@ -75,32 +75,50 @@ def _tree(path: Path) -> ast.Module:
     return syntax_tree(path)
 
 
-@functools.cache
 def _imports(module: str, path: Path, *, top_level_only: bool, type_checking: bool = True) -> frozenset[str]:
     """Modules of this project that ``module`` imports (``top_level_only``: at import time,
     leaving out function bodies and ``if TYPE_CHECKING:`` blocks; ``type_checking=False``
     leaves those blocks out in any case)."""
-    tree = _tree(path)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
+    found = {
+        name for name, in_function, in_type_checking in _import_statements(module, path)
+        if not (top_level_only and (in_function or in_type_checking)) and not (in_type_checking and not type_checking)
+    }
+    return frozenset(m for m in (_known(name) for name in found) if m and m != module)
 
-    def visit(node, nested):
+
+# The nodes an import statement can be found under: statements hold statements (bodies, else
+# branches), as do except clauses and match cases; an expression never holds one.
+_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+@functools.cache
+def _import_statements(module: str, path: Path) -> tuple[tuple[str, bool, bool], ...]:
+    """What each import statement of ``module`` names, with whether the statement is in a
+    function body and whether it is in an ``if TYPE_CHECKING:`` block (either branch): one
+    walk of the tree for every way `_imports` is asked."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+
+    def visit(node, in_function: bool, in_type_checking: bool):
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and top_level_only:
-                continue
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test) and (top_level_only or not type_checking):
+            if not isinstance(child, _HOLDERS):
                 continue
             if isinstance(child, ast.Import):
-                found.update(alias.name for alias in child.names)
+                found.extend((alias.name, in_function, in_type_checking) for alias in child.names)
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
                     base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + ([base] if base else []))
-                found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in child.names)
-            visit(child, nested)
+                found.extend((f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base, in_function,
+                              in_type_checking) for alias in child.names)
+            visit(
+                child,
+                in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)),
+                in_type_checking or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)),
+            )
 
-    visit(tree, False)
-    return frozenset(m for m in (_known(name) for name in found) if m and m != module)
+    visit(_tree(path), False, False)
+    return tuple(found)
 
 
 def _known(name: str) -> str | None:
