@@ -316,14 +316,17 @@ def stop_everything(supervisor: Supervisor, helpers: list[subprocess.Popen]) -> 
 # replayed from an old schema): out of the working loop, never out of CI. The unit tier
 # starts each worker on a run of consecutive tests (a module's fixtures are mostly made
 # once) and lets idle workers take over the rest ("worksteal"; per-file scheduling would run
-# schemathesis's generated API tests, which share one id, only once).
+# schemathesis's generated API tests, which share one id, only once). Three workers: each
+# imports and collects the whole suite first (about 5 s of CPU), and on two cores a fourth
+# cost more than it gained (unit tier, PostgreSQL: 76-83 s against 84-89 s, and 125 against
+# 145 CPU-s); TEST_WORKERS=n for another machine.
 # Every test under tests/browser/ is a browser test (tests/support/tiers.py), so the in-process
 # tiers do not collect that folder: each worker would import Selenium and the browser tests'
 # modules only to deselect them (most of a second of CPU per worker).
 IN_PROCESS = "not integration and not browser and not soak"
 NOT_BROWSER = "--ignore=tests/browser"
 TIERS = {
-    "unit": ["-m", f"{IN_PROCESS} and not slow", NOT_BROWSER, "-n", os.environ.get("TEST_WORKERS", "4"),
+    "unit": ["-m", f"{IN_PROCESS} and not slow", NOT_BROWSER, "-n", os.environ.get("TEST_WORKERS", "3"),
              "--dist", "worksteal"],
     "slow": ["-m", f"{IN_PROCESS} and slow", NOT_BROWSER, "-n", "2", "--dist", "worksteal"],
     "stack": ["-m", f"not ({IN_PROCESS})", "-n", "4", "--dist", "loadfile", "--no-loadscope-reorder"],
