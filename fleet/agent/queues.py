@@ -85,9 +85,14 @@ def capture_unavailable_reason(host: Host, device=None, *, any_process: bool = F
     return None
 
 
+def process_fresh_since() -> datetime:
+    """A process that last polled before this is not offered for capture (PROCESS_FRESH_S)."""
+    return datetime.now(tz=UTC) - timedelta(seconds=PROCESS_FRESH_S)
+
+
 def fresh_processes(host: Host):
     """The processes that polled the host's agent lately (the ones a capture may take)."""
-    return host.processes.filter(last_poll__gte=datetime.now(tz=UTC) - timedelta(seconds=PROCESS_FRESH_S))
+    return host.processes.filter(last_poll__gte=process_fresh_since())
 
 
 def capture_process(host: Host, device=None):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Count, Q
 
-from fleet.agent.queues import PROCESS_FRESH_S
+from fleet.agent.queues import process_fresh_since
 from fleet.asicmon import CATALOGUE
 from fleet.choices import Health
 from fleet.health import index as health_index
@@ -161,10 +161,9 @@ def table_page(query: TableQuery, healths: dict[int, str]) -> TablePage:
 def agent_hosts() -> list[Host]:
     """The machines polled by an agent, by name, with their device and process counts (a
     machine without an accelerator shows here only: the device table has no row of it)."""
-    fresh = datetime.now(tz=UTC) - timedelta(seconds=PROCESS_FRESH_S)
     return list(Host.objects.with_agent().annotate(
         device_count=Count("devices", distinct=True),
-        process_count=Count("processes", filter=Q(processes__last_poll__gte=fresh), distinct=True),
+        process_count=Count("processes", filter=Q(processes__last_poll__gte=process_fresh_since()), distinct=True),
     ).order_by("name"))
 
 

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from fleet.agent.queues import agent_is_alive, fresh_processes
+from fleet.agent.queues import agent_is_alive, process_fresh_since
 from fleet.models import HostProcess
 from traces import queueing, writers
 from traces.choices import JobStatus, RankStatus, TraceSource
@@ -43,11 +43,10 @@ MAX_RUN_ID = 128
 def run_processes(run_id: str) -> list[HostProcess]:
     """The ranks of run ``run_id`` polling a live agent now, one per rank (the latest seen)."""
     found: dict[int, HostProcess] = {}
-    query = HostProcess.objects.select_related("host").filter(role="rank").order_by("first_seen")
+    query = (HostProcess.objects.select_related("host").filter(role="rank", last_poll__gte=process_fresh_since())
+             .order_by("first_seen"))
     for process in query:
-        if process.run_id != run_id or process.rank is None or not agent_is_alive(process.host):
-            continue
-        if fresh_processes(process.host).filter(pk=process.pk).exists():
+        if process.run_id == run_id and process.rank is not None and agent_is_alive(process.host):
             found[process.rank] = process
     return [found[r] for r in sorted(found)]
 

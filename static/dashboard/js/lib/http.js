@@ -28,6 +28,11 @@ export async function fetchJSON(url, options = {}) {
   return { ok: response.ok, status: response.status, data };
 }
 
+// A POST of a JSON body: fetchJSON's answer.
+export function postJSON(url, body) {
+  return fetchJSON(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
 // The message of an error body from the API: {"detail": "..."} or {"field": ["..."]}.
 export function errorMessage(data) {
   if (!data) return "Something went wrong.";

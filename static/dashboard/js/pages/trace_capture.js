@@ -3,7 +3,7 @@
 // when it is ready. On a host's page: the process chosen in its table, and a Capture job
 // button per job with ranks there (the job's page follows its ranks).
 import { connect } from "../lib/live.js";
-import { errorMessage, fetchJSON } from "../lib/http.js";
+import { errorMessage, postJSON } from "../lib/http.js";
 import { statusLabel } from "../lib/trace_kit.js";
 
 const section = document.getElementById("device-traces");
@@ -26,11 +26,7 @@ if (form) {
     if (steps && steps.value) request.iterations = Number(steps.value);
     const chosen = form.querySelector('input[name="pid"]:checked'); // a host's page: the process
     if (chosen) request.pid = Number(chosen.value);
-    const { ok, data } = await fetchJSON(section.dataset.captureUrl, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(request),
-    });
+    const { ok, data } = await postJSON(section.dataset.captureUrl, request);
     if (!ok) {
       button.disabled = false;
       status.textContent = errorMessage(data);
@@ -73,11 +69,7 @@ for (const jobButton of document.querySelectorAll(".capture-job-button")) {
     const steps = document.getElementById("capture-iterations");
     const request = { run_id: jobButton.dataset.runId, duration_s: Number(document.getElementById("capture-duration").value) };
     if (steps && steps.value) request.iterations = Number(steps.value);
-    const { ok, data } = await fetchJSON(section.dataset.jobCaptureUrl, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(request),
-    });
+    const { ok, data } = await postJSON(section.dataset.jobCaptureUrl, request);
     if (!ok) {
       jobButton.disabled = false;
       status.textContent = errorMessage(data);
