@@ -89,9 +89,10 @@ class Slurm:
         """Drain the node (running jobs finish, no new one starts) with Asicmon's reason."""
         self._run("scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={asicmon_reason(reason)}")
 
-    def resume(self, name: str) -> bool:
-        """Resume the node if Asicmon drained it; False (nothing done) where someone else did."""
-        state = self.node(name)
+    def resume(self, name: str, state: NodeState | None = None) -> bool:
+        """Resume the node if Asicmon drained it; False (nothing done) where someone else did.
+        ``state``: the node's as just read (else read now)."""
+        state = state or self.node(name)
         if state is None or not state.drained_by_asicmon:
             return False
         self._run("scontrol", "update", f"NodeName={name}", "State=RESUME")

@@ -54,7 +54,7 @@ def sync_host(host: Host, slurm: Slurm) -> str:
     if out and not node.drained:
         slurm.drain(host.name, drain_reason(out))
         done = f"drained {host.name}: {drain_reason(out)}"
-    elif not out and slurm.resume(host.name):
+    elif not out and slurm.resume(host.name, node):
         done = f"resumed {host.name}: every device back in service"
     jobs = slurm.jobs(host.name)
     if settings.SCHEDULER_REQUEUE:
@@ -65,7 +65,8 @@ def sync_host(host: Host, slurm: Slurm) -> str:
                 done += f"{'; ' if done else ''}requeued job {job.job_id} ({job.user}) off GPU {sorted(interrupted & set(job.gpus))}"
     if done:
         log.info("scheduler: %s", done)
-    node = slurm.node(host.name) or node
+    if done:  # its state now
+        node = slurm.node(host.name) or node
     _record(host, state=node.state, reason=node.reason, jobs=[asdict(j) for j in jobs])
     return done
 

@@ -63,9 +63,8 @@ def start_capture(trace_id: int) -> threading.Thread:
 def run_process_capture(trace_id: int) -> None:
     """Capture the process the trace names (params: pid, duration_s or iterations; a job's
     rank: start_time_ms or iteration_roundup), store it, and queue its analysis."""
-    from fleet.agent.run import (
-        kineto_daemon,  # the agent's own (its module starts nothing on import)
-    )
+    # The agent's own daemon (fleet.agent.run starts nothing on import; imported here, where it runs).
+    from fleet.agent.run import kineto_daemon
 
     if not move(trace_id, [TraceStatus.QUEUED], TraceStatus.CAPTURING, capture_started_at=timezone.now()):
         return
